@@ -1,0 +1,20 @@
+// The k3perf verbs. Each registers its options on a CLI11 subcommand and runs from them; all the
+// work happens in the libraries (sim/, core/), the verbs only read arguments and write outputs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace k3::cli {
+
+struct GlobalOptions {
+  std::string data_dir;  // --data-dir: the scenarios/ folder (models, hardware, claims)
+};
+
+void add_predict_command(CLI::App& app, const GlobalOptions& global);
+void add_verify_command(CLI::App& app, const GlobalOptions& global);
+// `k3perf` with no verb: predict the embedded default scenario and print the summary.
+int run_default(const GlobalOptions& global);
+
+}  // namespace k3::cli

@@ -1,0 +1,30 @@
+// k3perf: predict, run and measure the performance of Kimi K3 and its family.
+#include "cli/commands.h"
+#include "core/error.h"
+
+#include <fmt/core.h>
+
+int main(int argc, char** argv) {
+  CLI::App app{"k3perf: performance of Kimi K3 (Kimi Delta Attention + gated MLA, LatentMoE) and its family"};
+  app.set_version_flag("--version", "k3perf 0.1.0");
+  k3::cli::GlobalOptions global;
+  app.add_option("--data-dir", global.data_dir,
+                 "the scenarios/ folder with models/, hardware/ and claims/ (default: $K3PERF_DATA_DIR, else the "
+                 "source tree's)");
+  app.require_subcommand(0, 1);
+  k3::cli::add_predict_command(app, global);
+  k3::cli::add_verify_command(app, global);
+  try {
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty()) return k3::cli::run_default(global);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const k3::InputError& e) {
+    fmt::print(stderr, "k3perf: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "k3perf: internal error: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}

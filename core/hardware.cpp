@@ -1,0 +1,314 @@
+#include "core/hardware.h"
+
+#include "core/error.h"
+#include "core/yaml_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <vector>
+
+namespace k3 {
+
+namespace {
+
+// Defaults for classes a hardware file does not calibrate, all "default, uncalibrated".
+// Basis of each (compute = fraction of the dense peak, memory = fraction of peak HBM bandwidth):
+//   gemm          DeepGEMM reaches 1550 of 1979 FP8 TFLOP/s on H800 (0.78); cuBLAS bf16 on our
+//                 H200 reaches ~890 of 989 (0.90). Skinny decode GEMMs stream weights at about
+//                 the device-copy rate (0.83 measured on H200), so 0.85 with a good kernel.
+//   grouped_gemm  routed experts see small, uneven per-expert M and in-GEMM dequantisation, so
+//                 tensor cores idle on tile padding; well below dense GEMM.
+//   attention     FlashMLA README, H800 SXM5: 660 of 989 TFLOP/s compute-bound (0.67) and
+//                 3000 of 3350 GB/s memory-bound decode (0.90).
+//   recurrent     KDA chunked scan / recurrent step: small per-head matmuls with a sequential
+//                 dependency across chunks; no published roofline figure, so set low.
+//   elementwise   bandwidth-bound; a plain device copy reaches 0.83 on H200, fused norms and
+//                 gates a little less. Compute rarely binds.
+//   gather        embedding rows are scattered reads of a few KB each; poor DRAM efficiency.
+struct DefaultRow {
+  EfficiencyClass cls;
+  Efficiency eff;
+};
+constexpr DefaultRow kDefaultEfficiency[] = {
+    {EfficiencyClass::gemm, {0.80, 0.85}},        {EfficiencyClass::grouped_gemm, {0.60, 0.80}},
+    {EfficiencyClass::attention, {0.67, 0.90}},   {EfficiencyClass::recurrent, {0.30, 0.70}},
+    {EfficiencyClass::elementwise, {0.50, 0.80}}, {EfficiencyClass::gather, {0.50, 0.50}},
+};
+
+const Efficiency& default_efficiency_ref(EfficiencyClass c) {
+  for (const auto& row : kDefaultEfficiency) {
+    if (row.cls == c) return row.eff;
+  }
+  K3_CHECK(false, "no default efficiency for class {}", static_cast<int>(c));
+  return kDefaultEfficiency[0].eff;  // unreachable
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// Rejects keys outside `allowed`, so a typo ("hbm_bandwith") is an error, not a silent default.
+void check_keys(const YamlNode& node, const std::vector<std::string>& allowed) {
+  if (!node.is_map()) node.fail(fmt::format("expected a mapping with keys {{{}}}", join(allowed)));
+  for (const auto& key : node.keys()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      node[key].fail(fmt::format("unknown key; expected one of {{{}}}", join(allowed)));
+    }
+  }
+}
+
+bool is_kebab_case(const std::string& id) {
+  if (id.empty() || id.front() == '-' || id.back() == '-') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+class HardwareParser {
+ public:
+  explicit HardwareParser(const YamlNode& root) : root_(root) {}
+
+  Hardware parse() {
+    check_keys(root_, {"name", "sources", "gpu", "interconnect", "overheads", "efficiency"});
+    Hardware hw;
+    hw.source_file = root_.file();
+    hw.name = root_["name"].as_string();
+    if (hw.name.empty()) root_["name"].fail("expected a non-empty name");
+    parse_sources(root_["sources"], &hw);
+    parse_gpu(root_["gpu"], &hw);
+    parse_interconnect(root_["interconnect"], &hw);
+    parse_overheads(root_["overheads"], &hw);
+    parse_efficiency(root_.find("efficiency"), &hw);
+    return hw;
+  }
+
+ private:
+  enum class Check { positive, non_negative, fraction };
+
+  void parse_sources(const YamlNode& node, Hardware* hw) {
+    if (!node.is_map() || node.keys().empty()) {
+      node.fail("expected a mapping of source id -> citation (title, URL, the figure it gives)");
+    }
+    for (const auto& id : node.keys()) {
+      const YamlNode citation = node[id];
+      if (!is_kebab_case(id)) citation.fail("source ids are kebab-case: a-z, 0-9 and '-'");
+      const std::string text = citation.as_string();
+      if (text.empty()) citation.fail("expected a citation: title, URL and the figure it gives");
+      hw->sources[id] = text;
+    }
+  }
+
+  // The source id named at `node`, which must be listed under `sources`.
+  std::string source_id(const YamlNode& node, const Hardware& hw) {
+    const std::string id = node.as_string();
+    if (hw.sources.count(id) == 0) {
+      std::vector<std::string> known;
+      for (const auto& [k, v] : hw.sources) known.push_back(k);
+      node.fail(fmt::format("source '{}' is not listed under 'sources' (listed: {})", id,
+                            join(known)));
+    }
+    return id;
+  }
+
+  // A number in the form {value: <number>, source: <id>}.
+  double sourced(const YamlNode& node, Check check, const Hardware& hw) {
+    if (!node.is_map()) {
+      node.fail("expected {value: <number>, source: <id>}; every number needs a source");
+    }
+    check_keys(node, {"value", "source"});
+    source_id(node["source"], hw);
+    const YamlNode value = node["value"];
+    switch (check) {
+      case Check::positive: return value.as_positive();
+      case Check::non_negative: return value.as_non_negative();
+      case Check::fraction: return value.as_fraction();
+    }
+    return 0.0;
+  }
+
+  int sourced_positive_int(const YamlNode& node, const Hardware& hw) {
+    if (!node.is_map()) {
+      node.fail("expected {value: <integer>, source: <id>}; every number needs a source");
+    }
+    check_keys(node, {"value", "source"});
+    source_id(node["source"], hw);
+    const YamlNode value = node["value"];
+    const long long n = value.as_positive_int();
+    if (n > std::numeric_limits<int>::max()) value.fail("integer too large");
+    return static_cast<int>(n);
+  }
+
+  void parse_gpu(const YamlNode& gpu, Hardware* hw) {
+    check_keys(gpu, {"sm_count", "peak_flops_per_s", "hbm_capacity_bytes",
+                     "hbm_bandwidth_bytes_per_s", "l2_cache_bytes"});
+    hw->sm_count = sourced_positive_int(gpu["sm_count"], *hw);
+    hw->hbm_capacity_bytes = sourced(gpu["hbm_capacity_bytes"], Check::positive, *hw);
+    hw->hbm_bandwidth_bytes_per_s = sourced(gpu["hbm_bandwidth_bytes_per_s"], Check::positive, *hw);
+    hw->l2_cache_bytes = sourced(gpu["l2_cache_bytes"], Check::positive, *hw);
+
+    const YamlNode peaks = gpu["peak_flops_per_s"];
+    const std::vector<std::string> allowed = {"fp32", "bf16", "fp8", "fp4"};
+    if (!peaks.is_map()) {
+      peaks.fail(fmt::format("expected a mapping with keys {{{}}}", join(allowed)));
+    }
+    for (const auto& key : peaks.keys()) {
+      ComputeType type;
+      if (!parse_compute_type(key, &type)) {
+        peaks[key].fail(fmt::format("unknown compute type '{}'; expected one of {{{}}}", key,
+                                    join(allowed)));
+      }
+      hw->peak_flops_per_s[type] = sourced(peaks[key], Check::positive, *hw);
+    }
+    // bf16 is the reference rate every model runs at; a file without it is incomplete.
+    if (hw->peak_flops_per_s.count(ComputeType::bf16) == 0) {
+      peaks.fail("missing required key 'bf16' (the dense bf16 peak is required)");
+    }
+  }
+
+  LinkSpec parse_link(const YamlNode& node, const Hardware& hw) {
+    check_keys(node, {"bandwidth_bytes_per_s", "latency_us", "efficiency"});
+    LinkSpec link;
+    link.bandwidth_bytes_per_s = sourced(node["bandwidth_bytes_per_s"], Check::positive, hw);
+    link.latency_us = sourced(node["latency_us"], Check::non_negative, hw);
+    link.efficiency = sourced(node["efficiency"], Check::fraction, hw);
+    return link;
+  }
+
+  void parse_interconnect(const YamlNode& node, Hardware* hw) {
+    check_keys(node, {"scale_up_domain_gpus", "nvlink", "network"});
+    hw->scale_up_domain_gpus = sourced_positive_int(node["scale_up_domain_gpus"], *hw);
+    hw->nvlink = parse_link(node["nvlink"], *hw);
+    hw->network = parse_link(node["network"], *hw);
+  }
+
+  void parse_overheads(const YamlNode& node, Hardware* hw) {
+    check_keys(node, {"kernel_launch_overhead_us", "graph_kernel_overhead_us"});
+    hw->kernel_launch_overhead_us =
+        sourced(node["kernel_launch_overhead_us"], Check::non_negative, *hw);
+    hw->graph_kernel_overhead_us =
+        sourced(node["graph_kernel_overhead_us"], Check::non_negative, *hw);
+  }
+
+  void parse_efficiency(const std::optional<YamlNode>& block, Hardware* hw) {
+    std::vector<std::string> calibrated;
+    std::string block_source;
+    if (block) {
+      std::vector<std::string> classes;
+      for (EfficiencyClass c : kAllEfficiencyClasses) classes.push_back(to_string(c));
+      if (!block->is_map()) block->fail("expected a mapping: source, then one entry per class");
+      for (const auto& key : block->keys()) {
+        EfficiencyClass unused;
+        if (key != "source" && !parse_efficiency_class(key, &unused)) {
+          (*block)[key].fail(fmt::format("unknown efficiency class '{}'; expected one of {{{}}}",
+                                         key, join(classes)));
+        }
+      }
+      block_source = source_id((*block)["source"], *hw);
+      for (const auto& key : block->keys()) {
+        if (key == "source") continue;
+        EfficiencyClass cls = EfficiencyClass::gemm;
+        parse_efficiency_class(key, &cls);  // checked above
+        const YamlNode entry = (*block)[key];
+        check_keys(entry, {"compute", "memory"});
+        hw->efficiency[cls] = {entry["compute"].as_fraction(), entry["memory"].as_fraction()};
+        calibrated.push_back(key);
+      }
+    }
+    std::vector<std::string> defaulted;
+    for (EfficiencyClass c : kAllEfficiencyClasses) {
+      if (hw->efficiency.count(c) == 0) {
+        hw->efficiency[c] = default_efficiency_ref(c);
+        defaulted.push_back(to_string(c));
+      }
+    }
+    if (calibrated.empty()) {
+      hw->efficiency_source = "default, uncalibrated";
+    } else if (defaulted.empty()) {
+      hw->efficiency_source = fmt::format("all classes from source '{}'", block_source);
+    } else {
+      hw->efficiency_source = fmt::format("{} from source '{}'; default, uncalibrated: {}",
+                                          join(calibrated), block_source, join(defaulted));
+    }
+  }
+
+  const YamlNode& root_;
+};
+
+bool looks_like_path(const std::string& s) {
+  const std::filesystem::path p(s);
+  return s.find('/') != std::string::npos || p.extension() == ".yaml" || p.extension() == ".yml";
+}
+
+}  // namespace
+
+std::string to_string(EfficiencyClass c) {
+  switch (c) {
+    case EfficiencyClass::gemm: return "gemm";
+    case EfficiencyClass::grouped_gemm: return "grouped_gemm";
+    case EfficiencyClass::attention: return "attention";
+    case EfficiencyClass::recurrent: return "recurrent";
+    case EfficiencyClass::elementwise: return "elementwise";
+    case EfficiencyClass::gather: return "gather";
+  }
+  return "?";
+}
+
+bool parse_efficiency_class(const std::string& name, EfficiencyClass* out) {
+  for (EfficiencyClass c : kAllEfficiencyClasses) {
+    if (to_string(c) == name) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+Efficiency default_efficiency(EfficiencyClass c) { return default_efficiency_ref(c); }
+
+double Hardware::peak(ComputeType c) const {
+  const auto it = peak_flops_per_s.find(c);
+  if (it != peak_flops_per_s.end()) return it->second;
+  std::vector<std::string> supported;
+  for (const auto& [type, rate] : peak_flops_per_s) supported.push_back(to_string(type));
+  throw Error(fmt::format("hardware '{}' ({}) has no {} peak rate; it supports {{{}}}", name,
+                          source_file.empty() ? "not loaded from a file" : source_file,
+                          to_string(c), join(supported)));
+}
+
+const Efficiency& Hardware::efficiency_of(EfficiencyClass c) const {
+  const auto it = efficiency.find(c);
+  return it != efficiency.end() ? it->second : default_efficiency_ref(c);
+}
+
+Hardware load_hardware(const std::string& path) {
+  const YamlNode root = YamlNode::load_file(path);
+  return HardwareParser(root).parse();
+}
+
+std::vector<std::string> list_hardware_names(const std::string& hardware_dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(hardware_dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Hardware load_hardware_by_name(const std::string& name_or_path, const std::string& hardware_dir) {
+  if (looks_like_path(name_or_path)) return load_hardware(name_or_path);
+  const std::filesystem::path file = std::filesystem::path(hardware_dir) / (name_or_path + ".yaml");
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(file, ec)) return load_hardware(file.string());
+  const std::vector<std::string> names = list_hardware_names(hardware_dir);
+  throw InputError(fmt::format(
+      "unknown hardware '{}': no {}; available in {}: {} (or give a path to a .yaml file)",
+      name_or_path, file.string(), hardware_dir, names.empty() ? "none" : join(names)));
+}
+
+}  // namespace k3

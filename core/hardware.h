@@ -1,0 +1,83 @@
+// One GPU type and the fabric around it, loaded from scenarios/hardware/*.yaml.
+// Every published or measured number in the file carries a source id (see docs/hardware.md);
+// the loader refuses a number without one. Rates are dense (no structured sparsity).
+#pragma once
+
+#include "core/dtype.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+// Classes of operation that share an achievable fraction of the peak. Every Op maps to one.
+enum class EfficiencyClass {
+  gemm,          // dense matrix products (projections, dense/shared MLP, lm_head)
+  grouped_gemm,  // routed-expert grouped GEMM (MoE), incl. in-GEMM dequantisation
+  attention,     // MLA attention (prefill and absorbed decode)
+  recurrent,     // KDA recurrent step / chunked scan
+  elementwise,   // norms, conv, gates, router, AttnRes mixers, activations
+  gather,        // embedding lookup
+};
+inline constexpr EfficiencyClass kAllEfficiencyClasses[] = {
+    EfficiencyClass::gemm,      EfficiencyClass::grouped_gemm, EfficiencyClass::attention,
+    EfficiencyClass::recurrent, EfficiencyClass::elementwise,  EfficiencyClass::gather,
+};
+std::string to_string(EfficiencyClass c);
+bool parse_efficiency_class(const std::string& name, EfficiencyClass* out);
+
+// Achievable fraction of peak compute and of peak HBM bandwidth for one class.
+struct Efficiency {
+  double compute = 1.0;  // fraction of peak FLOP/s, in (0, 1]
+  double memory = 1.0;   // fraction of peak HBM bytes/s, in (0, 1]
+};
+// The documented default for a class ("default, uncalibrated"; basis in hardware.cpp).
+Efficiency default_efficiency(EfficiencyClass c);
+
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 0;  // per GPU, one direction
+  double latency_us = 0;             // alpha of the alpha-beta collective model
+  double efficiency = 1.0;           // achievable fraction of bandwidth for collectives (bus bw)
+};
+
+struct Hardware {
+  std::string name;         // e.g. "H200 SXM"
+  std::string source_file;  // where it was loaded from
+  std::map<std::string, std::string> sources;  // source id -> citation, as in the file
+
+  // Compute and memory of one GPU.
+  int sm_count = 0;
+  std::map<ComputeType, double> peak_flops_per_s;  // dense; absent = not supported by the chip
+  double hbm_capacity_bytes = 0;
+  double hbm_bandwidth_bytes_per_s = 0;
+  double l2_cache_bytes = 0;
+
+  // Fabric. GPUs inside one scale-up domain talk over NVLink, others over the network.
+  int scale_up_domain_gpus = 1;
+  LinkSpec nvlink;
+  LinkSpec network;
+
+  // Fixed costs.
+  double kernel_launch_overhead_us = 0;  // per kernel, eager launches
+  double graph_kernel_overhead_us = 0;   // per kernel, replayed from a CUDA graph
+
+  std::map<EfficiencyClass, Efficiency> efficiency;  // every class present after loading
+  std::string efficiency_source;                     // "default, uncalibrated" or a calibration
+
+  bool supports(ComputeType c) const { return peak_flops_per_s.count(c) != 0; }
+  double peak(ComputeType c) const;  // throws k3::Error naming the hardware when unsupported
+  const Efficiency& efficiency_of(EfficiencyClass c) const;  // the default when absent
+  // Ridge point: FLOP per byte where compute time equals memory time, at peak.
+  double ridge_flops_per_byte(ComputeType c) const { return peak(c) / hbm_bandwidth_bytes_per_s; }
+};
+
+// Loads and validates a hardware file. Errors name file:line and key.
+Hardware load_hardware(const std::string& path);
+// Resolves a name ("h200-sxm") or a path. Names are looked up in `hardware_dir`.
+Hardware load_hardware_by_name(const std::string& name_or_path, const std::string& hardware_dir);
+// The names load_hardware_by_name accepts from `hardware_dir` (its *.yaml files), sorted.
+std::vector<std::string> list_hardware_names(const std::string& hardware_dir);
+
+}  // namespace k3

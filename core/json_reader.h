@@ -1,0 +1,42 @@
+// Checked access to a JSON document (Hugging Face config.json). Errors name the file and the
+// full key path, e.g. "models/k3.json: key 'text_config.num_experts': expected a positive integer".
+// Keys we do not read are ignored: published configs carry many.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+class JsonNode {
+ public:
+  static JsonNode parse(const std::string& text, const std::string& origin);
+  JsonNode(const nlohmann::json* value, std::string file, std::string key_path);
+
+  bool has(const std::string& key) const;  // present and not null
+  JsonNode operator[](const std::string& key) const;  // required
+  std::optional<JsonNode> find(const std::string& key) const;  // absent or null -> nullopt
+
+  long long as_int() const;
+  long long as_positive_int() const;
+  long long as_non_negative_int() const;
+  double as_double() const;
+  bool as_bool() const;
+  std::string as_string() const;
+  std::vector<long long> as_int_list() const;
+
+  const nlohmann::json& raw() const { return *value_; }
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  std::shared_ptr<const nlohmann::json> owner_;  // keeps the parsed document alive
+  const nlohmann::json* value_;
+  std::string file_;
+  std::string key_path_;
+};
+
+}  // namespace k3

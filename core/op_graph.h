@@ -1,0 +1,98 @@
+// The contract of k3perf (DESIGN §1): a model, a phase and a parallel layout become an ordered
+// list of operations with stable names. The simulator predicts each op, the engine wraps each in
+// an NVTX range of the same name, the profiler joins measurements on it.
+//
+// Names: "L<layer, 1-based, 3 digits>.<module>.<op>" (e.g. L004.mla.attn_decode, L001.kda.recurrent,
+// L017.moe.experts), or "embed.<op>" / "head.<op>". Counts are for ONE GPU of the layout for one
+// step (a prefill's chunks are summed into the same ops). docs/opgraph.md lists every op with its
+// FLOP and byte formulas.
+#pragma once
+
+#include "core/dtype.h"
+#include "core/hardware.h"
+#include "core/model_config.h"
+#include "core/scenario.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+enum class OpKind {
+  embedding,
+  rmsnorm,
+  attnres_mix,        // Block AttnRes mixer over stored blocks + partial sum
+  gemm,               // dense projection
+  elementwise,        // activation, gates, latent norm, ...
+  kda_preprocess,     // short conv + SiLU + L2 norm + forget gate + beta, fused
+  kda_recurrent,      // KDA recurrent state update (decode, verify)
+  kda_chunk,          // KDA chunked scan (prefill)
+  kda_output_norm,    // gated RMSNorm on the KDA output
+  mla_attention,      // MLA attention core (absorbed decode or prefill MHA form)
+  router,             // MoE router scores + top-k
+  moe_experts,        // routed experts: grouped GEMMs + activation
+  collective,         // communication between GPUs
+};
+std::string to_string(OpKind k);
+EfficiencyClass efficiency_class(OpKind k);
+
+enum class CollectiveKind { all_reduce, all_gather, all_to_all, send_recv };
+std::string to_string(CollectiveKind k);
+
+// Bytes moved to or from HBM, by what they are.
+struct ByteCounts {
+  double weights = 0;
+  double kv = 0;
+  double state = 0;
+  double activations = 0;
+  double total() const { return weights + kv + state + activations; }
+  ByteCounts& operator+=(const ByteCounts& o);
+};
+
+struct Collective {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0;    // payload per GPU (the buffer size nccl-tests calls "size")
+  int group_size = 1;  // GPUs taking part
+};
+
+struct Op {
+  const char* suffix = "";  // "<module>.<op>", a string literal
+  int layer = -1;           // 0-based; -1 for embed.* and head.*
+  const char* prefix = "";  // "embed" or "head" when layer < 0
+  OpKind kind = OpKind::gemm;
+  ComputeType compute = ComputeType::bf16;
+  double flops = 0;
+  ByteCounts read;
+  ByteCounts written;
+  std::optional<Collective> collective;
+  int kernels = 1;                  // kernel launches the op takes (fixed-overhead term)
+  int concurrent_with = -1;         // index of an op this one runs beside (same stream group), or -1
+  int stage = 0;                    // pipeline stage
+  double resident_weight_bytes = 0; // weights this GPU holds for the op (memory model)
+
+  std::string name() const;  // "L004.mla.attn_decode"
+  double bytes() const { return read.total() + written.total(); }
+  double intensity_flops_per_byte() const { return bytes() > 0 ? flops / bytes() : 0.0; }
+};
+
+struct OpGraph {
+  Phase phase;
+  Parallelism parallelism;
+  std::vector<Op> ops;
+  long long tokens_per_gpu = 0;     // tokens through this GPU's attention group in the step
+  long long sequences_per_gpu = 0;  // sequences held by this GPU's attention group
+  long long routed_tokens = 0;      // tokens routed to experts across the stage
+  double distinct_experts_per_gpu = 0;  // expected experts touched per EP rank, per MoE layer
+
+  const Op* find(const std::string& name) const;  // linear search; for tests and tools
+};
+
+// Expected number of distinct experts touched by `tokens` tokens, each choosing top_k of
+// `experts` uniformly: E * (1 - (1 - k/E)^T).
+double expected_distinct_experts(double experts, double top_k, double tokens);
+
+OpGraph build_op_graph(const ModelConfig& model, const Phase& phase, const Parallelism& par,
+                       const Precision& precision);
+
+}  // namespace k3

@@ -1,0 +1,237 @@
+#include "core/scenario.h"
+
+#include "core/error.h"
+#include "core/yaml_reader.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace k3 {
+
+namespace fs = std::filesystem;
+
+// An fp8 latent cache stores E4M3 values with one fp32 scale per token and layer.
+double Precision::kv_bytes_per_value() const { return kv_cache == StorageFormat::fp8 ? 1.0 : bytes_per_element(kv_cache); }
+double Precision::kv_scale_bytes_per_token() const { return kv_cache == StorageFormat::fp8 ? 4.0 : 0.0; }
+
+std::string to_string(PhaseKind p) {
+  switch (p) {
+    case PhaseKind::prefill: return "prefill";
+    case PhaseKind::decode: return "decode";
+    case PhaseKind::verify: return "verify";
+  }
+  return "?";
+}
+
+Phase Phase::decode(long long batch, long long context_tokens) {
+  return Phase{PhaseKind::decode, batch, context_tokens, 1, 16384};
+}
+
+Phase Phase::prefill(long long batch, long long prompt_tokens, long long cached_prefix_tokens, long long chunk_tokens) {
+  return Phase{PhaseKind::prefill, batch, cached_prefix_tokens, prompt_tokens, chunk_tokens};
+}
+
+Phase Phase::verify(long long batch, long long draft_tokens, long long context_tokens) {
+  return Phase{PhaseKind::verify, batch, context_tokens, draft_tokens + 1, 16384};
+}
+
+DataPaths DataPaths::resolve(const std::string& data_dir_flag) {
+  std::string root = data_dir_flag;
+  if (root.empty()) {
+    if (const char* env = std::getenv("K3PERF_DATA_DIR")) root = env;
+  }
+#ifdef K3PERF_SOURCE_DIR
+  if (root.empty()) root = std::string(K3PERF_SOURCE_DIR) + "/scenarios";
+#endif
+  if (root.empty()) root = "scenarios";
+  if (!fs::is_directory(root)) {
+    throw InputError(fmt::format("data directory '{}' does not exist (set --data-dir or K3PERF_DATA_DIR "
+                                 "to the project's scenarios/ folder)", root));
+  }
+  return DataPaths{root + "/models", root + "/hardware", root + "/claims"};
+}
+
+namespace {
+
+// Applies "a.b.c=value" to the YAML tree; the value is parsed as YAML (numbers, lists, strings).
+void apply_set(YAML::Node root, const std::string& assignment) {
+  const std::size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError(fmt::format("--set '{}': expected key.path=value", assignment));
+  }
+  const std::string path = assignment.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("--set '{}': cannot parse the value: {}", assignment, e.msg));
+  }
+  YAML::Node node = root;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) throw InputError(fmt::format("--set '{}': empty key in '{}'", assignment, path));
+    if (dot == std::string::npos) {
+      node[part] = value;
+      return;
+    }
+    if (!node[part] || !node[part].IsMap()) node[part] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node child = node[part];
+    node.reset(child);
+    start = dot + 1;
+  }
+}
+
+StorageFormat storage(const YamlNode& n, const std::vector<std::string>& allowed) {
+  StorageFormat f{};
+  parse_storage_format(n.as_choice(allowed), &f);
+  return f;
+}
+
+// A model or hardware reference: a path relative to the scenario file, or a name in the data dir.
+std::string resolve_reference(const YamlNode& n, const std::string& origin) {
+  const std::string ref = n.as_string();
+  const fs::path beside = fs::path(origin).parent_path() / ref;
+  if (!origin.empty() && origin[0] != '<' && fs::is_regular_file(beside)) return beside.string();
+  return ref;
+}
+
+void read_workload(const YamlNode& w, Phase& ph) {
+  ph.batch = w["batch"].as_positive_int();
+  if (auto c = w.find("context_tokens")) ph.context_tokens = c->as_int();
+  if (ph.context_tokens < 0) w["context_tokens"].fail("expected a number of tokens >= 0");
+  switch (ph.kind) {
+    case PhaseKind::decode:
+      if (auto n = w.find("new_tokens"); n && n->as_int() != 1) n->fail("a decode step processes 1 new token per sequence");
+      ph.new_tokens = 1;
+      break;
+    case PhaseKind::prefill:
+      ph.new_tokens = w["new_tokens"].as_positive_int();
+      if (auto c = w.find("prefill_chunk_tokens")) ph.prefill_chunk_tokens = c->as_positive_int();
+      break;
+    case PhaseKind::verify:
+      ph.new_tokens = w["draft_tokens"].as_positive_int() + 1;
+      break;
+  }
+}
+
+}  // namespace
+
+Scenario parse_scenario(const std::string& yaml_text, const std::string& origin, const DataPaths& data,
+                        const std::vector<std::string>& sets) {
+  YamlNode doc = YamlNode::load_string(yaml_text, origin);
+  YAML::Node root = YAML::Clone(doc.raw());
+  for (const std::string& set : sets) apply_set(root, set);
+  const YamlNode y(root, origin, "");
+
+  Scenario s;
+  s.source = origin;
+  s.name = y.has("name") ? y["name"].as_string() : fs::path(origin).stem().string();
+  s.model = load_model_config_by_name(resolve_reference(y["model"], origin), data.models_dir);
+  s.hardware = load_hardware_by_name(resolve_reference(y["hardware"], origin), data.hardware_dir);
+
+  if (auto o = y.find("overrides")) {
+    if (auto a = o->find("attention")) {
+      const std::string kind = a->as_choice({"as_published", "all_mla", "all_kda"});
+      if (kind != "as_published") {
+        s.model = with_all_attention(s.model, kind == "all_mla" ? AttentionKind::mla : AttentionKind::kda);
+        s.overrides.push_back("attention: " + kind);
+      }
+    }
+    if (auto r = o->find("attnres"); r && !r->as_bool() && s.model.residual == ResidualKind::block_attnres) {
+      s.model = without_attnres(s.model);
+      s.overrides.push_back("attnres: false");
+    }
+  }
+
+  if (auto p = y.find("parallelism")) {
+    if (auto v = p->find("tp")) s.parallelism.tp = static_cast<int>(v->as_positive_int());
+    if (auto v = p->find("attention_dp")) s.parallelism.attention_dp = static_cast<int>(v->as_positive_int());
+    if (auto v = p->find("ep")) s.parallelism.ep = static_cast<int>(v->as_positive_int());
+    if (auto v = p->find("pp")) s.parallelism.pp = static_cast<int>(v->as_positive_int());
+  }
+  if (auto g = y.find("gpus"); g && g->as_positive_int() != s.parallelism.gpus()) {
+    g->fail(fmt::format("{} GPUs given, but tp {} x attention_dp {} x pp {} = {}", g->as_int(), s.parallelism.tp,
+                        s.parallelism.attention_dp, s.parallelism.pp, s.parallelism.gpus()));
+  }
+
+  // Precision defaults follow the checkpoint as published.
+  s.precision.weights = s.model.quantize_attention_and_dense ? s.model.weight_format : StorageFormat::bf16;
+  s.precision.routed_experts = s.model.routed_expert_format;
+  if (auto p = y.find("precision")) {
+    if (auto v = p->find("weights")) s.precision.weights = storage(*v, {"bf16", "fp8", "mxfp8"});
+    if (auto v = p->find("routed_experts")) s.precision.routed_experts = storage(*v, {"bf16", "fp8", "mxfp8", "mxfp4", "int4"});
+    if (auto v = p->find("kv_cache")) s.precision.kv_cache = storage(*v, {"bf16", "fp8"});
+    if (auto v = p->find("kda_state")) s.precision.kda_state = storage(*v, {"fp32", "bf16"});
+    if (auto v = p->find("activations")) s.precision.activations = storage(*v, {"bf16", "fp8"});
+    if (auto v = p->find("gemm_compute")) {
+      parse_compute_type(v->as_choice({"bf16", "fp8", "fp4"}), &s.precision.gemm_compute);
+      if (!s.hardware.supports(s.precision.gemm_compute)) {
+        v->fail(fmt::format("{} has no {} tensor-core rate", s.hardware.name, to_string(s.precision.gemm_compute)));
+      }
+    }
+  }
+
+  s.phase.kind = PhaseKind::decode;
+  if (auto ph = y.find("phase")) {
+    const std::string kind = ph->as_choice({"decode", "prefill", "verify"});
+    s.phase.kind = kind == "prefill" ? PhaseKind::prefill : kind == "verify" ? PhaseKind::verify : PhaseKind::decode;
+  }
+  read_workload(y["workload"], s.phase);
+
+  if (auto r = y.find("runtime")) {
+    if (auto v = r->find("cuda_graphs")) s.runtime.cuda_graphs = v->as_bool();
+    if (auto v = r->find("memory_utilization")) s.runtime.memory_utilization = v->as_fraction();
+    if (auto v = r->find("reserved_gib")) s.runtime.reserved_bytes = v->as_non_negative() * double(1ull << 30);
+  }
+  validate(s);
+  return s;
+}
+
+Scenario load_scenario(const std::string& path, const DataPaths& data, const std::vector<std::string>& sets) {
+  const YamlNode doc = YamlNode::load_file(path);  // for the file's own syntax errors
+  YAML::Emitter out;
+  out << doc.raw();
+  return parse_scenario(out.c_str(), path, data, sets);
+}
+
+void validate(const Scenario& s) {
+  const Parallelism& par = s.parallelism;
+  const ModelConfig& m = s.model;
+  auto fail = [&](const std::string& what) { throw InputError(fmt::format("{}: {}", s.source, what)); };
+  if (m.count_layers(AttentionKind::mla) > 0 && m.mla.num_heads % par.tp != 0) {
+    fail(fmt::format("parallelism.tp {} does not divide the {} MLA heads", par.tp, m.mla.num_heads));
+  }
+  if (m.kda && m.count_layers(AttentionKind::kda) > 0 && m.kda->num_heads % par.tp != 0) {
+    fail(fmt::format("parallelism.tp {} does not divide the {} KDA heads", par.tp, m.kda->num_heads));
+  }
+  if (m.moe) {
+    if (par.stage_gpus() % par.ep != 0) {
+      fail(fmt::format("parallelism.ep {} must divide tp x attention_dp = {}", par.ep, par.stage_gpus()));
+    }
+    if (m.moe->num_experts % par.ep != 0) {
+      fail(fmt::format("parallelism.ep {} does not divide the {} routed experts", par.ep, m.moe->num_experts));
+    }
+    if (m.moe->expert_intermediate % par.moe_tp() != 0) {
+      fail(fmt::format("experts split over {} GPUs each (tp x attention_dp / ep), which does not divide their "
+                       "intermediate size {}", par.moe_tp(), m.moe->expert_intermediate));
+    }
+  } else if (par.ep != 1) {
+    fail("parallelism.ep > 1 needs a model with routed experts");
+  }
+  if (par.pp > m.num_layers) fail(fmt::format("parallelism.pp {} exceeds the {} layers", par.pp, m.num_layers));
+  if (s.phase.batch < par.attention_dp) {
+    fail(fmt::format("workload.batch {} is smaller than attention_dp {}: some attention groups would idle",
+                     s.phase.batch, par.attention_dp));
+  }
+  if (s.phase.context_tokens + s.phase.new_tokens > m.max_position_embeddings) {
+    fail(fmt::format("context {} + new {} tokens exceeds the model's {} positions", s.phase.context_tokens,
+                     s.phase.new_tokens, m.max_position_embeddings));
+  }
+  if (s.precision.gemm_compute == ComputeType::fp4 && !s.hardware.supports(ComputeType::fp4)) {
+    fail(fmt::format("{} has no fp4 tensor cores", s.hardware.name));
+  }
+}
+
+}  // namespace k3

@@ -1,0 +1,163 @@
+#include "core/yaml_reader.h"
+
+#include "core/error.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace k3 {
+
+namespace {
+
+YamlNode parse(const std::string& text, const std::string& origin) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsMap()) {
+      throw InputError(fmt::format("{}: expected a YAML mapping at the top level", origin));
+    }
+    return YamlNode(root, origin, "");
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.msg));
+  }
+}
+
+}  // namespace
+
+YamlNode YamlNode::load_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse(buffer.str(), path);
+}
+
+YamlNode YamlNode::load_string(const std::string& text, const std::string& origin) {
+  return parse(text, origin);
+}
+
+YamlNode::YamlNode(YAML::Node node, std::string file, std::string key_path)
+    : node_(std::move(node)), file_(std::move(file)), key_path_(std::move(key_path)) {}
+
+int YamlNode::line() const {
+  const YAML::Mark mark = node_.Mark();
+  return mark.line >= 0 ? mark.line + 1 : 0;
+}
+
+void YamlNode::fail(const std::string& what) const {
+  const std::string where = line() > 0 ? fmt::format("{}:{}", file_, line()) : file_;
+  if (key_path_.empty()) throw InputError(fmt::format("{}: {}", where, what));
+  throw InputError(fmt::format("{}: key '{}': {}", where, key_path_, what));
+}
+
+bool YamlNode::has(const std::string& key) const { return node_.IsMap() && node_[key]; }
+
+std::optional<YamlNode> YamlNode::find(const std::string& key) const {
+  if (!node_.IsMap()) fail("expected a mapping");
+  YAML::Node child = node_[key];
+  if (!child || child.IsNull()) return std::nullopt;
+  return YamlNode(child, file_, key_path_.empty() ? key : key_path_ + "." + key);
+}
+
+YamlNode YamlNode::operator[](const std::string& key) const {
+  std::optional<YamlNode> child = find(key);
+  if (!child) {
+    const std::string full = key_path_.empty() ? key : key_path_ + "." + key;
+    const std::string where = line() > 0 ? fmt::format("{}:{}", file_, line()) : file_;
+    throw InputError(fmt::format("{}: missing required key '{}'", where, full));
+  }
+  return *child;
+}
+
+std::vector<YamlNode> YamlNode::items() const {
+  if (!node_.IsSequence()) fail("expected a list");
+  std::vector<YamlNode> out;
+  for (std::size_t i = 0; i < node_.size(); ++i) {
+    out.emplace_back(node_[i], file_, fmt::format("{}[{}]", key_path_, i));
+  }
+  return out;
+}
+
+std::vector<std::string> YamlNode::keys() const {
+  if (!node_.IsMap()) fail("expected a mapping");
+  std::vector<std::string> out;
+  for (const auto& kv : node_) out.push_back(kv.first.as<std::string>());
+  return out;
+}
+
+std::string YamlNode::scalar_text() const {
+  if (!node_.IsScalar()) fail("expected a single value, got a list or mapping");
+  return node_.Scalar();
+}
+
+double YamlNode::as_double() const {
+  const std::string text = scalar_text();
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) {
+    fail(fmt::format("expected a number, got '{}'", text));
+  }
+  return value;
+}
+
+double YamlNode::as_positive() const {
+  const double value = as_double();
+  if (!(value > 0)) fail(fmt::format("expected a positive number, got '{}'", scalar_text()));
+  return value;
+}
+
+double YamlNode::as_non_negative() const {
+  const double value = as_double();
+  if (value < 0) fail(fmt::format("expected a number >= 0, got '{}'", scalar_text()));
+  return value;
+}
+
+double YamlNode::as_fraction() const {
+  const double value = as_double();
+  if (!(value > 0 && value <= 1)) fail(fmt::format("expected a fraction in (0, 1], got '{}'", scalar_text()));
+  return value;
+}
+
+long long YamlNode::as_int() const {
+  const std::string text = scalar_text();
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+    // Accept integral values written in floating form (e.g. 1.048576e6).
+    const double d = as_double();
+    if (d != std::floor(d) || std::fabs(d) > 9.0e18) fail(fmt::format("expected an integer, got '{}'", text));
+    return static_cast<long long>(d);
+  }
+  return value;
+}
+
+long long YamlNode::as_positive_int() const {
+  const long long value = as_int();
+  if (value <= 0) fail(fmt::format("expected a positive integer, got '{}'", scalar_text()));
+  return value;
+}
+
+bool YamlNode::as_bool() const {
+  const std::string text = scalar_text();
+  if (text == "true" || text == "True" || text == "yes") return true;
+  if (text == "false" || text == "False" || text == "no") return false;
+  fail(fmt::format("expected true or false, got '{}'", text));
+}
+
+std::string YamlNode::as_string() const { return scalar_text(); }
+
+std::string YamlNode::as_choice(const std::vector<std::string>& allowed) const {
+  const std::string text = scalar_text();
+  for (const auto& a : allowed) {
+    if (a == text) return text;
+  }
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  fail(fmt::format("expected one of {{{}}}, got '{}'", list, text));
+}
+
+}  // namespace k3

@@ -1,0 +1,56 @@
+// Typed, checked access to a YAML document. Every error names file:line and the full key path
+// ("hardware/h200.yaml:12: key 'gpu.hbm_capacity_bytes': expected a positive number, got '-1'").
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+class YamlNode {
+ public:
+  // Parses a file; a syntax error becomes an InputError naming the file and line.
+  static YamlNode load_file(const std::string& path);
+  // Parses text; `origin` names it in errors (e.g. "<embedded default scenario>").
+  static YamlNode load_string(const std::string& text, const std::string& origin);
+
+  YamlNode(YAML::Node node, std::string file, std::string key_path);
+
+  bool has(const std::string& key) const;
+  YamlNode operator[](const std::string& key) const;  // required child mapping entry
+  std::optional<YamlNode> find(const std::string& key) const;
+
+  bool is_map() const { return node_.IsMap(); }
+  bool is_sequence() const { return node_.IsSequence(); }
+  std::vector<YamlNode> items() const;              // elements of a sequence
+  std::vector<std::string> keys() const;            // keys of a mapping, in file order
+
+  double as_double() const;
+  double as_positive() const;      // > 0
+  double as_non_negative() const;  // >= 0
+  double as_fraction() const;      // in (0, 1]
+  long long as_int() const;
+  long long as_positive_int() const;
+  bool as_bool() const;
+  std::string as_string() const;
+  // One of `allowed`; the error lists them.
+  std::string as_choice(const std::vector<std::string>& allowed) const;
+
+  const YAML::Node& raw() const { return node_; }
+  const std::string& file() const { return file_; }
+  const std::string& key_path() const { return key_path_; }
+  int line() const;  // 1-based, 0 when unknown
+  // "file:line: key 'a.b': <what>" — the prefix every error from here uses.
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  std::string scalar_text() const;
+  YAML::Node node_;
+  std::string file_;
+  std::string key_path_;
+};
+
+}  // namespace k3

@@ -1,0 +1,157 @@
+#include "sim/claims/claim.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+namespace k3 {
+
+namespace {
+std::map<std::string, ClaimEvaluatorFactory>& registry() {
+  static std::map<std::string, ClaimEvaluatorFactory> r;
+  return r;
+}
+}  // namespace
+
+bool register_claim_evaluator(const std::string& name, ClaimEvaluatorFactory factory) {
+  return registry().emplace(name, std::move(factory)).second;
+}
+
+std::unique_ptr<ClaimEvaluator> make_claim_evaluator(const std::string& name) {
+  auto it = registry().find(name);
+  return it == registry().end() ? nullptr : it->second();
+}
+
+std::vector<std::string> claim_evaluator_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : registry()) out.push_back(name);
+  return out;
+}
+
+std::string to_string(Verdict v) {
+  switch (v) {
+    case Verdict::reproduced: return "reproduced";
+    case Verdict::explained: return "explained";
+    case Verdict::contradicted: return "contradicted";
+    case Verdict::not_modelled: return "not modelled yet";
+  }
+  return "?";
+}
+
+bool ReportedValue::accepts(double predicted) const {
+  if (value) return std::fabs(predicted - *value) <= relative_tolerance * std::fabs(*value);
+  return (!min || predicted >= *min) && (!max || predicted <= *max);
+}
+
+std::string ReportedValue::describe() const {
+  const std::string u = unit.empty() ? "" : " " + unit;
+  if (value) return fmt::format("{:.4g}{} ±{:.3g}%", *value, u, relative_tolerance * 100);
+  return fmt::format("[{}, {}]{}", min ? fmt::format("{:.4g}", *min) : "-inf",
+                     max ? fmt::format("{:.4g}", *max) : "inf", u);
+}
+
+Claim load_claim(const std::string& path) {
+  const YamlNode y = YamlNode::load_file(path);
+  Claim c;
+  c.file = path;
+  c.id = y["id"].as_string();
+  c.title = y["claim"].as_string();
+  c.source = y["source"].as_string();
+  c.evaluator = y["evaluator"].as_string();
+  if (c.evaluator != "none" && !make_claim_evaluator(c.evaluator)) {
+    std::string names;
+    for (const auto& n : claim_evaluator_names()) names += (names.empty() ? "" : ", ") + n;
+    y["evaluator"].fail(fmt::format("unknown evaluator '{}' (known: none, {})", c.evaluator, names));
+  }
+  if (auto p = y.find("params")) c.params = *p;
+  if (auto reported = y.find("reported")) {
+    for (const std::string& key : reported->keys()) {
+      const YamlNode r = (*reported)[key];
+      ReportedValue v;
+      v.key = key;
+      if (auto u = r.find("unit")) v.unit = u->as_string();
+      if (auto val = r.find("value")) {
+        v.value = val->as_double();
+        v.relative_tolerance = r["relative_tolerance"].as_non_negative();
+      } else {
+        if (auto mn = r.find("min")) v.min = mn->as_double();
+        if (auto mx = r.find("max")) v.max = mx->as_double();
+        if (!v.min && !v.max) r.fail("expected 'value' with 'relative_tolerance', or 'min'/'max'");
+      }
+      c.reported.push_back(v);
+    }
+  }
+  return c;
+}
+
+std::vector<Claim> load_claims(const std::string& claims_dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(claims_dir)) throw InputError(fmt::format("{}: claims directory not found", claims_dir));
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(claims_dir)) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<Claim> claims;
+  for (const std::string& f : files) claims.push_back(load_claim(f));
+  // Natural order of ids: P2 before P10.
+  std::stable_sort(claims.begin(), claims.end(), [](const Claim& a, const Claim& b) {
+    auto num = [](const std::string& id) {
+      std::size_t i = 0;
+      while (i < id.size() && !std::isdigit(static_cast<unsigned char>(id[i]))) ++i;
+      return std::make_pair(id.substr(0, i), i < id.size() ? std::stol(id.substr(i)) : 0L);
+    };
+    return num(a.id) < num(b.id);
+  });
+  return claims;
+}
+
+ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
+  ClaimResult r;
+  r.claim = claim;
+  if (claim.evaluator == "none") {
+    for (const ReportedValue& v : claim.reported) r.values.push_back({v, std::nullopt, false});
+    r.verdict = Verdict::not_modelled;
+    return r;
+  }
+  r.evaluation = make_claim_evaluator(claim.evaluator)->evaluate(claim, data);
+  bool all_within = true;
+  for (const ReportedValue& v : claim.reported) {
+    ComparedValue cv{v, std::nullopt, false};
+    auto it = r.evaluation.predicted.find(v.key);
+    K3_CHECK(it != r.evaluation.predicted.end(), "{}: evaluator '{}' does not predict reported key '{}'",
+             claim.file, claim.evaluator, v.key);
+    cv.predicted = it->second;
+    cv.within = v.accepts(it->second);
+    all_within = all_within && cv.within;
+    r.values.push_back(cv);
+  }
+  r.verdict = all_within ? Verdict::reproduced
+                         : (r.evaluation.explanation.empty() ? Verdict::contradicted : Verdict::explained);
+  return r;
+}
+
+std::string param_string(const Claim& c, const std::string& key, const std::string& fallback) {
+  if (c.params) {
+    if (auto v = c.params->find(key)) return v->as_string();
+  }
+  return fallback;
+}
+
+double param_double(const Claim& c, const std::string& key, double fallback) {
+  if (c.params) {
+    if (auto v = c.params->find(key)) return v->as_double();
+  }
+  return fallback;
+}
+
+std::vector<double> param_list(const Claim& c, const std::string& key) {
+  if (!c.params) throw InputError(fmt::format("{}: missing required key 'params.{}'", c.file, key));
+  std::vector<double> out;
+  for (const YamlNode& item : (*c.params)[key].items()) out.push_back(item.as_double());
+  return out;
+}
+
+}  // namespace k3

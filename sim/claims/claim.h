@@ -1,0 +1,90 @@
+// Published claims as data (scenarios/claims/*.yaml, docs/verify.md) and the evaluators that
+// predict them. A claim names an evaluator; an evaluator is one .cpp file in sim/claims/ that
+// registers itself with K3PERF_REGISTER_CLAIM_EVALUATOR — adding one never edits this header.
+#pragma once
+
+#include "core/scenario.h"
+#include "core/yaml_reader.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+// A reported figure: a value with a relative tolerance, or a range [min, max].
+struct ReportedValue {
+  std::string key;
+  std::optional<double> value;
+  double relative_tolerance = 0;
+  std::optional<double> min;
+  std::optional<double> max;
+  std::string unit;
+  bool accepts(double predicted) const;
+  std::string describe() const;  // "2.2 ±10%" or "[0, 2]"
+};
+
+struct Claim {
+  std::string id;         // "P5"
+  std::string title;      // the claim as reported
+  std::string source;     // where it was reported
+  std::string evaluator;  // registered evaluator name, or "none"
+  std::string file;
+  std::vector<ReportedValue> reported;
+  std::optional<YamlNode> params;  // evaluator-specific inputs
+};
+
+// What an evaluator returns. `predicted` keys match the claim's reported keys. When a prediction
+// misses, `explanation` names the terms behind the gap (computed, with numbers); without one the
+// verdict is "contradicted".
+struct Evaluation {
+  std::map<std::string, double> predicted;
+  std::vector<std::string> breakdown;  // lines, with numbers, that show how the prediction is made
+  std::string explanation;
+};
+
+class ClaimEvaluator {
+ public:
+  virtual ~ClaimEvaluator() = default;
+  // Contract: deterministic; reads its inputs only from claim.params (errors name the claim file
+  // and key) and the data directory; never prints.
+  virtual Evaluation evaluate(const Claim& claim, const DataPaths& data) const = 0;
+};
+
+using ClaimEvaluatorFactory = std::function<std::unique_ptr<ClaimEvaluator>()>;
+bool register_claim_evaluator(const std::string& name, ClaimEvaluatorFactory factory);
+std::unique_ptr<ClaimEvaluator> make_claim_evaluator(const std::string& name);  // nullptr if unknown
+std::vector<std::string> claim_evaluator_names();
+
+#define K3PERF_REGISTER_CLAIM_EVALUATOR(Class, name) \
+  static const bool k3perf_registered_##Class = ::k3::register_claim_evaluator(name, [] { return std::make_unique<Class>(); })
+
+enum class Verdict { reproduced, explained, contradicted, not_modelled };
+std::string to_string(Verdict v);
+
+struct ComparedValue {
+  ReportedValue reported;
+  std::optional<double> predicted;
+  bool within = false;
+};
+
+struct ClaimResult {
+  Claim claim;
+  Verdict verdict = Verdict::not_modelled;
+  std::vector<ComparedValue> values;
+  Evaluation evaluation;
+};
+
+Claim load_claim(const std::string& path);
+std::vector<Claim> load_claims(const std::string& claims_dir);  // sorted by id (P1, P2, ..., P20)
+ClaimResult check_claim(const Claim& claim, const DataPaths& data);
+
+// Helpers shared by evaluators: a claim parameter with a default.
+std::string param_string(const Claim& c, const std::string& key, const std::string& fallback);
+double param_double(const Claim& c, const std::string& key, double fallback);
+std::vector<double> param_list(const Claim& c, const std::string& key);
+
+}  // namespace k3

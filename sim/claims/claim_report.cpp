@@ -1,0 +1,55 @@
+#include "sim/claims/claim_report.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace k3 {
+
+std::string format_claim_results(const std::vector<ClaimResult>& results) {
+  std::string out;
+  std::map<Verdict, int> tally;
+  for (const ClaimResult& r : results) {
+    ++tally[r.verdict];
+    out += fmt::format("{:<4} {:<17} {}\n", r.claim.id, to_string(r.verdict), r.claim.title);
+    out += fmt::format("     source: {}\n", r.claim.source);
+    for (const ComparedValue& v : r.values) {
+      out += fmt::format("     {:<34} reported {:<22} predicted {}\n", v.reported.key, v.reported.describe(),
+                         v.predicted ? fmt::format("{:.4g}{}", *v.predicted, v.within ? "" : "  (outside)") : "-");
+    }
+    for (const std::string& line : r.evaluation.breakdown) out += fmt::format("       {}\n", line);
+    if (r.verdict == Verdict::explained) out += fmt::format("     why: {}\n", r.evaluation.explanation);
+    out += "\n";
+  }
+  out += fmt::format("{} claims: {} reproduced, {} explained, {} contradicted, {} not modelled yet\n", results.size(),
+                     tally[Verdict::reproduced], tally[Verdict::explained], tally[Verdict::contradicted],
+                     tally[Verdict::not_modelled]);
+  return out;
+}
+
+nlohmann::ordered_json to_json(const std::vector<ClaimResult>& results) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const ClaimResult& r : results) {
+    nlohmann::ordered_json values = nlohmann::ordered_json::array();
+    for (const ComparedValue& v : r.values) {
+      nlohmann::ordered_json jv = {{"key", v.reported.key}, {"reported", v.reported.describe()}};
+      if (v.predicted) {
+        jv["predicted"] = *v.predicted;
+        jv["within_tolerance"] = v.within;
+      }
+      values.push_back(jv);
+    }
+    arr.push_back({{"id", r.claim.id},
+                   {"claim", r.claim.title},
+                   {"source", r.claim.source},
+                   {"file", r.claim.file},
+                   {"evaluator", r.claim.evaluator},
+                   {"verdict", to_string(r.verdict)},
+                   {"values", values},
+                   {"breakdown", r.evaluation.breakdown},
+                   {"explanation", r.evaluation.explanation}});
+  }
+  return {{"claims", arr}};
+}
+
+}  // namespace k3

@@ -1,0 +1,61 @@
+// P5/P6-style claims: batch-1 speedup of the hybrid over the same model with every layer MLA,
+// for decode (TPOT at a context) or prefill (TTFT of a prompt), at each listed context length.
+#include "sim/claims/claim.h"
+#include "sim/claims/claim_scenario.h"
+#include "sim/predict.h"
+
+#include <fmt/format.h>
+
+namespace k3 {
+namespace {
+
+class HybridSpeedupEvaluator : public ClaimEvaluator {
+ public:
+  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+    const bool prefill = param_string(c, "phase", "decode") == "prefill";
+    Evaluation e;
+    std::string gaps;
+    for (double ctx : param_list(c, "context_tokens")) {
+      const long long tokens = static_cast<long long>(ctx);
+      const Phase phase = prefill ? Phase::prefill(1, tokens, 0) : Phase::decode(1, tokens);
+      const Scenario hybrid = claim_scenario(c, data, phase, "kimi-linear-48b-a3b", "h100-sxm");
+      const Scenario full = with_model(hybrid, with_all_attention(hybrid.model, AttentionKind::mla));
+      const Prediction ph = predict(hybrid), pf = predict(full);
+      const double speedup = pf.step.step_us / ph.step.step_us;
+      e.predicted[fmt::format("speedup_at_{}", tokens)] = speedup;
+      auto describe = [&](const char* label, const Prediction& p) {
+        double attn_us = 0, bytes = 0, flops = 0;
+        for (const GroupTotal& g : p.by_module()) {
+          if (g.group == "mla" || g.group == "kda") attn_us += g.time_us;
+          bytes += g.bytes;
+          flops += g.flops;
+        }
+        return fmt::format("  {:<8} {:>10.3f} ms  (attention mixers {:.3f} ms; {:.1f} GB moved, {:.2f} TFLOP)", label,
+                           p.step_ms(), attn_us / 1000, bytes / 1e9, flops / 1e12);
+      };
+      e.breakdown.push_back(fmt::format("{} tokens, batch 1, {} x{} ({}): speedup {:.2f}x", tokens,
+                                        hybrid.hardware.name, hybrid.parallelism.gpus(),
+                                        prefill ? "prefill TTFT" : "decode TPOT", speedup));
+      e.breakdown.push_back(describe("all-MLA", pf));
+      e.breakdown.push_back(describe("hybrid", ph));
+      // Claim inversion: the per-step time outside this roofline that would turn the predicted ratio
+      // into the reported one: (t_mla + x) / (t_hybrid + x) = reported.
+      for (const ReportedValue& r : c.reported) {
+        if (r.key != fmt::format("speedup_at_{}", tokens) || !r.value || r.accepts(speedup) || *r.value <= 1) continue;
+        const double x_ms = (pf.step_ms() - *r.value * ph.step_ms()) / (*r.value - 1.0);
+        gaps += fmt::format("{}at {} tokens the reported {:.2f}x needs {:.2f} ms per step that scales with neither "
+                            "bytes nor FLOPs of the roofline (or a less efficient MLA kernel)",
+                            gaps.empty() ? "" : "; ", tokens, *r.value, x_ms);
+      }
+    }
+    if (!gaps.empty()) {
+      e.explanation = fmt::format("{} is {}-bound at batch 1; {}", prefill ? "prefill" : "decode",
+                                  prefill ? "compute" : "memory", gaps);
+    }
+    return e;
+  }
+};
+
+}  // namespace
+K3PERF_REGISTER_CLAIM_EVALUATOR(HybridSpeedupEvaluator, "hybrid_speedup");
+}  // namespace k3

@@ -1,0 +1,192 @@
+#include "sim/predict.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace k3 {
+
+double Prediction::tokens_per_s() const {
+  const Phase& ph = graph.phase;
+  const double tokens = ph.kind == PhaseKind::prefill ? double(ph.batch) * ph.new_tokens : double(ph.batch);
+  return step.step_us > 0 ? tokens / (step.step_us * 1e-6) : 0.0;
+}
+
+std::string module_of(const Op& op) {
+  if (op.collective) return "comm";
+  if (op.layer < 0) return op.prefix;
+  const std::string suffix = op.suffix;
+  const std::string module = suffix.substr(0, suffix.find('.'));
+  return module;
+}
+
+namespace {
+std::vector<GroupTotal> collect(const Prediction& p, auto key_of) {
+  std::vector<GroupTotal> out;
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < p.graph.ops.size(); ++i) {
+    const Op& op = p.graph.ops[i];
+    const std::string key = key_of(op, p.step.ops[i]);
+    auto [it, inserted] = index.emplace(key, out.size());
+    if (inserted) out.push_back(GroupTotal{key});
+    GroupTotal& g = out[it->second];
+    g.count += 1;
+    g.time_us += p.step.ops[i].exposed_us;
+    g.flops += op.flops;
+    g.bytes += op.bytes();
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<GroupTotal> Prediction::by_module() const {
+  return collect(*this, [](const Op& op, const OpTime&) { return module_of(op); });
+}
+
+std::vector<GroupTotal> Prediction::by_bound() const {
+  return collect(*this, [](const Op&, const OpTime& t) { return to_string(t.bound); });
+}
+
+std::vector<GroupTotal> Prediction::by_layer_kind() const {
+  const ModelConfig& m = scenario.model;
+  std::vector<GroupTotal> out = collect(*this, [&](const Op& op, const OpTime&) -> std::string {
+    if (op.layer < 0) return "embed+head";
+    return m.layer_attention[op.layer] == AttentionKind::kda ? "KDA layers" : "MLA layers";
+  });
+  for (GroupTotal& g : out) {  // count layers, not ops
+    if (g.group == "KDA layers") g.count = m.count_layers(AttentionKind::kda);
+    if (g.group == "MLA layers") g.count = m.count_layers(AttentionKind::mla);
+  }
+  return out;
+}
+
+double Prediction::time_us_matching(const std::string& needle) const {
+  double total = 0;
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    if (graph.ops[i].name().find(needle) != std::string::npos) total += step.ops[i].exposed_us;
+  }
+  return total;
+}
+
+Prediction predict(const Scenario& s) {
+  Prediction p{s, build_op_graph(s.model, s.phase, s.parallelism, s.precision), {}, {}};
+  p.step = time_step(p.graph, s.hardware, s.runtime);
+  p.memory = estimate_memory(s, p.graph);
+  return p;
+}
+
+namespace {
+nlohmann::ordered_json bytes_json(const ByteCounts& b) {
+  return {{"weights", b.weights}, {"kv", b.kv}, {"state", b.state}, {"activations", b.activations}};
+}
+
+nlohmann::ordered_json groups_json(const std::vector<GroupTotal>& groups) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const GroupTotal& g : groups) {
+    out.push_back({{"group", g.group}, {"count", g.count}, {"time_us", g.time_us}, {"flops", g.flops}, {"bytes", g.bytes}});
+  }
+  return out;
+}
+}  // namespace
+
+nlohmann::ordered_json to_json(const Prediction& p) {
+  const Scenario& s = p.scenario;
+  const Phase& ph = p.graph.phase;
+  nlohmann::ordered_json j;
+  j["scenario"] = {
+      {"name", s.name},
+      {"source", s.source},
+      {"model", s.model.name},
+      {"hardware", s.hardware.name},
+      {"gpus", s.parallelism.gpus()},
+      {"parallelism", {{"tp", s.parallelism.tp}, {"attention_dp", s.parallelism.attention_dp},
+                       {"ep", s.parallelism.ep}, {"pp", s.parallelism.pp}}},
+      {"precision", {{"weights", to_string(s.precision.weights)},
+                     {"routed_experts", to_string(s.precision.routed_experts)},
+                     {"kv_cache", to_string(s.precision.kv_cache)},
+                     {"kda_state", to_string(s.precision.kda_state)},
+                     {"gemm_compute", to_string(s.precision.gemm_compute)}}},
+      {"phase", to_string(ph.kind)},
+      {"batch", ph.batch},
+      {"context_tokens", ph.context_tokens},
+      {"new_tokens", ph.new_tokens},
+      {"cuda_graphs", s.runtime.cuda_graphs},
+      {"overrides", s.overrides},
+  };
+  j["step"] = {
+      {"step_time_us", p.step.step_us},
+      {"tokens_per_s", p.tokens_per_s()},
+      {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu()},
+      {"tokens_per_gpu", p.graph.tokens_per_gpu},
+      {"distinct_experts_per_gpu", p.graph.distinct_experts_per_gpu},
+  };
+  if (ph.kind == PhaseKind::prefill) {
+    j["step"]["ttft_ms"] = p.step_ms();
+  } else {
+    j["step"]["tpot_ms"] = p.step_ms();
+  }
+  const MemoryBreakdown& m = p.memory;
+  j["memory_per_gpu"] = {
+      {"weights_bytes", m.weights_bytes},       {"kv_bytes", m.kv_bytes},
+      {"kda_state_bytes", m.kda_state_bytes},   {"activation_bytes", m.activation_bytes},
+      {"reserved_bytes", m.reserved_bytes},     {"total_bytes", m.total_bytes},
+      {"usable_bytes", m.usable_bytes},         {"fits", m.fits()},
+      {"kv_bytes_per_token", m.kv_bytes_per_token},
+      {"state_bytes_per_sequence", m.state_bytes_per_sequence},
+  };
+  j["by_layer_kind"] = groups_json(p.by_layer_kind());
+  j["by_module"] = groups_json(p.by_module());
+  j["by_bound"] = groups_json(p.by_bound());
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < p.graph.ops.size(); ++i) {
+    const Op& op = p.graph.ops[i];
+    const OpTime& t = p.step.ops[i];
+    nlohmann::ordered_json o = {
+        {"name", op.name()},
+        {"kind", to_string(op.kind)},
+        {"layer", op.layer},
+        {"stage", op.stage},
+        {"compute", to_string(op.compute)},
+        {"flops", op.flops},
+        {"read", bytes_json(op.read)},
+        {"written", bytes_json(op.written)},
+        {"intensity_flops_per_byte", op.intensity_flops_per_byte()},
+        {"kernels", op.kernels},
+        {"bound", to_string(t.bound)},
+        {"compute_us", t.compute_us},
+        {"memory_us", t.memory_us},
+        {"communication_us", t.communication_us},
+        {"overhead_us", t.overhead_us},
+        {"time_us", t.time_us},
+        {"exposed_us", t.exposed_us},
+    };
+    if (op.collective) {
+      o["collective"] = {{"kind", to_string(op.collective->kind)}, {"bytes", op.collective->bytes},
+                         {"group_size", op.collective->group_size}};
+    }
+    if (op.concurrent_with >= 0) o["runs_beside"] = p.graph.ops[op.concurrent_with].name();
+    ops.push_back(std::move(o));
+  }
+  j["ops"] = std::move(ops);
+  return j;
+}
+
+std::string to_csv(const Prediction& p) {
+  std::string out =
+      "name,kind,layer,bound,time_us,exposed_us,compute_us,memory_us,communication_us,overhead_us,flops,"
+      "weight_bytes,kv_bytes,state_bytes,activation_bytes,comm_bytes,intensity_flops_per_byte\n";
+  for (std::size_t i = 0; i < p.graph.ops.size(); ++i) {
+    const Op& op = p.graph.ops[i];
+    const OpTime& t = p.step.ops[i];
+    const ByteCounts& r = op.read;
+    const ByteCounts& w = op.written;
+    out += fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+                       op.name(), to_string(op.kind), op.layer + 1, to_string(t.bound), t.time_us, t.exposed_us,
+                       t.compute_us, t.memory_us, t.communication_us, t.overhead_us, op.flops,
+                       r.weights + w.weights, r.kv + w.kv, r.state + w.state, r.activations + w.activations,
+                       op.collective ? op.collective->bytes : 0.0, op.intensity_flops_per_byte());
+  }
+  return out;
+}
+
+}  // namespace k3

@@ -1,0 +1,72 @@
+#include "sim/roofline.h"
+
+#include <algorithm>
+
+namespace k3 {
+
+std::string to_string(Bound b) {
+  switch (b) {
+    case Bound::compute: return "compute";
+    case Bound::memory: return "memory";
+    case Bound::communication: return "communication";
+    case Bound::overhead: return "overhead";
+  }
+  return "?";
+}
+
+double bus_bandwidth_factor(CollectiveKind kind, int n) {
+  if (n <= 1) return 0.0;
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::all_to_all: return double(n - 1) / n;
+    case CollectiveKind::send_recv: return 1.0;
+  }
+  return 1.0;
+}
+
+const LinkSpec& link_for(const Hardware& hw, int group_size) {
+  return group_size <= hw.scale_up_domain_gpus ? hw.nvlink : hw.network;
+}
+
+OpTime time_op(const Op& op, const Hardware& hw, const Runtime& rt) {
+  OpTime t;
+  if (op.collective) {
+    const Collective& c = *op.collective;
+    const LinkSpec& link = link_for(hw, c.group_size);
+    t.communication_us = link.latency_us + c.bytes * bus_bandwidth_factor(c.kind, c.group_size) /
+                                               (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
+    t.time_us = t.communication_us;
+    t.bound = Bound::communication;
+    return t;
+  }
+  const Efficiency& eff = hw.efficiency_of(efficiency_class(op.kind));
+  t.compute_us = op.flops / (hw.peak(op.compute) * eff.compute) * 1e6;
+  t.memory_us = op.bytes() / (hw.hbm_bandwidth_bytes_per_s * eff.memory) * 1e6;
+  t.overhead_us = op.kernels * (rt.cuda_graphs ? hw.graph_kernel_overhead_us : hw.kernel_launch_overhead_us);
+  const double roof = std::max(t.compute_us, t.memory_us);
+  t.time_us = roof + t.overhead_us;
+  t.bound = t.overhead_us > roof ? Bound::overhead : t.compute_us >= t.memory_us ? Bound::compute : Bound::memory;
+  return t;
+}
+
+StepTime time_step(const OpGraph& graph, const Hardware& hw, const Runtime& rt) {
+  StepTime step;
+  step.ops.reserve(graph.ops.size());
+  for (const Op& op : graph.ops) step.ops.push_back(time_op(op, hw, rt));
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) step.ops[i].exposed_us = step.ops[i].time_us;
+  // A side op shares the GPU with its partner: the pair costs max(Σ memory, Σ compute) + overhead.
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const int j = graph.ops[i].concurrent_with;
+    if (j < 0) continue;
+    const OpTime& side = step.ops[i];
+    const OpTime& main = step.ops[j];
+    const double pair = std::max(side.memory_us + main.memory_us, side.compute_us + main.compute_us) +
+                        std::max(side.overhead_us, main.overhead_us);
+    step.ops[i].exposed_us = std::max(0.0, pair - main.exposed_us);
+  }
+  for (const OpTime& t : step.ops) step.step_us += t.exposed_us;
+  return step;
+}
+
+}  // namespace k3

@@ -1,0 +1,46 @@
+// Roofline timing of an op graph on one GPU type (docs/predict.md):
+//   GPU op:        time = max(FLOPs / (peak[compute] · η_compute), bytes / (HBM bw · η_memory))
+//                         + kernels · per-kernel overhead (eager launch, or CUDA-graph replay)
+//   collective:    time = α + bytes · busbw_factor / (link bw · η_link)          (alpha-beta)
+//   concurrency:   an op that runs beside another (MLA output gate beside attention) shares the
+//                  GPU: the pair takes max(Σ memory, Σ compute) + the larger overhead.
+// η per efficiency class comes from the hardware file (defaults documented in docs/hardware.md).
+#pragma once
+
+#include "core/hardware.h"
+#include "core/op_graph.h"
+#include "core/scenario.h"
+
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+enum class Bound { compute, memory, communication, overhead };
+std::string to_string(Bound b);
+
+struct OpTime {
+  double compute_us = 0;
+  double memory_us = 0;
+  double communication_us = 0;
+  double overhead_us = 0;
+  double time_us = 0;     // the op alone
+  double exposed_us = 0;  // what it adds to the step after overlap
+  Bound bound = Bound::memory;
+};
+
+// nccl-tests bus-bandwidth factor: all_reduce 2(n-1)/n, all_gather and all_to_all (n-1)/n, send 1.
+double bus_bandwidth_factor(CollectiveKind kind, int group_size);
+// Link a collective over `group_size` GPUs uses: NVLink inside the scale-up domain, else network.
+const LinkSpec& link_for(const Hardware& hw, int group_size);
+
+OpTime time_op(const Op& op, const Hardware& hw, const Runtime& rt);
+
+struct StepTime {
+  std::vector<OpTime> ops;  // parallel to OpGraph::ops
+  double step_us = 0;       // sum of exposed times: one step, all pipeline stages in sequence
+};
+
+StepTime time_step(const OpGraph& graph, const Hardware& hw, const Runtime& rt);
+
+}  // namespace k3

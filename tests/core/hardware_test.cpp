@@ -1,0 +1,325 @@
+// Hardware files: the shipped ones load with the published numbers, and every malformed input
+// fails with an InputError that names the file and the key.
+#include "core/error.h"
+#include "core/hardware.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+
+#ifndef K3PERF_SOURCE_DIR
+#error "tests/CMakeLists.txt defines K3PERF_SOURCE_DIR as the repository root"
+#endif
+
+namespace k3 {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kHardwareDir = std::string(K3PERF_SOURCE_DIR) + "/scenarios/hardware";
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = fs::temp_directory_path() / fmt::format("k3perf-hardware-test-{}-{}", stamp, counter++);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path file = path_ / name;
+    std::ofstream(file) << text;
+    return file.string();
+  }
+  std::string dir() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+// Smallest valid file; the error tests each change one thing in it.
+const std::string kValid = R"yaml(name: Test GPU
+sources:
+  test-sheet: "Test datasheet, https://example.com/sheet (every figure below)"
+gpu:
+  sm_count: {value: 100, source: test-sheet}
+  peak_flops_per_s:
+    bf16: {value: 1.0e15, source: test-sheet}
+    fp8: {value: 2.0e15, source: test-sheet}
+  hbm_capacity_bytes: {value: 100.0e9, source: test-sheet}
+  hbm_bandwidth_bytes_per_s: {value: 4.0e12, source: test-sheet}
+  l2_cache_bytes: {value: 50.0e6, source: test-sheet}
+interconnect:
+  scale_up_domain_gpus: {value: 8, source: test-sheet}
+  nvlink:
+    bandwidth_bytes_per_s: {value: 450.0e9, source: test-sheet}
+    latency_us: {value: 10, source: test-sheet}
+    efficiency: {value: 0.8, source: test-sheet}
+  network:
+    bandwidth_bytes_per_s: {value: 50.0e9, source: test-sheet}
+    latency_us: {value: 0, source: test-sheet}
+    efficiency: {value: 0.9, source: test-sheet}
+overheads:
+  kernel_launch_overhead_us: {value: 4.0, source: test-sheet}
+  graph_kernel_overhead_us: {value: 0.5, source: test-sheet}
+)yaml";
+
+// kValid with `from` replaced by `to` (which must occur exactly once).
+std::string with(const std::string& from, const std::string& to) {
+  std::string text = kValid;
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(text.find(from, at + 1), std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// Loads `text` from a temp file and expects an InputError whose message names the file
+// and contains every one of `needles`.
+void expect_input_error(const std::string& text, std::initializer_list<std::string> needles) {
+  TempDir tmp;
+  const std::string path = tmp.write("bad.yaml", text);
+  try {
+    load_hardware(path);
+    ADD_FAILURE() << "expected an InputError for:\n" << text;
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    for (const auto& needle : needles) {
+      EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' not in " << message;
+    }
+  }
+}
+
+TEST(Hardware, EveryShippedFileLoads) {
+  const std::vector<std::string> names = list_hardware_names(kHardwareDir);
+  for (const char* expected : {"b200", "b300", "gb300-nvl72", "h100-sxm", "h200-sxm"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  }
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    const Hardware hw = load_hardware_by_name(name, kHardwareDir);
+    EXPECT_FALSE(hw.name.empty());
+    EXPECT_TRUE(hw.supports(ComputeType::bf16));
+    EXPECT_GT(hw.sm_count, 0);
+    EXPECT_GT(hw.hbm_capacity_bytes, 0);
+    EXPECT_GT(hw.hbm_bandwidth_bytes_per_s, 0);
+    EXPECT_GT(hw.l2_cache_bytes, 0);
+    EXPECT_GT(hw.nvlink.bandwidth_bytes_per_s, hw.network.bandwidth_bytes_per_s);
+    EXPECT_FALSE(hw.sources.empty());
+    // Every class has an efficiency, whether calibrated or defaulted.
+    for (EfficiencyClass c : kAllEfficiencyClasses) {
+      const Efficiency& e = hw.efficiency_of(c);
+      EXPECT_EQ(hw.efficiency.count(c), 1u) << to_string(c);
+      EXPECT_GT(e.compute, 0);
+      EXPECT_LE(e.compute, 1);
+      EXPECT_GT(e.memory, 0);
+      EXPECT_LE(e.memory, 1);
+    }
+  }
+}
+
+TEST(Hardware, H200MatchesDatasheetAndMeasurement) {
+  const Hardware hw = load_hardware_by_name("h200-sxm", kHardwareDir);
+  EXPECT_EQ(hw.name, "H200 SXM");
+  EXPECT_EQ(hw.source_file, kHardwareDir + "/h200-sxm.yaml");
+  EXPECT_EQ(hw.sm_count, 132);
+  EXPECT_DOUBLE_EQ(hw.hbm_capacity_bytes, 141e9);
+  EXPECT_DOUBLE_EQ(hw.hbm_bandwidth_bytes_per_s, 4.8e12);
+  EXPECT_DOUBLE_EQ(hw.peak(ComputeType::bf16), 989.4e12);
+  EXPECT_DOUBLE_EQ(hw.peak(ComputeType::fp8), 1978.9e12);
+  EXPECT_FALSE(hw.supports(ComputeType::fp4));
+  EXPECT_EQ(hw.scale_up_domain_gpus, 8);
+  EXPECT_DOUBLE_EQ(hw.nvlink.bandwidth_bytes_per_s, 450e9);
+  EXPECT_DOUBLE_EQ(hw.nvlink.latency_us, 15);
+  EXPECT_DOUBLE_EQ(hw.network.bandwidth_bytes_per_s, 50e9);
+  // Measured ceilings (device copy 3.97 of 4.8 TB/s, cuBLAS 890 of 989.4 TFLOP/s).
+  EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::gemm).compute, 0.90);
+  EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::gemm).memory, 0.83);
+  EXPECT_NE(hw.efficiency_source.find("gemm from source 'k3perf-h200-measured'"), std::string::npos)
+      << hw.efficiency_source;
+  EXPECT_NE(hw.efficiency_source.find("default, uncalibrated"), std::string::npos);
+  EXPECT_NE(hw.efficiency_source.find("attention"), std::string::npos);
+}
+
+TEST(Hardware, BlackwellSpotChecks) {
+  const Hardware b200 = load_hardware_by_name("b200", kHardwareDir);
+  EXPECT_EQ(b200.sm_count, 148);
+  EXPECT_DOUBLE_EQ(b200.peak(ComputeType::bf16), 2.25e15);
+  EXPECT_DOUBLE_EQ(b200.peak(ComputeType::fp4), 9e15);
+  EXPECT_DOUBLE_EQ(b200.hbm_capacity_bytes, 180e9);
+  EXPECT_DOUBLE_EQ(b200.nvlink.bandwidth_bytes_per_s, 900e9);
+
+  const Hardware gb300 = load_hardware_by_name("gb300-nvl72", kHardwareDir);
+  EXPECT_EQ(gb300.scale_up_domain_gpus, 72);
+  EXPECT_DOUBLE_EQ(gb300.peak(ComputeType::fp4), 15e15);
+  EXPECT_DOUBLE_EQ(gb300.hbm_bandwidth_bytes_per_s, 8e12);
+  EXPECT_DOUBLE_EQ(gb300.network.bandwidth_bytes_per_s, 100e9);
+}
+
+TEST(Hardware, RidgePoint) {
+  const Hardware hw = load_hardware_by_name("h200-sxm", kHardwareDir);
+  EXPECT_DOUBLE_EQ(hw.ridge_flops_per_byte(ComputeType::bf16), 989.4e12 / 4.8e12);
+  EXPECT_NEAR(hw.ridge_flops_per_byte(ComputeType::bf16), 206.125, 1e-9);
+  EXPECT_DOUBLE_EQ(hw.ridge_flops_per_byte(ComputeType::fp8), 1978.9e12 / 4.8e12);
+}
+
+TEST(Hardware, UnsupportedComputeTypeThrowsNamingHardware) {
+  const Hardware hw = load_hardware_by_name("h100-sxm", kHardwareDir);
+  try {
+    hw.peak(ComputeType::fp4);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("H100 SXM"), std::string::npos) << message;
+    EXPECT_NE(message.find("fp4"), std::string::npos) << message;
+  }
+}
+
+TEST(Hardware, AbsentEfficiencyBlockGivesDocumentedDefaults) {
+  TempDir tmp;
+  const Hardware hw = load_hardware(tmp.write("ok.yaml", kValid));
+  EXPECT_EQ(hw.efficiency_source, "default, uncalibrated");
+  for (EfficiencyClass c : kAllEfficiencyClasses) {
+    EXPECT_DOUBLE_EQ(hw.efficiency_of(c).compute, default_efficiency(c).compute);
+    EXPECT_DOUBLE_EQ(hw.efficiency_of(c).memory, default_efficiency(c).memory);
+  }
+  EXPECT_DOUBLE_EQ(default_efficiency(EfficiencyClass::attention).compute, 0.67);
+  EXPECT_DOUBLE_EQ(default_efficiency(EfficiencyClass::attention).memory, 0.90);
+  EXPECT_DOUBLE_EQ(hw.network.latency_us, 0);  // zero latency is allowed
+}
+
+TEST(Hardware, PartialEfficiencyBlockNamesDefaultedClasses) {
+  TempDir tmp;
+  const Hardware hw = load_hardware(tmp.write(
+      "ok.yaml", kValid + "efficiency:\n  source: test-sheet\n  gemm: {compute: 0.9, memory: 0.8}\n"
+                          "  attention: {compute: 0.7, memory: 0.85}\n"));
+  EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::attention).memory, 0.85);
+  EXPECT_EQ(hw.efficiency_source,
+            "gemm, attention from source 'test-sheet'; default, uncalibrated: grouped_gemm, "
+            "recurrent, elementwise, gather");
+}
+
+TEST(Hardware, EfficiencyClassNamesRoundTrip) {
+  for (EfficiencyClass c : kAllEfficiencyClasses) {
+    EfficiencyClass parsed = EfficiencyClass::gather;
+    ASSERT_TRUE(parse_efficiency_class(to_string(c), &parsed));
+    EXPECT_EQ(parsed, c);
+  }
+  EfficiencyClass unused;
+  EXPECT_FALSE(parse_efficiency_class("softmax", &unused));
+}
+
+TEST(HardwareErrors, MissingSource) {
+  expect_input_error(with("sm_count: {value: 100, source: test-sheet}", "sm_count: {value: 100}"),
+                     {"gpu.sm_count.source"});
+}
+
+TEST(HardwareErrors, BareNumberWithoutSource) {
+  expect_input_error(with("sm_count: {value: 100, source: test-sheet}", "sm_count: 100"),
+                     {"gpu.sm_count", "source"});
+}
+
+TEST(HardwareErrors, SourceNotListed) {
+  expect_input_error(with("bf16: {value: 1.0e15, source: test-sheet}",
+                          "bf16: {value: 1.0e15, source: nvidia-sheet}"),
+                     {"gpu.peak_flops_per_s.bf16.source", "nvidia-sheet", "test-sheet"});
+}
+
+TEST(HardwareErrors, NegativeBandwidth) {
+  expect_input_error(with("hbm_bandwidth_bytes_per_s: {value: 4.0e12",
+                          "hbm_bandwidth_bytes_per_s: {value: -4.0e12"),
+                     {"gpu.hbm_bandwidth_bytes_per_s.value", "positive"});
+}
+
+TEST(HardwareErrors, ZeroCapacity) {
+  expect_input_error(with("hbm_capacity_bytes: {value: 100.0e9", "hbm_capacity_bytes: {value: 0"),
+                     {"gpu.hbm_capacity_bytes.value", "positive"});
+}
+
+TEST(HardwareErrors, UnknownComputeType) {
+  expect_input_error(with("fp8: {value: 2.0e15", "fp6: {value: 2.0e15"),
+                     {"gpu.peak_flops_per_s.fp6", "unknown compute type", "fp4"});
+}
+
+TEST(HardwareErrors, MissingBf16Peak) {
+  expect_input_error(with("bf16: {value: 1.0e15", "fp32: {value: 1.0e15"),
+                     {"gpu.peak_flops_per_s", "bf16"});
+}
+
+TEST(HardwareErrors, EfficiencyOutOfRange) {
+  expect_input_error(with("efficiency: {value: 0.8", "efficiency: {value: 1.5"),
+                     {"interconnect.nvlink.efficiency.value", "(0, 1]"});
+}
+
+TEST(HardwareErrors, NegativeLatency) {
+  expect_input_error(with("latency_us: {value: 10", "latency_us: {value: -1"),
+                     {"interconnect.nvlink.latency_us.value"});
+}
+
+TEST(HardwareErrors, NonIntegerSmCount) {
+  expect_input_error(with("sm_count: {value: 100,", "sm_count: {value: 100.5,"),
+                     {"gpu.sm_count.value", "integer"});
+}
+
+TEST(HardwareErrors, MisspelledKey) {
+  expect_input_error(with("l2_cache_bytes:", "l2_cache_byte:"),
+                     {"gpu.l2_cache_byte", "unknown key"});
+}
+
+TEST(HardwareErrors, UnknownEfficiencyClass) {
+  expect_input_error(
+      kValid + "efficiency:\n  source: test-sheet\n  softmax: {compute: 0.5, memory: 0.5}\n",
+      {"efficiency.softmax", "unknown efficiency class", "grouped_gemm"});
+}
+
+TEST(HardwareErrors, EfficiencyBlockNeedsListedSource) {
+  expect_input_error(
+      kValid + "efficiency:\n  source: elsewhere\n  gemm: {compute: 0.9, memory: 0.8}\n",
+      {"efficiency.source", "elsewhere"});
+}
+
+TEST(HardwareErrors, MalformedYaml) {
+  expect_input_error(with("  nvlink:\n", "  nvlink: [unclosed\n"), {"YAML syntax error"});
+}
+
+TEST(HardwareErrors, MissingFile) {
+  TempDir tmp;
+  EXPECT_THROW(load_hardware(tmp.dir() + "/absent.yaml"), InputError);
+}
+
+TEST(HardwareErrors, UnknownHardwareNameListsAvailable) {
+  try {
+    load_hardware_by_name("h300", kHardwareDir);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("h300"), std::string::npos) << message;
+    EXPECT_NE(message.find("h200-sxm"), std::string::npos) << message;
+    EXPECT_NE(message.find("gb300-nvl72"), std::string::npos) << message;
+  }
+}
+
+TEST(Hardware, PathsBypassTheNameLookup) {
+  TempDir tmp;
+  const std::string path = tmp.write("custom.yaml", kValid);
+  EXPECT_EQ(load_hardware_by_name(path, kHardwareDir).name, "Test GPU");
+  EXPECT_EQ(list_hardware_names(tmp.dir()), std::vector<std::string>{"custom"});
+  EXPECT_EQ(load_hardware_by_name("custom", tmp.dir()).source_file, path);
+}
+
+}  // namespace
+}  // namespace k3
