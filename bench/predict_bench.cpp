@@ -11,7 +11,7 @@ namespace {
 
 k3::Scenario k3_default() {
   const k3::DataPaths data = k3::DataPaths::resolve(std::string(K3PERF_SOURCE_DIR) + "/scenarios");
-  return k3::load_scenario(std::string(K3PERF_SOURCE_DIR) + "/scenarios/k3-h200x16-decode-128k.yaml", data);
+  return k3::load_scenario(std::string(K3PERF_SOURCE_DIR) + "/scenarios/k3-gb300-tp8-decode-128k.yaml", data);
 }
 
 void BM_K3DecodePrediction(benchmark::State& state) {

@@ -128,8 +128,19 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   Scenario s;
   s.source = origin;
   s.name = y.has("name") ? y["name"].as_string() : fs::path(origin).stem().string();
-  s.model = load_model_config_by_name(resolve_reference(y["model"], origin), data.models_dir);
-  s.hardware = load_hardware_by_name(resolve_reference(y["hardware"], origin), data.hardware_dir);
+  // A reference that does not load is reported at the scenario key that names it.
+  const YamlNode model_ref = y["model"];
+  const YamlNode hardware_ref = y["hardware"];
+  try {
+    s.model = load_model_config_by_name(resolve_reference(model_ref, origin), data.models_dir);
+  } catch (const InputError& e) {
+    model_ref.fail(e.what());
+  }
+  try {
+    s.hardware = load_hardware_by_name(resolve_reference(hardware_ref, origin), data.hardware_dir);
+  } catch (const InputError& e) {
+    hardware_ref.fail(e.what());
+  }
 
   if (auto o = y.find("overrides")) {
     if (auto a = o->find("attention")) {
@@ -226,8 +237,8 @@ void validate(const Scenario& s) {
                      s.phase.batch, par.attention_dp));
   }
   if (s.phase.context_tokens + s.phase.new_tokens > m.max_position_embeddings) {
-    fail(fmt::format("context {} + new {} tokens exceeds the model's {} positions", s.phase.context_tokens,
-                     s.phase.new_tokens, m.max_position_embeddings));
+    fail(fmt::format("workload.context_tokens {} + {} new tokens exceeds the model's {} positions",
+                     s.phase.context_tokens, s.phase.new_tokens, m.max_position_embeddings));
   }
   if (s.precision.gemm_compute == ComputeType::fp4 && !s.hardware.supports(ComputeType::fp4)) {
     fail(fmt::format("{} has no fp4 tensor cores", s.hardware.name));

@@ -41,6 +41,15 @@ YamlNode YamlNode::load_string(const std::string& text, const std::string& origi
 YamlNode::YamlNode(YAML::Node node, std::string file, std::string key_path)
     : node_(std::move(node)), file_(std::move(file)), key_path_(std::move(key_path)) {}
 
+YamlNode& YamlNode::operator=(const YamlNode& other) {
+  if (this != &other) {
+    node_.reset(other.node_);
+    file_ = other.file_;
+    key_path_ = other.key_path_;
+  }
+  return *this;
+}
+
 int YamlNode::line() const {
   const YAML::Mark mark = node_.Mark();
   return mark.line >= 0 ? mark.line + 1 : 0;

@@ -18,6 +18,10 @@ class YamlNode {
   static YamlNode load_string(const std::string& text, const std::string& origin);
 
   YamlNode(YAML::Node node, std::string file, std::string key_path);
+  YamlNode(const YamlNode&) = default;
+  // yaml-cpp's Node::operator= writes through to the node it refers to; assigning a YamlNode must
+  // rebind instead, or copying claims and scenarios around would overwrite their documents.
+  YamlNode& operator=(const YamlNode& other);
 
   bool has(const std::string& key) const;
   YamlNode operator[](const std::string& key) const;  // required child mapping entry

@@ -133,6 +133,7 @@ nlohmann::ordered_json to_json(const Prediction& p) {
       {"usable_bytes", m.usable_bytes},         {"fits", m.fits()},
       {"kv_bytes_per_token", m.kv_bytes_per_token},
       {"state_bytes_per_sequence", m.state_bytes_per_sequence},
+      {"max_batch_at_context", max_batch(s, ph.context_tokens + ph.new_tokens)},
   };
   j["by_layer_kind"] = groups_json(p.by_layer_kind());
   j["by_module"] = groups_json(p.by_module());

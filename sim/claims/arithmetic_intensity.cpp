@@ -54,8 +54,11 @@ class ArithmeticIntensityEvaluator : public ClaimEvaluator {
     };
     e.explanation = fmt::format(
         "~1 FLOP/B holds for the KDA recurrent step ({:.2f}) and for MHA-form attention ({:.2f}); K3's absorbed MLA "
-        "decode shares one latent across {} heads and reaches {:.0f} FLOP/B, still below the {} bf16 ridge of {:.0f}",
-        kda_ai, mha, a.num_heads / s.parallelism.tp, mla_ai, s.hardware.name, ridge);
+        "decode shares one latent across {} heads and reaches {:.0f} FLOP/B, still below the {} bf16 ridge of {:.0f}. "
+        "A ridge of ~150 matches neither the bf16 ({:.0f}) nor the fp8 ({:.0f}) dense rate of this GPU; it is half "
+        "the bf16 ridge, i.e. a rate quoted with a different convention",
+        kda_ai, mha, a.num_heads / s.parallelism.tp, mla_ai, s.hardware.name, ridge, ridge,
+        e.predicted["ridge_fp8_flops_per_byte"]);
     return e;
   }
 };

@@ -42,7 +42,7 @@ class KvStateMemoryEvaluator : public ClaimEvaluator {
     };
     Precision q = p;
     q.kda_state = p.kda_state == StorageFormat::bf16 ? StorageFormat::fp32 : StorageFormat::bf16;
-    e.breakdown.push_back(fmt::format("with an {} state instead: {}", to_string(q.kda_state),
+    e.breakdown.push_back(fmt::format("with the KDA state in {} instead: {}", to_string(q.kda_state),
                                       gib(kv + kda_recurrent_state_bytes(m, q) + conv)));
     // Used only when a reported figure is missed: the cut follows the layer schedule, not "3:1".
     e.explanation = fmt::format(
