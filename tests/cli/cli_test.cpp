@@ -1,11 +1,17 @@
-// Runs the built k3perf binary end to end.
+// Runs the built k3perf binary end to end: outputs, exit codes and error messages.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <unistd.h>
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct CommandResult {
   int status;
@@ -22,11 +28,105 @@ CommandResult run(const std::string& args) {
   return {WEXITSTATUS(status), out};
 }
 
-TEST(Cli, DefaultRunPrintsSummary) {
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string kScenario = std::string(K3PERF_SOURCE_DIR) + "/scenarios/k3-h200x16-decode-128k.yaml";
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("k3perf_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(CliTest, DefaultRunPrintsSummary) {
   const CommandResult r = run("");
   EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("TPOT"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("KDA layers"), std::string::npos);
+  for (const char* needle : {"TPOT", "KDA layers", "MLA layers", "memory per GPU", "top 15 ops", "fits"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+}
+
+TEST_F(CliTest, PredictWritesIdenticalJsonAndCsv) {
+  const fs::path a = dir_ / "a.json", b = dir_ / "b.json", csv = dir_ / "ops.csv";
+  CommandResult r = run("predict " + kScenario + " --json " + a.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run("predict " + kScenario + " --json " + b.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp(a), slurp(b));
+  EXPECT_NE(slurp(a).find("\"step_time_us\""), std::string::npos);
+  const std::string table = slurp(csv);
+  EXPECT_EQ(table.rfind("name,kind,layer,bound,", 0), 0u);
+  EXPECT_NE(table.find("L004.mla.attn_decode,mla_attention,4,"), std::string::npos);
+  // No temporary files are left beside the outputs.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  EXPECT_EQ(files, 3);
+}
+
+TEST_F(CliTest, SetOverridesChangeThePrediction) {
+  const CommandResult small = run("predict " + kScenario + " --set workload.batch=2 --top 0");
+  const CommandResult big = run("predict " + kScenario + " --set workload.batch=4 --set workload.context_tokens=1024 --top 0");
+  ASSERT_EQ(small.status, 0) << small.output;
+  ASSERT_EQ(big.status, 0) << big.output;
+  EXPECT_NE(small.output.find("batch 2 "), std::string::npos);
+  EXPECT_NE(big.output.find("context 1024 tokens"), std::string::npos);
+}
+
+TEST_F(CliTest, BadInputsGiveClearErrorsAndKeepExistingOutputs) {
+  const fs::path out = dir_ / "keep.json";
+  std::ofstream(out) << "previous";
+  CommandResult r = run("predict " + kScenario + " --set workload.batch=-3 --json " + out.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("workload.batch"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(out), "previous");
+
+  r = run("predict " + (dir_ / "missing.yaml").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("missing.yaml"), std::string::npos) << r.output;
+
+  const fs::path bad = dir_ / "bad.yaml";
+  std::ofstream(bad) << "model: kimi-k3\nhardware: h200-sxm\nworkload: {batch: [1\n";
+  r = run("predict " + bad.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("bad.yaml"), std::string::npos) << r.output;
+
+  r = run("predict " + kScenario + " --set hardware=tpu-v9");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("tpu-v9"), std::string::npos) << r.output;
+
+  r = run("predict " + kScenario + " --json " + (dir_ / "no_such_dir" / "x.json").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("no_such_dir"), std::string::npos) << r.output;
+
+  r = run("--data-dir " + (dir_ / "nowhere").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("nowhere"), std::string::npos) << r.output;
+
+  r = run("frobnicate");
+  EXPECT_NE(r.status, 0);
+}
+
+TEST_F(CliTest, VerifyPrintsVerdictsAndJson) {
+  const fs::path json = dir_ / "verify.json";
+  const CommandResult r = run("verify --json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("P2   reproduced"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not modelled yet"), std::string::npos);
+  EXPECT_NE(r.output.find("20 claims:"), std::string::npos);
+  EXPECT_NE(slurp(json).find("\"verdict\": \"reproduced\""), std::string::npos);
+  const CommandResult one = run("verify --claim P16");
+  EXPECT_EQ(one.status, 0);
+  EXPECT_NE(one.output.find("1 claims:"), std::string::npos) << one.output;
+  EXPECT_EQ(run("verify --claim P99").status, 2);
 }
 
 }  // namespace

@@ -1,0 +1,91 @@
+// `k3perf verify` as a library: every shipped claim loads and gets the verdict this issue requires.
+#include "core/error.h"
+#include "sim/claims/claim.h"
+#include "test_data.h"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace k3 {
+namespace {
+
+std::map<std::string, ClaimResult> check_all() {
+  std::map<std::string, ClaimResult> out;
+  for (const Claim& c : load_claims(test::data().claims_dir)) out.emplace(c.id, check_claim(c, test::data()));
+  return out;
+}
+
+TEST(Claims, EveryClaimOfClaimsMdIsPresentInOrder) {
+  const std::vector<Claim> claims = load_claims(test::data().claims_dir);
+  ASSERT_EQ(claims.size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(claims[i].id, fmt::format("P{}", i + 1));
+}
+
+TEST(Claims, RequiredClaimsAreReproducedOrExplained) {
+  const auto results = check_all();
+  for (const char* id : {"P1", "P2", "P3", "P15", "P16"}) {
+    EXPECT_EQ(results.at(id).verdict, Verdict::reproduced) << id;
+  }
+  for (const char* id : {"P5", "P6", "P7", "P18", "P19"}) {
+    const Verdict v = results.at(id).verdict;
+    EXPECT_TRUE(v == Verdict::reproduced || v == Verdict::explained) << id << ": " << to_string(v);
+    EXPECT_FALSE(results.at(id).evaluation.breakdown.empty()) << id;
+  }
+  for (const char* id : {"P4", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P17", "P20"}) {
+    EXPECT_EQ(results.at(id).verdict, Verdict::not_modelled) << id;
+  }
+}
+
+TEST(Claims, VerdictFollowsTolerance) {
+  ReportedValue v;
+  v.value = 2.0;
+  v.relative_tolerance = 0.1;
+  EXPECT_TRUE(v.accepts(2.19));
+  EXPECT_FALSE(v.accepts(2.21));
+  ReportedValue range;
+  range.max = 2.0;
+  EXPECT_TRUE(range.accepts(-1));
+  EXPECT_FALSE(range.accepts(2.01));
+}
+
+TEST(Claims, MissWithoutExplanationIsContradicted) {
+  // P1's evaluator gives no explanation; a wrong reported count must be contradicted.
+  const auto dir = std::filesystem::temp_directory_path() / "k3perf_claims_test";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "wrong.yaml";
+  std::ofstream(file) << "id: X1\nclaim: K3 has 3 T parameters\nsource: test\nevaluator: parameter_counts\n"
+                         "reported:\n  total_params: {value: 3.0e12, relative_tolerance: 0.01}\n";
+  const ClaimResult r = check_claim(load_claim(file.string()), test::data());
+  EXPECT_EQ(r.verdict, Verdict::contradicted);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Claims, BadClaimFilesNameFileAndKey) {
+  const auto dir = std::filesystem::temp_directory_path() / "k3perf_claims_bad";
+  std::filesystem::create_directories(dir);
+  const auto file = (dir / "bad.yaml").string();
+  auto expect_error = [&](const std::string& text, const std::string& needle) {
+    std::ofstream(file) << text;
+    try {
+      load_claim(file);
+      ADD_FAILURE() << "no error for: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.yaml"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("id: X\nclaim: c\nsource: s\nevaluator: no_such\n", "evaluator");
+  expect_error("id: X\nclaim: c\nsource: s\n", "evaluator");
+  expect_error("id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {value: 1}\n", "relative_tolerance");
+  expect_error("id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {unit: x}\n", "reported.a");
+  expect_error("id: [1\n", "YAML");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace k3

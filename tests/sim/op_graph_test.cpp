@@ -1,0 +1,158 @@
+// The op graph on the K3 twin (K3's structure, tiny dims), checked against FLOPs and bytes
+// computed by hand from the twin's config: h 64, KDA 4x16, MLA 4 heads (q_lora 32, kv_lora 16,
+// nope 16, rope 8, v 16), 8 experts top-2 of 3x32x64 (latent 64), vocab 256, bf16 activations.
+#include "core/op_graph.h"
+#include "test_data.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <stdexcept>
+
+namespace k3 {
+namespace {
+
+const Op& op(const OpGraph& g, const std::string& name) {
+  const Op* found = g.find(name);
+  if (!found) throw std::runtime_error("no op " + name);
+  return *found;
+}
+
+Precision k3_precision() {
+  Precision p;
+  p.routed_experts = StorageFormat::mxfp4;
+  return p;
+}
+
+TEST(OpGraph, TwinDecodeMatchesHandCounts) {
+  const ModelConfig m = test::model("k3-twin");
+  const OpGraph g = build_op_graph(m, Phase::decode(2, 100), Parallelism{}, k3_precision());
+  // qkv projection: T=2 tokens, 64 -> 3*64.
+  const Op& qkv = op(g, "L001.kda.qkv_proj");
+  EXPECT_DOUBLE_EQ(qkv.flops, 2.0 * 2 * 64 * 192);
+  EXPECT_DOUBLE_EQ(qkv.read.weights, 64.0 * 192 * 2);
+  EXPECT_DOUBLE_EQ(qkv.read.activations, 2.0 * 64 * 2);
+  EXPECT_DOUBLE_EQ(qkv.written.activations, 2.0 * 192 * 2);
+  // KDA recurrent step: per token and head 7d^2 + 2d FLOP; fp32 state 4x16x16 per sequence read and written.
+  const Op& rec = op(g, "L001.kda.recurrent");
+  EXPECT_EQ(rec.kind, OpKind::kda_recurrent);
+  EXPECT_DOUBLE_EQ(rec.flops, 2.0 * 4 * (7 * 256 + 32));
+  EXPECT_DOUBLE_EQ(rec.read.state, 2.0 * 4 * 256 * 4);
+  EXPECT_DOUBLE_EQ(rec.written.state, 2.0 * 4 * 256 * 4);
+  // Absorbed MLA decode at layer 4 (1-based): each of 2 sequences reads 101 cached tokens of 24 bf16 values;
+  // FLOP = 2 * heads * (24 + 16) per (query, key) pair.
+  const Op& attn = op(g, "L004.mla.attn_decode");
+  EXPECT_DOUBLE_EQ(attn.flops, 2.0 * 4 * (24 + 16) * (2 * 101));
+  EXPECT_DOUBLE_EQ(attn.read.kv, 2.0 * 101 * 24 * 2);
+  EXPECT_DOUBLE_EQ(attn.written.kv, 2.0 * 24 * 2);
+  // The output gate runs beside the attention core.
+  const Op& gate = op(g, "L004.mla.out_gate_proj");
+  ASSERT_GE(gate.concurrent_with, 0);
+  EXPECT_EQ(g.ops[gate.concurrent_with].name(), "L004.mla.attn_decode");
+  // Routed experts: 2 tokens x top-2 = 4 assignments; 8 * (1 - (6/8)^2) = 3.5 distinct experts of
+  // 3*32*64 weights at 4.25 bits.
+  const Op& ex = op(g, "L002.moe.experts");
+  EXPECT_DOUBLE_EQ(ex.read.weights, 3.5 * 6144 * 4.25 / 8);
+  EXPECT_DOUBLE_EQ(ex.flops, 2.0 * 4 * 6144 + 4.0 * 32 * 12);
+  EXPECT_DOUBLE_EQ(ex.resident_weight_bytes, 8.0 * 6144 * 4.25 / 8);
+  EXPECT_DOUBLE_EQ(g.distinct_experts_per_gpu, 3.5);
+  // Layer 0 has a dense MLP, and no mixer before its attention (h = the embedding).
+  EXPECT_NE(g.find("L001.mlp.gate_up_proj"), nullptr);
+  EXPECT_EQ(g.find("L001.moe.experts"), nullptr);
+  EXPECT_EQ(g.find("L001.attnres.pre_attn"), nullptr);
+  // Mixer before layer 2's attention: embedding block + partial sum = 2 candidates, 6 FLOP per value.
+  EXPECT_DOUBLE_EQ(op(g, "L002.attnres.pre_attn").flops, 6.0 * 2 * 2 * 64);
+  EXPECT_DOUBLE_EQ(op(g, "head.attnres").flops, 6.0 * 2 * 4 * 64);  // 3 closed blocks + partial
+  const Op& lm = op(g, "head.lm_head");
+  EXPECT_DOUBLE_EQ(lm.flops, 2.0 * 2 * 64 * 256);
+  EXPECT_DOUBLE_EQ(lm.read.weights, 64.0 * 256 * 2);
+  // No communication on one GPU.
+  for (const Op& o : g.ops) EXPECT_FALSE(o.collective.has_value()) << o.name();
+}
+
+TEST(OpGraph, OpNamesAreStableAndUnique) {
+  const ModelConfig m = test::model("kimi-k3");
+  const OpGraph g = build_op_graph(m, Phase::decode(8, 4096), Parallelism{8, 1, 8, 1}, k3_precision());
+  std::set<std::string> names;
+  for (const Op& o : g.ops) EXPECT_TRUE(names.insert(o.name()).second) << "duplicate " << o.name();
+  for (const char* n : {"embed.lookup", "L001.kda.recurrent", "L004.mla.attn_decode", "L017.moe.experts",
+                        "L017.moe.router", "L017.attnres.pre_mlp", "L017.moe.dispatch", "L093.mla.attn_decode",
+                        "head.lm_head"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+  EXPECT_EQ(g.find("L005.mla.attn_decode"), nullptr);  // layer 5 is KDA
+}
+
+TEST(OpGraph, TensorAndExpertParallelismSplitWorkAndAddCollectives) {
+  const ModelConfig m = test::model("k3-twin");
+  const OpGraph one = build_op_graph(m, Phase::decode(4, 100), Parallelism{}, k3_precision());
+  const OpGraph tp2 = build_op_graph(m, Phase::decode(4, 100), Parallelism{2, 1, 2, 1}, k3_precision());
+  EXPECT_DOUBLE_EQ(op(tp2, "L001.kda.qkv_proj").flops, op(one, "L001.kda.qkv_proj").flops / 2);
+  EXPECT_DOUBLE_EQ(op(tp2, "L001.kda.recurrent").read.state, op(one, "L001.kda.recurrent").read.state / 2);
+  // The MLA latent is shared by all heads: each TP rank reads the whole cache of its sequences.
+  EXPECT_DOUBLE_EQ(op(tp2, "L004.mla.attn_decode").read.kv, op(one, "L004.mla.attn_decode").read.kv);
+  const Op& ar = op(tp2, "L001.attn.all_reduce");
+  ASSERT_TRUE(ar.collective);
+  EXPECT_EQ(ar.collective->kind, CollectiveKind::all_reduce);
+  EXPECT_DOUBLE_EQ(ar.collective->bytes, 4.0 * 64 * 2);
+  EXPECT_EQ(ar.collective->group_size, 2);
+  // EP 2: each rank dispatches its half of the 4 tokens x top-2 latent vectors of 64 bf16 values.
+  const Op& d = op(tp2, "L002.moe.dispatch");
+  EXPECT_EQ(d.collective->kind, CollectiveKind::all_to_all);
+  EXPECT_DOUBLE_EQ(d.collective->bytes, 2.0 * 2 * 64 * 2);
+  EXPECT_DOUBLE_EQ(op(tp2, "L002.moe.experts").resident_weight_bytes, 4.0 * 6144 * 4.25 / 8);
+  // Attention DP 2: each group holds half the sequences.
+  const OpGraph dp2 = build_op_graph(m, Phase::decode(4, 100), Parallelism{1, 2, 2, 1}, k3_precision());
+  EXPECT_EQ(dp2.sequences_per_gpu, 2);
+  EXPECT_DOUBLE_EQ(op(dp2, "L004.mla.attn_decode").read.kv, op(one, "L004.mla.attn_decode").read.kv / 2);
+}
+
+TEST(OpGraph, ChunkedPrefillSumsChunksExactly) {
+  const ModelConfig m = test::model("k3-twin");
+  const OpGraph g = build_op_graph(m, Phase::prefill(1, 100, 0, 64), Parallelism{}, k3_precision());
+  // Causal pairs 100*101/2 regardless of chunking; QK over 24 and PV over 16 dims per head.
+  EXPECT_DOUBLE_EQ(op(g, "L004.mla.attn_prefill").flops, 2.0 * 4 * (24 + 16) * 5050);
+  // Weights are read once per chunk (2 chunks).
+  EXPECT_DOUBLE_EQ(op(g, "L001.kda.qkv_proj").read.weights, 2 * 64.0 * 192 * 2);
+  EXPECT_EQ(op(g, "L001.kda.chunk").kind, OpKind::kda_chunk);
+  // Logits for the last token only.
+  EXPECT_DOUBLE_EQ(op(g, "head.lm_head").flops, 2.0 * 1 * 64 * 256);
+  // A cached prefix is read from the latent cache by the kv_b expansion.
+  const OpGraph cached = build_op_graph(m, Phase::prefill(1, 10, 90, 64), Parallelism{}, k3_precision());
+  EXPECT_DOUBLE_EQ(op(cached, "L004.mla.kv_b_proj").read.kv, 90.0 * 24 * 2);
+  EXPECT_DOUBLE_EQ(op(cached, "L004.mla.attn_prefill").flops, 2.0 * 4 * 40 * (10 * 90 + 55));
+}
+
+TEST(OpGraph, VerifyScoresDraftTokensAgainstTheSameCache) {
+  const ModelConfig m = test::model("k3-twin");
+  const OpGraph g = build_op_graph(m, Phase::verify(2, 3, 100), Parallelism{}, k3_precision());
+  const Op& attn = op(g, "L004.mla.attn_decode");
+  EXPECT_DOUBLE_EQ(attn.flops, 2.0 * 4 * 40 * 2 * (4 * 100 + 10));
+  EXPECT_DOUBLE_EQ(attn.read.kv, 2.0 * 104 * 24 * 2);  // read once for all 4 query tokens
+  EXPECT_DOUBLE_EQ(op(g, "L001.kda.recurrent").read.state, 2.0 * 4 * 256 * 4);
+}
+
+TEST(OpGraph, DistinctExpertsFormula) {
+  // K3-SPEC §5: about 120, 224 and 613 at T = 8, 16, 64.
+  EXPECT_NEAR(expected_distinct_experts(896, 16, 8), 120.0, 0.5);
+  EXPECT_NEAR(expected_distinct_experts(896, 16, 16), 224.0, 0.5);
+  EXPECT_NEAR(expected_distinct_experts(896, 16, 64), 613.0, 0.5);
+  EXPECT_NEAR(expected_distinct_experts(896, 16, 1), 16.0, 1e-9);
+  EXPECT_NEAR(expected_distinct_experts(896, 16, 1e6), 896.0, 1e-9);
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(896, 16, 0), 0.0);
+}
+
+TEST(OpGraph, PipelineStagesSendActivationsAndBlocks) {
+  const ModelConfig m = test::model("k3-twin");
+  const OpGraph g = build_op_graph(m, Phase::decode(2, 10), Parallelism{1, 1, 1, 3}, k3_precision());
+  const Op& send = op(g, "L003.pp.send");
+  EXPECT_EQ(send.collective->kind, CollectiveKind::send_recv);
+  // Stage 0 holds layer indices 0-2; the next stage's first mixer sees the embedding block and the
+  // partial sum, so 2 vectors of 64 bf16 values per token travel.
+  EXPECT_DOUBLE_EQ(send.collective->bytes, 2.0 * 2 * 64 * 2);
+  EXPECT_EQ(op(g, "L004.mla.attn_decode").stage, 1);
+  EXPECT_EQ(op(g, "head.lm_head").stage, 2);
+}
+
+}  // namespace
+}  // namespace k3

@@ -1,0 +1,70 @@
+// Whole predictions: determinism, step accounting, and counterfactuals behaving as physics says.
+#include "sim/predict.h"
+#include "test_data.h"
+
+#include <gtest/gtest.h>
+
+namespace k3 {
+namespace {
+
+Scenario default_scenario(const std::vector<std::string>& sets = {}) {
+  return load_scenario(test::scenario_path("k3-gb300-tp8-decode-128k.yaml"), test::data(), sets);
+}
+
+TEST(Predict, SameScenarioGivesIdenticalJsonBytes) {
+  const std::string a = to_json(predict(default_scenario())).dump(2);
+  const std::string b = to_json(predict(default_scenario())).dump(2);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(to_csv(predict(default_scenario())), to_csv(predict(default_scenario())));
+}
+
+TEST(Predict, StepIsTheSumOfExposedOpTimes) {
+  const Prediction p = predict(default_scenario());
+  double sum = 0, modules = 0;
+  for (const OpTime& t : p.step.ops) sum += t.exposed_us;
+  for (const GroupTotal& g : p.by_module()) modules += g.time_us;
+  EXPECT_NEAR(p.step.step_us, sum, 1e-6);
+  EXPECT_NEAR(p.step.step_us, modules, 1e-6);
+  EXPECT_NEAR(p.tokens_per_s(), 8 / (p.step.step_us * 1e-6), 1e-6);
+}
+
+TEST(Predict, DecodeAtBatchOneIsMemoryBoundAndGrowsWithContext) {
+  const Prediction short_ctx = predict(default_scenario({"workload.batch=1", "workload.context_tokens=4096"}));
+  const Prediction long_ctx = predict(default_scenario({"workload.batch=1", "workload.context_tokens=524288"}));
+  EXPECT_GT(long_ctx.step.step_us, short_ctx.step.step_us);
+  for (std::size_t i = 0; i < long_ctx.graph.ops.size(); ++i) {
+    if (long_ctx.graph.ops[i].kind == OpKind::mla_attention) {
+      EXPECT_EQ(long_ctx.step.ops[i].bound, Bound::memory) << long_ctx.graph.ops[i].name();
+    }
+  }
+}
+
+TEST(Predict, AllMlaCounterfactualIsSlowerAtLongContext) {
+  const Prediction hybrid = predict(default_scenario({"workload.batch=1", "workload.context_tokens=524288"}));
+  const Prediction all_mla = predict(
+      default_scenario({"workload.batch=1", "workload.context_tokens=524288", "overrides.attention=all_mla"}));
+  // 93 instead of 24 layers read KV; the all-reduce and all-to-all costs (a third of the step at TP8) stay.
+  EXPECT_GT(all_mla.step.step_us, 1.3 * hybrid.step.step_us);
+  EXPECT_DOUBLE_EQ(all_mla.memory.kv_bytes, 93.0 / 24 * hybrid.memory.kv_bytes);
+}
+
+TEST(Predict, CudaGraphsRemoveLaunchOverhead) {
+  const Prediction graphs = predict(default_scenario());
+  const Prediction eager = predict(default_scenario({"runtime.cuda_graphs=false"}));
+  EXPECT_GT(eager.step.step_us, graphs.step.step_us);
+}
+
+TEST(Predict, PrefillIsComputeBoundAtLongPrompts) {
+  const Prediction p = predict(default_scenario(
+      {"phase=prefill", "workload.batch=1", "workload.context_tokens=0", "workload.new_tokens=131072"}));
+  double compute = 0;
+  for (const GroupTotal& g : p.by_bound()) {
+    if (g.group == "compute") compute = g.time_us;
+  }
+  EXPECT_GT(compute, 0.5 * p.step.step_us);
+  const auto j = to_json(p);
+  EXPECT_TRUE(j["step"].contains("ttft_ms"));
+}
+
+}  // namespace
+}  // namespace k3
