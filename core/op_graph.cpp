@@ -426,6 +426,7 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
 
   const double h = m.hidden_size;
   const double act = bytes_per_element(p.activations);
+  graph.ops.reserve(static_cast<std::size_t>(m.num_layers) * 26 + 16);
   GraphBuilder g(&graph.ops);
 
   // Embedding: vocab-parallel rows gathered per token, summed over TP ranks.

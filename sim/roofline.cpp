@@ -29,31 +29,56 @@ const LinkSpec& link_for(const Hardware& hw, int group_size) {
   return group_size <= hw.scale_up_domain_gpus ? hw.nvlink : hw.network;
 }
 
-OpTime time_op(const Op& op, const Hardware& hw, const Runtime& rt) {
+namespace {
+
+// Hardware rates resolved once per step: map lookups per op would dominate a 2,000-op graph.
+struct Rates {
+  double peak[4] = {0, 0, 0, 0};  // by ComputeType; 0 = unsupported
+  Efficiency eff[6];              // by EfficiencyClass
+  double overhead_us = 0;
+  const Hardware* hw = nullptr;
+
+  Rates(const Hardware& h, const Runtime& rt) : hw(&h) {
+    for (const auto& [type, rate] : h.peak_flops_per_s) peak[static_cast<int>(type)] = rate;
+    for (EfficiencyClass c : kAllEfficiencyClasses) eff[static_cast<int>(c)] = h.efficiency_of(c);
+    overhead_us = rt.cuda_graphs ? h.graph_kernel_overhead_us : h.kernel_launch_overhead_us;
+  }
+  double peak_of(ComputeType c) const {
+    const double p = peak[static_cast<int>(c)];
+    return p > 0 ? p : hw->peak(c);  // hw->peak throws the error naming the hardware
+  }
+};
+
+OpTime time_with(const Op& op, const Rates& r) {
   OpTime t;
   if (op.collective) {
     const Collective& c = *op.collective;
-    const LinkSpec& link = link_for(hw, c.group_size);
+    const LinkSpec& link = link_for(*r.hw, c.group_size);
     t.communication_us = link.latency_us + c.bytes * bus_bandwidth_factor(c.kind, c.group_size) /
                                                (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
     t.time_us = t.communication_us;
     t.bound = Bound::communication;
     return t;
   }
-  const Efficiency& eff = hw.efficiency_of(efficiency_class(op.kind));
-  t.compute_us = op.flops / (hw.peak(op.compute) * eff.compute) * 1e6;
-  t.memory_us = op.bytes() / (hw.hbm_bandwidth_bytes_per_s * eff.memory) * 1e6;
-  t.overhead_us = op.kernels * (rt.cuda_graphs ? hw.graph_kernel_overhead_us : hw.kernel_launch_overhead_us);
+  const Efficiency& eff = r.eff[static_cast<int>(efficiency_class(op.kind))];
+  t.compute_us = op.flops / (r.peak_of(op.compute) * eff.compute) * 1e6;
+  t.memory_us = op.bytes() / (r.hw->hbm_bandwidth_bytes_per_s * eff.memory) * 1e6;
+  t.overhead_us = op.kernels * r.overhead_us;
   const double roof = std::max(t.compute_us, t.memory_us);
   t.time_us = roof + t.overhead_us;
   t.bound = t.overhead_us > roof ? Bound::overhead : t.compute_us >= t.memory_us ? Bound::compute : Bound::memory;
   return t;
 }
 
+}  // namespace
+
+OpTime time_op(const Op& op, const Hardware& hw, const Runtime& rt) { return time_with(op, Rates(hw, rt)); }
+
 StepTime time_step(const OpGraph& graph, const Hardware& hw, const Runtime& rt) {
   StepTime step;
   step.ops.reserve(graph.ops.size());
-  for (const Op& op : graph.ops) step.ops.push_back(time_op(op, hw, rt));
+  const Rates rates(hw, rt);
+  for (const Op& op : graph.ops) step.ops.push_back(time_with(op, rates));
   for (std::size_t i = 0; i < graph.ops.size(); ++i) step.ops[i].exposed_us = step.ops[i].time_us;
   // A side op shares the GPU with its partner: the pair costs max(Σ memory, Σ compute) + overhead.
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
