@@ -8,7 +8,7 @@ out="${OUT:-bench/results/incoming}"
 bin="${K3PERF_GPU_BIN:-build/gpu-probes}"
 mkdir -p "$out" "$bin"
 if [ ! -x "$bin/device_probe" ]; then
-  nvcc -O2 -std=c++17 -arch=sm_90 -o "$bin/device_probe" bench/gpu/device_probe.cu
+  nvcc -O2 -std=c++17 -arch=sm_90 -o "$bin/device_probe" bench/gpu/device_probe.cu  # same as the CMake target
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/nvidia-smi.csv"
 "$bin/device_probe" > "$out/device_probe.json"
