@@ -1,6 +1,7 @@
 // Model configs: every shipped config.json loads; the exact parameter counts of Kimi K3 (K3-SPEC §1)
 // and of the published models; hand-computed counts for the twin configs; and every malformed input
 // fails with an InputError naming the file and the key path.
+#include "expect_input_error.h"
 #include "core/error.h"
 #include "core/model_config.h"
 #include "core/parameters.h"
@@ -38,20 +39,7 @@ nlohmann::json read_json(const std::string& name) {
   return nlohmann::json::parse(text.str());
 }
 
-// Runs `fn`, requires an InputError, and requires every fragment in its message.
-void expect_input_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected k3::InputError, nothing was thrown";
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    for (const std::string& f : fragments) {
-      EXPECT_NE(msg.find(f), std::string::npos) << "message lacks '" << f << "': " << msg;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected k3::InputError, got another exception: " << e.what();
-  }
-}
+using test::expect_input_error;
 
 // 0-based indices of the layers with the given attention kind.
 std::vector<int> layers_of(const ModelConfig& m, AttentionKind kind) {

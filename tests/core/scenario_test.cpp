@@ -1,6 +1,7 @@
 // Scenarios: the shipped scenario loads with the checkpoint's precision defaults; `--set` edits and
 // counterfactual overrides change what they say; and every bad input fails with an InputError that
 // names the file and the key.
+#include "expect_input_error.h"
 #include "core/error.h"
 #include "core/scenario.h"
 
@@ -23,20 +24,7 @@ const std::string kScenarioFile = std::string(K3PERF_SOURCE_DIR) + "/scenarios/k
 
 DataPaths data() { return DataPaths::resolve(std::string(K3PERF_SOURCE_DIR) + "/scenarios"); }
 
-// Runs `fn`, requires an InputError, and requires every fragment in its message.
-void expect_input_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected k3::InputError, nothing was thrown";
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    for (const std::string& f : fragments) {
-      EXPECT_NE(msg.find(f), std::string::npos) << "message lacks '" << f << "': " << msg;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected k3::InputError, got another exception: " << e.what();
-  }
-}
+using test::expect_input_error;
 
 // A valid scenario; the error tests each change one line of it.
 const std::string kBase = R"yaml(name: test scenario
