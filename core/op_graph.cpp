@@ -395,10 +395,12 @@ void build_layers(const Step& s, int first, int last, std::vector<Op>* out, doub
   }
 }
 
-void accumulate(std::vector<Op>& total, const std::vector<Op>& chunk) {
-  K3_CHECK(total.size() == chunk.size(), "chunk graphs differ in shape ({} vs {} ops)", total.size(), chunk.size());
-  for (std::size_t i = 0; i < total.size(); ++i) {
-    Op& t = total[i];
+// Adds a later chunk's ops into the first chunk's, which start at total[begin].
+void accumulate(std::vector<Op>& total, std::size_t begin, const std::vector<Op>& chunk) {
+  K3_CHECK(total.size() - begin == chunk.size(), "chunk graphs differ in shape ({} vs {} ops)", total.size() - begin,
+           chunk.size());
+  for (std::size_t i = 0; i < chunk.size(); ++i) {
+    Op& t = total[begin + i];
     const Op& c = chunk[i];
     t.flops += c.flops;
     t.read += c.read;
@@ -447,30 +449,26 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
                                                             : phase.new_tokens;
   const int per_stage = (m.num_layers + par.pp - 1) / par.pp;
   double distinct = 0;
+  std::vector<Op> scratch;  // later chunks of a prefill, summed into the first chunk's ops
   for (int stage = 0; stage < par.pp; ++stage) {
     const int lo = stage * per_stage, hi = std::min(m.num_layers, lo + per_stage);
     if (lo >= hi) break;
-    std::vector<Op> layers;
+    const std::size_t begin = graph.ops.size();
     for (long long done = 0; done < phase.new_tokens; done += chunk) {
       const double n = double(std::min(chunk, phase.new_tokens - done));
       Step s{m, p, par, phase.kind, seqs, n, double(phase.context_tokens + done), double(phase.batch) * n};
-      std::vector<Op> ops;
-      build_layers(s, lo, hi, &ops, &distinct);
-      if (layers.empty()) {
-        layers = std::move(ops);
+      if (done == 0) {
+        build_layers(s, lo, hi, &graph.ops, &distinct);
       } else {
-        accumulate(layers, ops);
+        scratch.clear();
+        build_layers(s, lo, hi, &scratch, &distinct);
+        accumulate(graph.ops, begin, scratch);
       }
     }
-    const int offset = static_cast<int>(graph.ops.size());
-    for (Op& op : layers) {
-      op.stage = stage;
-      if (op.concurrent_with >= 0) op.concurrent_with += offset;
-      graph.ops.push_back(op);
-    }
+    for (std::size_t i = begin; i < graph.ops.size(); ++i) graph.ops[i].stage = stage;
     if (stage + 1 < par.pp && hi < m.num_layers) {
-      // Activations (and, with AttnRes, the closed blocks) travel to the next stage.
-      const double vectors = 1 + std::max(0, m.attnres_candidates_before_attention(hi) - 1);
+      // The partial sum travels to the next stage, with AttnRes also every closed block its mixers read.
+      const double vectors = std::max(1, m.attnres_candidates_before_attention(hi));
       Op& send = g.add(hi - 1, "pp.send", OpKind::collective);
       send.stage = stage;
       send.collective = Collective{CollectiveKind::send_recv, first.tokens() * vectors * h * act, 2};
