@@ -228,6 +228,10 @@ void validate(const Scenario& s) {
       fail(fmt::format("experts split over {} GPUs each (tp x attention_dp / ep), which does not divide their "
                        "intermediate size {}", par.moe_tp(), m.moe->expert_intermediate));
     }
+    if (par.attention_dp > 1 && par.ep == 1) {
+      fail(fmt::format("parallelism.attention_dp {} needs ep > 1: the attention groups reach shared experts only "
+                       "through expert-parallel all-to-all", par.attention_dp));
+    }
   } else if (par.ep != 1) {
     fail("parallelism.ep > 1 needs a model with routed experts");
   }

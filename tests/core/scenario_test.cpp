@@ -233,6 +233,10 @@ TEST(ScenarioErrors, EpDoesNotDivideExperts) {
   expect_input_error([&] { parse(text); }, {"<test>", "parallelism.ep", "896"});
 }
 
+TEST(ScenarioErrors, AttentionDpWithoutExpertParallelism) {
+  expect_input_error([] { parse(edit("ep: 16", "ep: 1")); }, {"<test>", "attention_dp", "ep > 1"});
+}
+
 TEST(ScenarioErrors, GpusInconsistentWithParallelism) {
   expect_input_error([] { parse(edit("gpus: 16", "gpus: 8")); }, {"<test>", "'gpus'", "16"});
 }
