@@ -40,7 +40,9 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("scenario", opts->scenario, "scenario YAML (see docs/scenarios.md)")->required();
   cmd->add_option("--json", opts->json_path, "write the full prediction as JSON");
   cmd->add_option("--csv", opts->csv_path, "write the per-op table as CSV");
-  cmd->add_option("--set", opts->sets, "override a scenario key, e.g. --set workload.batch=64 (repeatable)");
+  // One value per --set, so `--set a=1 scenario.yaml` leaves the scenario path alone.
+  cmd->add_option("--set", opts->sets, "override a scenario key, e.g. --set workload.batch=64 (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--top", opts->top, "how many ops to list by time")->check(CLI::NonNegativeNumber);
   cmd->callback([opts, &global] {
     const Scenario s = load_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);

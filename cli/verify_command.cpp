@@ -22,7 +22,8 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<VerifyOptions>();
   CLI::App* cmd = app.add_subcommand("verify", "Check the published claims in scenarios/claims/ against predictions");
   cmd->add_option("--json", opts->json_path, "write every claim's verdict and breakdown as JSON");
-  cmd->add_option("--claim", opts->only, "check only these claim ids (repeatable), e.g. --claim P5");
+  cmd->add_option("--claim", opts->only, "check only these claim ids (repeatable), e.g. --claim P5")
+      ->allow_extra_args(false);
   cmd->callback([opts, &global] {
     const DataPaths data = DataPaths::resolve(global.data_dir);
     std::vector<ClaimResult> results;

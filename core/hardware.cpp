@@ -50,15 +50,6 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-// Rejects keys outside `allowed`, so a typo ("hbm_bandwith") is an error, not a silent default.
-void check_keys(const YamlNode& node, const std::vector<std::string>& allowed) {
-  if (!node.is_map()) node.fail(fmt::format("expected a mapping with keys {{{}}}", join(allowed)));
-  for (const auto& key : node.keys()) {
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      node[key].fail(fmt::format("unknown key; expected one of {{{}}}", join(allowed)));
-    }
-  }
-}
 
 bool is_kebab_case(const std::string& id) {
   if (id.empty() || id.front() == '-' || id.back() == '-') return false;
@@ -72,7 +63,7 @@ class HardwareParser {
   explicit HardwareParser(const YamlNode& root) : root_(root) {}
 
   Hardware parse() {
-    check_keys(root_, {"name", "sources", "gpu", "interconnect", "overheads", "efficiency"});
+    root_.expect_keys({"name", "sources", "gpu", "interconnect", "overheads", "efficiency"});
     Hardware hw;
     hw.source_file = root_.file();
     hw.name = root_["name"].as_string();
@@ -118,7 +109,7 @@ class HardwareParser {
     if (!node.is_map()) {
       node.fail("expected {value: <number>, source: <id>}; every number needs a source");
     }
-    check_keys(node, {"value", "source"});
+    node.expect_keys({"value", "source"});
     source_id(node["source"], hw);
     const YamlNode value = node["value"];
     switch (check) {
@@ -133,7 +124,7 @@ class HardwareParser {
     if (!node.is_map()) {
       node.fail("expected {value: <integer>, source: <id>}; every number needs a source");
     }
-    check_keys(node, {"value", "source"});
+    node.expect_keys({"value", "source"});
     source_id(node["source"], hw);
     const YamlNode value = node["value"];
     const long long n = value.as_positive_int();
@@ -142,7 +133,7 @@ class HardwareParser {
   }
 
   void parse_gpu(const YamlNode& gpu, Hardware* hw) {
-    check_keys(gpu, {"sm_count", "peak_flops_per_s", "hbm_capacity_bytes",
+    gpu.expect_keys({"sm_count", "peak_flops_per_s", "hbm_capacity_bytes",
                      "hbm_bandwidth_bytes_per_s", "l2_cache_bytes"});
     hw->sm_count = sourced_positive_int(gpu["sm_count"], *hw);
     hw->hbm_capacity_bytes = sourced(gpu["hbm_capacity_bytes"], Check::positive, *hw);
@@ -162,14 +153,19 @@ class HardwareParser {
       }
       hw->peak_flops_per_s[type] = sourced(peaks[key], Check::positive, *hw);
     }
-    // bf16 is the reference rate every model runs at; a file without it is incomplete.
-    if (hw->peak_flops_per_s.count(ComputeType::bf16) == 0) {
-      peaks.fail("missing required key 'bf16' (the dense bf16 peak is required)");
+    // bf16 is the rate of the tensor-core ops; fp32 (CUDA cores) times norms, mixers, gates and
+    // the KDA recurrent step. A file without either is incomplete.
+    for (const char* required : {"bf16", "fp32"}) {
+      ComputeType type;
+      parse_compute_type(required, &type);
+      if (hw->peak_flops_per_s.count(type) == 0) {
+        peaks.fail(fmt::format("missing required key '{}' (the dense {} peak is required)", required, required));
+      }
     }
   }
 
   LinkSpec parse_link(const YamlNode& node, const Hardware& hw) {
-    check_keys(node, {"bandwidth_bytes_per_s", "latency_us", "efficiency"});
+    node.expect_keys({"bandwidth_bytes_per_s", "latency_us", "efficiency"});
     LinkSpec link;
     link.bandwidth_bytes_per_s = sourced(node["bandwidth_bytes_per_s"], Check::positive, hw);
     link.latency_us = sourced(node["latency_us"], Check::non_negative, hw);
@@ -178,14 +174,14 @@ class HardwareParser {
   }
 
   void parse_interconnect(const YamlNode& node, Hardware* hw) {
-    check_keys(node, {"scale_up_domain_gpus", "nvlink", "network"});
+    node.expect_keys({"scale_up_domain_gpus", "nvlink", "network"});
     hw->scale_up_domain_gpus = sourced_positive_int(node["scale_up_domain_gpus"], *hw);
     hw->nvlink = parse_link(node["nvlink"], *hw);
     hw->network = parse_link(node["network"], *hw);
   }
 
   void parse_overheads(const YamlNode& node, Hardware* hw) {
-    check_keys(node, {"kernel_launch_overhead_us", "graph_kernel_overhead_us"});
+    node.expect_keys({"kernel_launch_overhead_us", "graph_kernel_overhead_us"});
     hw->kernel_launch_overhead_us =
         sourced(node["kernel_launch_overhead_us"], Check::non_negative, *hw);
     hw->graph_kernel_overhead_us =
@@ -212,7 +208,7 @@ class HardwareParser {
         EfficiencyClass cls = EfficiencyClass::gemm;
         parse_efficiency_class(key, &cls);  // checked above
         const YamlNode entry = (*block)[key];
-        check_keys(entry, {"compute", "memory"});
+        entry.expect_keys({"compute", "memory"});
         hw->efficiency[cls] = {entry["compute"].as_fraction(), entry["memory"].as_fraction()};
         calibrated.push_back(key);
       }

@@ -14,11 +14,11 @@ namespace k3 {
 
 // Classes of operation that share an achievable fraction of the peak. Every Op maps to one.
 enum class EfficiencyClass {
-  gemm,          // dense matrix products (projections, dense/shared MLP, lm_head)
+  gemm,          // dense matrix products (projections, dense/shared MLP, router, lm_head)
   grouped_gemm,  // routed-expert grouped GEMM (MoE), incl. in-GEMM dequantisation
   attention,     // MLA attention (prefill and absorbed decode)
   recurrent,     // KDA recurrent step / chunked scan
-  elementwise,   // norms, conv, gates, router, AttnRes mixers, activations
+  elementwise,   // norms, conv, gates, AttnRes mixers, activations
   gather,        // embedding lookup
 };
 inline constexpr EfficiencyClass kAllEfficiencyClasses[] = {

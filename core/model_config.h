@@ -77,7 +77,7 @@ struct ModelConfig {
   int num_layers = 0;
   int vocab_size = 0;
   bool tie_word_embeddings = false;
-  double rms_norm_eps = 1e-5;
+  double rms_norm_eps = 1e-6;  // when the config has none (HF DeepSeek-V3 default)
   long long max_position_embeddings = 0;
 
   Activation activation = Activation::silu;

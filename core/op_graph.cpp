@@ -485,6 +485,7 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   const double vocab_here = double(m.vocab_size) / par.tp;
   Op& lm = g.gemm(head, -1, "lm_head", head.tokens(), h, vocab_here, 2.0);
   lm.written.activations = head.tokens() * vocab_here * 4.0;  // fp32 logits
+  if (m.tie_word_embeddings) lm.resident_weight_bytes = 0;    // the embedding's rows, already resident
   if (par.tp > 1) {
     Op& gather = g.add(-1, "all_gather", OpKind::collective);
     // nccl-tests size of an all-gather: the gathered output (all ranks' logits).

@@ -1,5 +1,5 @@
 // Exact parameter counts from a ModelConfig, by tensor as stored in the published checkpoint.
-// The op graph and the memory model use the same per-block counts, so they cannot drift.
+// The whole-model sizes (claims, memory::weight_bytes) and the op graph's expert sizes use these.
 #pragma once
 
 #include "core/model_config.h"

@@ -1,5 +1,6 @@
 #include "core/scenario.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/yaml_reader.h"
 
@@ -98,6 +99,7 @@ std::string resolve_reference(const YamlNode& n, const std::string& origin) {
 }
 
 void read_workload(const YamlNode& w, Phase& ph) {
+  w.expect_keys({"batch", "context_tokens", "new_tokens", "draft_tokens", "prefill_chunk_tokens"});
   ph.batch = w["batch"].as_positive_int();
   if (auto c = w.find("context_tokens")) ph.context_tokens = c->as_int();
   if (ph.context_tokens < 0) w["context_tokens"].fail("expected a number of tokens >= 0");
@@ -120,10 +122,12 @@ void read_workload(const YamlNode& w, Phase& ph) {
 
 Scenario parse_scenario(const std::string& yaml_text, const std::string& origin, const DataPaths& data,
                         const std::vector<std::string>& sets) {
-  YamlNode doc = YamlNode::load_string(yaml_text, origin);
-  YAML::Node root = YAML::Clone(doc.raw());
-  for (const std::string& set : sets) apply_set(root, set);
-  const YamlNode y(root, origin, "");
+  // Edits go into the parsed document itself, so the file's line numbers survive in errors.
+  YamlNode y = YamlNode::load_string(yaml_text, origin);
+  for (const std::string& set : sets) apply_set(y.raw(), set);
+  y.mark_overridden(sets);
+  y.expect_keys({"name", "model", "hardware", "gpus", "parallelism", "precision", "phase", "workload", "runtime",
+                 "overrides"});
 
   Scenario s;
   s.source = origin;
@@ -143,6 +147,7 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   }
 
   if (auto o = y.find("overrides")) {
+    o->expect_keys({"attention", "attnres"});
     if (auto a = o->find("attention")) {
       const std::string kind = a->as_choice({"as_published", "all_mla", "all_kda"});
       if (kind != "as_published") {
@@ -157,6 +162,7 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   }
 
   if (auto p = y.find("parallelism")) {
+    p->expect_keys({"tp", "attention_dp", "ep", "pp"});
     if (auto v = p->find("tp")) s.parallelism.tp = static_cast<int>(v->as_positive_int());
     if (auto v = p->find("attention_dp")) s.parallelism.attention_dp = static_cast<int>(v->as_positive_int());
     if (auto v = p->find("ep")) s.parallelism.ep = static_cast<int>(v->as_positive_int());
@@ -171,6 +177,7 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   s.precision.weights = s.model.quantize_attention_and_dense ? s.model.weight_format : StorageFormat::bf16;
   s.precision.routed_experts = s.model.routed_expert_format;
   if (auto p = y.find("precision")) {
+    p->expect_keys({"weights", "routed_experts", "kv_cache", "kda_state", "activations", "gemm_compute"});
     if (auto v = p->find("weights")) s.precision.weights = storage(*v, {"bf16", "fp8", "mxfp8"});
     if (auto v = p->find("routed_experts")) s.precision.routed_experts = storage(*v, {"bf16", "fp8", "mxfp8", "mxfp4", "int4"});
     if (auto v = p->find("kv_cache")) s.precision.kv_cache = storage(*v, {"bf16", "fp8"});
@@ -192,6 +199,7 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   read_workload(y["workload"], s.phase);
 
   if (auto r = y.find("runtime")) {
+    r->expect_keys({"cuda_graphs", "memory_utilization", "reserved_gib"});
     if (auto v = r->find("cuda_graphs")) s.runtime.cuda_graphs = v->as_bool();
     if (auto v = r->find("memory_utilization")) s.runtime.memory_utilization = v->as_fraction();
     if (auto v = r->find("reserved_gib")) s.runtime.reserved_bytes = v->as_non_negative() * double(1ull << 30);
@@ -201,10 +209,7 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
 }
 
 Scenario load_scenario(const std::string& path, const DataPaths& data, const std::vector<std::string>& sets) {
-  const YamlNode doc = YamlNode::load_file(path);  // for the file's own syntax errors
-  YAML::Emitter out;
-  out << doc.raw();
-  return parse_scenario(out.c_str(), path, data, sets);
+  return parse_scenario(read_file(path), path, data, sets);
 }
 
 void validate(const Scenario& s) {

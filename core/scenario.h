@@ -63,7 +63,7 @@ struct Phase {
 };
 
 struct Runtime {
-  bool cuda_graphs = true;              // decode steps replayed from CUDA graphs
+  bool cuda_graphs = true;              // kernels replayed from CUDA graphs (per-kernel overhead term)
   double memory_utilization = 0.90;     // fraction of HBM the engine may use
   double reserved_bytes = 2.0 * (1ull << 30);  // CUDA context, library workspaces, NCCL buffers
 };

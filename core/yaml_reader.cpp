@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -44,6 +45,7 @@ YamlNode::YamlNode(YAML::Node node, std::string file, std::string key_path)
 YamlNode& YamlNode::operator=(const YamlNode& other) {
   if (this != &other) {
     node_.reset(other.node_);
+    overridden_ = other.overridden_;
     file_ = other.file_;
     key_path_ = other.key_path_;
   }
@@ -55,10 +57,25 @@ int YamlNode::line() const {
   return mark.line >= 0 ? mark.line + 1 : 0;
 }
 
+void YamlNode::mark_overridden(const std::vector<std::string>& assignments) {
+  overridden_ = std::make_shared<const std::vector<std::string>>(assignments);
+}
+
+std::string YamlNode::location() const {
+  if (overridden_ && !key_path_.empty()) {
+    for (const std::string& a : *overridden_) {
+      const std::string key = a.substr(0, a.find('='));
+      if (key_path_ == key || key_path_.rfind(key + ".", 0) == 0 || key_path_.rfind(key + "[", 0) == 0) {
+        return fmt::format("{} (--set {})", file_, a);
+      }
+    }
+  }
+  return line() > 0 ? fmt::format("{}:{}", file_, line()) : file_;
+}
+
 void YamlNode::fail(const std::string& what) const {
-  const std::string where = line() > 0 ? fmt::format("{}:{}", file_, line()) : file_;
-  if (key_path_.empty()) throw InputError(fmt::format("{}: {}", where, what));
-  throw InputError(fmt::format("{}: key '{}': {}", where, key_path_, what));
+  if (key_path_.empty()) throw InputError(fmt::format("{}: {}", location(), what));
+  throw InputError(fmt::format("{}: key '{}': {}", location(), key_path_, what));
 }
 
 bool YamlNode::has(const std::string& key) const { return node_.IsMap() && node_[key]; }
@@ -67,7 +84,9 @@ std::optional<YamlNode> YamlNode::find(const std::string& key) const {
   if (!node_.IsMap()) fail("expected a mapping");
   YAML::Node child = node_[key];
   if (!child || child.IsNull()) return std::nullopt;
-  return YamlNode(child, file_, key_path_.empty() ? key : key_path_ + "." + key);
+  YamlNode out(child, file_, key_path_.empty() ? key : key_path_ + "." + key);
+  out.overridden_ = overridden_;
+  return out;
 }
 
 YamlNode YamlNode::operator[](const std::string& key) const {
@@ -85,6 +104,7 @@ std::vector<YamlNode> YamlNode::items() const {
   std::vector<YamlNode> out;
   for (std::size_t i = 0; i < node_.size(); ++i) {
     out.emplace_back(node_[i], file_, fmt::format("{}[{}]", key_path_, i));
+    out.back().overridden_ = overridden_;
   }
   return out;
 }
@@ -94,6 +114,17 @@ std::vector<std::string> YamlNode::keys() const {
   std::vector<std::string> out;
   for (const auto& kv : node_) out.push_back(kv.first.as<std::string>());
   return out;
+}
+
+void YamlNode::expect_keys(const std::vector<std::string>& allowed) const {
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  if (!node_.IsMap()) fail(fmt::format("expected a mapping with keys {{{}}}", list));
+  for (const auto& key : keys()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      (*this)[key].fail(fmt::format("unknown key; expected one of {{{}}}", list));
+    }
+  }
 }
 
 std::string YamlNode::scalar_text() const {

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ class YamlNode {
   bool is_sequence() const { return node_.IsSequence(); }
   std::vector<YamlNode> items() const;              // elements of a sequence
   std::vector<std::string> keys() const;            // keys of a mapping, in file order
+  // Rejects keys outside `allowed`, so a typo ("hbm_bandwith") is an error, not a silent default.
+  void expect_keys(const std::vector<std::string>& allowed) const;
 
   double as_double() const;
   double as_positive() const;      // > 0
@@ -47,12 +50,17 @@ class YamlNode {
   const std::string& file() const { return file_; }
   const std::string& key_path() const { return key_path_; }
   int line() const;  // 1-based, 0 when unknown
-  // "file:line: key 'a.b': <what>" — the prefix every error from here uses.
+  // "file:line: key 'a.b': <what>" — the prefix every error from here uses. Keys set from the
+  // command line read "file (--set a.b=...): key 'a.b': <what>" instead.
   [[noreturn]] void fail(const std::string& what) const;
+  // Records key paths whose values came from `--set key=value` (they have no line in the file).
+  void mark_overridden(const std::vector<std::string>& assignments);
 
  private:
   std::string scalar_text() const;
+  std::string location() const;
   YAML::Node node_;
+  std::shared_ptr<const std::vector<std::string>> overridden_;  // "a.b=value" assignments
   std::string file_;
   std::string key_path_;
 };

@@ -2,7 +2,7 @@
 # Installs every build and test dependency of k3perf from Debian packages.
 # Idempotent: packages already present are skipped, so a second run is quick.
 # Uses sudo when not run as root. The CUDA toolkit is optional and not installed here:
-# when nvcc is on PATH (or in /usr/local/cuda/bin) the kernels and engine are built too.
+# when nvcc is on PATH (or in /usr/local/cuda/bin) the CUDA targets (bench/gpu/) are built too.
 set -euo pipefail
 
 packages=(

@@ -31,8 +31,8 @@ struct MemoryBreakdown {
 // Per GPU, for the scenario's step (the busiest pipeline stage).
 MemoryBreakdown estimate_memory(const Scenario& s, const OpGraph& graph);
 
-// Largest batch (over all attention-DP groups) that fits at `context_tokens` per sequence;
-// 0 when not even the weights fit.
+// Largest batch (over all attention-DP groups) that fits with `context_tokens` cached per sequence
+// (plus the phase's new tokens); 0 when not even the weights fit.
 long long max_batch(const Scenario& s, long long context_tokens);
 
 }  // namespace k3

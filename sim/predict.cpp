@@ -53,9 +53,10 @@ std::vector<GroupTotal> Prediction::by_layer_kind() const {
     if (op.layer < 0) return "embed+head";
     return m.layer_attention[op.layer] == AttentionKind::kda ? "KDA layers" : "MLA layers";
   });
-  for (GroupTotal& g : out) {  // count layers, not ops
-    if (g.group == "KDA layers") g.count = m.count_layers(AttentionKind::kda);
-    if (g.group == "MLA layers") g.count = m.count_layers(AttentionKind::mla);
+  for (GroupTotal& g : out) {  // count layers, not ops (embed+head is no layer)
+    g.count = g.group == "KDA layers"   ? m.count_layers(AttentionKind::kda)
+              : g.group == "MLA layers" ? m.count_layers(AttentionKind::mla)
+                                        : 0;
   }
   return out;
 }
@@ -133,7 +134,7 @@ nlohmann::ordered_json to_json(const Prediction& p) {
       {"usable_bytes", m.usable_bytes},         {"fits", m.fits()},
       {"kv_bytes_per_token", m.kv_bytes_per_token},
       {"state_bytes_per_sequence", m.state_bytes_per_sequence},
-      {"max_batch_at_context", max_batch(s, ph.context_tokens + ph.new_tokens)},
+      {"max_batch_at_context", max_batch(s, ph.context_tokens)},
   };
   j["by_layer_kind"] = groups_json(p.by_layer_kind());
   j["by_module"] = groups_json(p.by_module());
@@ -145,7 +146,7 @@ nlohmann::ordered_json to_json(const Prediction& p) {
     nlohmann::ordered_json o = {
         {"name", op.name()},
         {"kind", to_string(op.kind)},
-        {"layer", op.layer},
+        {"layer", op.layer + 1},  // 1-based as in the op names; 0 for embed.* and head.*
         {"stage", op.stage},
         {"compute", to_string(op.compute)},
         {"flops", op.flops},

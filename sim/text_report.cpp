@@ -82,8 +82,8 @@ std::string format_prediction(const Prediction& p, int top_ops) {
                      format_gib(mem.weights_bytes), format_gib(mem.kv_bytes), format_gib(mem.kda_state_bytes),
                      format_gib(mem.activation_bytes), format_gib(mem.reserved_bytes), format_gib(mem.total_bytes),
                      format_gib(mem.usable_bytes), mem.fits() ? "fits" : "DOES NOT FIT");
-  out += fmt::format("  largest batch    {:>10} sequences fit at {} tokens of context\n",
-                     max_batch(s, ph.context_tokens + ph.new_tokens), ph.context_tokens + ph.new_tokens);
+  out += fmt::format("  largest batch    {:>10} sequences fit with {} cached + {} new tokens each\n",
+                     max_batch(s, ph.context_tokens), ph.context_tokens, ph.new_tokens);
 
   group_table(out, "by layer kind", p.by_layer_kind(), p.step.step_us, "layers");
   group_table(out, "by module", p.by_module(), p.step.step_us, "ops");

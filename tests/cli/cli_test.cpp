@@ -79,6 +79,10 @@ TEST_F(CliTest, SetOverridesChangeThePrediction) {
   ASSERT_EQ(big.status, 0) << big.output;
   EXPECT_NE(small.output.find("batch 2 "), std::string::npos);
   EXPECT_NE(big.output.find("context 1024 tokens"), std::string::npos);
+  // --set before the scenario path takes one value each.
+  const CommandResult before = run("predict --set workload.batch=2 " + kScenario + " --top 0");
+  ASSERT_EQ(before.status, 0) << before.output;
+  EXPECT_NE(before.output.find("batch 2 "), std::string::npos);
 }
 
 TEST_F(CliTest, BadInputsGiveClearErrorsAndKeepExistingOutputs) {

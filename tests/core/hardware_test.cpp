@@ -57,6 +57,7 @@ sources:
 gpu:
   sm_count: {value: 100, source: test-sheet}
   peak_flops_per_s:
+    fp32: {value: 60.0e12, source: test-sheet}
     bf16: {value: 1.0e15, source: test-sheet}
     fp8: {value: 2.0e15, source: test-sheet}
   hbm_capacity_bytes: {value: 100.0e9, source: test-sheet}
@@ -256,8 +257,13 @@ TEST(HardwareErrors, UnknownComputeType) {
 }
 
 TEST(HardwareErrors, MissingBf16Peak) {
-  expect_input_error(with("bf16: {value: 1.0e15", "fp32: {value: 1.0e15"),
+  expect_input_error(with("bf16: {value: 1.0e15", "fp4: {value: 1.0e15"),
                      {"gpu.peak_flops_per_s", "bf16"});
+}
+
+TEST(HardwareErrors, MissingFp32Peak) {
+  expect_input_error(with("fp32: {value: 60.0e12", "fp4: {value: 60.0e12"),
+                     {"gpu.peak_flops_per_s", "fp32"});
 }
 
 TEST(HardwareErrors, EfficiencyOutOfRange) {

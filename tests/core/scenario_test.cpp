@@ -306,3 +306,27 @@ TEST(ScenarioPhase, Factories) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3 {
+namespace {
+
+// Errors point at the line of the file, or at the --set assignment that supplied the value.
+TEST(ScenarioErrorLocation, FileValuesNameTheirLine) {
+  // kBase line 11 is "  batch: 16".
+  expect_input_error([] { parse(edit("batch: 16", "batch: many")); }, {"<test>:11:", "workload.batch", "many"});
+}
+
+TEST(ScenarioErrorLocation, SetValuesNameTheAssignment) {
+  expect_input_error([] { parse(kBase, {"workload.batch=0"}); },
+                     {"<test> (--set workload.batch=0)", "workload.batch", "positive"});
+}
+
+TEST(ScenarioErrors, UnknownKeysAreRejectedAtEveryLevel) {
+  expect_input_error([] { parse(kBase + "batchsize: 4\n"); }, {"<test>", "batchsize", "unknown key"});
+  expect_input_error([] { parse(edit("batch: 16", "bach: 16")); }, {"workload.bach", "unknown key", "batch"});
+  expect_input_error([] { parse(kBase, {"precision.kv_cash=fp8"}); }, {"precision.kv_cash", "unknown key"});
+  expect_input_error([] { parse(kBase, {"runtime.graphs=false"}); }, {"runtime.graphs", "cuda_graphs"});
+}
+
+}  // namespace
+}  // namespace k3
