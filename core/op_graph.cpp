@@ -406,7 +406,10 @@ void accumulate(std::vector<Op>& total, std::size_t begin, const std::vector<Op>
     t.read += c.read;
     t.written += c.written;
     t.kernels += c.kernels;
-    if (t.collective) t.collective->bytes += c.collective->bytes;
+    if (t.collective) {
+      t.collective->bytes += c.collective->bytes;
+      t.collective->calls += c.collective->calls;
+    }
   }
 }
 
@@ -457,11 +460,12 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
     for (long long done = 0; done < phase.new_tokens; done += chunk) {
       const double n = double(std::min(chunk, phase.new_tokens - done));
       Step s{m, p, par, phase.kind, seqs, n, double(phase.context_tokens + done), double(phase.batch) * n};
-      if (done == 0) {
+      if (done == 0) {  // the first chunk is the largest: it sets the experts-touched figure
         build_layers(s, lo, hi, &graph.ops, &distinct);
       } else {
         scratch.clear();
-        build_layers(s, lo, hi, &scratch, &distinct);
+        double ignored = 0;
+        build_layers(s, lo, hi, &scratch, &ignored);
         accumulate(graph.ops, begin, scratch);
       }
     }

@@ -52,8 +52,9 @@ struct ByteCounts {
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::all_reduce;
-  double bytes = 0;    // payload per GPU (the buffer size nccl-tests calls "size")
+  double bytes = 0;    // payload per GPU (the buffer size nccl-tests calls "size"), all calls together
   int group_size = 1;  // GPUs taking part
+  int calls = 1;       // collectives issued (one per prefill chunk); each pays the latency
 };
 
 struct Op {

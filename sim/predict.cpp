@@ -164,7 +164,7 @@ nlohmann::ordered_json to_json(const Prediction& p) {
     };
     if (op.collective) {
       o["collective"] = {{"kind", to_string(op.collective->kind)}, {"bytes", op.collective->bytes},
-                         {"group_size", op.collective->group_size}};
+                         {"group_size", op.collective->group_size}, {"calls", op.collective->calls}};
     }
     if (op.concurrent_with >= 0) o["runs_beside"] = p.graph.ops[op.concurrent_with].name();
     ops.push_back(std::move(o));

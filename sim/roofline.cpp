@@ -54,7 +54,7 @@ OpTime time_with(const Op& op, const Rates& r) {
   if (op.collective) {
     const Collective& c = *op.collective;
     const LinkSpec& link = link_for(*r.hw, c.group_size);
-    t.communication_us = link.latency_us + c.bytes * bus_bandwidth_factor(c.kind, c.group_size) /
+    t.communication_us = c.calls * link.latency_us + c.bytes * bus_bandwidth_factor(c.kind, c.group_size) /
                                                (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
     t.time_us = t.communication_us;
     t.bound = Bound::communication;

@@ -156,3 +156,22 @@ TEST(OpGraph, PipelineStagesSendActivationsAndBlocks) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3 {
+namespace {
+
+TEST(OpGraph, ChunkedPrefillCountsOneCollectivePerChunk) {
+  const ModelConfig m = test::model("k3-twin");
+  Precision p;
+  p.routed_experts = StorageFormat::mxfp4;
+  const OpGraph g = build_op_graph(m, Phase::prefill(2, 100, 0, 64), Parallelism{2, 1, 2, 1}, p);
+  const Op* ar = g.find("L001.attn.all_reduce");
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->collective->calls, 2);                        // chunks of 64 and 36 tokens
+  EXPECT_DOUBLE_EQ(ar->collective->bytes, 2.0 * 100 * 64 * 2);  // all 200 tokens' hidden states
+  // Experts touched: the first (largest) chunk's 128 routed tokens.
+  EXPECT_DOUBLE_EQ(g.distinct_experts_per_gpu, expected_distinct_experts(8, 2, 128) / 2);
+}
+
+}  // namespace
+}  // namespace k3
