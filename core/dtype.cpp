@@ -32,6 +32,7 @@ std::string to_string(ComputeType c) {
     case ComputeType::bf16: return "bf16";
     case ComputeType::fp8: return "fp8";
     case ComputeType::fp4: return "fp4";
+    case ComputeType::tf32: return "tf32";
   }
   return "?";
 }
@@ -48,7 +49,7 @@ bool parse_storage_format(const std::string& name, StorageFormat* out) {
 }
 
 bool parse_compute_type(const std::string& name, ComputeType* out) {
-  for (ComputeType c : {ComputeType::fp32, ComputeType::bf16, ComputeType::fp8, ComputeType::fp4}) {
+  for (ComputeType c : {ComputeType::fp32, ComputeType::tf32, ComputeType::bf16, ComputeType::fp8, ComputeType::fp4}) {
     if (to_string(c) == name) {
       *out = c;
       return true;

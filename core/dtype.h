@@ -13,8 +13,10 @@ namespace k3 {
 //                                                                       = 4 + 16/32 = 4.5 bits
 enum class StorageFormat { fp32, bf16, fp8, mxfp8, mxfp4, int4 };
 
-// The arithmetic a kernel runs at; picks the hardware peak rate.
-enum class ComputeType { fp32, bf16, fp8, fp4 };
+// The arithmetic a kernel runs at; picks the hardware peak rate. fp32 is the CUDA-core rate,
+// tf32/bf16/fp8/fp4 tensor-core rates.
+enum class ComputeType { fp32, bf16, fp8, fp4, tf32 };
+inline constexpr int kComputeTypeCount = 5;
 
 double bits_per_element(StorageFormat f);
 inline double bytes_per_element(StorageFormat f) { return bits_per_element(f) / 8.0; }

@@ -141,7 +141,7 @@ class HardwareParser {
     hw->l2_cache_bytes = sourced(gpu["l2_cache_bytes"], Check::positive, *hw);
 
     const YamlNode peaks = gpu["peak_flops_per_s"];
-    const std::vector<std::string> allowed = {"fp32", "bf16", "fp8", "fp4"};
+    const std::vector<std::string> allowed = {"fp32", "tf32", "bf16", "fp8", "fp4"};
     if (!peaks.is_map()) {
       peaks.fail(fmt::format("expected a mapping with keys {{{}}}", join(allowed)));
     }

@@ -33,7 +33,7 @@ namespace {
 
 // Hardware rates resolved once per step: map lookups per op would dominate a 2,000-op graph.
 struct Rates {
-  double peak[4] = {0, 0, 0, 0};  // by ComputeType; 0 = unsupported
+  double peak[kComputeTypeCount] = {};  // by ComputeType; 0 = unsupported
   Efficiency eff[6];              // by EfficiencyClass
   double overhead_us = 0;
   const Hardware* hw = nullptr;

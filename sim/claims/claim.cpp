@@ -117,25 +117,76 @@ ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
     return r;
   }
   r.evaluation = make_claim_evaluator(claim.evaluator)->evaluate(claim, data);
+  auto value_of = [&](const std::map<std::string, double>& preferred, const std::string& key) {
+    auto it = preferred.find(key);
+    if (it != preferred.end()) return it->second;
+    auto main = r.evaluation.predicted.find(key);
+    K3_CHECK(main != r.evaluation.predicted.end(), "{}: evaluator '{}' does not predict reported key '{}'",
+             claim.file, claim.evaluator, key);
+    return main->second;
+  };
   bool all_within = true;
   for (const ReportedValue& v : claim.reported) {
-    ComparedValue cv{v, std::nullopt, false};
-    auto it = r.evaluation.predicted.find(v.key);
-    K3_CHECK(it != r.evaluation.predicted.end(), "{}: evaluator '{}' does not predict reported key '{}'",
-             claim.file, claim.evaluator, v.key);
-    cv.predicted = it->second;
-    cv.within = v.accepts(it->second);
-    all_within = all_within && cv.within;
-    r.values.push_back(cv);
+    const double predicted = value_of(r.evaluation.predicted, v.key);
+    r.values.push_back({v, predicted, v.accepts(predicted)});
+    all_within = all_within && r.values.back().within;
   }
-  r.verdict = all_within ? Verdict::reproduced
-                         : (r.evaluation.explanation.empty() ? Verdict::contradicted : Verdict::explained);
+  if (all_within) {
+    r.verdict = Verdict::reproduced;
+    return r;
+  }
+  r.verdict = Verdict::contradicted;
+  for (std::size_t i = 0; i < r.evaluation.alternatives.size(); ++i) {
+    const Alternative& alt = r.evaluation.alternatives[i];
+    const bool reproduces = std::all_of(claim.reported.begin(), claim.reported.end(), [&](const ReportedValue& v) {
+      return v.accepts(value_of(alt.predicted, v.key));
+    });
+    if (reproduces) {
+      r.verdict = Verdict::explained;
+      r.explained_by_index = static_cast<int>(i);
+      break;
+    }
+  }
   return r;
+}
+
+const Alternative* ClaimResult::explained_by() const {
+  return explained_by_index >= 0 ? &evaluation.alternatives[explained_by_index] : nullptr;
 }
 
 std::string param_string(const Claim& c, const std::string& key, const std::string& fallback) {
   if (c.params) {
     if (auto v = c.params->find(key)) return v->as_string();
+  }
+  return fallback;
+}
+
+void expect_params(const Claim& c, const std::vector<std::string>& allowed) {
+  if (c.params) c.params->expect_keys(allowed);
+}
+
+long long param_count(const Claim& c, const std::string& key, long long fallback) {
+  if (c.params) {
+    if (auto v = c.params->find(key)) return v->as_positive_int();
+  }
+  return fallback;
+}
+
+bool param_bool(const Claim& c, const std::string& key, bool fallback) {
+  if (c.params) {
+    if (auto v = c.params->find(key)) return v->as_bool();
+  }
+  return fallback;
+}
+
+StorageFormat param_storage(const Claim& c, const std::string& key, StorageFormat fallback,
+                            const std::vector<std::string>& allowed) {
+  if (c.params) {
+    if (auto v = c.params->find(key)) {
+      StorageFormat f{};
+      parse_storage_format(v->as_choice(allowed), &f);
+      return f;
+    }
   }
   return fallback;
 }

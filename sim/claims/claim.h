@@ -37,13 +37,20 @@ struct Claim {
   std::optional<YamlNode> params;  // evaluator-specific inputs
 };
 
-// What an evaluator returns. `predicted` keys match the claim's reported keys. When a prediction
-// misses, `explanation` names the terms behind the gap (computed, with numbers); without one the
-// verdict is "contradicted".
+// The same prediction under one named, different assumption (another GPU, batch, baseline, dtype,
+// or a fitted term outside the roofline). Keys it leaves out keep the main prediction's value.
+struct Alternative {
+  std::string assumption;
+  std::map<std::string, double> predicted;
+};
+
+// What an evaluator returns. `predicted` keys match the claim's reported keys. When the main
+// prediction misses, the claim is "explained" only if one alternative reproduces every reported
+// value; otherwise it is "contradicted". Alternatives are enumerated, never tuned to the claim.
 struct Evaluation {
   std::map<std::string, double> predicted;
   std::vector<std::string> breakdown;  // lines, with numbers, that show how the prediction is made
-  std::string explanation;
+  std::vector<Alternative> alternatives;
 };
 
 class ClaimEvaluator {
@@ -76,15 +83,22 @@ struct ClaimResult {
   Verdict verdict = Verdict::not_modelled;
   std::vector<ComparedValue> values;
   Evaluation evaluation;
+  const Alternative* explained_by() const;  // the alternative that reproduces the claim, if any
+  int explained_by_index = -1;
 };
 
 Claim load_claim(const std::string& path);
 std::vector<Claim> load_claims(const std::string& claims_dir);  // sorted by id (P1, P2, ..., P20)
 ClaimResult check_claim(const Claim& claim, const DataPaths& data);
 
-// Helpers shared by evaluators: a claim parameter with a default.
+// Helpers shared by evaluators: claim parameters with defaults; errors name the claim file and key.
+void expect_params(const Claim& c, const std::vector<std::string>& allowed);  // rejects unknown keys
 std::string param_string(const Claim& c, const std::string& key, const std::string& fallback);
 double param_double(const Claim& c, const std::string& key, double fallback);
+long long param_count(const Claim& c, const std::string& key, long long fallback);  // positive integer
+bool param_bool(const Claim& c, const std::string& key, bool fallback);
+StorageFormat param_storage(const Claim& c, const std::string& key, StorageFormat fallback,
+                            const std::vector<std::string>& allowed);
 std::vector<double> param_list(const Claim& c, const std::string& key);
 
 }  // namespace k3

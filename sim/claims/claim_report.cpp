@@ -18,7 +18,14 @@ std::string format_claim_results(const std::vector<ClaimResult>& results) {
                          v.predicted ? fmt::format("{:.4g}{}", *v.predicted, v.within ? "" : "  (outside)") : "-");
     }
     for (const std::string& line : r.evaluation.breakdown) out += fmt::format("       {}\n", line);
-    if (r.verdict == Verdict::explained) out += fmt::format("     why: {}\n", r.evaluation.explanation);
+    if (const Alternative* alt = r.explained_by()) {
+      std::string values;
+      for (const auto& [key, value] : alt->predicted) values += fmt::format("{}{} {:.4g}", values.empty() ? "" : ", ", key, value);
+      out += fmt::format("     why: reproduced {} ({})\n", alt->assumption, values);
+    } else if (r.verdict == Verdict::contradicted) {
+      out += fmt::format("     why: no alternative reproduces it ({} tried{})\n", r.evaluation.alternatives.size(),
+                         r.evaluation.alternatives.empty() ? "" : ", e.g. " + r.evaluation.alternatives.front().assumption);
+    }
     out += "\n";
   }
   out += fmt::format("{} claims: {} reproduced, {} explained, {} contradicted, {} not modelled yet\n", results.size(),
@@ -47,7 +54,8 @@ nlohmann::ordered_json to_json(const std::vector<ClaimResult>& results) {
                    {"verdict", to_string(r.verdict)},
                    {"values", values},
                    {"breakdown", r.evaluation.breakdown},
-                   {"explanation", r.evaluation.explanation}});
+                   {"explained_by", r.explained_by() ? r.explained_by()->assumption : ""},
+                   {"alternatives_tried", r.evaluation.alternatives.size()}});
   }
   return {{"claims", arr}};
 }

@@ -9,46 +9,56 @@
 namespace k3 {
 namespace {
 
+constexpr double kGiB = double(1ull << 30);
+
+struct Sizes {
+  double kv = 0, state = 0, full = 0;
+  double hybrid() const { return kv + state; }
+};
+
+Sizes sizes(const ModelConfig& m, const Precision& p, double tokens) {
+  return {kv_bytes_per_token(m, p) * tokens, kda_recurrent_state_bytes(m, p) + kda_conv_state_bytes(m, p),
+          kv_bytes_per_token(with_all_attention(m, AttentionKind::mla), p) * tokens};
+}
+
+std::map<std::string, double> predicted(const Sizes& s) {
+  return {{"all_mla_gib", s.full / kGiB},
+          {"hybrid_gib", s.hybrid() / kGiB},
+          {"reduction_percent", 100.0 * (1.0 - s.hybrid() / s.full)}};
+}
+
 class KvStateMemoryEvaluator : public ClaimEvaluator {
  public:
   Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+    expect_params(c, {"model", "context_tokens", "kda_state", "kv_cache"});
     const ModelConfig m = load_model_config_by_name(param_string(c, "model", "kimi-k3"), data.models_dir);
-    const ModelConfig all_mla = with_all_attention(m, AttentionKind::mla);
     Precision p;
-    parse_storage_format(param_string(c, "kda_state", "bf16"), &p.kda_state);
-    parse_storage_format(param_string(c, "kv_cache", "bf16"), &p.kv_cache);
-    const double tokens = param_double(c, "context_tokens", 1048576);
-    const double kv = kv_bytes_per_token(m, p) * tokens;
-    const double state = kda_recurrent_state_bytes(m, p);
-    const double conv = kda_conv_state_bytes(m, p);
-    const double hybrid = kv + state + conv;
-    const double full = kv_bytes_per_token(all_mla, p) * tokens;
-    const double gi = double(1ull << 30);
+    p.kda_state = param_storage(c, "kda_state", StorageFormat::bf16, {"fp32", "bf16"});
+    p.kv_cache = param_storage(c, "kv_cache", StorageFormat::bf16, {"bf16", "fp8"});
+    const double tokens = static_cast<double>(param_count(c, "context_tokens", 1 << 20));
+    const Sizes s = sizes(m, p, tokens);
+    const int mla = m.count_layers(AttentionKind::mla);
     Evaluation e;
-    e.predicted["all_mla_gib"] = full / gi;
-    e.predicted["hybrid_gib"] = hybrid / gi;
-    e.predicted["reduction_percent"] = 100.0 * (1.0 - hybrid / full);
-    e.predicted["layer_reduction_percent"] =
-        100.0 * (1.0 - double(m.count_layers(AttentionKind::mla)) / m.num_layers);
+    e.predicted = predicted(s);
+    e.predicted["layer_reduction_percent"] = 100.0 * (1.0 - double(mla) / m.num_layers);
     e.breakdown = {
-        fmt::format("all {} layers MLA: {} layers x {:.0f} B/token x {:.0f} tokens = {}", m.num_layers,
-                    m.num_layers, kv_bytes_per_token(all_mla, p) / m.num_layers, tokens, gib(full)),
-        fmt::format("{}: {} MLA layers KV {} + KDA state ({}) {} + conv state {} = {}", m.name,
-                    m.count_layers(AttentionKind::mla), gib(kv), to_string(p.kda_state), gib(state), gib(conv),
-                    gib(hybrid)),
+        fmt::format("all {} layers MLA: {} B/token/layer x {:.0f} tokens = {}", m.num_layers,
+                    kv_bytes_per_token(m, p) / std::max(1, mla), tokens, gib(s.full)),
+        fmt::format("{}: {} MLA layers KV {} + KDA recurrent and conv state ({}) {} = {}", m.name, mla, gib(s.kv),
+                    to_string(p.kda_state), gib(s.state), gib(s.hybrid())),
         fmt::format("reduction {:.2f}% (layer ratio alone {:.2f}%: {} of {} layers keep KV)",
-                    e.predicted["reduction_percent"], e.predicted["layer_reduction_percent"],
-                    m.count_layers(AttentionKind::mla), m.num_layers),
+                    e.predicted["reduction_percent"], e.predicted["layer_reduction_percent"], mla, m.num_layers),
     };
     Precision q = p;
     q.kda_state = p.kda_state == StorageFormat::bf16 ? StorageFormat::fp32 : StorageFormat::bf16;
-    e.breakdown.push_back(fmt::format("with the KDA state in {} instead: {}", to_string(q.kda_state),
-                                      gib(kv + kda_recurrent_state_bytes(m, q) + conv)));
-    // Used only when a reported figure is missed: the cut follows the layer schedule, not "3:1".
-    e.explanation = fmt::format(
-        "{} of {} layers are MLA, so the KV shrinks by {:.2f}%; the constant KDA state ({}) takes back "
-        "a little at this length",
-        m.count_layers(AttentionKind::mla), m.num_layers, e.predicted["layer_reduction_percent"], gib(state + conv));
+    e.alternatives.push_back({fmt::format("with the KDA state in {}", to_string(q.kda_state)), predicted(sizes(m, q, tokens))});
+    Sizes layers_only = s;
+    layers_only.state = 0;
+    e.alternatives.push_back({"counting KV layers only (the constant KDA state left out)", predicted(layers_only)});
+    Sizes pure = s;
+    pure.kv = s.full / 4;
+    pure.state = 0;
+    e.alternatives.push_back({"for an exact 3:1 layout (one MLA layer in four) with the state left out", predicted(pure)});
     return e;
   }
 };

@@ -10,6 +10,7 @@ namespace {
 class ParameterCountsEvaluator : public ClaimEvaluator {
  public:
   Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+    expect_params(c, {"model"});
     const ModelConfig m = load_model_config_by_name(param_string(c, "model", "kimi-k3"), data.models_dir);
     const ParameterCounts p = count_parameters(m);
     Evaluation e;

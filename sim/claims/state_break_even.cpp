@@ -13,10 +13,11 @@ namespace {
 class StateBreakEvenEvaluator : public ClaimEvaluator {
  public:
   Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+    expect_params(c, {"model", "kda_state"});
     const ModelConfig m = load_model_config_by_name(param_string(c, "model", "kimi-k3"), data.models_dir);
     if (!m.kda) throw InputError(fmt::format("{}: model '{}' has no KDA layers", c.file, m.name));
     Precision p;
-    parse_storage_format(param_string(c, "kda_state", "fp32"), &p.kda_state);
+    p.kda_state = param_storage(c, "kda_state", StorageFormat::fp32, {"fp32", "bf16"});
     const double kda_layers = m.count_layers(AttentionKind::kda);
     const double state_per_layer = (kda_recurrent_state_bytes(m, p) + kda_conv_state_bytes(m, p)) / kda_layers;
     const double kv_per_layer_token = kv_bytes_per_token(m, p) / m.count_layers(AttentionKind::mla);

@@ -31,11 +31,25 @@ TEST(Claims, RequiredClaimsAreReproducedOrExplained) {
   for (const char* id : {"P1", "P2", "P3", "P15", "P16"}) {
     EXPECT_EQ(results.at(id).verdict, Verdict::reproduced) << id;
   }
-  for (const char* id : {"P5", "P6", "P7", "P18", "P19"}) {
-    const Verdict v = results.at(id).verdict;
-    EXPECT_TRUE(v == Verdict::reproduced || v == Verdict::explained) << id << ": " << to_string(v);
-    EXPECT_FALSE(results.at(id).evaluation.breakdown.empty()) << id;
+  for (const char* id : {"P5", "P6", "P18", "P19"}) {
+    const ClaimResult& r = results.at(id);
+    EXPECT_TRUE(r.verdict == Verdict::reproduced || r.verdict == Verdict::explained) << id << ": " << to_string(r.verdict);
+    EXPECT_FALSE(r.evaluation.breakdown.empty()) << id;
+    if (r.verdict == Verdict::explained) {
+      ASSERT_NE(r.explained_by(), nullptr) << id;
+      for (const ReportedValue& v : r.claim.reported) {
+        const auto it = r.explained_by()->predicted.find(v.key);
+        const double value = it != r.explained_by()->predicted.end() ? it->second : r.evaluation.predicted.at(v.key);
+        EXPECT_TRUE(v.accepts(value)) << id << " " << v.key;
+      }
+    }
   }
+  // P7: 6.3x exceeds what bytes allow even with the hybrid's batch unlimited; the breakdown shows the terms.
+  const ClaimResult& p7 = results.at("P7");
+  EXPECT_NEAR(p7.evaluation.predicted.at("amdahl_bound"), 27.0 / 7, 1e-12);
+  bool has_ceiling = false;
+  for (const std::string& line : p7.evaluation.breakdown) has_ceiling |= line.find("memory ignored") != std::string::npos;
+  EXPECT_TRUE(has_ceiling);
   for (const char* id : {"P4", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P17", "P20"}) {
     EXPECT_EQ(results.at(id).verdict, Verdict::not_modelled) << id;
   }
@@ -62,6 +76,43 @@ TEST(Claims, MissWithoutExplanationIsContradicted) {
                          "reported:\n  total_params: {value: 3.0e12, relative_tolerance: 0.01}\n";
   const ClaimResult r = check_claim(load_claim(file.string()), test::data());
   EXPECT_EQ(r.verdict, Verdict::contradicted);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Claims, AFittedTermCannotExplainPointsOfInconsistentShape) {
+  // A hybrid faster by 1.1x at 512K but 3.5x at 1M: no single per-step term fits both, no GPU gives it.
+  const auto dir = std::filesystem::temp_directory_path() / "k3perf_claims_shape";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "shape.yaml";
+  std::ofstream(file) << "id: X2\nclaim: odd speedups\nsource: test\nevaluator: hybrid_speedup\n"
+                         "params: {model: kimi-linear-48b-a3b, hardware: h200-sxm, phase: decode, "
+                         "context_tokens: [524288, 1048576]}\n"
+                         "reported:\n  speedup_at_524288: {value: 1.1, relative_tolerance: 0.05}\n"
+                         "  speedup_at_1048576: {value: 3.5, relative_tolerance: 0.05}\n";
+  const ClaimResult r = check_claim(load_claim(file.string()), test::data());
+  EXPECT_EQ(r.verdict, Verdict::contradicted);
+  EXPECT_GT(r.evaluation.alternatives.size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Claims, UnknownOrMalformedParamsNameTheKey) {
+  const auto dir = std::filesystem::temp_directory_path() / "k3perf_claims_params";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "params.yaml";
+  auto check = [&](const std::string& params, const std::string& needle) {
+    std::ofstream(file) << "id: X3\nclaim: c\nsource: s\nevaluator: kv_state_memory\nparams: " << params
+                        << "\nreported:\n  hybrid_gib: {value: 27.2, relative_tolerance: 0.01}\n";
+    try {
+      check_claim(load_claim(file.string()), test::data());
+      ADD_FAILURE() << "no error for " << params;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("params.yaml"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  check("{kda_state: fp16}", "params.kda_state");
+  check("{context: 5}", "params.context");
+  check("{context_tokens: -5}", "params.context_tokens");
   std::filesystem::remove_all(dir);
 }
 
