@@ -175,3 +175,51 @@ TEST(OpGraph, ChunkedPrefillCountsOneCollectivePerChunk) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3 {
+namespace {
+
+// The remaining op kinds on the twin (decode, batch 2, context 100, one GPU), by hand.
+TEST(OpGraph, TwinDecodeEveryOtherOpKindByHand) {
+  Precision p;
+  p.routed_experts = StorageFormat::mxfp4;
+  const OpGraph g = build_op_graph(test::model("k3-twin"), Phase::decode(2, 100), Parallelism{}, p);
+  auto check = [&](const std::string& name, OpKind kind, double flops, double read_act, double written_act,
+                   double read_weights) {
+    const Op* op = g.find(name);
+    ASSERT_NE(op, nullptr) << name;
+    EXPECT_EQ(op->kind, kind) << name;
+    EXPECT_DOUBLE_EQ(op->flops, flops) << name;
+    EXPECT_DOUBLE_EQ(op->read.activations, read_act) << name;
+    EXPECT_DOUBLE_EQ(op->written.activations, written_act) << name;
+    EXPECT_DOUBLE_EQ(op->read.weights, read_weights) << name;
+  };
+  // T = 2 tokens, h = 64, bf16 activations; KDA P = 64, 4 heads of 16, conv 4; MLA 4 heads.
+  check("embed.lookup", OpKind::embedding, 0, 0, 2 * 64 * 2, 2 * 64 * 2);
+  check("L001.norm.attn_in", OpKind::rmsnorm, 4 * 2 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 2);
+  // conv (2K) + SiLU (4) on q,k,v; L2 (4) on q,k; gate (8); beta (4 per head).
+  check("L001.kda.preprocess", OpKind::kda_preprocess, 2 * (192 * 12 + 128 * 4 + 64 * 8 + 4 * 4), 2 * 260 * 2,
+        2 * 260 * 2, 3 * 64 * 4 * 4 + 64 * 4 + 4 * 4);
+  EXPECT_DOUBLE_EQ(g.find("L001.kda.preprocess")->read.state, 2 * 192 * 3 * 2);  // bf16 conv cache
+  check("L001.kda.out_norm", OpKind::kda_output_norm, 2 * 64 * 8, 2 * 2 * 64 * 2, 2 * 64 * 2, 16 * 4);
+  check("L001.mlp.act", OpKind::elementwise, 2 * 128 * 12, 2 * 2 * 128 * 2, 2 * 128 * 2, 0);  // SiTU-GLU
+  check("L002.moe.router", OpKind::router, 2 * 2 * 64 * 8 + 2 * 8 * 4, 2 * 64 * 2, 2 * 2 * 8, 8 * 64 * 2);
+  check("L002.moe.latent_down", OpKind::gemm, 2 * 2 * 64 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 64 * 2);
+  check("L002.moe.latent_norm", OpKind::elementwise, 2 * 64 * (2 * 2 + 4), 2 * 2 * 64 * 2, 2 * 64 * 2, 64 * 2);
+  check("L002.moe.shared", OpKind::gemm, 2 * 2 * 64 * 192 + 2 * 64 * 12, 2 * 64 * 2 + 2 * 192 * 2,
+        2 * 64 * 2 + 2 * 192 * 2, 64 * 192 * 2);
+  EXPECT_EQ(g.find("L002.moe.experts")->kernels, 3);
+  check("L004.mla.qkv_a_proj", OpKind::gemm, 2 * 2 * 64 * 56, 2 * 64 * 2, 2 * 56 * 2, 64 * 56 * 2);
+  check("L004.mla.latent_norm", OpKind::rmsnorm, 4 * 2 * 48, 2 * 48 * 2, 2 * 48 * 2, 48 * 2);
+  check("L004.mla.q_proj", OpKind::gemm, 2 * 2 * 32 * 96, 2 * 32 * 2, 2 * 96 * 2, 32 * 96 * 2);
+  check("L004.mla.q_absorb", OpKind::gemm, 2 * 8 * 16 * 16, 8 * 16 * 2, 8 * 16 * 2, 4 * 16 * 16 * 2);
+  check("L004.mla.v_absorb", OpKind::gemm, 2 * 8 * 16 * 16, 8 * 16 * 2, 8 * 16 * 2, 4 * 16 * 16 * 2);
+  EXPECT_DOUBLE_EQ(g.find("L004.mla.q_absorb")->resident_weight_bytes, 4 * 32 * 16 * 2);  // all of kv_b
+  check("L004.mla.out_gate_proj", OpKind::gemm, 2 * 2 * 64 * 64 + 4 * 2 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 64 * 2);
+  check("L004.mla.o_proj", OpKind::gemm, 2 * 2 * 64 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 64 * 2);
+  check("head.norm", OpKind::rmsnorm, 4 * 2 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 2);
+  EXPECT_DOUBLE_EQ(g.find("head.lm_head")->written.activations, 2 * 256 * 4);  // fp32 logits
+}
+
+}  // namespace
+}  // namespace k3
