@@ -31,15 +31,16 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Microseconds per kernel for `kLaunches` back-to-back eager launches.
-double eager_us(cudaStream_t stream) {
+// Median over kRepeats samples of the microseconds per kernel when `launch` issues kLaunches kernels.
+template <typename Launch>
+double us_per_kernel(cudaStream_t stream, Launch launch) {
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<double> samples;
   for (int r = 0; r < kRepeats; ++r) {
     CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int i = 0; i < kLaunches; ++i) empty_kernel<<<1, 1, 0, stream>>>();
+    launch();
     CUDA_CHECK(cudaEventRecord(stop, stream));
     CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
@@ -51,7 +52,13 @@ double eager_us(cudaStream_t stream) {
   return median(samples);
 }
 
-// Microseconds per kernel node when a graph of `kLaunches` empty kernels is replayed.
+double eager_us(cudaStream_t stream) {
+  return us_per_kernel(stream, [&] {
+    for (int i = 0; i < kLaunches; ++i) empty_kernel<<<1, 1, 0, stream>>>();
+  });
+}
+
+// The same kernels captured once into a graph and replayed.
 double graph_us(cudaStream_t stream) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
@@ -61,22 +68,10 @@ double graph_us(cudaStream_t stream) {
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> samples;
-  for (int r = 0; r < kRepeats; ++r) {
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples.push_back(ms * 1000.0 / kLaunches);
-  }
+  const double us = us_per_kernel(stream, [&] { CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
   CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaGraphDestroy(graph));
-  return median(samples);
+  return us;
 }
 
 }  // namespace
