@@ -113,7 +113,7 @@ class GraphBuilder {
     return out_->back();
   }
 
-  // y[tokens, out] = x[tokens, in] · W[out, in]ᵀ with `params` weights of `bytes_per_param` each.
+  // y[tokens, out] = x[tokens, in] · W[out, in]ᵀ, W stored at `bytes_per_param` per weight.
   Op& gemm(const Step& s, int layer, const char* suffix, double tokens, double in, double out,
            double bytes_per_param) {
     Op& op = add(layer, suffix, OpKind::gemm);
