@@ -1,0 +1,124 @@
+#include "engine/weights/checkpoint.h"
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/json_reader.h"
+#include "engine/weights/tensor_decode.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+namespace k3::weights {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A shard path from an index must stay inside the checkpoint directory.
+bool is_plain_relative_path(const fs::path& path) {
+  if (path.empty() || path.is_absolute()) return false;
+  return std::none_of(path.begin(), path.end(), [](const fs::path& part) { return part == ".."; });
+}
+
+// name -> shard file name, validated against the files on disk.
+std::map<std::string, std::string> read_weight_map(const fs::path& index_path, const fs::path& dir) {
+  const std::string index_name = index_path.string();
+  const JsonNode root = JsonNode::parse(read_file(index_name), index_name);
+  const JsonNode weight_map = root["weight_map"];
+  if (!weight_map.raw().is_object()) weight_map.fail("expected an object of tensor name -> shard file");
+  std::map<std::string, std::string> shard_of_name;
+  for (const auto& item : weight_map.raw().items()) {
+    const std::string& name = item.key();
+    const JsonNode entry = weight_map[name];
+    const std::string shard = entry.as_string();
+    if (!is_plain_relative_path(shard)) {
+      entry.fail(fmt::format("shard '{}' must be a relative path inside the checkpoint directory", shard));
+    }
+    if (!fs::is_regular_file(dir / shard)) entry.fail(fmt::format("shard '{}' does not exist", shard));
+    shard_of_name.emplace(name, shard);
+  }
+  return shard_of_name;
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::string& dir_or_file) {
+  Checkpoint checkpoint;
+  checkpoint.source_ = dir_or_file;
+  const fs::path source(dir_or_file);
+  if (!fs::is_directory(source)) {
+    if (!fs::exists(source)) throw InputError(fmt::format("{}: no such file or directory", dir_or_file));
+    checkpoint.shards_.push_back(SafetensorsFile::open(dir_or_file));
+  } else if (fs::exists(source / kSafetensorsIndexFileName)) {
+    const fs::path index_path = source / kSafetensorsIndexFileName;
+    const std::map<std::string, std::string> shard_of_name = read_weight_map(index_path, source);
+    std::map<std::string, size_t> shard_number;
+    for (const auto& [name, shard] : shard_of_name) {
+      if (shard_number.emplace(shard, checkpoint.shards_.size()).second) {
+        checkpoint.shards_.push_back(SafetensorsFile::open((source / shard).string()));
+      }
+    }
+    for (const auto& [name, shard] : shard_of_name) {
+      if (checkpoint.shards_[shard_number.at(shard)].find(name) == nullptr) {
+        throw InputError(
+            fmt::format("{}: key 'weight_map.{}': tensor is not in shard '{}'", index_path.string(), name, shard));
+      }
+    }
+    for (const auto& [shard, number] : shard_number) {
+      for (const TensorInfo& t : checkpoint.shards_[number].tensors()) {
+        const auto listed = shard_of_name.find(t.name);
+        if (listed == shard_of_name.end() || listed->second != shard) {
+          throw InputError(
+              fmt::format("{}: shard '{}' holds tensor '{}', which 'weight_map' {}", index_path.string(), shard, t.name,
+                          listed == shard_of_name.end() ? std::string("does not list")
+                                                        : fmt::format("assigns to shard '{}'", listed->second)));
+        }
+      }
+    }
+  } else if (fs::exists(source / kSingleSafetensorsFileName)) {
+    checkpoint.shards_.push_back(SafetensorsFile::open((source / kSingleSafetensorsFileName).string()));
+  } else {
+    throw InputError(fmt::format("{}: directory has neither {} nor {}", dir_or_file, kSafetensorsIndexFileName,
+                                 kSingleSafetensorsFileName));
+  }
+
+  std::vector<std::pair<const TensorInfo*, size_t>> all;
+  for (size_t shard = 0; shard < checkpoint.shards_.size(); ++shard) {
+    for (const TensorInfo& t : checkpoint.shards_[shard].tensors()) all.emplace_back(&t, shard);
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first->name < b.first->name; });
+  for (const auto& [info, shard] : all) {
+    checkpoint.tensors_.push_back(*info);
+    checkpoint.shard_of_tensor_.push_back(shard);
+  }
+  return checkpoint;
+}
+
+const TensorInfo* Checkpoint::find(const std::string& name) const {
+  const auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                                   [](const TensorInfo& t, const std::string& n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+size_t Checkpoint::index_of(const std::string& name) const {
+  const TensorInfo* info = find(name);
+  if (info == nullptr) throw InputError(fmt::format("{}: no tensor '{}'", source_, name));
+  return static_cast<size_t>(info - tensors_.data());
+}
+
+std::span<const uint8_t> Checkpoint::bytes(const std::string& name) const {
+  const size_t index = index_of(name);
+  return shards_[shard_of_tensor_[index]].bytes(tensors_[index]);
+}
+
+std::vector<float> Checkpoint::to_float(const std::string& name) const {
+  const size_t index = index_of(name);
+  const TensorInfo& info = tensors_[index];
+  if (!decodes_to_float(info.dtype)) {
+    throw InputError(fmt::format("{}: tensor '{}' is {}, which does not decode to fp32 exactly", info.file, name,
+                                 to_string(info.dtype)));
+  }
+  return decode_to_float(info.dtype, shards_[shard_of_tensor_[index]].bytes(info));
+}
+
+}  // namespace k3::weights

@@ -1,0 +1,241 @@
+#include "engine/weights/safetensors.h"
+
+#include "core/error.h"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <tuple>
+
+namespace k3::weights {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kHeaderLengthBytes = 8;
+// Real headers nest three levels; a limit keeps a hostile "[[[[..." from costing gigabytes.
+constexpr int kMaxJsonNesting = 16;
+
+[[noreturn]] void fail_header(const std::string& path, const std::string& what) {
+  throw InputError(fmt::format("{}: header: {}", path, what));
+}
+
+[[noreturn]] void fail_tensor(const std::string& path, const std::string& name, const std::string& what) {
+  throw InputError(fmt::format("{}: tensor '{}': {}", path, name, what));
+}
+
+// A short rendering of a JSON value for error messages (hostile values can be megabytes long).
+std::string brief(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+uint64_t read_u64_little_endian(const uint8_t* p) {
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return value;
+}
+
+// nlohmann::json keeps the last of duplicated keys silently; the callback sees every key, so a
+// duplicated tensor name (or field) is reported instead of shadowing the first.
+json parse_header_json(const std::string& path, std::string_view text) {
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  int open_containers = 0;
+  std::string current_tensor;
+  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (++open_containers > kMaxJsonNesting) {
+          fail_header(path, fmt::format("JSON nested deeper than {} levels", kMaxJsonNesting));
+        }
+        if (event == json::parse_event_t::object_start) keys_of_open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        keys_of_open_objects.pop_back();
+        --open_containers;
+        break;
+      case json::parse_event_t::array_end: --open_containers; break;
+      case json::parse_event_t::key: {
+        const std::string key = parsed.get<std::string>();
+        if (open_containers == 1) current_tensor = key;
+        if (keys_of_open_objects.back().insert(key).second) break;
+        if (open_containers == 1 && key != "__metadata__") {
+          fail_tensor(path, key, "name appears twice in the header");
+        }
+        if (open_containers == 2 && current_tensor != "__metadata__") {
+          fail_tensor(path, current_tensor, fmt::format("key '{}' appears twice", key));
+        }
+        fail_header(path, fmt::format("key '{}' appears twice in one object", key));
+      }
+      case json::parse_event_t::value: break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), callback);
+  } catch (const json::exception& e) {
+    fail_header(path, fmt::format("not valid JSON ({})", e.what()));
+  }
+}
+
+std::map<std::string, std::string> parse_metadata(const std::string& path, const json& value) {
+  if (!value.is_object()) fail_header(path, fmt::format("'__metadata__' must be an object, got {}", brief(value)));
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, item] : value.items()) {
+    if (!item.is_string()) {
+      fail_header(path, fmt::format("'__metadata__' value of '{}' must be a string, got {}", key, brief(item)));
+    }
+    metadata.emplace(key, item.get<std::string>());
+  }
+  return metadata;
+}
+
+// Validates one header entry; offsets come back relative to the data section.
+TensorInfo parse_tensor_entry(const std::string& path, const std::string& name, const json& entry,
+                              uint64_t data_section_bytes) {
+  if (!entry.is_object()) {
+    fail_tensor(path, name, fmt::format("expected an object with dtype, shape, data_offsets; got {}", brief(entry)));
+  }
+  TensorInfo info;
+  info.name = name;
+  info.file = path;
+
+  const auto dtype_it = entry.find("dtype");
+  if (dtype_it == entry.end() || !dtype_it->is_string()) fail_tensor(path, name, "'dtype' must be a string");
+  if (!parse_tensor_dtype(dtype_it->get<std::string>(), &info.dtype)) {
+    fail_tensor(path, name,
+                fmt::format("unknown dtype '{}' (expected one of {})", dtype_it->get<std::string>(),
+                            known_tensor_dtype_names()));
+  }
+
+  const auto shape_it = entry.find("shape");
+  const bool shape_is_list = shape_it != entry.end() && shape_it->is_array();
+  if (shape_is_list) {
+    for (const json& dim : *shape_it) {
+      // Non-negative integers parse as unsigned; a negative one parses as signed, 2.0 as a float.
+      if (!dim.is_number_unsigned() ||
+          dim.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        info.shape.clear();
+        break;
+      }
+      info.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+    }
+  }
+  if (!shape_is_list || info.shape.size() != shape_it->size()) {
+    fail_tensor(path, name,
+                fmt::format("'shape' must be a list of non-negative integers, got {}",
+                            shape_it == entry.end() ? std::string("nothing") : brief(*shape_it)));
+  }
+
+  const auto offsets_it = entry.find("data_offsets");
+  if (offsets_it == entry.end() || !offsets_it->is_array() || offsets_it->size() != 2 ||
+      !(*offsets_it)[0].is_number_unsigned() || !(*offsets_it)[1].is_number_unsigned()) {
+    fail_tensor(path, name,
+                fmt::format("'data_offsets' must be two non-negative integers [begin, end], got {}",
+                            offsets_it == entry.end() ? std::string("nothing") : brief(*offsets_it)));
+  }
+  info.begin = (*offsets_it)[0].get<uint64_t>();
+  info.end = (*offsets_it)[1].get<uint64_t>();
+  if (info.begin > info.end) {
+    fail_tensor(path, name, fmt::format("data_offsets begin {} is after end {}", info.begin, info.end));
+  }
+  if (info.end > data_section_bytes) {
+    fail_tensor(path, name,
+                fmt::format("data_offsets end {} is beyond the data section ({} bytes)", info.end, data_section_bytes));
+  }
+  const std::optional<int64_t> expected_bytes = tensor_size_bytes(info.dtype, info.shape);
+  if (!expected_bytes) {
+    fail_tensor(path, name,
+                fmt::format("shape [{}] of {} overflows a 64-bit byte count", fmt::join(info.shape, ", "),
+                            to_string(info.dtype)));
+  }
+  if (static_cast<uint64_t>(*expected_bytes) != info.end - info.begin) {
+    fail_tensor(
+        path, name,
+        fmt::format("data_offsets [{}, {}] span {} bytes, but shape [{}] of {} needs {} bytes", info.begin, info.end,
+                    info.end - info.begin, fmt::join(info.shape, ", "), to_string(info.dtype), *expected_bytes));
+  }
+  return info;
+}
+
+void check_no_overlap(const std::string& path, const std::vector<TensorInfo>& sorted_by_begin, uint64_t data_start) {
+  const TensorInfo* furthest = nullptr;  // the non-empty tensor reaching furthest so far
+  for (const TensorInfo& t : sorted_by_begin) {
+    if (t.begin == t.end) continue;  // an empty range overlaps nothing
+    if (furthest != nullptr && t.begin < furthest->end) {
+      throw InputError(fmt::format("{}: tensors '{}' and '{}' overlap (data_offsets [{}, {}] and [{}, {}])", path,
+                                   furthest->name, t.name, furthest->begin - data_start, furthest->end - data_start,
+                                   t.begin - data_start, t.end - data_start));
+    }
+    if (furthest == nullptr || t.end > furthest->end) furthest = &t;
+  }
+}
+
+}  // namespace
+
+int64_t TensorInfo::elements() const {
+  int64_t count = 1;
+  for (const int64_t dim : shape) count *= dim;  // validated against overflow when read or declared
+  return count;
+}
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  SafetensorsFile file;
+  file.file_ = MappedFile::open(path);
+  const std::span<const uint8_t> bytes = file.file_.bytes();
+  if (bytes.size() < kHeaderLengthBytes) {
+    fail_header(path, fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
+  }
+  const uint64_t header_bytes = read_u64_little_endian(bytes.data());
+  if (header_bytes > kSafetensorsMaxHeaderBytes) {
+    fail_header(path,
+                fmt::format("length {} bytes exceeds the limit of {} bytes", header_bytes, kSafetensorsMaxHeaderBytes));
+  }
+  if (header_bytes > bytes.size() - kHeaderLengthBytes) {
+    fail_header(path,
+                fmt::format("length {} bytes runs past the end of the file ({} bytes)", header_bytes, bytes.size()));
+  }
+  const uint64_t data_start = kHeaderLengthBytes + header_bytes;
+  const uint64_t data_section_bytes = bytes.size() - data_start;
+
+  const json header = parse_header_json(
+      path, std::string_view(reinterpret_cast<const char*>(bytes.data() + kHeaderLengthBytes), header_bytes));
+  if (!header.is_object()) fail_header(path, fmt::format("expected a JSON object, got {}", header.type_name()));
+
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      file.metadata_ = parse_metadata(path, entry);
+      continue;
+    }
+    TensorInfo info = parse_tensor_entry(path, name, entry, data_section_bytes);
+    info.begin += data_start;
+    info.end += data_start;
+    file.tensors_.push_back(std::move(info));
+  }
+  std::sort(file.tensors_.begin(), file.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  check_no_overlap(path, file.tensors_, data_start);
+  for (size_t i = 0; i < file.tensors_.size(); ++i) file.index_by_name_.emplace(file.tensors_[i].name, i);
+  return file;
+}
+
+const TensorInfo* SafetensorsFile::find(const std::string& name) const {
+  const auto it = index_by_name_.find(name);
+  return it == index_by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::span<const uint8_t> SafetensorsFile::bytes(const TensorInfo& info) const {
+  K3_CHECK(info.file == path() && info.begin <= info.end && info.end <= file_.size_bytes(),
+           "tensor '{}' of '{}' [{}, {}) does not belong to '{}' ({} bytes)", info.name, info.file, info.begin,
+           info.end, path(), file_.size_bytes());
+  return file_.bytes().subspan(info.begin, info.end - info.begin);
+}
+
+}  // namespace k3::weights
