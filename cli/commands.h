@@ -14,6 +14,9 @@ struct GlobalOptions {
 
 void add_predict_command(CLI::App& app, const GlobalOptions& global);
 void add_verify_command(CLI::App& app, const GlobalOptions& global);
+void add_make_checkpoint_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 // `k3perf` with no verb: predict the embedded default scenario and print the summary.
 int run_default(const GlobalOptions& global);
 

@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   k3::cli::add_predict_command(app, global);
   k3::cli::add_verify_command(app, global);
+  k3::cli::add_make_checkpoint_command(app);
+  k3::cli::add_inspect_command(app);
+  k3::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return k3::cli::run_default(global);
