@@ -133,4 +133,55 @@ TEST_F(CliTest, VerifyPrintsVerdictsAndJson) {
   EXPECT_EQ(run("verify --claim P99").status, 2);
 }
 
+TEST_F(CliTest, MakeCheckpointInspectGenerate) {
+  const std::string twin = std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin.json";
+  const fs::path ckpt = dir_ / "twin";
+  CommandResult r = run("make-checkpoint --config " + twin + " --seed 3 --out " + ckpt.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("816112 parameters"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("shard 1/1 written"), std::string::npos) << r.output;
+
+  r = run("inspect " + ckpt.string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("language_model.model.layers.1.block_sparse_moe.experts.0.w1.weight_packed"),
+            std::string::npos);
+  EXPECT_NE(r.output.find("no problems"), std::string::npos) << r.output;
+
+  const fs::path dump = dir_ / "dump";
+  r = run("generate --weights " + ckpt.string() + " --prompt \"1 2 3\" --max-new-tokens 5 --dump " + dump.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  int ids = 0;  // the line of ids (stderr's "wrote ..." may come first in the merged output)
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0]))) continue;
+    std::istringstream words(line);
+    for (int v; words >> v;) ++ids;
+  }
+  EXPECT_EQ(ids, 5) << r.output;
+  EXPECT_TRUE(fs::exists(dump / "trace.safetensors"));
+
+  r = run("generate --weights " + ckpt.string() + " --prompt \"1 x\"");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("'x' is not a token id"), std::string::npos) << r.output;
+  r = run("generate --weights " + ckpt.string() + " --prompt \"999999\"");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("outside the vocabulary"), std::string::npos) << r.output;
+
+  // A config that does not match the tensors: every problem listed, non-zero exit.
+  fs::copy_file(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/kimi-linear-twin.json", ckpt / "config.json",
+                fs::copy_options::overwrite_existing);
+  r = run("inspect " + ckpt.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("missing tensor model.embed_tokens.weight"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unexpected tensor language_model.lm_head.weight"), std::string::npos);
+
+  // A truncated shard: a clear problem, not a crash.
+  const fs::path shard = ckpt / "model-00001-of-00001.safetensors";
+  fs::resize_file(shard, 1000);
+  r = run("inspect " + ckpt.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("problem:"), std::string::npos) << r.output;
+}
+
 }  // namespace
+
