@@ -67,13 +67,22 @@ class Random {
     return z ^ (z >> 31);
   }
   double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-  double normal() {  // Box-Muller, one value per two uniforms
+  double normal() {  // Box-Muller: two values per two uniforms
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
     const double u1 = 1.0 - uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    const double radius = std::sqrt(-2.0 * std::log(u1)), angle = 2.0 * std::numbers::pi * u2;
+    spare_ = radius * std::sin(angle);
+    has_spare_ = true;
+    return radius * std::cos(angle);
   }
 
  private:
   uint64_t state_;
+  double spare_ = 0;
+  bool has_spare_ = false;
 };
 
 uint64_t fnv1a(const std::string& s) {
@@ -120,15 +129,21 @@ std::pair<int64_t, int64_t> rows_and_width(const TensorSpec& t) {
   return {rows, width};
 }
 
-void write_tensor(SafetensorsWriter& w, const TensorSpec& t, const ModelConfig& m, uint64_t seed) {
+// Writes one tensor row by row. An MXFP4 expert matrix is generated once, while its packed
+// elements are written; its block scales (1/16 of the packed size) are kept in `pending_scales`
+// for the scale tensor, which the layout always places right after it.
+void write_tensor(SafetensorsWriter& w, const TensorSpec& t, const ModelConfig& m, uint64_t seed,
+                  std::vector<uint8_t>& pending_scales) {
+  if (t.role == TensorRole::expert_scale) {
+    K3_CHECK(!pending_scales.empty(), "{}: no packed tensor came before its scales", t.name);
+    w.write(t.name, pending_scales);
+    pending_scales.clear();
+    return;
+  }
   const auto [rows, width] = rows_and_width(t);
-  // The packed and scale halves of one expert matrix come from the same values: both re-derive
-  // them from the matrix's own seed (the name without its suffix).
-  std::string base = t.name;
-  if (t.role == TensorRole::expert_packed || t.role == TensorRole::expert_scale) base = base.substr(0, base.rfind('.'));
-  Random rng(seed ^ fnv1a(base));
+  Random rng(seed ^ fnv1a(t.role == TensorRole::expert_packed ? t.name.substr(0, t.name.rfind('.')) : t.name));
   std::vector<float> values(width);
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes, scales(t.role == TensorRole::expert_packed ? width / kMxBlockElements : 0);
   for (int64_t r = 0; r < rows; ++r) {
     fill_row(t, m, r, rng, values);
     switch (t.dtype) {
@@ -143,12 +158,11 @@ void write_tensor(SafetensorsWriter& w, const TensorSpec& t, const ModelConfig& 
           std::memcpy(bytes.data() + 2 * i, &b, 2);
         }
         break;
-      case TensorDtype::u8: {
-        std::vector<uint8_t> packed(width / 2), scales(width / kMxBlockElements);
-        mxfp4_quantize(values.data(), width, packed.data(), scales.data());
-        bytes = t.role == TensorRole::expert_packed ? packed : scales;
+      case TensorDtype::u8:
+        bytes.resize(width / 2);
+        mxfp4_quantize(values.data(), width, bytes.data(), scales.data());
+        pending_scales.insert(pending_scales.end(), scales.begin(), scales.end());
         break;
-      }
       default: K3_CHECK(false, "{}: no synthetic values for dtype {}", t.name, to_string(t.dtype));
     }
     w.write(t.name, bytes);
@@ -176,7 +190,8 @@ SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointO
   uint64_t in_shard = 0;
   for (const TensorSpec& t : layout.tensors) {
     const uint64_t b = spec_bytes(t);
-    if (!shards.back().empty() && in_shard + b > o.shard_bytes) {
+    // A packed expert matrix and its scales stay in one shard (the scales are written from memory).
+    if (!shards.back().empty() && in_shard + b > o.shard_bytes && t.role != TensorRole::expert_scale) {
       shards.emplace_back();
       in_shard = 0;
     }
@@ -193,15 +208,23 @@ SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointO
   if (!fs::is_directory(o.out_dir)) throw InputError(fmt::format("{}: cannot create the output directory", o.out_dir));
   const auto start = std::chrono::steady_clock::now();
   std::map<std::string, std::string> shard_of;
-  uint64_t written = 0;
+  uint64_t written = 0, reported = 0;
+  constexpr uint64_t kProgressBytes = 1'000'000'000;  // a progress line at least every GB
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
     SafetensorsWriter w((fs::path(o.out_dir) / file).string(), {{"format", "pt"}});
     for (const TensorSpec* t : shards[s]) w.declare(t->name, t->dtype, t->shape);
+    std::vector<uint8_t> pending_scales;
     for (const TensorSpec* t : shards[s]) {
-      write_tensor(w, *t, m, o.seed);
+      write_tensor(w, *t, m, o.seed, pending_scales);
       shard_of[t->name] = file;
       written += spec_bytes(*t);
+      if (o.progress && written - reported >= kProgressBytes) {
+        reported = written;
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        o.progress(fmt::format("{:.2f} of {:.2f} GB ({} in layer {}), {:.1f} s", written / 1e9, summary.bytes / 1e9,
+                               t->name, t->layer, sec));
+      }
     }
     w.finish();
     if (o.progress) {
