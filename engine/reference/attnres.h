@@ -1,7 +1,7 @@
 // Block Attention Residuals (K3-SPEC §2) and the plain residual, behind one stack interface.
 //   mix(V_1..V_n) = Σ_n softmax(s)_n · V_n,   s_n = Σ_i (V_n,i / rms(V_n)) · γ_i · w_i,
 //   rms(v) = sqrt(mean(v²) + eps), per token; logit scale 1; the sum is over the raw V (fp64 inside).
-// Sources: K3-SPEC §2; docs/reference_mla_moe.md lists the public ports each fact was checked against.
+// Sources: K3-SPEC §2; docs/reference.md lists the public ports each fact was checked against.
 #pragma once
 
 #include "core/model_config.h"

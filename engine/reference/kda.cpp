@@ -65,17 +65,20 @@ MatrixD ut_transform(const MatrixD& a_kk, const VectorD& beta) {
   return a_kk.triangularView<Eigen::UnitLower>().solve(MatrixD(beta.asDiagonal()));
 }
 
-// Advances one head's state S [d_k, d_v] over one chunk and returns its outputs [n, d_v] (K3-SPEC §3):
-//   W = M (e^G ⊙ K), U = M V, V' = U − W S, O = (e^G ⊙ Q) S + A_qk V',
-//   S ← Diag(e^{G_n}) S + (e^{G_n − G} ⊙ K)ᵀ V'.
-MatrixD chunk_step(const MatrixD& Q, const MatrixD& K, const MatrixD& V, const MatrixD& g, const VectorD& beta,
-                   MatrixD& S) {
-  const Index n = Q.rows();
+// Chunk-local cumulative log decay G_r = Σ_{s≤r} g_s (rows: tokens, columns: key channels), fp64.
+MatrixD cumulative_decay(const MatrixD& g) {
   MatrixD G = g;
-  for (Index r = 1; r < n; ++r) G.row(r) += G.row(r - 1);
+  for (Index r = 1; r < G.rows(); ++r) G.row(r) += G.row(r - 1);
+  return G;
+}
 
-  MatrixD a_kk, a_qk;
-  intra_chunk_scores(Q, K, G, beta, a_kk, a_qk);
+// Advances one head's state S [d_k, d_v] over one chunk, given the chunk's G and intra-chunk scores A_kk (β
+// included, strictly lower) and A_qk (lower), and returns its outputs [n, d_v] (K3-SPEC §3):
+//   M = (I + A_kk)⁻¹ Diag(β), W = M (e^G ⊙ K), U = M V, V' = U − W S, O = (e^G ⊙ Q) S + A_qk V',
+//   S ← Diag(e^{G_n}) S + (e^{G_n − G} ⊙ K)ᵀ V'.
+MatrixD chunk_step(const MatrixD& Q, const MatrixD& K, const MatrixD& V, const MatrixD& G, const VectorD& beta,
+                   const MatrixD& a_kk, const MatrixD& a_qk, MatrixD& S) {
+  const Index n = Q.rows();
   const MatrixD M = ut_transform(a_kk, beta);
 
   const MatrixD decay_from_start = G.array().exp().matrix();  // e^{G_r}: decay since the chunk's initial state
@@ -90,6 +93,103 @@ MatrixD chunk_step(const MatrixD& Q, const MatrixD& K, const MatrixD& V, const M
   S = chunk_decay.asDiagonal() * S;
   S += decay_to_end.cwiseProduct(K).transpose() * v_new;
   return O;
+}
+
+// Lower-bound tiling (kda_chunked_tiled). The chunk's n tokens are cut into tiles of `tile` tokens (the last one
+// may be shorter); block (I, J), J ≤ I, of A_qk and A_kk is one product of two factor matrices, each row a token's
+// q or k times e^{±(G_r − G_ref)} with one reference row ref per block:
+//   diagonal (J = I):  ref = the tile's middle token, r0 + min(tile/2, m−1) for a tile of m tokens starting at r0
+//                      (FLA chunk_kda_fwd_kernel_intra_sub_chunk). Row factors e^{G_i − G_ref}, column factors
+//                      e^{G_ref − G_j}: exponents of both signs, |G_r − G_ref| ≤ floor(tile/2)·|g|_max.
+//   off-diagonal:      ref = the row tile's first token r0 (FLA's inter-sub-chunk kernels). Row factors e^{G_i − G_r0}
+//                      (i ≥ r0), column factors e^{G_r0 − G_j} (j < r0): both exponents ≤ 0 whatever the gate.
+// Largest exponent that the tiled scores of one chunk feed to exp (nats), from the fp64 G.
+double tile_max_exponent(const MatrixD& G, Index tile) {
+  const Index n = G.rows();
+  double worst = 0;
+  for (Index r0 = 0; r0 < n; r0 += tile) {
+    const Index m = std::min(tile, n - r0), mid = r0 + std::min(tile / 2, m - 1);
+    for (Index r = r0; r < r0 + m; ++r) {
+      worst = std::max(worst, (G.row(r) - G.row(mid)).cwiseAbs().maxCoeff());  // diagonal, both signs
+      worst = std::max(worst, (G.row(r) - G.row(r0)).maxCoeff());              // off-diagonal rows
+    }
+    for (Index j = 0; j < r0; ++j) worst = std::max(worst, (G.row(r0) - G.row(j)).maxCoeff());  // off-diag columns
+  }
+  return worst;
+}
+
+// fp32 factor rows r0 .. r0+m−1 of X [n, d]: X_rc · e^{sign·(G_rc − G_ref,c)}. The exponent is formed in fp64 from
+// the fp64 G (as kda_chunked), rounded to fp32, and exponentiated in fp32; `worst` tracks the largest one used.
+Matrix tile_factor(const Matrix& X, const MatrixD& G, Index r0, Index m, Index ref, double sign, float& worst) {
+  Matrix f(m, X.cols());
+  for (Index r = 0; r < m; ++r)
+    for (Index c = 0; c < X.cols(); ++c) {
+      const float e = float(sign * (G(r0 + r, c) - G(ref, c)));
+      worst = std::max(worst, e);
+      f(r, c) = X(r0 + r, c) * std::exp(e);
+    }
+  return f;
+}
+
+// A_kk and A_qk of one chunk by lower-bound tiling (see tile_max_exponent): q, k, β fp32 [n, d] / [n]; each block is
+// one fp32 product with fp32 accumulation, the way a tensor-core MMA sees it, then widened to fp64. Diagonal blocks
+// are computed in full and masked afterwards (A_qk keeps j ≤ i, A_kk keeps j < i), as the kernel does; the masked-out
+// upper entries are e^{G_i − G_j} with j > i, at most e^{2·limit}, so they too stay finite under the limit.
+// Returns the largest exponent it fed to exp.
+float tiled_intra_chunk_scores(const Matrix& Q, const Matrix& K, const MatrixD& G, const Vector& beta, Index tile,
+                               MatrixD& a_kk, MatrixD& a_qk) {
+  const Index n = Q.rows();
+  float worst = 0;
+  a_kk = MatrixD::Zero(n, n);
+  a_qk = MatrixD::Zero(n, n);
+  for (Index i0 = 0; i0 < n; i0 += tile) {
+    const Index mi = std::min(tile, n - i0), mid = i0 + std::min(tile / 2, mi - 1);
+    const Vector b = beta.segment(i0, mi);
+
+    // Diagonal block, referenced to the middle token.
+    {
+      const Matrix k_col = tile_factor(K, G, i0, mi, mid, -1.0, worst);  // k_j ⊙ e^{G_mid − G_j}
+      const Matrix qk = tile_factor(Q, G, i0, mi, mid, +1.0, worst) * k_col.transpose();
+      const Matrix kk = b.asDiagonal() * (tile_factor(K, G, i0, mi, mid, +1.0, worst) * k_col.transpose());
+      for (Index i = 0; i < mi; ++i)
+        for (Index j = 0; j <= i; ++j) {
+          a_qk(i0 + i, i0 + j) = qk(i, j);
+          if (j < i) a_kk(i0 + i, i0 + j) = kk(i, j);
+        }
+    }
+    if (i0 == 0) continue;
+
+    // Off-diagonal blocks (I, J < I), referenced to the row tile's first token.
+    const Matrix q_row = tile_factor(Q, G, i0, mi, i0, +1.0, worst);  // q_i ⊙ e^{G_i − G_i0}
+    const Matrix k_row = tile_factor(K, G, i0, mi, i0, +1.0, worst);
+    for (Index j0 = 0; j0 < i0; j0 += tile) {
+      const Index mj = std::min(tile, i0 - j0);
+      const Matrix k_col = tile_factor(K, G, j0, mj, i0, -1.0, worst);  // k_j ⊙ e^{G_i0 − G_j}
+      const Matrix qk = q_row * k_col.transpose();
+      const Matrix kk = b.asDiagonal() * (k_row * k_col.transpose());
+      a_qk.block(i0, j0, mi, mj) = qk.cast<double>();
+      a_kk.block(i0, j0, mi, mj) = kk.cast<double>();
+    }
+  }
+  return worst;
+}
+
+// The largest tile exponent over all heads and chunks of g [T, H·d_k], and where it occurs.
+struct TileExponent {
+  double value = 0;
+  int head = 0;
+  Index token = 0;  // first token of the chunk
+};
+TileExponent find_tile_max_exponent(const Matrix& g, int heads, Index chunk, Index tile) {
+  const Index T = g.rows(), dk = g.cols() / heads;
+  TileExponent worst;
+  for (int h = 0; h < heads; ++h)
+    for (Index t0 = 0; t0 < T; t0 += chunk) {
+      const Index n = std::min<Index>(chunk, T - t0);
+      const double e = tile_max_exponent(cumulative_decay(head_block(g, h, dk, t0, n)), tile);
+      if (e > worst.value) worst = {e, h, t0};
+    }
+  return worst;
 }
 
 // [T, H·d] viewed as [T·H, d]: one row per (token, head), since channels of a head are contiguous (row-major).
@@ -171,12 +271,52 @@ Matrix kda_chunked(const Matrix& q, const Matrix& k, const Matrix& v, const Matr
     for (Index t0 = 0; t0 < T; t0 += chunk) {
       const Index n = std::min<Index>(chunk, T - t0);
       const VectorD b = beta.block(t0, h, n, 1).cast<double>();
-      const MatrixD O = chunk_step(head_block(q, h, dk, t0, n), head_block(k, h, dk, t0, n),
-                                   head_block(v, h, dv, t0, n), head_block(g, h, dk, t0, n), b, S[h]);
+      const MatrixD Q = head_block(q, h, dk, t0, n), K = head_block(k, h, dk, t0, n);
+      const MatrixD G = cumulative_decay(head_block(g, h, dk, t0, n));
+      MatrixD a_kk, a_qk;
+      intra_chunk_scores(Q, K, G, b, a_kk, a_qk);
+      const MatrixD O = chunk_step(Q, K, head_block(v, h, dv, t0, n), G, b, a_kk, a_qk, S[h]);
       o.block(t0, h * dv, n, dv) = O.cast<float>();
     }
   }
   return o;
+}
+
+Matrix kda_chunked_tiled(const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& g, const Matrix& beta,
+                         int heads, std::vector<MatrixD>& S, int chunk, int tile) {
+  check_kernel_inputs(q, k, v, g, beta, heads, S);
+  K3_CHECK(chunk > 0 && tile > 0, "chunk {} tile {}", chunk, tile);
+  // Checked for the whole input before S is touched, so a refused call leaves the state as it was.
+  const TileExponent worst = find_tile_max_exponent(g, heads, chunk, tile);
+  K3_CHECK(worst.value <= kKdaTileExponentLimit,
+           "kda_chunked_tiled: head {}, chunk at token {}: a {}-token tile needs exp({:.4g}), beyond the {} nats that "
+           "the gate lower bound {} guarantees for 16-token tiles referenced to their middle token "
+           "(|G_i - G_ref| <= 8 * 5); fp32 exp overflows past 88.7 nats. An unbounded (softplus) gate needs the exact "
+           "pairwise form, kda_chunked",
+           worst.head, worst.token, tile, worst.value, kKdaTileExponentLimit, kKdaTileGateLowerBound);
+  const Index T = q.rows(), dk = q.cols() / heads, dv = v.cols() / heads;
+  Matrix o(T, v.cols());
+  for (int h = 0; h < heads; ++h) {
+    for (Index t0 = 0; t0 < T; t0 += chunk) {
+      const Index n = std::min<Index>(chunk, T - t0);
+      const MatrixD G = cumulative_decay(head_block(g, h, dk, t0, n));
+      const Matrix Qf = q.block(t0, h * dk, n, dk), Kf = k.block(t0, h * dk, n, dk);
+      const Vector bf = beta.block(t0, h, n, 1);
+      MatrixD a_kk, a_qk;
+      const float used = tiled_intra_chunk_scores(Qf, Kf, G, bf, tile, a_kk, a_qk);
+      K3_CHECK(used <= float(kKdaTileExponentLimit), "internal: tile exponent {} used after the check passed", used);
+      const MatrixD O = chunk_step(Qf.cast<double>(), Kf.cast<double>(), head_block(v, h, dv, t0, n), G,
+                                   bf.cast<double>(), a_kk, a_qk, S[h]);
+      o.block(t0, h * dv, n, dv) = O.cast<float>();
+    }
+  }
+  return o;
+}
+
+double kda_tile_max_exponent(const Matrix& g, int heads, int chunk, int tile) {
+  K3_CHECK(heads > 0 && g.cols() % heads == 0, "g width {} not divisible by {} heads", g.cols(), heads);
+  K3_CHECK(chunk > 0 && tile > 0, "chunk {} tile {}", chunk, tile);
+  return find_tile_max_exponent(g, heads, chunk, tile).value;
 }
 
 Matrix kda_gate(const KdaSpec& spec, const Matrix& f, const Vector& a_log, const Vector& dt_bias) {

@@ -3,7 +3,8 @@
 // Shapes: T tokens, h hidden, H heads, d = head_dim (d_k = d_v = d), P = H·d, K = conv kernel, r = gate rank.
 // Per-head channels are contiguous: channel h·d + i is channel i of head h (as in the checkpoint).
 //
-// The delta-rule kernels (kda_recurrent, kda_chunked) take q, k, v, g, β already projected and activated:
+// The delta-rule kernels (kda_recurrent, kda_chunked, kda_chunked_tiled) take q, k, v, g, β already projected and
+// activated:
 //   q, k  [T, H·d]  SiLU(conv(W x)), L2-normalised per head (eps 1e-6); q also scaled by d^-1/2. kda_layer applies
 //                   the scale to q right after the normalisation, so the kernels see the final query (FLA's
 //                   naive kernels do the same: q = q·scale before the loop).
@@ -13,13 +14,14 @@
 // State S: one [d_k, d_v] matrix per head, key index first (FLA's [K, V] layout). K3's own cache stores the
 // transpose ("V-first" [H, V, K]); convert when exchanging states with it.
 //
-// Numerics: fp32 tensors in and out; the recurrent state and every product inside the kernels are fp64. The
+// Numerics: fp32 tensors in and out; the recurrent state and every product inside the kernels are fp64 (except
+// kda_chunked_tiled's intra-chunk tile products, fp32 by design: they mirror the GPU kernel's tensor cores). The
 // state is fp64 because this code is the oracle for fp32/bf16 GPU kernels: its own rounding must stay far below
 // theirs (the state integrates over up to 1M tokens), and it lets the recurrent and chunked forms, which sum in
 // different orders, agree to fp32 output rounding.
 // Sources: K3-SPEC §3; fla-org/flash-linear-attention fla/ops/kda/naive.py (naive_recurrent_kda, naive_chunk_kda),
 // fla/ops/kda/gate.py (naive_kda_gate, naive_kda_lowerbound_gate), fla/layers/kda.py, fla/modules/l2norm.py,
-// fla/modules/fused_norm_gate.py. See docs/reference_kda.md.
+// fla/modules/fused_norm_gate.py. See docs/reference.md (KDA).
 #pragma once
 
 #include "core/model_config.h"
@@ -31,6 +33,10 @@ namespace k3::ref {
 
 inline constexpr int kKdaChunk = 64;           // chunk length of the chunked (prefill) form
 inline constexpr double kKdaL2NormEps = 1e-6;  // q, k: x / sqrt(Σx² + eps) (fla/modules/l2norm.py)
+// Lower-bound tiling (kda_chunked_tiled): K3's gate bound, and the largest exponent (nats) a tile factor may take.
+// A 16-token tile referenced to its middle token spans at most 8 steps either side: |G_i − G_ref| ≤ 8·5 = 40.
+inline constexpr double kKdaTileGateLowerBound = -5.0;
+inline constexpr double kKdaTileExponentLimit = 40.0;
 
 struct KdaWeights {               // one KDA layer, fp32, [out, in] like the checkpoint
   Matrix q_proj, k_proj, v_proj;  // [P, h] each
@@ -68,6 +74,22 @@ Matrix kda_recurrent(const Matrix& q, const Matrix& k, const Matrix& v, const Ma
 // overflows whatever the gate form. T need not be a multiple of chunk. Shapes as kda_recurrent.
 Matrix kda_chunked(const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& g, const Matrix& beta, int heads,
                    std::vector<MatrixD>& S, int chunk = kKdaChunk);
+
+// The chunked form with the intra-chunk products computed as the GPU kernel does ("lower-bound tiling", K3-SPEC §3;
+// FLA chunk_kda with safe_gate): each tile × tile block of A_kk and A_qk is ONE fp32 product with fp32 accumulation,
+//   (x_i ⊙ e^{G_i − G_ref}) · (k_j ⊙ e^{G_ref − G_j}),   x = q or k,
+// with a single reference row per block: the middle token of the tile for diagonal blocks, the first token of the
+// row tile for off-diagonal ones (whose exponents are then all ≤ 0). The rest of the chunk algorithm is kda_chunked's
+// (fp64). Valid only while every exponent stays within kKdaTileExponentLimit = 40 nats, which a gate g ≥ −5 (K3)
+// guarantees for tiles of up to 16 tokens. Otherwise it throws k3::Error naming the bound, before touching S: e.g.
+// for strong softplus decays, where e^{G_i − G_ref} would overflow fp32 (past 88.7 nats). Equal to kda_recurrent to
+// fp32 rounding (tested ≤ 1e-4 relative). Shapes as kda_recurrent.
+Matrix kda_chunked_tiled(const Matrix& q, const Matrix& k, const Matrix& v, const Matrix& g, const Matrix& beta,
+                         int heads, std::vector<MatrixD>& S, int chunk = kKdaChunk, int tile = 16);
+
+// The largest exponent (nats) kda_chunked_tiled would feed to exp for this log decay g [T, H·d_k]; it refuses the
+// input when this exceeds kKdaTileExponentLimit. For g ∈ [−5, 0] and tile 16 it is at most 40.
+double kda_tile_max_exponent(const Matrix& g, int heads, int chunk = kKdaChunk, int tile = 16);
 
 // Log decay g [T, P] from f = f_b(f_a x) [T, P], per head h and channel i (A_log indexed by head):
 //   bounded_sigmoid (K3): g = lb · sigmoid(exp(A_log[h]) · (f + dt_bias))   ∈ [lb, 0]

@@ -6,7 +6,7 @@
 //   score(i, j) = (q_nope·k_nope + q_r·k_r) / sqrt(dn+dr), causal softmax (fp64)
 //   y = W_o (attn ⊙ sigmoid(W_g x))   (the gate only when MlaSpec::output_gate)
 // The rope dims are never rotated (NoPE); a rotary spec (DeepSeek-V3 / K2) is refused.
-// Sources: K3-SPEC §4; docs/reference_mla_moe.md lists the public ports each fact was checked against.
+// Sources: K3-SPEC §4; docs/reference.md lists the public ports each fact was checked against.
 #pragma once
 
 #include "core/model_config.h"

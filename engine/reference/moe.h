@@ -6,7 +6,7 @@
 //           K3 (latent):   z = W_down x;  W_up · RMSNorm_z(Σ_e w_e · W2_e act(W1_e z, W3_e z))   (eps rms_norm_eps)
 //   shared  act-GLU MLP at full width on x (all shared experts fused, intermediate S);  MoE(x) = routed + shared
 //   act     SiTU (K3, hidden_act "situ") or SiLU.
-// Sources: K3-SPEC §5; docs/reference_mla_moe.md lists the public ports each fact was checked against.
+// Sources: K3-SPEC §5; docs/reference.md lists the public ports each fact was checked against.
 #pragma once
 
 #include "core/model_config.h"

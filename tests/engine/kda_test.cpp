@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -372,6 +373,163 @@ TEST(Kda, ChunkedIsFastEnough) {
   EXPECT_TRUE(o.allFinite());
   std::printf("[ timing   ] kda_chunked T=512 H=4 d=16: %.1f ms\n", seconds * 1e3);
   RecordProperty("kda_chunked_512_ms", std::to_string(seconds * 1e3));
+#ifdef NDEBUG
+  EXPECT_LT(seconds, 0.25);  // Release only: Debug and sanitizer builds are many times slower
+#endif
+}
+
+// ---- Lower-bound tiling (kda_chunked_tiled) ----
+
+// The bounded gate on the grid of ChunkedEqualsRecurrent: the fp32 tile products stay within 1e-4 of the fp64
+// recurrence, and no tile exponent exceeds 8·5 = 40 nats, even with every decay pinned near the bound.
+TEST(Kda, ChunkedTiledEqualsRecurrent) {
+  std::mt19937 rng(20260902);
+  double worst_out = 0, worst_state = 0, worst_exp_normal = 0, worst_exp_strong = 0;
+  int cases = 0;
+  for (int d : {16, 32})
+    for (bool strong : {false, true})
+      for (bool nonzero_state : {false, true})
+        for (Index T : {1, 7, 63, 64, 65, 130, 200}) {
+          const KdaSpec spec = make_spec(3, d, KdaGateForm::bounded_sigmoid);
+          const KernelInputs in = random_kernel_inputs(rng, spec, T, strong);
+          std::vector<MatrixD> s_rec = nonzero_state ? random_state(rng, 3, d) : KdaState::zeros(spec).S;
+          std::vector<MatrixD> s_tiled = s_rec;
+          const Matrix o_rec = kda_recurrent(in.q, in.k, in.v, in.g, in.beta, 3, s_rec);
+          const Matrix o_tiled = kda_chunked_tiled(in.q, in.k, in.v, in.g, in.beta, 3, s_tiled);
+          const std::string what = fmt::format("d={} strong={} state={} T={}", d, strong, nonzero_state, T);
+          const double e_out = relative_error(o_tiled, o_rec), e_state = state_error(s_tiled, s_rec);
+          EXPECT_LE(e_out, 1e-4) << what;
+          EXPECT_LE(e_state, 1e-4) << what;
+          worst_out = std::max(worst_out, e_out);
+          worst_state = std::max(worst_state, e_state);
+
+          const double max_exp = kda_tile_max_exponent(in.g, 3);
+          EXPECT_LE(max_exp, kKdaTileExponentLimit) << what;
+          if (strong) {
+            EXPECT_LT(in.g.maxCoeff(), -4.5f) << what;  // really near the bound
+            EXPECT_GE(in.g.minCoeff(), -5.0f) << what;
+            if (T >= 16) {
+              EXPECT_GT(max_exp, 36.0) << what;  // a full tile: 8 steps of at least 4.5 nats
+            }
+          }
+          double& worst_exp = strong ? worst_exp_strong : worst_exp_normal;
+          worst_exp = std::max(worst_exp, max_exp);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 2 * 2 * 2 * 7);
+  std::printf(
+      "[ tiled    ] vs recurrent: max rel error outputs %.2e, states %.2e; max tile exponent %.6f nats "
+      "(normal gates), %.6f nats (near the bound)\n",
+      worst_out, worst_state, worst_exp_normal, worst_exp_strong);
+  RecordProperty("tiled_max_rel_error_outputs", fmt::format("{:.3g}", worst_out));
+  RecordProperty("tiled_max_rel_error_states", fmt::format("{:.3g}", worst_state));
+}
+
+// The limit is exactly the bound: g = −5 at every step reaches 8·5 = 40 nats in a 16-token tile and is accepted;
+// a steeper gate or a wider tile passes it and is refused.
+TEST(Kda, ChunkedTiledExponentBound) {
+  std::mt19937 rng(31);
+  const int H = 2, d = 16;
+  const KdaSpec spec = make_spec(H, d, KdaGateForm::bounded_sigmoid);
+  KernelInputs in = random_kernel_inputs(rng, spec, 100, true);
+  in.g.setConstant(-5.0f);
+  EXPECT_EQ(kda_tile_max_exponent(in.g, H), 40.0);
+  EXPECT_EQ(kda_tile_max_exponent(in.g, H, kKdaChunk, 8), 20.0);  // floor(tile/2) steps either side
+  EXPECT_EQ(kda_tile_max_exponent(in.g, H, kKdaChunk, 32), 80.0);
+
+  const std::vector<MatrixD> s0 = random_state(rng, H, d);
+  std::vector<MatrixD> s_rec = s0, s_tiled = s0;
+  const Matrix o_rec = kda_recurrent(in.q, in.k, in.v, in.g, in.beta, H, s_rec);
+  const Matrix o_tiled = kda_chunked_tiled(in.q, in.k, in.v, in.g, in.beta, H, s_tiled);
+  EXPECT_TRUE(o_tiled.allFinite());
+  EXPECT_LE(relative_error(o_tiled, o_rec), 1e-4);
+  EXPECT_LE(state_error(s_tiled, s_rec), 1e-4);
+  std::printf("[ tiled    ] g = -5 everywhere (40 nats): max rel error outputs %.2e, states %.2e\n",
+              relative_error(o_tiled, o_rec), state_error(s_tiled, s_rec));
+
+  std::vector<MatrixD> s = s0;
+  EXPECT_THROW(kda_chunked_tiled(in.q, in.k, in.v, in.g, in.beta, H, s, kKdaChunk, 32), Error);  // 80 nats
+  in.g.setConstant(-5.25f);                                                                      // 42 nats
+  EXPECT_NEAR(kda_tile_max_exponent(in.g, H), 42.0, 1e-12);
+  EXPECT_THROW(kda_chunked_tiled(in.q, in.k, in.v, in.g, in.beta, H, s), Error);
+}
+
+// Why the bound is needed: a softplus gate (Kimi Linear, unbounded) with ~−100 nats per step. One step already
+// puts a diagonal tile factor e^{G_i − G_ref} past fp32 range (e^{88.7} = FLT_MAX); a whole half tile reaches
+// ~800 nats, where the factor is inf, its partner 0, and their product NaN instead of e^{G_i − G_j}. The tiled form
+// refuses with an error naming the bound; the exact pairwise form (kda_chunked) still matches the recurrence.
+TEST(Kda, ChunkedTiledRefusesUnboundedSoftplus) {
+  std::mt19937 rng(41);
+  const int H = 2, d = 16;
+  const Index T = 70;
+  const KdaSpec spec = make_spec(H, d, KdaGateForm::softplus);
+  KernelInputs in = random_kernel_inputs(rng, spec, T, false);
+  // g = −exp(A_log)·softplus(f + dt_bias) with exp(A_log) = 10, f + dt_bias ∈ [9.5, 10.5]: g ∈ [−105, −95].
+  in.g = kda_gate(spec, random_matrix(rng, T, H * d, -0.5f, 0.5f), Vector::Constant(H, float(std::log(10.0))),
+                  Vector::Constant(H * d, 10.0f));
+  ASSERT_LT(in.g.maxCoeff(), -94.0f);
+  ASSERT_GT(in.g.minCoeff(), -106.0f);
+
+  const double max_exp = kda_tile_max_exponent(in.g, H);
+  EXPECT_GT(max_exp, 8 * 94.0);
+  const float fp32_log_max = std::log(std::numeric_limits<float>::max());  // 88.72
+  EXPECT_GT(max_exp, fp32_log_max);
+  // What the factored product would compute: e^{+a}·e^{−a} for the true e^0 = 1.
+  const float up = std::exp(float(max_exp)), down = std::exp(-float(max_exp));
+  EXPECT_TRUE(std::isinf(up));
+  EXPECT_EQ(down, 0.0f);
+  EXPECT_TRUE(std::isnan(up * down));
+  EXPECT_TRUE(std::isinf(std::exp(-in.g.maxCoeff())));  // a single step is already too much
+
+  std::vector<MatrixD> s_tiled = random_state(rng, H, d), s_rec = s_tiled, s_exact = s_tiled;
+  std::string message;
+  try {
+    kda_chunked_tiled(in.q, in.k, in.v, in.g, in.beta, H, s_tiled);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("lower bound -5"), std::string::npos) << message;
+  EXPECT_NE(message.find("40 nats"), std::string::npos) << message;
+  EXPECT_NE(message.find("kda_chunked"), std::string::npos) << message;
+  EXPECT_EQ(state_error(s_tiled, s_rec), 0.0);  // refused before touching the state
+
+  const Matrix o_rec = kda_recurrent(in.q, in.k, in.v, in.g, in.beta, H, s_rec);
+  const Matrix o_exact = kda_chunked(in.q, in.k, in.v, in.g, in.beta, H, s_exact);
+  EXPECT_TRUE(o_exact.allFinite());
+  EXPECT_LE(relative_error(o_exact, o_rec), 1e-5);
+}
+
+// Tile and chunk lengths only change rounding: tile 1 is the pairwise form in fp32; tiles need not divide the chunk.
+TEST(Kda, ChunkedTiledTileAndChunkLengths) {
+  std::mt19937 rng(43);
+  const KdaSpec spec = make_spec(3, 16, KdaGateForm::bounded_sigmoid);
+  const KernelInputs in = random_kernel_inputs(rng, spec, 150, true);
+  const std::vector<MatrixD> s0 = random_state(rng, 3, 16);
+  std::vector<MatrixD> s_ref = s0;
+  const Matrix o_ref = kda_chunked(in.q, in.k, in.v, in.g, in.beta, 3, s_ref);
+  double worst = 0;
+  for (int chunk : {16, 37, 64})
+    for (int tile : {1, 5, 8, 16}) {
+      std::vector<MatrixD> s = s0;
+      const Matrix o = kda_chunked_tiled(in.q, in.k, in.v, in.g, in.beta, 3, s, chunk, tile);
+      EXPECT_LE(relative_error(o, o_ref), 1e-4) << chunk << " " << tile;
+      EXPECT_LE(state_error(s, s_ref), 1e-4) << chunk << " " << tile;
+      worst = std::max({worst, relative_error(o, o_ref), state_error(s, s_ref)});
+    }
+  std::printf("[ tiled    ] chunk 16/37/64 x tile 1/5/8/16 vs kda_chunked: max rel error %.2e\n", worst);
+}
+
+TEST(Kda, ChunkedTiledIsFastEnough) {
+  std::mt19937 rng(17);
+  const KdaSpec spec = make_spec(4, 16, KdaGateForm::bounded_sigmoid);
+  const KernelInputs in = random_kernel_inputs(rng, spec, 512, false);
+  std::vector<MatrixD> S = KdaState::zeros(spec).S;
+  const auto start = std::chrono::steady_clock::now();
+  const Matrix o = kda_chunked_tiled(in.q, in.k, in.v, in.g, in.beta, 4, S);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(o.allFinite());
+  std::printf("[ timing   ] kda_chunked_tiled T=512 H=4 d=16: %.1f ms\n", seconds * 1e3);
+  RecordProperty("kda_chunked_tiled_512_ms", std::to_string(seconds * 1e3));
 #ifdef NDEBUG
   EXPECT_LT(seconds, 0.25);  // Release only: Debug and sanitizer builds are many times slower
 #endif
