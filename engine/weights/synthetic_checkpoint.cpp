@@ -13,7 +13,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <deque>
+#include <future>
 #include <map>
+#include <thread>
 #include <numbers>
 
 namespace k3::weights {
@@ -129,21 +132,15 @@ std::pair<int64_t, int64_t> rows_and_width(const TensorSpec& t) {
   return {rows, width};
 }
 
-// Writes one tensor row by row. An MXFP4 expert matrix is generated once, while its packed
-// elements are written; its block scales (1/16 of the packed size) are kept in `pending_scales`
-// for the scale tensor, which the layout always places right after it.
-void write_tensor(SafetensorsWriter& w, const TensorSpec& t, const ModelConfig& m, uint64_t seed,
-                  std::vector<uint8_t>& pending_scales) {
-  if (t.role == TensorRole::expert_scale) {
-    K3_CHECK(!pending_scales.empty(), "{}: no packed tensor came before its scales", t.name);
-    w.write(t.name, pending_scales);
-    pending_scales.clear();
-    return;
-  }
+// One tensor's bytes, generated row by row; `sink` receives each row's bytes. An MXFP4 expert
+// matrix also yields its block scales (1/16 of the packed size) in `scales`, for the scale tensor
+// that the layout always places right after it.
+template <typename Sink>
+void generate_rows(const TensorSpec& t, const ModelConfig& m, uint64_t seed, std::vector<uint8_t>& scales, Sink sink) {
   const auto [rows, width] = rows_and_width(t);
   Random rng(seed ^ fnv1a(t.role == TensorRole::expert_packed ? t.name.substr(0, t.name.rfind('.')) : t.name));
   std::vector<float> values(width);
-  std::vector<uint8_t> bytes, scales(t.role == TensorRole::expert_packed ? width / kMxBlockElements : 0);
+  std::vector<uint8_t> bytes, row_scales(t.role == TensorRole::expert_packed ? width / kMxBlockElements : 0);
   for (int64_t r = 0; r < rows; ++r) {
     fill_row(t, m, r, rng, values);
     switch (t.dtype) {
@@ -160,13 +157,25 @@ void write_tensor(SafetensorsWriter& w, const TensorSpec& t, const ModelConfig& 
         break;
       case TensorDtype::u8:
         bytes.resize(width / 2);
-        mxfp4_quantize(values.data(), width, bytes.data(), scales.data());
-        pending_scales.insert(pending_scales.end(), scales.begin(), scales.end());
+        mxfp4_quantize(values.data(), width, bytes.data(), row_scales.data());
+        scales.insert(scales.end(), row_scales.begin(), row_scales.end());
         break;
       default: K3_CHECK(false, "{}: no synthetic values for dtype {}", t.name, to_string(t.dtype));
     }
-    w.write(t.name, bytes);
+    sink(bytes);
   }
+}
+
+struct Generated {
+  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> scales;  // MXFP4 expert matrices only
+};
+
+Generated generate_whole(const TensorSpec& t, const ModelConfig& m, uint64_t seed) {
+  Generated g;
+  generate_rows(t, m, seed, g.scales,
+                [&](const std::vector<uint8_t>& row) { g.bytes.insert(g.bytes.end(), row.begin(), row.end()); });
+  return g;
 }
 
 uint64_t spec_bytes(const TensorSpec& t) {
@@ -210,13 +219,44 @@ SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointO
   std::map<std::string, std::string> shard_of;
   uint64_t written = 0, reported = 0;
   constexpr uint64_t kProgressBytes = 1'000'000'000;  // a progress line at least every GB
+  constexpr uint64_t kParallelBytes = 64ull << 20;
+  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
     SafetensorsWriter w((fs::path(o.out_dir) / file).string(), {{"format", "pt"}});
     for (const TensorSpec* t : shards[s]) w.declare(t->name, t->dtype, t->shape);
+    // Tensors up to kParallelBytes are generated ahead on worker threads (each tensor's values come
+    // from its own seed, so order does not matter); larger ones stream row by row, keeping memory
+    // bounded by the window of small tensors plus one row.
+    const std::vector<const TensorSpec*>& list = shards[s];
+    std::deque<std::future<Generated>> window;
+    size_t launched = 0;
+    auto launch = [&] {
+      while (launched < list.size() && window.size() < threads) {
+        const TensorSpec* t = list[launched];
+        if (t->role == TensorRole::expert_scale || spec_bytes(*t) > kParallelBytes) break;
+        window.push_back(std::async(std::launch::async, generate_whole, std::cref(*t), std::cref(m), o.seed));
+        ++launched;
+      }
+    };
     std::vector<uint8_t> pending_scales;
-    for (const TensorSpec* t : shards[s]) {
-      write_tensor(w, *t, m, o.seed, pending_scales);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const TensorSpec* t = list[i];
+      launch();
+      if (t->role == TensorRole::expert_scale) {
+        K3_CHECK(!pending_scales.empty(), "{}: no packed tensor came before its scales", t->name);
+        w.write(t->name, pending_scales);
+        pending_scales.clear();
+        if (launched == i) ++launched;  // scale tensors are never launched: step over them
+      } else if (i < launched) {
+        Generated g = window.front().get();
+        window.pop_front();
+        w.write(t->name, g.bytes);
+        pending_scales = std::move(g.scales);
+      } else {
+        generate_rows(*t, m, o.seed, pending_scales, [&](const std::vector<uint8_t>& row) { w.write(t->name, row); });
+        launched = i + 1;
+      }
       shard_of[t->name] = file;
       written += spec_bytes(*t);
       if (o.progress && written - reported >= kProgressBytes) {
