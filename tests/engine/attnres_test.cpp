@@ -1,5 +1,6 @@
 // Block Attention Residuals: the mixer by hand, the stack against a literal transcription of the
 // K3-SPEC §2 loop, the candidate counts of the published K3 config, and the plain residual.
+#include "random_tensors.h"
 #include "engine/reference/attnres.h"
 #include "core/error.h"
 #include "core/model_config.h"
@@ -14,12 +15,7 @@
 namespace k3::ref {
 namespace {
 
-Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937& rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = scale * dist(rng);
-  return m;
-}
+using test::random_matrix;
 
 AttnResMixer random_mixer(Eigen::Index h, std::mt19937& rng) {
   std::uniform_real_distribution<float> query(-1.0f, 1.0f), norm(0.5f, 1.5f);

@@ -1,5 +1,6 @@
 // MLA reference: the absorbed (decode) form against the expanded form, prefill against token-by-token
 // decode, causality, the cache layout and the refusal of rotary specs.
+#include "random_tensors.h"
 #include "engine/reference/mla.h"
 #include "core/error.h"
 #include "engine/reference/basic_ops.h"
@@ -16,12 +17,7 @@ namespace {
 
 constexpr double kLatentEps = 1e-6;
 
-Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937& rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = scale * dist(rng);
-  return m;
-}
+using test::random_matrix;
 
 Vector random_norm_weight(Eigen::Index n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(0.5f, 1.5f);

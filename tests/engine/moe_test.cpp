@@ -1,5 +1,6 @@
 // Router and MoE reference: hand-made router scores (bias, renormalisation, ties), the forward pass
 // against a naive per-token loop written here, and the latent path against the plain one.
+#include "random_tensors.h"
 #include "engine/reference/moe.h"
 #include "core/error.h"
 #include "engine/reference/basic_ops.h"
@@ -12,12 +13,7 @@
 namespace k3::ref {
 namespace {
 
-Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937& rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = scale * dist(rng);
-  return m;
-}
+using test::random_matrix;
 
 Vector random_vector(Eigen::Index n, std::mt19937& rng, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);
