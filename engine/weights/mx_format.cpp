@@ -94,14 +94,33 @@ void quantize_blocks(const float* x, int64_t n, int emax, Encode encode, uint8_t
       continue;
     }
     scales[block] = static_cast<uint8_t>(*scale_exponent + kE8m0Bias);
+    const double inverse_scale = std::ldexp(1.0, -*scale_exponent);  // a power of two: products are exact
     for (int64_t i = 0; i < kMxBlockElements; ++i) {
-      block_codes[i] = encode(std::ldexp(static_cast<double>(values[i]), -*scale_exponent));  // exact in double
+      block_codes[i] = encode(static_cast<double>(values[i]) * inverse_scale);
     }
   }
 }
 
 uint8_t encode_e2m1_exact(double v) {
   return static_cast<uint8_t>((std::signbit(v) ? 0x8 : 0x0) | encode_magnitude(std::fabs(v), kE2m1));
+}
+
+// The same E2M1 rounding by comparisons with the midpoints between neighbouring codes
+// {0, 0.5, 1, 1.5, 2, 3, 4, 6}; a tie goes to the even code (<= keeps the lower code when it is
+// even, < when the upper one is). Much faster than the general encoder; mxfp4_quantize uses it and
+// MxFormat.E2m1MidpointEncoderEqualsExact checks the two agree.
+uint8_t encode_e2m1_midpoints(double v) {
+  const double a = std::fabs(v);
+  uint8_t code;
+  if (a <= 0.25) code = 0;
+  else if (a < 0.75) code = 1;
+  else if (a <= 1.25) code = 2;
+  else if (a < 1.75) code = 3;
+  else if (a <= 2.5) code = 4;
+  else if (a < 3.5) code = 5;
+  else if (a <= 5.0) code = 6;
+  else code = 7;  // saturates at 6
+  return static_cast<uint8_t>((std::signbit(v) ? 0x8 : 0x0) | code);
 }
 
 uint8_t encode_e4m3_exact(double v) {
@@ -116,6 +135,8 @@ float e2m1_decode(uint8_t nibble) {
 }
 
 uint8_t e2m1_encode(float value) { return std::isnan(value) ? 0 : encode_e2m1_exact(value); }
+
+uint8_t e2m1_encode_by_midpoints(float value) { return std::isnan(value) ? 0 : encode_e2m1_midpoints(value); }
 
 float e4m3_decode(uint8_t code) {
   if ((code & 0x7F) == 0x7F) return std::numeric_limits<float>::quiet_NaN();
@@ -134,7 +155,7 @@ void mxfp4_quantize(const float* x, int64_t n, uint8_t* packed, uint8_t* scales)
   check_block_multiple(n);
   std::array<uint8_t, kMxBlockElements> nibbles{};
   for (int64_t block = 0; block < n / kMxBlockElements; ++block) {
-    quantize_blocks(x + block * kMxBlockElements, kMxBlockElements, kE2m1Emax, encode_e2m1_exact, nibbles.data(),
+    quantize_blocks(x + block * kMxBlockElements, kMxBlockElements, kE2m1Emax, encode_e2m1_midpoints, nibbles.data(),
                     scales + block);
     uint8_t* block_packed = packed + block * kMxBlockElements / 2;
     for (int64_t i = 0; i < kMxBlockElements / 2; ++i) {

@@ -24,6 +24,7 @@ float e2m1_decode(uint8_t nibble);  // the upper four bits are ignored
 // RNE and saturation to ±6. E2M1 has no NaN: NaN encodes as +0 (quantisation marks such blocks
 // with the NaN scale instead); -0 and negatives that round to zero keep their sign bit.
 uint8_t e2m1_encode(float value);
+uint8_t e2m1_encode_by_midpoints(float value);  // the same result by midpoint comparisons (the fast path)
 
 float e4m3_decode(uint8_t code);   // NaN for 0x7F and 0xFF
 uint8_t e4m3_encode(float value);  // RNE incl. subnormals, saturates to ±448 (±Inf too), NaN -> 0x7F

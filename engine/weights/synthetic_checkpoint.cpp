@@ -70,16 +70,21 @@ class Random {
     return z ^ (z >> 31);
   }
   double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-  double normal() {  // Box-Muller: two values per two uniforms
+  double normal() {  // Marsaglia's polar method: two values per accepted pair, no trigonometry
     if (has_spare_) {
       has_spare_ = false;
       return spare_;
     }
-    const double u1 = 1.0 - uniform(), u2 = uniform();
-    const double radius = std::sqrt(-2.0 * std::log(u1)), angle = 2.0 * std::numbers::pi * u2;
-    spare_ = radius * std::sin(angle);
+    double u, v, s;
+    do {
+      u = 2.0 * uniform() - 1.0;
+      v = 2.0 * uniform() - 1.0;
+      s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    spare_ = v * f;
     has_spare_ = true;
-    return radius * std::cos(angle);
+    return u * f;
   }
 
  private:

@@ -7,7 +7,7 @@
 //   embedding N(0, 1); matrices N(0, 1/fan_in) (variance), experts quantised to MXFP4 after that;
 //   norm weights 1 + 0.1 N(0, 1); AttnRes pseudo-queries N(0, 1/h); conv N(0, 1/K);
 //   A_log log U(1, 16) per head (zero pads); dt_bias U(-1, 1); router bias 0.01 N(0, 1).
-// The generator is our own (SplitMix64 + Box-Muller), so the same seed gives the same bytes on
+// The generator is our own (SplitMix64 + Marsaglia polar normals), so the same seed gives the same bytes on
 // every platform.
 #pragma once
 
