@@ -106,20 +106,13 @@ uint8_t encode_e2m1_exact(double v) {
 }
 
 // The same E2M1 rounding by comparisons with the midpoints between neighbouring codes
-// {0, 0.5, 1, 1.5, 2, 3, 4, 6}; a tie goes to the even code (<= keeps the lower code when it is
-// even, < when the upper one is). Much faster than the general encoder; mxfp4_quantize uses it and
+// {0, 0.5, 1, 1.5, 2, 3, 4, 6}; a tie goes to the even code (">" keeps the lower code when it is
+// even, ">=" takes the upper one when that is even); above 5 it saturates at 6. Much faster than the general encoder; mxfp4_quantize uses it and
 // MxFormat.E2m1MidpointEncoderEqualsExact checks the two agree.
 uint8_t encode_e2m1_midpoints(double v) {
   const double a = std::fabs(v);
-  uint8_t code;
-  if (a <= 0.25) code = 0;
-  else if (a < 0.75) code = 1;
-  else if (a <= 1.25) code = 2;
-  else if (a < 1.75) code = 3;
-  else if (a <= 2.5) code = 4;
-  else if (a < 3.5) code = 5;
-  else if (a <= 5.0) code = 6;
-  else code = 7;  // saturates at 6
+  // Count the midpoints passed; branch-free, since random data would defeat a branch predictor.
+  const int code = (a > 0.25) + (a >= 0.75) + (a > 1.25) + (a >= 1.75) + (a > 2.5) + (a >= 3.5) + (a > 5.0);
   return static_cast<uint8_t>((std::signbit(v) ? 0x8 : 0x0) | code);
 }
 
