@@ -1,16 +1,38 @@
 #!/usr/bin/env bash
-# Run on an H200 machine: builds the GPU probes for sm_90 (unless prebuilt ones are given in
-# $K3PERF_GPU_BIN) and writes their JSON results to $OUT (default: bench/results/incoming).
-# Results worth keeping are committed to bench/results/ with date, GPU, commit and command.
-set -euo pipefail
+# The whole GPU cycle on an H200 machine: build (or take a bundle from scripts/gpu-bundle.sh), probe
+# the device, run every kernel test against the CPU reference, run them under compute-sanitizer
+# (memcheck, racecheck) where it works, and benchmark the kernels against the roofline. Results go
+# to $OUT (default bench/results/incoming) as JSON and text; commit the ones you rely on to
+# bench/results/<date>-<gpu>-<what>/ with date, GPU, commit and command.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/results/incoming}"
-bin="${K3PERF_GPU_BIN:-build/gpu-probes}"
-mkdir -p "$out" "$bin"
-if [ ! -x "$bin/device_probe" ]; then
-  nvcc -O2 -std=c++17 -arch=sm_90 -o "$bin/device_probe" bench/gpu/device_probe.cu  # same as the CMake target
+mkdir -p "$out"
+if [ -n "${K3PERF_GPU_BUNDLE:-}" ]; then
+  bin="$K3PERF_GPU_BUNDLE/bin"
+  export LD_LIBRARY_PATH="$K3PERF_GPU_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  cmake --preset gpu && cmake --build build/gpu -j "$(nproc)" || exit 1
+  mkdir -p build/gpu/bin
+  ln -sf ../tests/gpu_tests ../bench/gpu/kernel_bench ../bench/gpu/device_probe build/gpu/bin/
+  bin=build/gpu/bin
 fi
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/nvidia-smi.csv"
-"$bin/device_probe" > "$out/device_probe.json"
-echo "gpu-check: wrote $out/device_probe.json and $out/nvidia-smi.csv"
-cat "$out/device_probe.json"
+status=0
+git rev-parse --short HEAD > "$out/commit.txt" 2>/dev/null || echo "unknown" > "$out/commit.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/nvidia-smi.csv" || status=1
+"$bin/device_probe" > "$out/device_probe.json" || status=1
+echo "== kernel tests"
+"$bin/gpu_tests" --gtest_output="json:$out/gpu_tests.json" > "$out/gpu_tests.txt" 2>&1 || status=1
+tail -n 3 "$out/gpu_tests.txt"
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" --gtest_brief=1 > "$out/sanitizer_$tool.txt" 2>&1
+    echo "exit $?" >> "$out/sanitizer_$tool.txt"
+    tail -n 2 "$out/sanitizer_$tool.txt"
+  done
+fi
+echo "== kernel benchmarks"
+"$bin/kernel_bench" --hardware scenarios/hardware/h200-sxm.yaml > "$out/kernel_bench.json" || status=1
+cat "$out/kernel_bench.json"
+exit $status

@@ -1,0 +1,146 @@
+#include "kernels/kda_preprocess.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr float kL2NormEps = 1e-6f;  // as ref::kKdaL2NormEps
+constexpr int kMaxHeadDim = 1024;
+constexpr int kShiftThreads = 256;
+
+enum class Gate { bounded_sigmoid, softplus };
+
+__device__ __forceinline__ float sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+__device__ __forceinline__ float silu(float a) { return a / (1.0f + expf(-a)); }
+__device__ __forceinline__ float softplus(float a) { return fmaxf(a, 0.0f) + log1pf(expf(-fabsf(a))); }
+
+// Input m of channel c's history (K−1 cached inputs, then this call's tokens): m < K−1 from conv_state [C, K−1],
+// otherwise token m − (K−1) of x [T, C].
+__device__ __forceinline__ float history(const __nv_bfloat16* x, const float* conv_state, int64_t channels, int64_t c,
+                                         int64_t m, int kernel) {
+  return m < kernel - 1 ? conv_state[c * (kernel - 1) + m] : __bfloat162float(x[(m - (kernel - 1)) * channels + c]);
+}
+
+// silu(Σ_j w[c, j] · history(c, t + j)): token t's window is history [t, t + K).
+__device__ float conv_silu(const __nv_bfloat16* x, const float* w, const float* conv_state, int64_t channels, int64_t c,
+                           int64_t t, int kernel) {
+  float acc = 0.0f;
+  for (int j = 0; j < kernel; ++j)
+    acc = fmaf(w[c * kernel + j], history(x, conv_state, channels, c, t + j, kernel), acc);
+  return silu(acc);
+}
+
+// Sums of a and of b over the block, returned to every thread; blockDim.x is a multiple of 32, at most 1024.
+__device__ float2 block_sum2(float a, float b) {
+  __shared__ float2 partial[32];
+  __shared__ float2 total;
+  for (int offset = 16; offset > 0; offset /= 2) {
+    a += __shfl_xor_sync(0xffffffffu, a, offset);
+    b += __shfl_xor_sync(0xffffffffu, b, offset);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) partial[warp] = make_float2(a, b);
+  __syncthreads();
+  if (warp == 0) {
+    const float2 p = lane < int(blockDim.x / 32) ? partial[lane] : make_float2(0.0f, 0.0f);
+    a = p.x;
+    b = p.y;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      a += __shfl_xor_sync(0xffffffffu, a, offset);
+      b += __shfl_xor_sync(0xffffffffu, b, offset);
+    }
+    if (lane == 0) total = make_float2(a, b);
+  }
+  __syncthreads();
+  return total;
+}
+
+// Block = (token t, head h), blockIdx.x = t·heads + h; thread i < head_dim is channel c = h·d + i of q, k, v, f, g
+// (x channels c, P + c, 2P + c). Threads i ≥ head_dim only pad the block to whole warps for the sums.
+template <Gate kGate>
+__global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ f,
+                                                    const float* __restrict__ b, const float* __restrict__ conv_weight,
+                                                    const float* __restrict__ conv_state,
+                                                    const float* __restrict__ a_log, const float* __restrict__ dt_bias,
+                                                    float gate_lower_bound, float q_scale, float* __restrict__ q,
+                                                    float* __restrict__ k, float* __restrict__ v, float* __restrict__ g,
+                                                    float* __restrict__ beta, int heads, int head_dim, int kernel) {
+  const int64_t t = blockIdx.x / heads;
+  const int h = int(blockIdx.x % heads);
+  const int i = int(threadIdx.x);
+  const bool active = i < head_dim;
+  const int64_t P = int64_t(heads) * head_dim, C = 3 * P;
+  const int64_t c = int64_t(h) * head_dim + i;
+
+  float qc = 0.0f, kc = 0.0f, vc = 0.0f;
+  if (active) {
+    qc = conv_silu(qkv, conv_weight, conv_state, C, c, t, kernel);
+    kc = conv_silu(qkv, conv_weight, conv_state, C, P + c, t, kernel);
+    vc = conv_silu(qkv, conv_weight, conv_state, C, 2 * P + c, t, kernel);
+  }
+  const float2 sum_sq = block_sum2(qc * qc, kc * kc);
+  if (active) {
+    const int64_t o = t * P + c;
+    q[o] = qc * (1.0f / sqrtf(sum_sq.x + kL2NormEps)) * q_scale;
+    k[o] = kc * (1.0f / sqrtf(sum_sq.y + kL2NormEps));
+    v[o] = vc;
+    const float a = expf(a_log[h]), z = f[o] + dt_bias[c];
+    g[o] = kGate == Gate::bounded_sigmoid ? gate_lower_bound * sigmoid(a * z) : -a * softplus(z);
+  }
+  if (i == 0) beta[t * heads + h] = sigmoid(b[t * heads + h]);
+}
+
+// conv_state [C, K−1] ← history [T, T + K − 1) of each channel. Ascending m reads history index T + m > m, which
+// this thread has not overwritten yet, so the shift is safe in place.
+__global__ void kda_conv_state_shift(const __nv_bfloat16* __restrict__ x, float* __restrict__ conv_state,
+                                     int64_t channels, int64_t tokens, int kernel) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  for (int m = 0; m < kernel - 1; ++m)
+    conv_state[c * (kernel - 1) + m] = history(x, conv_state, channels, c, tokens + m, kernel);
+}
+
+template <Gate kGate>
+cudaError_t launch(const __nv_bfloat16* qkv, const float* f, const float* b, const float* conv_weight,
+                   float* conv_state, const float* a_log, const float* dt_bias, float gate_lower_bound, float* q,
+                   float* k, float* v, float* g, float* beta, int tokens, int heads, int head_dim, int kernel,
+                   cudaStream_t stream) {
+  if (tokens < 0 || heads <= 0 || head_dim <= 0 || head_dim > kMaxHeadDim || kernel < 1) return cudaErrorInvalidValue;
+  if (kGate == Gate::bounded_sigmoid && !(gate_lower_bound < 0.0f)) return cudaErrorInvalidValue;
+  if (tokens == 0) return cudaSuccess;
+  const int64_t blocks = int64_t(tokens) * heads, channels = 3 * int64_t(heads) * head_dim;
+  const int64_t shift_blocks = (channels + kShiftThreads - 1) / kShiftThreads;
+  if (blocks > INT32_MAX || shift_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const float q_scale = float(1.0 / std::sqrt(double(head_dim)));
+  const int threads = (head_dim + 31) / 32 * 32;
+  kda_preprocess_block_per_token_head<kGate>
+      <<<unsigned(blocks), threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound,
+                                                 q_scale, q, k, v, g, beta, heads, head_dim, kernel);
+  if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess || kernel == 1) return status;
+  kda_conv_state_shift<<<unsigned(shift_blocks), kShiftThreads, 0, stream>>>(qkv, conv_state, channels, tokens, kernel);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t kda_preprocess_bounded_sigmoid_gate(const __nv_bfloat16* qkv, const float* f, const float* b,
+                                                const float* conv_weight, float* conv_state, const float* a_log,
+                                                const float* dt_bias, float gate_lower_bound, float* q, float* k,
+                                                float* v, float* g, float* beta, int tokens, int heads, int head_dim,
+                                                int conv_kernel, cudaStream_t stream) {
+  return launch<Gate::bounded_sigmoid>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q, k, v, g,
+                                       beta, tokens, heads, head_dim, conv_kernel, stream);
+}
+
+cudaError_t kda_preprocess_softplus_gate(const __nv_bfloat16* qkv, const float* f, const float* b,
+                                         const float* conv_weight, float* conv_state, const float* a_log,
+                                         const float* dt_bias, float* q, float* k, float* v, float* g, float* beta,
+                                         int tokens, int heads, int head_dim, int conv_kernel, cudaStream_t stream) {
+  return launch<Gate::softplus>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, 0.0f, q, k, v, g, beta, tokens,
+                                heads, head_dim, conv_kernel, stream);
+}
+
+}  // namespace k3::kernels

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the GPU programs for sm_90 on this machine and gathers them, with the shared libraries they
+# need beyond the C/C++ runtime, into build/gpu-bundle/{bin,lib}: for an H200 machine that has the
+# CUDA driver but not the project's build dependencies. Then, on the H200 machine:
+#     K3PERF_GPU_BUNDLE=build/gpu-bundle scripts/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# BUILD_DIR: an existing CUDA build to reuse (its CUDA architectures must include 90); default a fresh gpu preset.
+build="${BUILD_DIR:-build/gpu}"
+if [ "$build" = build/gpu ]; then cmake --preset gpu >/dev/null; fi
+cmake --build "$build" -j "$(nproc)" --target gpu_tests k3perf_kernel_bench k3perf_device_probe
+bundle=build/gpu-bundle
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
+cp "$build/tests/gpu_tests" "$build/bench/gpu/kernel_bench" "$build/bench/gpu/device_probe" "$bundle/bin/"
+for exe in "$bundle"/bin/*; do
+  ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
+      *) cp -L "$lib" "$bundle/lib/" ;;
+    esac
+  done
+done
+echo "gpu-bundle: $(ls "$bundle/bin" | wc -l) programs, $(ls "$bundle/lib" | wc -l) libraries in $bundle"
