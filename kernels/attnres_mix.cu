@@ -1,0 +1,141 @@
+#include "kernels/attnres_mix.h"
+
+#include <cmath>
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;  // the block reductions below assume exactly this many threads
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxSums = 2 * kAttnResMaxCandidates;
+
+__device__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Replaces v[0, count) of every thread by its sum over the block. count must be the same in every
+// thread (it is: the candidate count), so the shuffles below are warp-uniform.
+template <int N>
+__device__ void block_sums(float (&v)[N], int count) {
+  __shared__ float partial[kWarps][N];
+  __shared__ float total[N];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (k < count) {
+      const float s = warp_sum(v[k]);
+      if (lane == 0) partial[warp][k] = s;
+    }
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < count) {
+    float s = 0.0f;
+    for (int w = 0; w < kWarps; ++w) s += partial[w][threadIdx.x];
+    total[threadIdx.x] = s;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (k < count) v[k] = total[k];
+  }
+}
+
+__global__ void attnres_mix_block_per_token(AttnResCandidates candidates, const __nv_bfloat16* query,
+                                            const __nv_bfloat16* key_norm, float eps_mix,
+                                            const __nv_bfloat16* norm_weight, float eps_norm, __nv_bfloat16* mix,
+                                            int64_t mix_stride, __nv_bfloat16* normed, int64_t normed_stride,
+                                            int64_t width) {
+  const int64_t token = blockIdx.x;
+  const int n = candidates.count;
+  const __nv_bfloat16* v[kAttnResMaxCandidates];
+#pragma unroll
+  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+    v[c] = c < n ? candidates.rows[c] + token * candidates.row_stride[c] : nullptr;
+  }
+
+  // Pass 1: sums[2c] = Σ v_c², sums[2c + 1] = Σ v_c · γ · w.
+  float sums[kMaxSums];
+#pragma unroll
+  for (int k = 0; k < kMaxSums; ++k) sums[k] = 0.0f;
+  for (int64_t i = threadIdx.x; i < width; i += kThreads) {
+    const float score_weight = __bfloat162float(key_norm[i]) * __bfloat162float(query[i]);
+#pragma unroll
+    for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+      if (c < n) {
+        const float x = __bfloat162float(v[c][i]);
+        sums[2 * c] += x * x;
+        sums[2 * c + 1] += x * score_weight;
+      }
+    }
+  }
+  block_sums(sums, 2 * n);
+
+  // Softmax over the n scores, in every thread (n ≤ 9 exponentials).
+  float prob[kAttnResMaxCandidates];
+  float max_score = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+    prob[c] = 0.0f;
+    if (c < n) {
+      prob[c] = sums[2 * c + 1] * rsqrtf(sums[2 * c] / float(width) + eps_mix);
+      max_score = fmaxf(max_score, prob[c]);
+    }
+  }
+  float prob_total = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+    if (c < n) {
+      prob[c] = expf(prob[c] - max_score);
+      prob_total += prob[c];
+    }
+  }
+  const float inv_total = 1.0f / prob_total;
+
+  // Pass 2: the mix over the raw candidates, stored bf16; Σ mix² of the stored values.
+  __nv_bfloat16* mix_row = mix + token * mix_stride;
+  float mix_sq[1] = {0.0f};
+  for (int64_t i = threadIdx.x; i < width; i += kThreads) {
+    float m = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+      if (c < n) m += prob[c] * __bfloat162float(v[c][i]);
+    }
+    const __nv_bfloat16 stored = __float2bfloat16_rn(m * inv_total);
+    mix_row[i] = stored;
+    const float r = __bfloat162float(stored);
+    mix_sq[0] += r * r;
+  }
+  block_sums(mix_sq, 1);
+
+  // Pass 3: RMSNorm of the stored mix. Each thread re-reads only the elements it wrote in pass 2.
+  const float inv_rms = rsqrtf(mix_sq[0] / float(width) + eps_norm);
+  __nv_bfloat16* normed_row = normed + token * normed_stride;
+  for (int64_t i = threadIdx.x; i < width; i += kThreads) {
+    normed_row[i] = __float2bfloat16_rn(__bfloat162float(mix_row[i]) * inv_rms * __bfloat162float(norm_weight[i]));
+  }
+}
+
+}  // namespace
+
+cudaError_t attnres_mix_rmsnorm_bf16(const AttnResCandidates& candidates, const __nv_bfloat16* query,
+                                     const __nv_bfloat16* key_norm, float eps_mix, const __nv_bfloat16* norm_weight,
+                                     float eps_norm, __nv_bfloat16* mix, int64_t mix_row_stride, __nv_bfloat16* normed,
+                                     int64_t normed_row_stride, int64_t tokens, int64_t width, cudaStream_t stream) {
+  if (tokens == 0) return cudaSuccess;
+  if (tokens < 0 || tokens > INT32_MAX || width <= 0 || candidates.count < 1 ||
+      candidates.count > kAttnResMaxCandidates || query == nullptr || key_norm == nullptr || norm_weight == nullptr ||
+      mix == nullptr || normed == nullptr || mix_row_stride < width || normed_row_stride < width) {
+    return cudaErrorInvalidValue;
+  }
+  for (int c = 0; c < candidates.count; ++c) {
+    if (candidates.rows[c] == nullptr || candidates.row_stride[c] < width) return cudaErrorInvalidValue;
+  }
+  attnres_mix_block_per_token<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(
+      candidates, query, key_norm, eps_mix, norm_weight, eps_norm, mix, mix_row_stride, normed, normed_row_stride,
+      width);
+  return cudaGetLastError();
+}
+
+}  // namespace k3::kernels

@@ -1,0 +1,39 @@
+#include "kernels/embedding.h"
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void embedding_gather_block_per_token(const __nv_bfloat16* table, int64_t table_stride, int64_t vocab,
+                                                 const int32_t* ids, __nv_bfloat16* y, int64_t y_stride, int64_t width,
+                                                 int* error_flag) {
+  const int64_t token = blockIdx.x;
+  const int64_t id = ids[token];
+  __nv_bfloat16* out = y + token * y_stride;
+  if (id < 0 || id >= vocab) {
+    if (error_flag != nullptr && threadIdx.x == 0) *error_flag = 1;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[i] = __float2bfloat16_rn(0.0f);
+    return;
+  }
+  const __nv_bfloat16* row = table + id * table_stride;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[i] = row[i];
+}
+
+}  // namespace
+
+cudaError_t embedding_gather_bf16(const __nv_bfloat16* table, int64_t table_row_stride, int64_t vocab,
+                                  const int32_t* ids, int64_t tokens, __nv_bfloat16* y, int64_t y_row_stride,
+                                  int64_t width, int* error_flag, cudaStream_t stream) {
+  if (tokens == 0) return cudaSuccess;
+  if (tokens < 0 || tokens > INT32_MAX || width <= 0 || vocab <= 0 || table_row_stride < width ||
+      y_row_stride < width || table == nullptr || ids == nullptr || y == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  embedding_gather_block_per_token<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(
+      table, table_row_stride, vocab, ids, y, y_row_stride, width, error_flag);
+  return cudaGetLastError();
+}
+
+}  // namespace k3::kernels
