@@ -178,6 +178,43 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaFree(y));
   }
 
+  // MXFP4 experts at decode: the 16 experts one token selects (w1 shape), one launch.
+  {
+    const int64_t out_rows = 3072, in = 3584;
+    const int experts_n = 16;
+    const double matrix_bytes = out_rows * in / 2.0 + out_rows * in / 32.0;
+    const double bytes = experts_n * matrix_bytes + in * 2.0 + experts_n * out_rows * 4.0;
+    const double flops = 2.0 * experts_n * out_rows * in;
+    const int sets = rotation(bytes, l2);
+    std::vector<k3::kernels::Mxfp4GemvExperts> batches(sets);
+    std::vector<uint8_t*> buffers;
+    for (int s = 0; s < sets; ++s) {
+      batches[s].count = experts_n;
+      for (int e = 0; e < experts_n; ++e) {
+        uint8_t* p = device_alloc<uint8_t>(out_rows * in / 2, 0x22);
+        uint8_t* sc = device_alloc<uint8_t>(out_rows * in / 32, 120);
+        buffers.push_back(p);
+        buffers.push_back(sc);
+        batches[s].packed[e] = p;
+        batches[s].scales[e] = sc;
+        batches[s].token_count[e] = 1;
+        batches[s].token_index[e][0] = 0;
+      }
+    }
+    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(in, 0x3F);
+    float* y = device_alloc<float>(experts_n * out_rows, 0);
+    Result r{"mxfp4_gemv_experts 16 x (3072x3584), 1 token each", bytes, flops};
+    r.cls = EfficiencyClass::grouped_gemm;
+    r.median_us = time_us([&](int i) {
+      CUDA_CHECK(k3::kernels::mxfp4_gemv_experts_bf16(batches[i % sets], out_rows, in, x, in, 1, y, out_rows, nullptr));
+    }, repeats);
+    r.roofline_us = roofline_us(flops, bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+    results.push_back(r);
+    for (uint8_t* p : buffers) CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+  }
+
   fmt::print("{{\n  \"gpu\": \"{}\",\n  \"hardware_file\": \"{}\",\n  \"repeats\": {},\n", prop.name, hardware_path,
              repeats);
   fmt::print("  \"measured_copy_bytes_per_s\": {:.4g},\n  \"results\": [\n", copy_bytes_per_s);
