@@ -1,5 +1,7 @@
 #include "kernels/mxfp4_gemv.h"
 
+#include <algorithm>
+
 namespace k3::kernels {
 
 namespace {
@@ -124,6 +126,85 @@ __global__ void mxfp4_gemv_experts_warp_per_row(Mxfp4GemvExperts experts, int64_
            tokens, table, y + int64_t(first_output_row) * y_stride + row, y_stride);
 }
 
+// One token, kOneTokenRowsPerWarp rows per warp: each lane loads its x block once and reuses it for
+// every row, and issues that many independent packed loads per block (more bytes in flight).
+constexpr int kOneTokenRowsPerWarp = 4;
+constexpr int kOneTokenRowsPerBlock = kRowsPerBlock * kOneTokenRowsPerWarp;
+
+__device__ void gemv_rows_one_token(const uint8_t* packed, const uint8_t* scales, int64_t row0, int64_t out,
+                                    int64_t blocks, const __nv_bfloat16* x, const float* table, float* y) {
+  float acc[kOneTokenRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kOneTokenRowsPerWarp; ++r) acc[r] = 0.0f;
+  const int lane = threadIdx.x % 32;
+  for (int64_t b = lane; b < blocks; b += 32) {
+    float xf[kMxBlockElements];
+    const uint4* xv = reinterpret_cast<const uint4*>(x + b * kMxBlockElements);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint4 u = xv[k];
+      const uint32_t pairs[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        xf[8 * k + 2 * j] = bf16_low(pairs[j]);
+        xf[8 * k + 2 * j + 1] = bf16_high(pairs[j]);
+      }
+    }
+    uint4 q[kOneTokenRowsPerWarp];
+    uint32_t scale_byte[kOneTokenRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kOneTokenRowsPerWarp; ++r) {
+      const int64_t row = row0 + r < out ? row0 + r : out - 1;  // a clamped duplicate, never stored
+      q[r] = *reinterpret_cast<const uint4*>(packed + (row * blocks + b) * kMxBlockBytes);
+      scale_byte[r] = scales[row * blocks + b];
+    }
+#pragma unroll
+    for (int r = 0; r < kOneTokenRowsPerWarp; ++r) {
+      const uint32_t words[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
+      float dot = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dot = fmaf(table[(words[k] >> (4 * j)) & 0xFu], xf[8 * k + j], dot);
+      }
+      acc[r] = fmaf(dot, e8m0_value(scale_byte[r]), acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kOneTokenRowsPerWarp; ++r) {
+    const float total = warp_sum(acc[r]);
+    if (lane == 0 && row0 + r < out) y[row0 + r] = total;
+  }
+}
+
+__global__ void mxfp4_gemv_one_token_rows_per_warp(const uint8_t* packed, const uint8_t* scales, int64_t out,
+                                                   int64_t blocks, const __nv_bfloat16* x, float* y) {
+  __shared__ float table[16];
+  load_decode_table(table);
+  const int64_t row0 = int64_t(blockIdx.x) * kOneTokenRowsPerBlock + (threadIdx.x / 32) * kOneTokenRowsPerWarp;
+  if (row0 >= out) return;  // the whole warp
+  gemv_rows_one_token(packed, scales, row0, out, blocks, x, table, y);
+}
+
+// blockIdx.x = expert · row_blocks_per_expert + (output row) / kOneTokenRowsPerBlock; every expert has
+// at most one token.
+__global__ void mxfp4_gemv_experts_one_token_rows_per_warp(Mxfp4GemvExperts experts, int64_t out, int64_t blocks,
+                                                           unsigned row_blocks_per_expert, const __nv_bfloat16* x,
+                                                           int64_t x_stride, float* y, int64_t y_stride) {
+  __shared__ float table[16];
+  load_decode_table(table);
+  const int expert = static_cast<int>(blockIdx.x / row_blocks_per_expert);
+  if (experts.token_count[expert] == 0) return;  // the whole block
+  const int64_t row0 =
+      int64_t(blockIdx.x % row_blocks_per_expert) * kOneTokenRowsPerBlock + (threadIdx.x / 32) * kOneTokenRowsPerWarp;
+  if (row0 >= out) return;  // the whole warp
+  int first_output_row = 0;
+  for (int e = 0; e < expert; ++e) first_output_row += experts.token_count[e];
+  gemv_rows_one_token(experts.packed[expert], experts.scales[expert], row0, out, blocks,
+                      x + int64_t(experts.token_index[expert][0]) * x_stride, table,
+                      y + int64_t(first_output_row) * y_stride);
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The checks both entry points share: shape, x layout and the grid size.
@@ -143,6 +224,12 @@ cudaError_t mxfp4_gemv_bf16(const uint8_t* packed, const uint8_t* scales, int64_
   if (tokens < 0 || tokens > kMxfp4GemvMaxTokens || packed == nullptr || !aligned16(packed) || scales == nullptr ||
       !valid_shape(out_features, in_features, x, x_row_stride, y, y_row_stride, 1)) {
     return cudaErrorInvalidValue;
+  }
+  if (tokens == 1) {
+    const auto grid = static_cast<unsigned>((out_features + kOneTokenRowsPerBlock - 1) / kOneTokenRowsPerBlock);
+    mxfp4_gemv_one_token_rows_per_warp<<<grid, kThreads, 0, stream>>>(packed, scales, out_features,
+                                                                      in_features / kMxBlockElements, x, y);
+    return cudaGetLastError();
   }
   const auto grid = static_cast<unsigned>((out_features + kRowsPerBlock - 1) / kRowsPerBlock);
   mxfp4_gemv_warp_per_row<<<grid, kThreads, 0, stream>>>(packed, scales, out_features, in_features / kMxBlockElements,
@@ -168,6 +255,16 @@ cudaError_t mxfp4_gemv_experts_bf16(const Mxfp4GemvExperts& experts, int64_t out
   if (experts.output_rows() == 0) return cudaSuccess;
   if (!valid_shape(out_features, in_features, x, x_row_stride, y, y_row_stride, experts.count)) {
     return cudaErrorInvalidValue;
+  }
+  int max_tokens = 0;
+  for (int e = 0; e < experts.count; ++e) max_tokens = std::max(max_tokens, experts.token_count[e]);
+  if (max_tokens == 1) {  // decode at batch 1: one token per selected expert
+    const auto one_token_blocks =
+        static_cast<unsigned>((out_features + kOneTokenRowsPerBlock - 1) / kOneTokenRowsPerBlock);
+    mxfp4_gemv_experts_one_token_rows_per_warp<<<one_token_blocks * static_cast<unsigned>(experts.count), kThreads, 0,
+                                                 stream>>>(experts, out_features, in_features / kMxBlockElements,
+                                                           one_token_blocks, x, x_row_stride, y, y_row_stride);
+    return cudaGetLastError();
   }
   const auto row_blocks = static_cast<unsigned>((out_features + kRowsPerBlock - 1) / kRowsPerBlock);
   mxfp4_gemv_experts_warp_per_row<<<row_blocks* static_cast<unsigned>(experts.count), kThreads, 0, stream>>>(

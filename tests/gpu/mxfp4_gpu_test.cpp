@@ -100,8 +100,11 @@ TEST(GpuMxfp4Gemv, ExpertsMatchFp64Reference) {
   constexpr int kExperts = kernels::kMxfp4GemvMaxExperts;
   constexpr int kPoolTokens = 16;  // rows of x the experts pick from
   std::mt19937 rng(20261205);
+  // Pattern 0: token counts 0..16 (the general kernel); pattern 1: at most one token per expert
+  // (the decode path with several rows per warp).
+  for (int pattern = 0; pattern < 2; ++pattern)
   for (const Shape& s : shapes) {
-    const std::string label = fmt::format("out={} in={}", s.out, s.in);
+    const std::string label = fmt::format("out={} in={} pattern={}", s.out, s.in, pattern);
     std::vector<QuantizedMatrix> matrices;
     for (int e = 0; e < kExperts; ++e) matrices.push_back(random_quantized(s.out, s.in, rng));
     const int64_t x_stride = s.in + 8, y_stride = s.out + 3;
@@ -114,7 +117,7 @@ TEST(GpuMxfp4Gemv, ExpertsMatchFp64Reference) {
     kernels::Mxfp4GemvExperts list;
     list.count = kExperts;
     for (int e = 0; e < kExperts; ++e) {
-      list.token_count[e] = (e * 5) % 17;
+      list.token_count[e] = pattern == 0 ? (e * 5) % 17 : e % 2;
       std::vector<int32_t> pool(kPoolTokens);
       std::iota(pool.begin(), pool.end(), 0);
       std::shuffle(pool.begin(), pool.end(), rng);
