@@ -1,6 +1,8 @@
 // rmsnorm: y[t, :] = x[t, :] / sqrt(mean(x[t, :]²) + eps) · w, in fp32 arithmetic.
 // Shapes: x, y [rows, width] bf16 or fp32 (row stride in elements), w [width] bf16.
-// Versions: rmsnorm_block_per_row — one thread block per row, a block-wide sum of squares in fp32.
+// Versions: rmsnorm_block_per_row — one thread block per row, a block-wide sum of squares in fp32;
+// rmsnorm_block_per_row_vec8 — the same with 16-byte bf16 vectors, used when width and row strides are
+// multiples of 8 and the pointers 16-byte aligned.
 #pragma once
 
 #include <cuda_bf16.h>
