@@ -31,6 +31,22 @@ __device__ float warp_sum(float v) {
   return v;
 }
 
+// One 32-element block of a bf16 x row as fp32: four 16-byte loads; 32-bit word m holds elements 2m
+// (low half) and 2m + 1.
+__device__ __forceinline__ void load_x_block(const __nv_bfloat16* p, float (&xf)[kMxBlockElements]) {
+  const uint4* xv = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint4 u = xv[k];
+    const uint32_t pairs[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      xf[8 * k + 2 * j] = bf16_low(pairs[j]);
+      xf[8 * k + 2 * j + 1] = bf16_high(pairs[j]);
+    }
+  }
+}
+
 // The decode table in shared memory (per-lane indices differ; constant memory would serialise them).
 // Call before any warp leaves the block.
 __device__ void load_decode_table(float* table) {
@@ -63,20 +79,11 @@ __device__ void gemv_row(const uint8_t* packed_row, const uint8_t* scale_row, in
 #pragma unroll
     for (int t = 0; t < kMxfp4GemvMaxTokens; ++t) {
       if (t < tokens) {
-        // 32 bf16 = four 16-byte loads; 32-bit word m holds elements 2m (low half) and 2m + 1.
-        const uint4* xv = reinterpret_cast<const uint4*>(x_rows[t] + b * kMxBlockElements);
+        float xf[kMxBlockElements];
+        load_x_block(x_rows[t] + b * kMxBlockElements, xf);
         float dot = 0.0f;
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const uint4 u = xv[k];
-          const uint32_t pairs[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int m = 4 * k + j;
-            dot = fmaf(w[2 * m], bf16_low(pairs[j]), dot);
-            dot = fmaf(w[2 * m + 1], bf16_high(pairs[j]), dot);
-          }
-        }
+        for (int e = 0; e < kMxBlockElements; ++e) dot = fmaf(w[e], xf[e], dot);
         acc[t] = fmaf(dot, scale, acc[t]);  // the power-of-two scale once per block
       }
     }
@@ -139,17 +146,7 @@ __device__ void gemv_rows_one_token(const uint8_t* packed, const uint8_t* scales
   const int lane = threadIdx.x % 32;
   for (int64_t b = lane; b < blocks; b += 32) {
     float xf[kMxBlockElements];
-    const uint4* xv = reinterpret_cast<const uint4*>(x + b * kMxBlockElements);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint4 u = xv[k];
-      const uint32_t pairs[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        xf[8 * k + 2 * j] = bf16_low(pairs[j]);
-        xf[8 * k + 2 * j + 1] = bf16_high(pairs[j]);
-      }
-    }
+    load_x_block(x + b * kMxBlockElements, xf);
     uint4 q[kOneTokenRowsPerWarp];
     uint32_t scale_byte[kOneTokenRowsPerWarp];
 #pragma unroll
