@@ -148,6 +148,43 @@ int main(int argc, char** argv) {
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
   }
 
+  // KDA decode at batch 1 as it runs in the decode graph: 69 layers' steps (each its own state) captured in
+  // one CUDA graph; the time per layer is the replay time / 69.
+  {
+    const int layers = 69, heads = 96, d = 128;
+    const size_t state_elems = size_t(heads) * d * d, vec = size_t(heads) * d;
+    std::vector<float*> state(layers);
+    for (int l = 0; l < layers; ++l) state[l] = device_alloc<float>(state_elems, 0);
+    float* q = device_alloc<float>(vec, 0);
+    float* k = device_alloc<float>(vec, 0);
+    float* v = device_alloc<float>(vec, 0);
+    float* g = device_alloc<float>(vec, 0);
+    float* beta = device_alloc<float>(heads, 0);
+    float* out = device_alloc<float>(vec, 0);
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < layers; ++l) {
+      CUDA_CHECK(k3::kernels::kda_decode_step_f32state(q, k, v, g, beta, state[l], out, 1, heads, d, stream));
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const double bytes = 2.0 * state_elems * 4 + vec * 4 * 5 + heads * 4;
+    const double flops = double(heads) * (7.0 * d * d + 2.0 * d);
+    Result r{"kda_decode_step_f32state batch 1, per layer of a 69-layer CUDA graph", bytes, flops};
+    r.cls = EfficiencyClass::recurrent;
+    r.median_us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / layers;
+    r.roofline_us = roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
+    results.push_back(r);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    for (float* p : state) CUDA_CHECK(cudaFree(p));
+    for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
+  }
+
   // MXFP4 expert GEMV: one K3 expert matrix w1 (3072 x 3584), 1..16 tokens.
   for (int tokens : {1, 4, 16}) {
     const int64_t out_rows = 3072, in = 3584;
