@@ -16,6 +16,3 @@
                                                cudaGetErrorString(k3_cuda_status_)));                 \
     }                                                                                                 \
   } while (0)
-
-// Returns the launch status of the last kernel (use right after <<<...>>>).
-#define K3_KERNEL_LAUNCH_STATUS() cudaGetLastError()

@@ -122,8 +122,7 @@ __global__ void mxfp4_gemv_experts_warp_per_row(Mxfp4GemvExperts experts, int64_
   const int64_t row = int64_t(blockIdx.x % row_blocks_per_expert) * kRowsPerBlock + threadIdx.x / 32;
   const int tokens = experts.token_count[expert];
   if (row >= out || tokens == 0) return;  // the whole warp
-  int first_output_row = 0;
-  for (int e = 0; e < expert; ++e) first_output_row += experts.token_count[e];
+  const int first_output_row = experts.first_output_row(expert);
   const __nv_bfloat16* x_rows[kMxfp4GemvMaxTokens];
 #pragma unroll
   for (int t = 0; t < kMxfp4GemvMaxTokens; ++t) {
@@ -195,8 +194,7 @@ __global__ void mxfp4_gemv_experts_one_token_rows_per_warp(Mxfp4GemvExperts expe
   const int64_t row0 =
       int64_t(blockIdx.x % row_blocks_per_expert) * kOneTokenRowsPerBlock + (threadIdx.x / 32) * kOneTokenRowsPerWarp;
   if (row0 >= out) return;  // the whole warp
-  int first_output_row = 0;
-  for (int e = 0; e < expert; ++e) first_output_row += experts.token_count[e];
+  const int first_output_row = experts.first_output_row(expert);
   gemv_rows_one_token(experts.packed[expert], experts.scales[expert], row0, out, blocks,
                       x + int64_t(experts.token_index[expert][0]) * x_stride, table,
                       y + int64_t(first_output_row) * y_stride);

@@ -42,12 +42,14 @@ struct Mxfp4GemvExperts {
   int token_count[kMxfp4GemvMaxExperts] = {};                           // 0..16
   int32_t token_index[kMxfp4GemvMaxExperts][kMxfp4GemvMaxTokens] = {};  // rows of x
 
-  // Rows of y that the experts write: Σ token_count.
-  int output_rows() const {
+  // First row of y that expert e writes: Σ_{e' < e} token_count[e'].
+  __host__ __device__ int first_output_row(int e) const {
     int rows = 0;
-    for (int e = 0; e < count; ++e) rows += token_count[e];
+    for (int i = 0; i < e; ++i) rows += token_count[i];
     return rows;
   }
+  // Rows of y that the experts write: Σ token_count.
+  int output_rows() const { return first_output_row(count); }
 };
 
 // x has x_rows rows (every token_index must lie in [0, x_rows)); y has experts.output_rows() rows.
