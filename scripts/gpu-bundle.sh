@@ -8,11 +8,11 @@ cd "$(dirname "$0")/.."
 # BUILD_DIR: an existing CUDA build to reuse (its CUDA architectures must include 90); default a fresh gpu preset.
 build="${BUILD_DIR:-build/gpu}"
 if [ "$build" = build/gpu ]; then cmake --preset gpu >/dev/null; fi
-cmake --build "$build" -j "$(nproc)" --target gpu_tests k3perf_kernel_bench k3perf_device_probe
+cmake --build "$build" -j "$(nproc)" --target gpu_tests k3perf $(cd bench/gpu && ls *.cu | sed 's/^/k3perf_/; s/\.cu$//')
 bundle=build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
-cp "$build/tests/gpu_tests" "$build/bench/gpu/kernel_bench" "$build/bench/gpu/device_probe" "$bundle/bin/"
+cp "$build/tests/gpu_tests" "$build/cli/k3perf" "$build"/bench/gpu/*_bench "$build/bench/gpu/device_probe" "$bundle/bin/"
 for exe in "$bundle"/bin/*; do
   ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in

@@ -14,7 +14,8 @@ if [ -n "${K3PERF_GPU_BUNDLE:-}" ]; then
 else
   cmake --preset gpu && cmake --build build/gpu -j "$(nproc)" || exit 1
   mkdir -p build/gpu/bin
-  ln -sf ../tests/gpu_tests ../bench/gpu/kernel_bench ../bench/gpu/device_probe build/gpu/bin/
+  ln -sf ../tests/gpu_tests ../cli/k3perf ../bench/gpu/device_probe build/gpu/bin/
+  for bench in build/gpu/bench/gpu/*_bench; do ln -sf "../bench/gpu/$(basename "$bench")" build/gpu/bin/; done
   bin=build/gpu/bin
 fi
 status=0
@@ -32,7 +33,10 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     tail -n 2 "$out/sanitizer_$tool.txt"
   done
 fi
-echo "== kernel benchmarks"
-"$bin/kernel_bench" --hardware scenarios/hardware/h200-sxm.yaml > "$out/kernel_bench.json" || status=1
-cat "$out/kernel_bench.json"
+for bench in "$bin"/*_bench; do
+  name="$(basename "$bench")"
+  echo "== $name"
+  "$bench" --hardware scenarios/hardware/h200-sxm.yaml > "$out/$name.json" || status=1
+  cat "$out/$name.json"
+done
 exit $status

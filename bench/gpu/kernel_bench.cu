@@ -1,15 +1,8 @@
-// kernel_bench: the kernels of kernels/ against the speed of light on the GPU it runs on.
-// Method (DESIGN §6): count the fewest bytes and the FLOPs of each op first; warm up; rotate over
-// input buffers larger than L2 so every timed launch reads from HBM; median of many launches timed
-// with CUDA events. Each result is reported as achieved bytes/s and FLOP/s, beside
-//   - the device-to-device copy bandwidth measured in the same run (read + write counted), and
-//   - the roofline time that sim/ predicts for the same op on this GPU's hardware file
-//     (max(FLOPs / (peak·η_compute), bytes / (bandwidth·η_memory)) of the op's efficiency class).
-// Prints one JSON object.
+// kernel_bench: the decode-time elementwise, recurrent and MXFP4 kernels of kernels/ against the
+// speed of light on the GPU it runs on (method and output: bench/gpu/bench_harness.h).
 //
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
-#include "core/hardware.h"
-#include "kernels/cuda_check.h"
+#include "bench/gpu/bench_harness.h"
 #include "kernels/kda_decode.h"
 #include "kernels/mxfp4_gemv.h"
 #include "kernels/rmsnorm.h"
@@ -17,92 +10,24 @@
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
-namespace {
-
 using k3::EfficiencyClass;
-
-struct Result {
-  std::string name;
-  double bytes = 0, flops = 0, median_us = 0, roofline_us = 0;
-  EfficiencyClass cls = EfficiencyClass::elementwise;
-};
-
-// Median microseconds of `launch(i)` over `repeats` timed launches after `warmup` untimed ones;
-// `i` selects the rotated buffer set.
-double time_us(const std::function<void(int)>& launch, int repeats, int warmup = 5) {
-  for (int i = 0; i < warmup; ++i) launch(i);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> samples;
-  for (int i = 0; i < repeats; ++i) {
-    CUDA_CHECK(cudaEventRecord(start));
-    launch(i);
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples.push_back(ms * 1000.0);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
-
-template <typename T>
-T* device_alloc(size_t n, uint8_t fill) {
-  T* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
-  CUDA_CHECK(cudaMemset(p, fill, n * sizeof(T)));
-  return p;
-}
-
-// Number of copies of a `bytes`-sized working set needed to exceed twice the L2.
-int rotation(double bytes, double l2_bytes) { return std::max(1, int(2.0 * l2_bytes / std::max(1.0, bytes)) + 1); }
-
-}  // namespace
+using k3::bench::Result;
+using k3::bench::device_alloc;
+using k3::bench::time_us;
 
 int main(int argc, char** argv) {
-  std::string hardware_path = "scenarios/hardware/h200-sxm.yaml";
-  int repeats = 50;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--hardware") == 0) hardware_path = argv[i + 1];
-    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
-  }
-  const k3::Hardware hw = k3::load_hardware(hardware_path);
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double l2 = prop.l2CacheSize;
+  const k3::bench::Session session(argc, argv);
+  const int repeats = session.repeats;
   std::vector<Result> results;
-
-  // Measured ceiling: device-to-device copy of 1 GiB (read + write counted).
-  const size_t copy_bytes = size_t(1) << 30;
-  uint8_t* a = device_alloc<uint8_t>(copy_bytes, 1);
-  uint8_t* b = device_alloc<uint8_t>(copy_bytes, 2);
-  const double copy_us = time_us([&](int) { CUDA_CHECK(cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice)); },
-                                 repeats);
-  const double copy_bytes_per_s = 2.0 * copy_bytes / (copy_us * 1e-6);
-  CUDA_CHECK(cudaFree(a));
-  CUDA_CHECK(cudaFree(b));
-
-  auto roofline_us = [&](double flops, double bytes, EfficiencyClass cls, k3::ComputeType ct) {
-    const k3::Efficiency& e = hw.efficiency_of(cls);
-    return std::max(flops / (hw.peak(ct) * e.compute), bytes / (hw.hbm_bandwidth_bytes_per_s * e.memory)) * 1e6;
-  };
 
   // RMSNorm, bf16, 4096 tokens x 7168.
   {
     const int64_t rows = 4096, width = 7168;
     const double bytes = 2.0 * rows * width * 2 + width * 2;
-    const int sets = rotation(bytes, l2);
+    const int sets = session.rotation_for(bytes);
     std::vector<__nv_bfloat16*> x(sets), y(sets);
     for (int s = 0; s < sets; ++s) {
       x[s] = device_alloc<__nv_bfloat16>(rows * width, 0x3F);
@@ -113,7 +38,7 @@ int main(int argc, char** argv) {
     r.median_us = time_us([&](int i) {
       CUDA_CHECK(k3::kernels::rmsnorm_bf16(x[i % sets], width, w, 1e-5f, y[i % sets], width, rows, width, nullptr));
     }, repeats);
-    r.roofline_us = roofline_us(r.flops, r.bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
+    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
     results.push_back(r);
     for (int s = 0; s < sets; ++s) {
       CUDA_CHECK(cudaFree(x[s]));
@@ -128,7 +53,7 @@ int main(int argc, char** argv) {
     const size_t state_elems = size_t(batch) * heads * d * d;
     const double bytes = 2.0 * state_elems * 4 + double(batch) * heads * d * 4 * 5 + batch * heads * 4;
     const double flops = double(batch) * heads * (7.0 * d * d + 2.0 * d);
-    const int sets = rotation(bytes, l2);
+    const int sets = session.rotation_for(bytes);
     std::vector<float*> state(sets);
     for (int s = 0; s < sets; ++s) state[s] = device_alloc<float>(state_elems, 0);
     float* q = device_alloc<float>(size_t(batch) * heads * d, 0);
@@ -142,7 +67,7 @@ int main(int argc, char** argv) {
     r.median_us = time_us([&](int i) {
       CUDA_CHECK(k3::kernels::kda_decode_step_f32state(q, k, v, g, beta, state[i % sets], out, batch, heads, d, nullptr));
     }, repeats);
-    r.roofline_us = roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
+    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
     results.push_back(r);
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
@@ -176,7 +101,7 @@ int main(int argc, char** argv) {
     Result r{"kda_decode_step_f32state batch 1, per layer of a 69-layer CUDA graph", bytes, flops};
     r.cls = EfficiencyClass::recurrent;
     r.median_us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / layers;
-    r.roofline_us = roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
+    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
     results.push_back(r);
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -191,7 +116,7 @@ int main(int argc, char** argv) {
     const double weight_bytes = out_rows * in / 2.0 + out_rows * in / 32.0;
     const double bytes = weight_bytes + tokens * in * 2.0 + tokens * out_rows * 4.0;
     const double flops = 2.0 * tokens * out_rows * in;
-    const int sets = rotation(bytes, l2);
+    const int sets = session.rotation_for(bytes);
     std::vector<uint8_t*> packed(sets), scales(sets);
     for (int s = 0; s < sets; ++s) {
       packed[s] = device_alloc<uint8_t>(out_rows * in / 2, 0x22);
@@ -205,7 +130,7 @@ int main(int argc, char** argv) {
       CUDA_CHECK(k3::kernels::mxfp4_gemv_bf16(packed[i % sets], scales[i % sets], out_rows, in, x, in, tokens, y,
                                               out_rows, nullptr));
     }, repeats);
-    r.roofline_us = roofline_us(flops, bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
     results.push_back(r);
     for (int s = 0; s < sets; ++s) {
       CUDA_CHECK(cudaFree(packed[s]));
@@ -222,7 +147,7 @@ int main(int argc, char** argv) {
     const double matrix_bytes = out_rows * in / 2.0 + out_rows * in / 32.0;
     const double bytes = experts_n * matrix_bytes + in * 2.0 + experts_n * out_rows * 4.0;
     const double flops = 2.0 * experts_n * out_rows * in;
-    const int sets = rotation(bytes, l2);
+    const int sets = session.rotation_for(bytes);
     std::vector<k3::kernels::Mxfp4GemvExperts> batches(sets);
     std::vector<uint8_t*> buffers;
     for (int s = 0; s < sets; ++s) {
@@ -245,25 +170,13 @@ int main(int argc, char** argv) {
     r.median_us = time_us([&](int i) {
       CUDA_CHECK(k3::kernels::mxfp4_gemv_experts_bf16(batches[i % sets], out_rows, in, x, in, 1, y, out_rows, nullptr));
     }, repeats);
-    r.roofline_us = roofline_us(flops, bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
     results.push_back(r);
     for (uint8_t* p : buffers) CUDA_CHECK(cudaFree(p));
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(y));
   }
 
-  fmt::print("{{\n  \"gpu\": \"{}\",\n  \"hardware_file\": \"{}\",\n  \"repeats\": {},\n", prop.name, hardware_path,
-             repeats);
-  fmt::print("  \"measured_copy_bytes_per_s\": {:.4g},\n  \"results\": [\n", copy_bytes_per_s);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const Result& r = results[i];
-    const double bw = r.bytes / (r.median_us * 1e-6);
-    fmt::print("    {{\"op\": \"{}\", \"median_us\": {:.3f}, \"bytes\": {:.6g}, \"flops\": {:.6g}, "
-               "\"bytes_per_s\": {:.4g}, \"percent_of_measured_copy_bw\": {:.1f}, \"roofline_us\": {:.3f}, "
-               "\"time_over_roofline\": {:.2f}}}{}\n",
-               r.name, r.median_us, r.bytes, r.flops, bw, 100.0 * bw / copy_bytes_per_s, r.roofline_us,
-               r.median_us / r.roofline_us, i + 1 < results.size() ? "," : "");
-  }
-  fmt::print("  ]\n}}\n");
+  session.print(results);
   return 0;
 }
