@@ -1,0 +1,40 @@
+// mla_absorb: the per-head products around MLA's absorbed decode (K3-SPEC §4), with W_kvb = kv_b
+// [H·(dn+dv), r] (per head, rows k_nope (dn) then v (dv); a Linear weight, row-major):
+//   mla_absorb_q_bf16:   q_abs[t, h, 0:r]    = Σ_i q[t, h, i] · kv_b[h·(dn+dv) + i, :]     (i < dn: W_uk folded into q)
+//                        q_abs[t, h, r:r+dr] = q[t, h, dn:dn+dr]                          (the k_r half, as is)
+//     q [tokens, H·(dn+dr)] bf16 (per head [q_nope | q_r]; its own row stride), q_abs [tokens, H, r+dr] bf16.
+//   mla_apply_v_bf16:    out[t, h·dv + c] = Σ_j lat[t, h, j] · kv_b[h·(dn+dv) + dn + c, j] · sigmoid(gate[t, h·dv + c])
+//     lat [tokens, H, r] fp32 (the attention output in latent space), gate bf16 [tokens, H·dv] with its row stride
+//     (null: no output gate), out [tokens, H·dv] bf16.
+//   mla_assemble_kv_bf16: the expanded keys and values of the prefill form from kv = c·kv_bᵀ [S, H·(dn+dv)] bf16 and
+//     the cached rows latent [S, r+dr]: k[s, h] = [kv[s, h·(dn+dv) : +dn] | latent[s, r:r+dr]] ([S, H, dn+dr]),
+//     v[s, h] = kv[s, h·(dn+dv) + dn : +dv] ([S, H, dv]).
+// fp32 accumulation. Versions: absorb_q — one block per (head, 32 latent columns) × token tile of 8, q in shared
+// memory; apply_v — one warp per (head, output column), lanes over r, a token tile of 8 in shared memory;
+// assemble_kv — one block per token. Memory-bound on kv_b at decode (read once per token tile).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace k3::kernels {
+
+struct MlaDims {
+  int heads;
+  int nope_dim;   // dn (K3: 128)
+  int rope_dim;   // dr (64)
+  int value_dim;  // dv (128)
+  int latent_rank;  // r (512)
+};
+
+cudaError_t mla_absorb_q_bf16(const __nv_bfloat16* q, int64_t q_row_stride, const __nv_bfloat16* kv_b,
+                              const MlaDims& dims, int tokens, __nv_bfloat16* q_abs, cudaStream_t stream);
+cudaError_t mla_apply_v_bf16(const float* latent_out, const __nv_bfloat16* kv_b, const __nv_bfloat16* gate,
+                             int64_t gate_row_stride, const MlaDims& dims, int tokens, __nv_bfloat16* out,
+                             cudaStream_t stream);
+cudaError_t mla_assemble_kv_bf16(const __nv_bfloat16* kv, const __nv_bfloat16* latent, const MlaDims& dims,
+                                 int64_t tokens, __nv_bfloat16* k, __nv_bfloat16* v, cudaStream_t stream);
+
+}  // namespace k3::kernels
