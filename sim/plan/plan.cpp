@@ -1,0 +1,329 @@
+#include "sim/plan/plan.h"
+
+#include "core/error.h"
+#include "core/hardware.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <tuple>
+
+namespace k3::plan {
+
+namespace {
+
+template <typename T>
+std::vector<T> read_list(const YamlNode& parent, const std::string& key, std::vector<T> fallback, auto read_one) {
+  auto n = parent.find(key);
+  if (!n) return fallback;
+  std::vector<T> out;
+  if (n->is_sequence()) {
+    for (const YamlNode& item : n->items()) out.push_back(read_one(item));
+  } else {
+    out.push_back(read_one(*n));
+  }
+  if (out.empty()) n->fail("expected at least one value");
+  return out;
+}
+
+// Nearest-rank percentile, as serving::percentiles.
+double at_percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double r = std::ceil(q / 100.0 * double(v.size()));
+  return v[static_cast<std::size_t>(std::clamp(r, 1.0, double(v.size()))) - 1];
+}
+
+}  // namespace
+
+PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& base) {
+  plan.expect_keys({"hardware", "tp", "attention_dp", "ep", "max_sequences", "max_batched_tokens", "modes",
+                    "pd_ratios", "max_replicas", "slo_percentile", "max_rejected_fraction", "sample_requests",
+                    "rank_by"});
+  PlanSpace s;
+  const Parallelism& par = base.deployment.parallelism;
+  auto as_int = [](const YamlNode& n) { return static_cast<int>(n.as_positive_int()); };
+  auto as_i64 = [](const YamlNode& n) { return static_cast<int64_t>(n.as_positive_int()); };
+  s.hardware = read_list<std::string>(plan, "hardware", {}, [](const YamlNode& n) { return n.as_string(); });
+  if (s.hardware.empty()) plan["hardware"].fail("name the hardware to search (e.g. [h200-sxm, b200])");
+  s.tp = read_list<int>(plan, "tp", {par.tp}, as_int);
+  s.attention_dp = read_list<int>(plan, "attention_dp", {par.attention_dp}, as_int);
+  s.ep = read_list<int>(plan, "ep", {par.ep}, as_int);
+  s.max_sequences = read_list<int64_t>(plan, "max_sequences", {base.options.limits.max_sequences}, as_i64);
+  s.max_batched_tokens = read_list<int64_t>(plan, "max_batched_tokens", {base.options.limits.max_batched_tokens}, as_i64);
+  s.modes = read_list<std::string>(plan, "modes", {base.options.disaggregated ? "disaggregated" : "aggregated"},
+                                   [](const YamlNode& n) { return n.as_choice({"aggregated", "disaggregated"}); });
+  s.pd_ratios = read_list<std::pair<int, int>>(plan, "pd_ratios", {{1, 1}}, [](const YamlNode& n) {
+    const std::string text = n.as_string();
+    int p = 0, d = 0;
+    char colon = 0;
+    if (std::sscanf(text.c_str(), "%d%c%d", &p, &colon, &d) != 3 || colon != ':' || p <= 0 || d <= 0) {
+      n.fail(fmt::format("expected a prefill:decode ratio such as \"1:3\", got '{}'", text));
+    }
+    return std::pair<int, int>{p, d};
+  });
+  if (auto v = plan.find("max_replicas")) s.max_replicas = static_cast<int>(v->as_positive_int());
+  if (auto v = plan.find("slo_percentile")) {
+    s.slo_percentile = v->as_positive();
+    if (s.slo_percentile > 100) v->fail("expected a percentile in (0, 100]");
+  }
+  if (auto v = plan.find("max_rejected_fraction")) {
+    s.max_rejected_fraction = v->as_non_negative();
+    if (s.max_rejected_fraction >= 1) v->fail("expected a fraction in [0, 1)");
+  }
+  if (auto v = plan.find("sample_requests")) s.sample_requests = v->as_positive_int();
+  if (auto v = plan.find("rank_by")) s.rank_by = v->as_choice({"gpus", "cost"});
+  if (base.options.slo.ttft_ms <= 0 && base.options.slo.tpot_ms <= 0) {
+    plan.fail("planning needs an objective: set serving.slo.ttft_ms and/or serving.slo.tpot_ms");
+  }
+  return s;
+}
+
+Prices load_prices(const std::string& path) {
+  const YamlNode y = YamlNode::load_file(path);
+  y.expect_keys({"sources", "prices_per_gpu_hour"});
+  const YamlNode sources = y["sources"];
+  Prices p;
+  const YamlNode table = y["prices_per_gpu_hour"];
+  for (const std::string& name : table.keys()) {
+    const YamlNode e = table[name];
+    e.expect_keys({"value", "source"});
+    const std::string src = e["source"].as_string();
+    if (!sources.has(src)) e["source"].fail(fmt::format("source '{}' is not listed under 'sources'", src));
+    p.per_gpu_hour[name] = e["value"].as_positive();
+    p.source[name] = sources[src].as_string();
+  }
+  return p;
+}
+
+std::string Candidate::label() const {
+  std::string mode = disaggregated ? fmt::format("disagg {}:{}", prefill_per_unit, decode_per_unit) : "agg";
+  return fmt::format("{} tp{} dp{} ep{} b{} t{} {}", hardware, parallelism.tp, parallelism.attention_dp, parallelism.ep,
+                     limits.max_sequences, limits.max_batched_tokens, mode);
+}
+
+std::vector<std::size_t> pareto_front(const std::vector<std::pair<double, double>>& pts) {
+  std::vector<std::size_t> order(pts.size());
+  for (std::size_t i = 0; i < pts.size(); ++i) order[i] = i;
+  // By x descending (then y descending): a point is on the front when its y beats every y before it.
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(pts[b].first, pts[b].second, a) < std::tie(pts[a].first, pts[a].second, b);
+  });
+  std::vector<std::size_t> front;
+  double best_y = -std::numeric_limits<double>::infinity();
+  for (std::size_t i : order) {
+    if (pts[i].second > best_y) {
+      front.push_back(i);
+      best_y = pts[i].second;
+    }
+  }
+  std::reverse(front.begin(), front.end());
+  return front;
+}
+
+namespace {
+
+struct Evaluator {
+  const serving::ServingScenario& base;
+  const PlanSpace& space;
+  const serving::Workload& work;
+  double rate;
+  double mean_input = 0, mean_cached = 0, mean_output = 0, trace_span_ms = 0;
+  std::size_t n = 0;
+
+  Evaluator(const serving::ServingScenario& b, const PlanSpace& s, const serving::Workload& w, double r)
+      : base(b), space(s), work(w), rate(r) {
+    n = std::min<std::size_t>(w.requests.size(), static_cast<std::size_t>(s.sample_requests));
+    K3_CHECK(n > 0, "planning needs requests");
+    for (std::size_t i = 0; i < n; ++i) {
+      mean_input += double(w.requests[i].input_tokens) / double(n);
+      mean_output += double(std::max<int64_t>(1, w.requests[i].output_tokens)) / double(n);
+      if (!w.cached_prefix_tokens.empty()) mean_cached += double(w.cached_prefix_tokens[i]) / double(n);
+    }
+    trace_span_ms = w.requests[n - 1].arrival_ms - w.requests[0].arrival_ms;
+  }
+
+  // The sample at `unit_rate` requests/s: the trace's own arrival pattern stretched to that mean
+  // rate, or evenly spaced when it has no spread.
+  std::vector<workload::Request> sample(double unit_rate) const {
+    std::vector<workload::Request> out(work.requests.begin(), work.requests.begin() + static_cast<std::ptrdiff_t>(n));
+    const double want_span_ms = double(n - 1) * 1000.0 / unit_rate;
+    const double t0 = out.front().arrival_ms;
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i].arrival_ms = trace_span_ms > 0 ? (out[i].arrival_ms - t0) * want_span_ms / trace_span_ms
+                                            : double(i) * 1000.0 / unit_rate;
+    }
+    return out;
+  }
+
+  void evaluate(Candidate& c, const serving::ReplicaModel& model) const {
+    const serving::Slo& slo = base.options.slo;
+    serving::ServingOptions o = base.options;
+    o.limits = c.limits;
+    o.decode_limits = c.limits;
+    o.disaggregated = c.disaggregated;
+    o.replicas = 1;
+    o.prefill_replicas = c.prefill_per_unit;
+    o.decode_replicas = c.decode_per_unit;
+    o.queue_sample_interval_ms = 0;
+    const int unit_gpus = model.gpus * (c.disaggregated ? c.prefill_per_unit + c.decode_per_unit : 1);
+
+    serving::BatchShape one;
+    one.add_decode(mean_input + mean_output / 2);
+    if (slo.tpot_ms > 0 && model.step.step_us(one) > slo.tpot_ms * 1000.0) {
+      c.reason = fmt::format("one sequence alone decodes at {:.1f} ms per token", model.step.step_us(one) / 1000.0);
+      return;
+    }
+    const double seq_bytes = model.sequence_bytes(mean_input + mean_output);
+    const double fit = std::floor(model.capacity_bytes * model.attention_dp / seq_bytes);
+    if (fit < 1) {
+      c.reason = "a mean request's KV and state do not fit";
+      return;
+    }
+    // First estimate: prefill work plus the request's share of full decode steps.
+    const double batch = std::min(double(c.limits.max_sequences), fit);
+    serving::BatchShape full, chunk;
+    for (int i = 0; i < static_cast<int>(batch); ++i) full.add_decode(mean_input + mean_output / 2);
+    chunk.add_prefill(double(c.limits.max_batched_tokens), 0);
+    const double prefill_us = (mean_input - mean_cached) * model.step.step_us(chunk) / double(c.limits.max_batched_tokens);
+    const double decode_us = mean_output * model.step.step_us(full) / batch;
+    int units = c.disaggregated ? std::max<int>(static_cast<int>(std::ceil(rate * prefill_us / 1e6 / c.prefill_per_unit)),
+                                                static_cast<int>(std::ceil(rate * decode_us / 1e6 / c.decode_per_unit)))
+                                : static_cast<int>(std::ceil(rate * (prefill_us + decode_us) / 1e6));
+    units = std::max(1, units);
+    std::vector<int64_t> cached(work.cached_prefix_tokens.begin(),
+                                work.cached_prefix_tokens.begin() +
+                                    static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n));
+    while (units <= space.max_replicas) {
+      c.trials += 1;
+      const serving::ServingResult r = serving::simulate(sample(rate / units), cached, model, o);
+      std::vector<double> ttft, tpot;
+      for (const serving::RequestOutcome& q : r.requests) {
+        if (q.rejected) continue;
+        ttft.push_back(q.ttft_ms());
+        if (q.output_tokens > 1) tpot.push_back(q.tpot_ms());
+      }
+      c.ttft_ms = at_percentile(ttft, space.slo_percentile);
+      c.tpot_ms = at_percentile(tpot, space.slo_percentile);
+      const bool ok = r.completed > 0 && (slo.ttft_ms <= 0 || c.ttft_ms <= slo.ttft_ms) &&
+                      (slo.tpot_ms <= 0 || c.tpot_ms <= slo.tpot_ms) &&
+                      double(r.rejected) <= space.max_rejected_fraction * double(r.requests.size());
+      if (ok) {
+        c.feasible = true;
+        c.replicas = units;
+        c.gpus = units * unit_gpus;
+        c.tokens_per_s_per_gpu = r.output_tokens_per_s / unit_gpus;
+        c.tokens_per_s_per_user = r.tokens_per_s_per_user;
+        return;
+      }
+      units = std::max(units + 1, static_cast<int>(std::ceil(units * 1.25)));
+    }
+    c.reason = fmt::format("SLOs missed with {} {} (p{:g} TTFT {:.0f} ms, TPOT {:.1f} ms)", space.max_replicas,
+                           c.disaggregated ? "units" : "replicas", space.slo_percentile, c.ttft_ms, c.tpot_ms);
+  }
+};
+
+}  // namespace
+
+PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space, const serving::Workload& workload,
+                    double rate_per_s, const Prices& prices, const DataPaths& data,
+                    const std::function<void(std::size_t, std::size_t)>& progress) {
+  K3_CHECK(rate_per_s > 0, "request rate must be positive");
+  PlanResult out;
+  out.request_rate_per_s = rate_per_s;
+  // Enumerate first, so the progress line knows the total.
+  for (const std::string& hw : space.hardware) {
+    for (int tp : space.tp) {
+      for (int dp : space.attention_dp) {
+        for (int ep : space.ep) {
+          for (int64_t tokens : space.max_batched_tokens) {
+            for (int64_t seqs : space.max_sequences) {
+              for (const std::string& mode : space.modes) {
+                const bool disagg = mode == "disaggregated";
+                const std::vector<std::pair<int, int>> ratios =
+                    disagg ? space.pd_ratios : std::vector<std::pair<int, int>>{{0, 0}};
+                for (auto [p, d] : ratios) {
+                  Candidate c;
+                  c.hardware = hw;
+                  c.parallelism = Parallelism{tp, dp, ep, 1};
+                  c.limits = {seqs, tokens};
+                  c.disaggregated = disagg;
+                  c.prefill_per_unit = p;
+                  c.decode_per_unit = d;
+                  out.candidates.push_back(c);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  const Evaluator eval(base, space, workload, rate_per_s);
+  std::map<std::string, Hardware> hardware;
+  // Candidates sharing a deployment and token budget share one replica model (built on first use).
+  std::string model_key;
+  std::unique_ptr<serving::ReplicaModel> model;
+  std::string model_error;
+  for (std::size_t i = 0; i < out.candidates.size(); ++i) {
+    Candidate& c = out.candidates[i];
+    if (!hardware.count(c.hardware)) hardware.emplace(c.hardware, load_hardware_by_name(c.hardware, data.hardware_dir));
+    const std::string key = fmt::format("{} {} {} {} {}", c.hardware, c.parallelism.tp, c.parallelism.attention_dp,
+                                        c.parallelism.ep, c.limits.max_batched_tokens);
+    if (key != model_key) {
+      model_key = key;
+      model.reset();
+      model_error.clear();
+      Scenario s = base.deployment;
+      s.hardware = hardware.at(c.hardware);
+      s.parallelism = c.parallelism;
+      s.phase = Phase::decode(std::max(1, c.parallelism.attention_dp), 0);
+      try {
+        validate(s);
+        model = std::make_unique<serving::ReplicaModel>(s, c.limits.max_batched_tokens);
+        if (model->capacity_bytes <= 0) {
+          model_error = fmt::format("weights need {:.1f} GiB more than a GPU has", -model->capacity_bytes / double(1ull << 30));
+        }
+      } catch (const InputError& e) {
+        model_error = e.what();
+        const std::size_t colon = model_error.find(": ");  // drop the "<file>: " prefix
+        if (colon != std::string::npos) model_error = model_error.substr(colon + 2);
+      }
+    }
+    if (model_error.empty()) {
+      eval.evaluate(c, *model);
+    } else {
+      c.reason = model_error;
+    }
+    if (c.feasible) {
+      auto price = prices.per_gpu_hour.find(c.hardware);
+      c.dollars_per_hour = price == prices.per_gpu_hour.end() ? 0.0 : price->second * c.gpus;
+    }
+    if (progress) progress(i + 1, out.candidates.size());
+  }
+
+  std::vector<std::pair<double, double>> points;
+  std::vector<std::size_t> feasible;
+  for (std::size_t i = 0; i < out.candidates.size(); ++i) {
+    if (!out.candidates[i].feasible) continue;
+    feasible.push_back(i);
+    points.emplace_back(out.candidates[i].tokens_per_s_per_gpu, out.candidates[i].tokens_per_s_per_user);
+  }
+  for (std::size_t k : pareto_front(points)) out.pareto.push_back(feasible[k]);
+  out.ranked = feasible;
+  const bool by_cost = space.rank_by == "cost";
+  std::stable_sort(out.ranked.begin(), out.ranked.end(), [&](std::size_t a, std::size_t b) {
+    const Candidate& x = out.candidates[a];
+    const Candidate& y = out.candidates[b];
+    // Unpriced hardware ranks after every priced one when ranking by cost.
+    const double cx = x.dollars_per_hour > 0 ? x.dollars_per_hour : 1e300, cy = y.dollars_per_hour > 0 ? y.dollars_per_hour : 1e300;
+    if (by_cost && cx != cy) return cx < cy;
+    if (x.gpus != y.gpus) return x.gpus < y.gpus;
+    return x.tokens_per_s_per_user > y.tokens_per_s_per_user;
+  });
+  return out;
+}
+
+}  // namespace k3::plan

@@ -1,0 +1,312 @@
+#include "sim/serving/step_time_model.h"
+
+#include "core/error.h"
+#include "core/op_graph.h"
+#include "sim/roofline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+namespace k3::serving {
+
+void BatchShape::add_decode(double context_tokens) {
+  decode_sequences += 1;
+  decode_context_tokens += context_tokens;
+}
+
+void BatchShape::add_prefill(double n, double p) {
+  prefill_sequences += 1;
+  prefill_tokens += n;
+  prefill_cached_tokens += p;
+  prefill_attention_pairs += n * p + n * (n + 1) / 2;
+  prefill_kda_chunks += std::ceil(n / 64.0);  // the chunk length of core/op_graph.cpp's kda.chunk
+}
+
+namespace {
+
+constexpr int kD = StepTimeModel::kDecodeFeatures;
+constexpr int kP = StepTimeModel::kPrefillFeatures;
+
+// Solves A x = b (n x n, row-major) by Gaussian elimination with partial pivoting.
+std::vector<double> solve(std::vector<double> a, std::vector<double> b) {
+  const int n = static_cast<int>(b.size());
+  for (int c = 0; c < n; ++c) {
+    int pivot = c;
+    for (int r = c + 1; r < n; ++r) {
+      if (std::abs(a[r * n + c]) > std::abs(a[pivot * n + c])) pivot = r;
+    }
+    K3_CHECK(std::abs(a[pivot * n + c]) > 0, "probe shapes do not determine feature {}", c);
+    for (int k = 0; k < n; ++k) std::swap(a[c * n + k], a[pivot * n + k]);
+    std::swap(b[c], b[pivot]);
+    for (int r = c + 1; r < n; ++r) {
+      const double f = a[r * n + c] / a[c * n + c];
+      for (int k = c; k < n; ++k) a[r * n + k] -= f * a[c * n + k];
+      b[r] -= f * b[c];
+    }
+  }
+  std::vector<double> x(n);
+  for (int r = n - 1; r >= 0; --r) {
+    double s = b[r];
+    for (int k = r + 1; k < n; ++k) s -= a[r * n + k] * x[k];
+    x[r] = s / a[r * n + r];
+  }
+  return x;
+}
+
+// Where an op sits, whatever the phase calls it: attention cores of both phases share one key so
+// that the MLA output gate, which runs beside either, finds its partner.
+std::string row_key(const Op& op) {
+  const std::string name = op.kind == OpKind::mla_attention ? fmt::format("L{:03d}.mla.attention", op.layer + 1)
+                                                            : op.name();
+  return fmt::format("{}#{}", name, op.stage);
+}
+
+struct Probe {
+  OpGraph graph;
+  std::vector<double> features;
+};
+
+double weights_of(const Op& op) { return op.read.weights + op.written.weights; }
+double other_bytes_of(const Op& op) { return op.bytes() - weights_of(op); }
+
+double dot(const std::vector<double>& c, const double* f) {
+  double s = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) s += c[i] * f[i];
+  return s;
+}
+
+}  // namespace
+
+StepTimeModel::StepTimeModel(const Scenario& s) : hardware_(s.hardware), runtime_(s.runtime) {
+  const Parallelism& par = s.parallelism;
+  attention_dp_ = par.attention_dp;
+  ep_ = par.ep;
+  if (s.model.moe) {
+    experts_ = s.model.moe->num_experts;
+    top_k_ = s.model.moe->top_k;
+  }
+  const long long dp = par.attention_dp;
+  // Probe shapes per attention group (the graph gets dp times as many sequences). Decode features:
+  // 1, k, k·c. Prefill features: 1, b, b·n, b·p, b·(n·p + n(n+1)/2), b·ceil(n/64); one chunk each.
+  std::vector<Probe> decode_probes, prefill_probes;
+  for (auto [k, c] : {std::pair<long long, long long>{1, 0}, {2, 0}, {1, 1024}}) {
+    decode_probes.push_back({build_op_graph(s.model, Phase::decode(k * dp, c), par, s.precision),
+                             {1.0, double(k), double(k * c)}});
+  }
+  const long long shapes[kP][3] = {{1, 64, 0}, {2, 64, 0}, {1, 128, 0}, {1, 64, 64}, {1, 32, 0}, {1, 96, 0}};
+  for (const auto& sh : shapes) {
+    const double b = sh[0], n = sh[1], p = sh[2];
+    prefill_probes.push_back({build_op_graph(s.model, Phase::prefill(sh[0] * dp, sh[1], sh[2], sh[1]), par, s.precision),
+                              {1.0, b, b * n, b * p, b * (n * p + n * (n + 1) / 2), b * std::ceil(n / 64.0)}});
+  }
+
+  std::vector<Row> rows;
+  std::map<std::string, std::size_t> index;
+  std::map<std::string, std::string> partner_of;  // row key -> key of the row it runs beside
+  auto fit = [](const std::vector<Probe>& probes, std::size_t op, auto quantity) {
+    const std::size_t n = probes.size();
+    std::vector<double> a(n * n), b(n);
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t c = 0; c < n; ++c) a[r * n + c] = probes[r].features[c];
+      b[r] = quantity(probes[r].graph.ops[op]);
+    }
+    return solve(a, b);
+  };
+  auto add_part = [&](const std::vector<Probe>& probes, bool is_decode) {
+    const OpGraph& g0 = probes[0].graph;
+    for (const Probe& p : probes) {
+      K3_CHECK(p.graph.ops.size() == g0.ops.size(), "probe graphs differ in shape ({} vs {} ops)", p.graph.ops.size(),
+               g0.ops.size());
+    }
+    for (std::size_t i = 0; i < g0.ops.size(); ++i) {
+      const Op& op = g0.ops[i];
+      const std::string key = row_key(op);
+      auto [it, inserted] = index.emplace(key, rows.size());
+      if (inserted) {
+        Row r;
+        r.collective = op.collective.has_value();
+        r.routed_experts = op.kind == OpKind::moe_experts;
+        if (r.collective) {
+          Op probe = op;
+          probe.collective->calls = 1;
+          probe.collective->bytes = 0;
+          r.latency_us = time_op(probe, s.hardware, s.runtime).communication_us;
+          probe.collective->bytes = 1e9;
+          r.us_per_collective_byte = (time_op(probe, s.hardware, s.runtime).communication_us - r.latency_us) / 1e9;
+          // A measured busbw curve is not affine in the size: such collectives are timed exactly per step.
+          for (double size : {1e3, 1e5, 1e7, 3e8}) {
+            probe.collective->bytes = size;
+            const double t = time_op(probe, s.hardware, s.runtime).communication_us;
+            const double affine = r.latency_us + size * r.us_per_collective_byte;
+            if (std::abs(t - affine) > 1e-9 * std::max(1.0, t)) r.affine_collective = false;
+          }
+          r.collective_op = op;
+        } else {
+          Op probe = op;
+          probe.read = probe.written = ByteCounts{};
+          probe.flops = 1e12;
+          probe.kernels = 1;
+          const OpTime t = time_op(probe, s.hardware, s.runtime);
+          r.us_per_flop = t.compute_us / 1e12;
+          r.us_per_kernel = t.overhead_us;
+          probe.flops = 0;
+          probe.read.activations = 1e12;
+          r.us_per_byte = time_op(probe, s.hardware, s.runtime).memory_us / 1e12;
+        }
+        rows.push_back(r);
+      } else if (rows[it->second].decode.present && !is_decode && op.kind == OpKind::mla_attention) {
+        rows[it->second].separate_kernels = true;  // decode and prefill attention: two kernels
+      }
+      Row& r = rows[it->second];
+      Part& part = is_decode ? r.decode : r.prefill;
+      part.present = true;
+      part.kernels = op.kernels;
+      part.calls = op.collective ? op.collective->calls : 0;
+      part.flops = fit(probes, i, [](const Op& o) { return o.flops; });
+      part.bytes = fit(probes, i, other_bytes_of);
+      if (r.routed_experts) {
+        // Weights follow the distinct experts touched, which is not affine in the tokens.
+        part.weights.assign(probes.size(), 0.0);
+        const double distinct = g0.distinct_experts_per_gpu;
+        K3_CHECK(distinct > 0, "routed experts op {} touches no expert", op.name());
+        r.weight_bytes_per_expert = weights_of(op) / distinct;
+      } else {
+        part.weights = fit(probes, i, weights_of);
+      }
+      part.collective_bytes = fit(probes, i, [](const Op& o) { return o.collective ? o.collective->bytes : 0.0; });
+      if (op.concurrent_with >= 0) partner_of[key] = row_key(g0.ops[op.concurrent_with]);
+    }
+  };
+  add_part(decode_probes, true);
+  add_part(prefill_probes, false);
+
+  // Group rows into units (a main row and the rows beside it), then merge identical units.
+  std::vector<std::vector<std::size_t>> beside(rows.size());
+  std::vector<bool> is_side(rows.size(), false);
+  for (const auto& [side, main] : partner_of) {
+    const std::size_t si = index.at(side), mi = index.at(main);
+    beside[mi].push_back(si);
+    is_side[si] = true;
+  }
+  auto append = [](std::vector<double>& key, const Row& r) {
+    key.insert(key.end(), {double(r.collective), double(r.routed_experts), double(r.separate_kernels), r.us_per_flop,
+                           r.us_per_byte, r.us_per_kernel, r.latency_us, r.us_per_collective_byte,
+                           double(r.affine_collective), r.weight_bytes_per_expert});
+    if (r.collective) {
+      const Collective& c = *r.collective_op.collective;
+      key.insert(key.end(), {double(c.kind), double(c.group_size)});
+    }
+    for (const Part* p : {&r.decode, &r.prefill}) {
+      key.insert(key.end(), {double(p->present), p->kernels, p->calls});
+      for (const auto* v : {&p->flops, &p->bytes, &p->weights, &p->collective_bytes}) {
+        key.insert(key.end(), v->begin(), v->end());
+      }
+    }
+  };
+  std::map<std::vector<double>, std::size_t> merged;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (is_side[i]) continue;
+    std::vector<double> key;
+    append(key, rows[i]);
+    for (std::size_t j : beside[i]) append(key, rows[j]);
+    auto [it, inserted] = merged.emplace(std::move(key), units_.size());
+    if (!inserted) {
+      units_[it->second].count += 1;
+      continue;
+    }
+    Unit u;
+    u.main = rows[i];
+    for (std::size_t j : beside[i]) u.beside.push_back(rows[j]);
+    units_.push_back(std::move(u));
+  }
+}
+
+StepTimeModel::OpCost StepTimeModel::cost(const Row& r, const Features& f) const {
+  const double* fd = r.routed_experts ? f.decode_routed : f.decode;
+  const double* fp = r.routed_experts ? f.prefill_routed : f.prefill;
+  const bool d = f.has_decode && r.decode.present, p = f.has_prefill && r.prefill.present;
+  // Constant terms (weights, fixed reads) are paid once; per-sequence and per-token terms add.
+  auto combine = [&](const std::vector<double>& cd, const std::vector<double>& cp) {
+    double fixed = 0, variable = 0;
+    if (d) {
+      fixed = std::max(fixed, cd[0]);
+      variable += dot(cd, fd) - cd[0];
+    }
+    if (p) {
+      fixed = std::max(fixed, cp[0]);
+      variable += dot(cp, fp) - cp[0];
+    }
+    return fixed + variable;
+  };
+  OpCost c;
+  if (r.collective) {
+    const double calls = std::max(d ? r.decode.calls : 0.0, p ? r.prefill.calls : 0.0);
+    const double bytes = combine(r.decode.collective_bytes, r.prefill.collective_bytes);
+    if (r.affine_collective) {
+      c.time_us = calls * r.latency_us + bytes * r.us_per_collective_byte;
+    } else {
+      Op op = r.collective_op;
+      op.collective->bytes = bytes;
+      op.collective->calls = static_cast<int>(calls);
+      c.time_us = time_op(op, hardware_, runtime_).communication_us;
+    }
+    return c;
+  }
+  const double flops = combine(r.decode.flops, r.prefill.flops);
+  double bytes = combine(r.decode.bytes, r.prefill.bytes) + combine(r.decode.weights, r.prefill.weights);
+  if (r.routed_experts) {
+    bytes += expected_distinct_experts(experts_, top_k_, f.routed_tokens) / ep_ * r.weight_bytes_per_expert;
+  }
+  const double kd = d ? r.decode.kernels : 0.0, kp = p ? r.prefill.kernels : 0.0;
+  c.compute_us = flops * r.us_per_flop;
+  c.memory_us = bytes * r.us_per_byte;
+  c.overhead_us = (r.separate_kernels ? kd + kp : std::max(kd, kp)) * r.us_per_kernel;
+  c.time_us = std::max(c.compute_us, c.memory_us) + c.overhead_us;
+  return c;
+}
+
+double StepTimeModel::step_us(const BatchShape& b) const {
+  if (b.empty()) return 0.0;
+  const double dp = attention_dp_;
+  Features f{};
+  f.has_decode = b.decode_sequences > 0;
+  f.has_prefill = b.prefill_sequences > 0;
+  if (f.has_decode) {
+    // The busiest attention group holds ceil(D / dp) of the decoding sequences, at their mean context.
+    const double k = std::ceil(b.decode_sequences / dp);
+    const double share = k / double(b.decode_sequences);
+    const double d[kD] = {1.0, k, b.decode_context_tokens * share};
+    const double r[kD] = {1.0, b.decode_sequences / dp, b.decode_context_tokens / dp};
+    std::copy(d, d + kD, f.decode);
+    std::copy(r, r + kD, f.decode_routed);
+  }
+  if (f.has_prefill) {
+    const double k = std::ceil(b.prefill_sequences / dp);
+    const double share = k / double(b.prefill_sequences);
+    const double totals[kP] = {1.0, double(b.prefill_sequences), b.prefill_tokens, b.prefill_cached_tokens,
+                               b.prefill_attention_pairs, b.prefill_kda_chunks};
+    for (int i = 0; i < kP; ++i) {
+      f.prefill[i] = i == 0 ? 1.0 : totals[i] * share;
+      f.prefill_routed[i] = i == 0 ? 1.0 : totals[i] / dp;
+    }
+  }
+  f.routed_tokens = b.tokens();
+  double total = 0;
+  for (const Unit& u : units_) {
+    const OpCost main = cost(u.main, f);
+    double t = main.time_us;
+    for (const Row& side_row : u.beside) {
+      // As sim/roofline's time_step: the pair takes max(Σ memory, Σ compute) + the larger overhead.
+      const OpCost side = cost(side_row, f);
+      const double pair = std::max(side.memory_us + main.memory_us, side.compute_us + main.compute_us) +
+                          std::max(side.overhead_us, main.overhead_us);
+      t += std::max(0.0, pair - main.time_us);
+    }
+    total += u.count * t;
+  }
+  return total;
+}
+
+}  // namespace k3::serving
