@@ -1,0 +1,131 @@
+// mla_bench: MLA attention kernels of kernels/ against the speed of light on the GPU it runs on (method and output:
+// bench/gpu/bench_harness.h).
+//   decode  mla_decode_paged_bf16, 96 heads, batch {1, 2, 4, 8} × context {8K, 32K, 128K, 1M}, the cache in scattered
+//           64-token pages; per cached token and head (576 + 512)·2 FLOPs, per cached token 1152 bytes.
+//   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix; FLOPs counted causal (half the
+//           square): heads · T²/2 · (192 + 128) · 2.
+// Each result carries the sim roofline (EfficiencyClass::attention, bf16) and, under "plain_bound", the plain
+// max(FLOPs / bf16 peak, bytes / measured copy bandwidth) with the time over it.
+//
+// Usage: mla_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
+#include "bench/gpu/bench_harness.h"
+#include "kernels/mla_decode_paged.h"
+#include "kernels/mla_prefill.h"
+
+#include <cuda_bf16.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using k3::EfficiencyClass;
+using k3::bench::Result;
+using k3::bench::device_alloc;
+using k3::bench::time_us;
+
+namespace {
+
+constexpr int kHeads = 96;
+constexpr int kPageTokens = 64;
+constexpr double kDecodeFlopsPerTokenHead = (576.0 + 512.0) * 2.0;
+constexpr double kCacheBytesPerToken = 576.0 * 2.0;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const k3::bench::Session session(argc, argv);
+  const int repeats = session.repeats;
+  std::vector<Result> results;
+  std::vector<double> plain_bound_us;
+  const auto plain_bound = [&](double flops, double bytes) {
+    return std::max(flops / session.hw.peak(k3::ComputeType::bf16), bytes / session.copy_bytes_per_s) * 1e6;
+  };
+
+  // Decode: one set of (pages, page table, lengths, q, out, workspace) per rotation slot.
+  std::mt19937 rng(20261214);
+  for (int64_t context : {int64_t(8) << 10, int64_t(32) << 10, int64_t(128) << 10, int64_t(1) << 20}) {
+    for (int batch : {1, 2, 4, 8}) {
+      const int pages_per_sequence = int(context / kPageTokens);
+      const k3::kernels::MlaDecodeShape shape{batch, kHeads, kPageTokens, pages_per_sequence, context};
+      const double cache_bytes = double(batch) * context * kCacheBytesPerToken;
+      const double bytes = cache_bytes + double(batch) * kHeads * (576.0 * 2 + 512.0 * 4);
+      const double flops = double(batch) * context * kHeads * kDecodeFlopsPerTokenHead;
+      const int sets = session.rotation_for(bytes);
+      const size_t pages = size_t(batch) * pages_per_sequence;
+      const size_t workspace_bytes = k3::kernels::mla_decode_workspace_bytes(shape);
+      struct Set {
+        __nv_bfloat16 *cache, *q;
+        int32_t *page_table, *lengths;
+        float* out;
+        void* workspace;
+      };
+      std::vector<Set> set(sets);
+      for (Set& s : set) {
+        s.cache = device_alloc<__nv_bfloat16>(pages * kPageTokens * 576, 0x3F);
+        s.q = device_alloc<__nv_bfloat16>(size_t(batch) * kHeads * 576, 0x3C);
+        s.out = device_alloc<float>(size_t(batch) * kHeads * 512, 0);
+        s.workspace = device_alloc<uint8_t>(workspace_bytes, 0);
+        std::vector<int32_t> ids(pages);  // scattered pages, as a paged cache holds them
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), rng);
+        s.page_table = device_alloc<int32_t>(pages, 0);
+        CUDA_CHECK(cudaMemcpy(s.page_table, ids.data(), pages * sizeof(int32_t), cudaMemcpyHostToDevice));
+        const std::vector<int32_t> lengths(batch, int32_t(context));
+        s.lengths = device_alloc<int32_t>(batch, 0);
+        CUDA_CHECK(cudaMemcpy(s.lengths, lengths.data(), batch * sizeof(int32_t), cudaMemcpyHostToDevice));
+      }
+      Result r{fmt::format("mla_decode_split_kv heads 96 batch {} context {} splits {}", batch, context,
+                           k3::kernels::mla_decode_num_splits(shape)),
+               bytes, flops};
+      r.cls = EfficiencyClass::attention;
+      r.median_us = time_us([&](int i) {
+        const Set& s = set[i % sets];
+        CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, s.page_table, s.lengths, 0.0721688f, shape,
+                                                      s.out, s.workspace, workspace_bytes, nullptr));
+      }, repeats);
+      r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
+      results.push_back(r);
+      plain_bound_us.push_back(plain_bound(flops, bytes));
+      for (Set& s : set) {
+        CUDA_CHECK(cudaFree(s.cache));
+        CUDA_CHECK(cudaFree(s.q));
+        CUDA_CHECK(cudaFree(s.out));
+        CUDA_CHECK(cudaFree(s.workspace));
+        CUDA_CHECK(cudaFree(s.page_table));
+        CUDA_CHECK(cudaFree(s.lengths));
+      }
+    }
+  }
+
+  // Prefill, no prefix: q, k [T, 96, 192], v and out [T, 96, 128]; large enough to need no rotation.
+  for (int tokens : {8 << 10, 32 << 10}) {
+    const size_t qk = size_t(tokens) * kHeads * 192, vo = size_t(tokens) * kHeads * 128;
+    __nv_bfloat16* q = device_alloc<__nv_bfloat16>(qk, 0x3C);
+    __nv_bfloat16* k = device_alloc<__nv_bfloat16>(qk, 0x3C);
+    __nv_bfloat16* v = device_alloc<__nv_bfloat16>(vo, 0x3F);
+    __nv_bfloat16* out = device_alloc<__nv_bfloat16>(vo, 0);
+    const double bytes = 2.0 * (2.0 * qk + 2.0 * vo);
+    const double flops = double(kHeads) * double(tokens) * double(tokens) / 2.0 * (192.0 + 128.0) * 2.0;
+    Result r{fmt::format("mla_prefill_flash heads 96 tokens {} (causal FLOPs)", tokens), bytes, flops};
+    r.cls = EfficiencyClass::attention;
+    r.median_us = time_us([&](int) {
+      CUDA_CHECK(k3::kernels::mla_prefill_attention_bf16(q, k, v, tokens, tokens, kHeads, 0.0721688f, out, nullptr));
+    }, std::min(repeats, 20), 2);
+    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
+    results.push_back(r);
+    plain_bound_us.push_back(plain_bound(flops, bytes));
+    for (__nv_bfloat16* p : {q, k, v, out}) CUDA_CHECK(cudaFree(p));
+  }
+
+  std::string extra = "\"plain_bound\": [";
+  for (size_t i = 0; i < results.size(); ++i)
+    extra += fmt::format("{}\n    {{\"op\": \"{}\", \"plain_bound_us\": {:.3f}, \"time_over_plain_bound\": {:.2f}}}",
+                         i == 0 ? "" : ",", results[i].name, plain_bound_us[i],
+                         results[i].median_us / plain_bound_us[i]);
+  extra += "\n  ]";
+  session.print(results, extra);
+  return 0;
+}

@@ -1,0 +1,370 @@
+#include "kernels/mla_decode_paged.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr int kLatent = kMlaDecodeLatentDim;
+constexpr int kWidth = kMlaDecodeCacheWidth;
+constexpr int kRowBytes = kWidth * 2;       // 1152: one token row (or one head's query) in bf16
+constexpr int kRowChunks = kRowBytes / 16;  // 72 chunks of 16 bytes
+constexpr int kHeadsPerBlock = 32;          // two m16 tiles
+constexpr int kTileTokens = 32;
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kColumnsPerWarp = kLatent / kWarps;  // 128 output columns per warp
+constexpr int kScoreStride = 36;                   // floats per score row: 144 bytes, so the bf16 P rows aliased at
+                                                   // the same stride are conflict-free for ldmatrix
+constexpr int kMaxSplits = 128;
+constexpr int kTargetBlocks = 264;       // two resident blocks on each of an H200's 132 SMs
+constexpr int kMinTokensPerSplit = 128;  // below this a split's partial output costs more than its tokens
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int64_t kMaxContextTokens = int64_t(1) << 30;  // token and tile arithmetic stays in int32
+
+static_assert(kRowChunks % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
+static_assert(kThreads == kHeadsPerBlock * 4 && kThreads == kTileTokens * 4, "4 threads per head row / token row");
+
+// Shared memory (bytes): Q [32][576] | KV 2 × [32][576] | scores [32][36] fp32 (P bf16 aliased) | alpha [32] | l [32].
+constexpr int kSmemQ = 0;
+constexpr int kTileBytes = kTileTokens * kRowBytes;
+constexpr int kSmemKv = kSmemQ + kHeadsPerBlock * kRowBytes;
+constexpr int kSmemScores = kSmemKv + 2 * kTileBytes;
+constexpr int kSmemAlpha = kSmemScores + kHeadsPerBlock * kScoreStride * 4;
+constexpr int kSmemSum = kSmemAlpha + kHeadsPerBlock * 4;
+constexpr int kSmemBytes = kSmemSum + kHeadsPerBlock * 4;  // 115,456: two blocks fit in an SM's 228 KiB
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a [rows][576] bf16 tile: chunks XOR-swizzled by row % 8, so
+// the 8 rows an ldmatrix reads at one logical chunk hit 8 different bank groups (the row stride is 9 × 128 bytes).
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  return uint32_t(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
+}
+
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  // src-size 0 writes 16 zero bytes and reads nothing.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+// c += a · b for one m16n8k16 tile: a row-major 16×16 bf16, b column-major 16×8 bf16, c 16×8 fp32.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Grid: x = split · head_groups + head group (the head groups of one split are neighbours, so their reads of the
+// same token rows meet in L2), y = sequence.
+// Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4g + t; a holds rows g, g+8 × columns 2t, 2t+1 (+8); b holds
+// k = 2t, 2t+1 (+8) × column g; c holds rows g, g+8 × columns 2t, 2t+1.
+__global__ void __launch_bounds__(kThreads, 2)
+    mla_decode_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
+                        const int32_t* __restrict__ page_table, const int32_t* __restrict__ context_tokens,
+                        float scale_log2, int heads, int page_tokens, int max_pages, int max_context, int head_groups,
+                        int splits, float* __restrict__ partial_out, float2* __restrict__ partial_stats,
+                        float* __restrict__ out) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t q_smem = smem_base + kSmemQ;
+  float* scores = reinterpret_cast<float*>(smem + kSmemScores);
+  float* alpha_s = reinterpret_cast<float*>(smem + kSmemAlpha);
+  float* sum_s = reinterpret_cast<float*>(smem + kSmemSum);
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int group = blockIdx.x % head_groups, split = blockIdx.x / head_groups, b = blockIdx.y;
+  const int head0 = group * kHeadsPerBlock;
+
+  const int context = min(max(context_tokens[b], 0), max_context);
+  const int tiles = (context + kTileTokens - 1) / kTileTokens;
+  const int tiles_per_split = (tiles + splits - 1) / splits;
+  const int tile_begin = min(split * tiles_per_split, tiles);
+  const int tile_end = min(tile_begin + tiles_per_split, tiles);
+
+  // Loader role: thread i fills row i / 4 (a head of Q, a token of a KV tile), chunks i % 4, i % 4 + 4, ….
+  const int load_row = threadIdx.x >> 2, load_chunk0 = threadIdx.x & 3;
+  const auto load_tile = [&](int tile, int stage) {
+    const int token = tile * kTileTokens + load_row;
+    const bool valid = token < context;
+    const __nv_bfloat16* src = pages;
+    if (valid) {
+      const int64_t page = page_table[int64_t(b) * max_pages + token / page_tokens];
+      src = pages + (page * page_tokens + token % page_tokens) * kWidth;
+    }
+    const uint32_t dst = smem_base + kSmemKv + stage * kTileBytes;
+    for (int chunk = load_chunk0; chunk < kRowChunks; chunk += 4)
+      cp_async_16(dst + swizzled(load_row, chunk), src + (valid ? chunk * 8 : 0), valid);
+  };
+
+  if (tile_begin < tile_end) {
+    const int head = head0 + load_row;
+    const bool valid = head < heads;  // rows past the last head are zeros
+    const __nv_bfloat16* src = valid ? q + (int64_t(b) * heads + head) * kWidth : q;
+    for (int chunk = load_chunk0; chunk < kRowChunks; chunk += 4)
+      cp_async_16(q_smem + swizzled(load_row, chunk), src + (valid ? chunk * 8 : 0), valid);
+    load_tile(tile_begin, 0);
+  }
+  cp_async_commit();
+
+  // Softmax role: thread i owns head row i / 4, token columns 8·(i % 4) … +7; m and l are kept identically by the
+  // row's 4 threads.
+  const int soft_row = threadIdx.x >> 2, soft_quarter = threadIdx.x & 3;
+  float m_run = -INFINITY, l_run = 0.0f;
+  // Output role: warp w owns columns 128w … 128w+127 of all 32 heads: [m tile][n tile of 8 columns][fragment].
+  float o[2][16][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < 16; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][n][e] = 0.0f;
+
+  int stage = 0;
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    cp_async_wait_all();
+    __syncthreads();  // this tile has landed; every warp is done with the previous tile's P and stage
+    if (tile + 1 < tile_end) load_tile(tile + 1, stage ^ 1);
+    cp_async_commit();
+    const uint32_t kv_smem = smem_base + kSmemKv + stage * kTileBytes;
+    const int tile_token0 = tile * kTileTokens;
+
+    // Scores: warp w computes heads 16·(w % 2) … +15 × tokens 16·(w / 2) … +15 over all 576 columns.
+    {
+      const int mt = warp & 1, token0 = (warp >> 1) * 16;
+      float s[2][4] = {};
+      const int a_row = mt * 16 + (lane & 15);
+      const int b_row = token0 + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll 4
+      for (int ks = 0; ks < kWidth / 16; ++ks) {
+        uint32_t a[4], bb[4];
+        ldmatrix_x4(a, q_smem + swizzled(a_row, 2 * ks + (lane >> 4)));
+        ldmatrix_x4(bb, kv_smem + swizzled(b_row, 2 * ks + ((lane >> 3) & 1)));
+        mma_bf16(s[0], a, bb[0], bb[1]);
+        mma_bf16(s[1], a, bb[2], bb[3]);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int column = token0 + 8 * j + 2 * t4;
+        const int token = tile_token0 + column;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = mt * 16 + g + 8 * half;
+          const float v0 = token < context ? s[j][2 * half] * scale_log2 : -INFINITY;
+          const float v1 = token + 1 < context ? s[j][2 * half + 1] * scale_log2 : -INFINITY;
+          *reinterpret_cast<float2*>(scores + row * kScoreStride + column) = make_float2(v0, v1);
+        }
+      }
+    }
+    __syncthreads();
+
+    // Online softmax of one head row over the tile; P (bf16) overwrites the front of the row's scores.
+    {
+      const float* srow = scores + soft_row * kScoreStride + 8 * soft_quarter;
+      const float4 x0 = *reinterpret_cast<const float4*>(srow);
+      const float4 x1 = *reinterpret_cast<const float4*>(srow + 4);
+      const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      float tile_max = x[0];
+#pragma unroll
+      for (int i = 1; i < 8; ++i) tile_max = fmaxf(tile_max, x[i]);
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m_run, tile_max);  // finite: the tile's first token is in the context
+      const float alpha = exp2f(m_run - m_new);    // 0 on the first tile (m_run = −∞)
+      __align__(16) __nv_bfloat162 p[4];
+      float tile_sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        p[i] = __floats2bfloat162_rn(exp2f(x[2 * i] - m_new), exp2f(x[2 * i + 1] - m_new));
+        const float2 rounded = __bfloat1622float2(p[i]);  // the sum of exactly what the output product uses
+        tile_sum += rounded.x + rounded.y;
+      }
+      tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
+      tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 2);
+      l_run = l_run * alpha + tile_sum;
+      m_run = m_new;
+      __syncwarp();  // the row's 4 threads have read their scores before any of them overwrites the row's front
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(scores) + soft_row * kScoreStride * 4 +
+                                16 * soft_quarter) = *reinterpret_cast<const uint4*>(p);
+      if (soft_quarter == 0) alpha_s[soft_row] = alpha;
+    }
+    __syncthreads();
+
+    // Output: o = alpha · o + P · C over the tile, warp w on columns 128w … 128w+127.
+    {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const float a_lo = alpha_s[mt * 16 + g], a_hi = alpha_s[mt * 16 + g + 8];
+#pragma unroll
+        for (int n = 0; n < 16; ++n) {
+          o[mt][n][0] *= a_lo;
+          o[mt][n][1] *= a_lo;
+          o[mt][n][2] *= a_hi;
+          o[mt][n][3] *= a_hi;
+        }
+      }
+      const uint32_t p_smem = smem_base + kSmemScores;
+#pragma unroll
+      for (int kk = 0; kk < kTileTokens / 16; ++kk) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+          ldmatrix_x4(a[mt], p_smem + (mt * 16 + (lane & 15)) * kScoreStride * 4 + (2 * kk + (lane >> 4)) * 16);
+        const int v_row = kk * 16 + (lane & 15);
+#pragma unroll
+        for (int np = 0; np < 8; ++np) {
+          uint32_t bb[4];
+          ldmatrix_x4_trans(bb, kv_smem + swizzled(v_row, warp * (kColumnsPerWarp / 8) + 2 * np + (lane >> 4)));
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            mma_bf16(o[mt][2 * np], a[mt], bb[0], bb[1]);
+            mma_bf16(o[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+          }
+        }
+      }
+    }
+    stage ^= 1;
+  }
+  cp_async_wait_all();
+
+  // Epilogue. One split: normalise and write out. Several: this split's unnormalised output and (max, sum); an
+  // empty split writes only (−∞, 0), which the combine skips.
+  if (splits == 1) {
+    if (soft_quarter == 0) sum_s[soft_row] = l_run;
+    __syncthreads();
+  } else if (soft_quarter == 0 && head0 + soft_row < heads) {
+    partial_stats[(int64_t(b) * splits + split) * heads + head0 + soft_row] = make_float2(m_run, l_run);
+  }
+  if (splits > 1 && tile_begin == tile_end) return;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = mt * 16 + g + 8 * half, head = head0 + row;
+      if (head >= heads) continue;
+      float* dst;
+      float factor = 1.0f;
+      if (splits == 1) {
+        dst = out + (int64_t(b) * heads + head) * kLatent;
+        factor = sum_s[row] > 0.0f ? 1.0f / sum_s[row] : 0.0f;  // a sequence with no tokens gets zeros
+      } else {
+        dst = partial_out + ((int64_t(b) * splits + split) * heads + head) * kLatent;
+      }
+#pragma unroll
+      for (int n = 0; n < 16; ++n) {
+        const int column = warp * kColumnsPerWarp + 8 * n + 2 * t4;
+        *reinterpret_cast<float2*>(dst + column) =
+            make_float2(o[mt][n][2 * half] * factor, o[mt][n][2 * half + 1] * factor);
+      }
+    }
+  }
+}
+
+// One block of 128 threads per (head, sequence), 4 output columns per thread:
+//   out = Σ_s 2^(m_s − M) o_s / Σ_s 2^(m_s − M) l_s,  M = max_s m_s, over the splits that saw tokens.
+__global__ void __launch_bounds__(kLatent / 4)
+    mla_decode_combine_splits(const float* __restrict__ partial_out, const float2* __restrict__ partial_stats,
+                              int heads, int splits, float* __restrict__ out) {
+  const int h = blockIdx.x, b = blockIdx.y, column = threadIdx.x * 4;
+  const int64_t first = int64_t(b) * splits * heads + h;  // (b, split 0, h); split s at first + s · heads
+  float m_max = -INFINITY;
+  for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, partial_stats[first + int64_t(s) * heads].x);
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float sum = 0.0f;
+  if (m_max > -INFINITY) {
+    for (int s = 0; s < splits; ++s) {
+      const int64_t index = first + int64_t(s) * heads;
+      const float2 stats = partial_stats[index];
+      if (!(stats.y > 0.0f)) continue;  // an empty split
+      const float w = exp2f(stats.x - m_max);
+      const float4 part = *reinterpret_cast<const float4*>(partial_out + index * kLatent + column);
+      acc.x += w * part.x;
+      acc.y += w * part.y;
+      acc.z += w * part.z;
+      acc.w += w * part.w;
+      sum += w * stats.y;
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  *reinterpret_cast<float4*>(out + (int64_t(b) * heads + h) * kLatent + column) =
+      make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+}
+
+bool valid_shape(const MlaDecodeShape& s) {
+  return s.batch >= 0 && s.batch <= 65535 && s.heads > 0 && s.heads <= 65535 && s.page_tokens > 0 &&
+         s.max_pages_per_sequence > 0 && s.max_context_tokens >= 0 && s.max_context_tokens <= kMaxContextTokens &&
+         s.max_context_tokens <= int64_t(s.max_pages_per_sequence) * s.page_tokens;
+}
+
+int head_groups(int heads) { return (heads + kHeadsPerBlock - 1) / kHeadsPerBlock; }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+int mla_decode_num_splits(const MlaDecodeShape& shape) {
+  if (!valid_shape(shape) || shape.batch == 0) return 1;
+  const int blocks_per_split = shape.batch * head_groups(shape.heads);
+  int splits = (kTargetBlocks + blocks_per_split - 1) / blocks_per_split;
+  splits = std::min<int64_t>(splits, std::max<int64_t>(1, shape.max_context_tokens / kMinTokensPerSplit));
+  return std::clamp(splits, 1, kMaxSplits);
+}
+
+size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
+  const int splits = mla_decode_num_splits(shape);
+  if (!valid_shape(shape) || splits == 1) return 0;
+  const size_t rows = size_t(shape.batch) * splits * shape.heads;
+  return rows * kLatent * sizeof(float) + rows * sizeof(float2);
+}
+
+cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages, const int32_t* page_table,
+                                  const int32_t* context_tokens, float scale, const MlaDecodeShape& shape, float* out,
+                                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
+  if (shape.batch == 0) return cudaSuccess;
+  if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
+  const int splits = mla_decode_num_splits(shape);
+  const size_t needed = mla_decode_workspace_bytes(shape);
+  if (needed > 0 && (workspace == nullptr || workspace_bytes < needed || !aligned16(workspace)))
+    return cudaErrorInvalidValue;
+  const int groups = head_groups(shape.heads);
+  float* partial_out = static_cast<float*>(workspace);
+  float2* partial_stats = needed > 0 ? reinterpret_cast<float2*>(partial_out + size_t(shape.batch) * splits *
+                                                                                   shape.heads * kLatent)
+                                     : nullptr;
+
+  cudaError_t status = cudaFuncSetAttribute(mla_decode_split_kv, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            kSmemBytes);
+  if (status != cudaSuccess) return status;
+  status = cudaFuncSetAttribute(mla_decode_split_kv, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                cudaSharedmemCarveoutMaxShared);
+  if (status != cudaSuccess) return status;
+  const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
+  mla_decode_split_kv<<<grid, kThreads, kSmemBytes, stream>>>(
+      q, cache_pages, page_table, context_tokens, scale * kLog2e, shape.heads, shape.page_tokens,
+      shape.max_pages_per_sequence, int(shape.max_context_tokens), groups, splits, partial_out, partial_stats, out);
+  if (splits > 1) {
+    mla_decode_combine_splits<<<dim3(unsigned(shape.heads), unsigned(shape.batch)), kLatent / 4, 0, stream>>>(
+        partial_out, partial_stats, shape.heads, splits, out);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace k3::kernels

@@ -1,0 +1,58 @@
+// mla_decode_paged: MLA's absorbed ("MQA") decode attention over the paged latent cache (K3-SPEC §4). For each
+// sequence b and head h, over the cached tokens t < context_tokens[b]:
+//   s[t]       = scale · (q[b,h,0:512] · c_t + q[b,h,512:576] · kr_t)
+//   out[b,h,:] = Σ_t softmax(s)_t c_t          (latent space, 512 values; W_uv is applied by the caller)
+// Shapes, all dense and row-major (row strides as written): q bf16 [batch, heads, 576] (the absorbed query
+// [q_nope·W_uk | q_r]); cache_pages bf16 [num_pages, page_tokens, 576], token rows [c (512) | k_r (64)]; page_table
+// int32 [batch, max_pages_per_sequence]: the page ids of sequence b in order (token t sits in page
+// page_table[b, t / page_tokens], slot t % page_tokens; entries past the sequence's pages are never read);
+// context_tokens int32 [batch] in device memory (read by the kernel and clamped to [0, max_context_tokens], so one
+// CUDA graph serves any lengths ≤ max_context_tokens; a sequence with no tokens gets zeros); out fp32
+// [batch, heads, 512]. q, cache_pages and workspace must be 16-byte aligned. The width 576 = 512 + 64 is K3's
+// (kv_lora_rank + qk_rope_head_dim) and fixed.
+// Versions: mla_decode_split_kv — one block of 4 warps per (sequence, split of the context, group of 32 heads),
+// heads as the M dimension of mma.sync m16n8k16 bf16 tiles (fp32 accumulation), cached tokens in tiles of 32 as
+// N (scores) and K (output), online softmax in base 2, cp.async double-buffered loads of the 576-wide token rows
+// (page lookup per token, rows past the context zero-filled, never read) into XOR-swizzled shared memory; the
+// scores go through shared memory, where 4 threads per head row do the softmax and write P as bf16 (each warp
+// then owns 128 of the 512 output columns for all 32 heads). Each split writes its unnormalised output with its
+// running max and sum; mla_decode_combine_splits merges them per (sequence, head). The number of splits depends
+// only on the shape (batch, heads, max_context_tokens), so a captured launch serves every length; the tokens of a
+// sequence are divided over the splits by its actual length, and a split with no tokens contributes nothing.
+// With one split the block normalises and writes out directly (no workspace).
+// Faster (not done): the score product reuses each shared-memory operand only twice (a 16×16 tile per warp), so at
+// 96 heads the kernel is bound by shared-memory bandwidth, not by HBM; wgmma with operands read straight from
+// shared memory (64-head tiles per warpgroup) is the step to the roofline.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace k3::kernels {
+
+inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
+inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
+inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
+
+struct MlaDecodeShape {
+  int batch;
+  int heads;
+  int page_tokens;
+  int max_pages_per_sequence;
+  int64_t max_context_tokens;  // ≤ max_pages_per_sequence · page_tokens and ≤ 2^30
+};
+
+// Splits of the context per sequence for this shape (1 for an invalid or empty shape).
+int mla_decode_num_splits(const MlaDecodeShape& shape);
+// Workspace the launch needs (0 with one split or an invalid shape): per split, sequence and head the unnormalised
+// 512-value output and its (max, sum).
+size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape);
+
+cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages, const int32_t* page_table,
+                                  const int32_t* context_tokens, float scale, const MlaDecodeShape& shape, float* out,
+                                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace k3::kernels

@@ -1,0 +1,253 @@
+#include "kernels/mla_prefill.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr int kQk = kMlaPrefillQkDim;        // 192
+constexpr int kV = kMlaPrefillValueDim;      // 128
+constexpr int kQkChunks = kQk * 2 / 16;      // 24 chunks of 16 bytes per q/k row
+constexpr int kVChunks = kV * 2 / 16;        // 16 per v row
+constexpr int kBlockQueries = 64;
+constexpr int kBlockKeys = 64;
+constexpr int kWarps = kBlockQueries / 16;
+constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+
+static_assert(kQkChunks % 8 == 0 && kVChunks % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
+static_assert(kThreads == 2 * kBlockQueries && kThreads == 2 * kBlockKeys, "2 loader threads per row");
+
+// Shared memory (bytes): Q [64][192] | K 2 × [64][192] | V 2 × [64][128], all bf16.
+constexpr int kQkTileBytes = kBlockKeys * kQk * 2;
+constexpr int kVTileBytes = kBlockKeys * kV * 2;
+constexpr int kSmemQ = 0;
+constexpr int kSmemK = kSmemQ + kBlockQueries * kQk * 2;
+constexpr int kSmemV = kSmemK + 2 * kQkTileBytes;
+constexpr int kSmemBytes = kSmemV + 2 * kVTileBytes;  // 106,496: two blocks per SM
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of rows of `row_chunks` chunks, XOR-swizzled by
+// row % 8 (row strides are multiples of 128 bytes, so the 8 rows of an ldmatrix would otherwise share banks).
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk, int row_chunks) {
+  return uint32_t((row * row_chunks + (chunk ^ (row & 7))) << 4);
+}
+
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  // src-size 0 writes 16 zero bytes and reads nothing.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+// c += a · b for one m16n8k16 tile: a row-major 16×16 bf16, b column-major 16×8 bf16, c 16×8 fp32.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Grid: x = query block (reversed: the last blocks, with the most key tiles, start first), y = head.
+// Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4g + t; a holds rows g, g+8 × columns 2t, 2t+1 (+8); b holds
+// k = 2t, 2t+1 (+8) × column g; c holds rows g, g+8 × columns 2t, 2t+1 — so the score tile's c fragments of two
+// adjacent 8-key tiles are exactly the a fragment of the next product over those 16 keys.
+__global__ void __launch_bounds__(kThreads, 2)
+    mla_prefill_flash(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                      const __nv_bfloat16* __restrict__ v, int q_tokens, int kv_tokens, int heads, float scale_log2,
+                      __nv_bfloat16* __restrict__ out) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int query0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * kBlockQueries;
+  const int h = blockIdx.y;
+  const int offset = kv_tokens - q_tokens;  // position of query i is offset + i
+  const int64_t qk_stride = int64_t(heads) * kQk, v_stride = int64_t(heads) * kV;
+
+  const int last_position = offset + min(query0 + kBlockQueries, q_tokens) - 1;
+  const int key_tiles = last_position / kBlockKeys + 1;  // tiles past the last query's position are all masked
+  const int first_position = offset + query0;
+
+  // Loader role: thread i fills row i / 2 of each tile, chunks i % 2, i % 2 + 2, ….
+  const int load_row = threadIdx.x >> 1, load_chunk0 = threadIdx.x & 1;
+  const auto load_kv = [&](int tile, int stage) {
+    const int key = tile * kBlockKeys + load_row;
+    const bool valid = key < kv_tokens;
+    const __nv_bfloat16* k_src = valid ? k + key * qk_stride + h * kQk : k;
+    const __nv_bfloat16* v_src = valid ? v + key * v_stride + h * kV : v;
+    const uint32_t k_dst = smem_base + kSmemK + stage * kQkTileBytes;
+    const uint32_t v_dst = smem_base + kSmemV + stage * kVTileBytes;
+    for (int chunk = load_chunk0; chunk < kQkChunks; chunk += 2)
+      cp_async_16(k_dst + swizzled(load_row, chunk, kQkChunks), k_src + (valid ? chunk * 8 : 0), valid);
+    for (int chunk = load_chunk0; chunk < kVChunks; chunk += 2)
+      cp_async_16(v_dst + swizzled(load_row, chunk, kVChunks), v_src + (valid ? chunk * 8 : 0), valid);
+  };
+  {
+    const int query = query0 + load_row;
+    const bool valid = query < q_tokens;  // rows past the last query are zeros, never written out
+    const __nv_bfloat16* src = valid ? q + query * qk_stride + h * kQk : q;
+    for (int chunk = load_chunk0; chunk < kQkChunks; chunk += 2)
+      cp_async_16(smem_base + kSmemQ + swizzled(load_row, chunk, kQkChunks), src + (valid ? chunk * 8 : 0), valid);
+  }
+  load_kv(0, 0);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+
+  // Warp w owns query rows 16w … 16w+15 of the block: q fragments, running max / sum of rows g and g+8, output.
+  const int row_lo = 16 * warp + g;
+  const int position_lo = first_position + row_lo, position_hi = position_lo + 8;
+  uint32_t qf[kQk / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < kQk / 16; ++ks)
+    ldmatrix_x4(qf[ks], smem_base + kSmemQ + swizzled(16 * warp + (lane & 15), 2 * ks + (lane >> 4), kQkChunks));
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+  float o[kV / 8][4];
+#pragma unroll
+  for (int n = 0; n < kV / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+  int stage = 0;
+  for (int tile = 0; tile < key_tiles; ++tile) {
+    cp_async_wait_all();
+    __syncthreads();  // this tile landed; every warp is done with the previous tile's stage
+    if (tile + 1 < key_tiles) load_kv(tile + 1, stage ^ 1);
+    cp_async_commit();
+    const uint32_t k_smem = smem_base + kSmemK + stage * kQkTileBytes;
+    const uint32_t v_smem = smem_base + kSmemV + stage * kVTileBytes;
+    const int key0 = tile * kBlockKeys;
+
+    // Scores of the warp's 16 rows × 64 keys.
+    float s[kBlockKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kBlockKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kQk / 16; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kBlockKeys / 16; ++np) {
+        uint32_t bb[4];
+        ldmatrix_x4(bb, k_smem + swizzled(16 * np + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1),
+                                          kQkChunks));
+        mma_bf16(s[2 * np], qf[ks], bb[0], bb[1]);
+        mma_bf16(s[2 * np + 1], qf[ks], bb[2], bb[3]);
+      }
+    }
+    const bool masked = key0 + kBlockKeys - 1 > first_position || key0 + kBlockKeys > kv_tokens;
+#pragma unroll
+    for (int n = 0; n < kBlockKeys / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + 8 * n + 2 * t4 + (e & 1);
+        const int position = e < 2 ? position_lo : position_hi;
+        s[n][e] = masked && (key > position || key >= kv_tokens) ? -INFINITY : s[n][e] * scale_log2;
+      }
+    }
+
+    // Online softmax of rows g (elements 0, 1) and g + 8 (elements 2, 3); the row's values sit in the 4 lanes of g.
+    float max_lo = -INFINITY, max_hi = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kBlockKeys / 8; ++n) {
+      max_lo = fmaxf(max_lo, fmaxf(s[n][0], s[n][1]));
+      max_hi = fmaxf(max_hi, fmaxf(s[n][2], s[n][3]));
+    }
+#pragma unroll
+    for (int d = 1; d <= 2; d *= 2) {
+      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, d));
+      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, d));
+    }
+    // Finite: key 0 is visible to every row (positions ≥ 0) and tile 0 comes first, so m is finite from then on.
+    const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
+    const float alpha_lo = exp2f(m_lo - new_lo), alpha_hi = exp2f(m_hi - new_hi);
+    m_lo = new_lo;
+    m_hi = new_hi;
+    uint32_t p[kBlockKeys / 8][2];  // bf16 pairs: [n][0] row g, [n][1] row g + 8
+    float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kBlockKeys / 8; ++n) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(exp2f(s[n][0] - new_lo), exp2f(s[n][1] - new_lo));
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(exp2f(s[n][2] - new_hi), exp2f(s[n][3] - new_hi));
+      const float2 lo_f = __bfloat1622float2(lo), hi_f = __bfloat1622float2(hi);  // sum what the product uses
+      sum_lo += lo_f.x + lo_f.y;
+      sum_hi += hi_f.x + hi_f.y;
+      p[n][0] = *reinterpret_cast<const uint32_t*>(&lo);
+      p[n][1] = *reinterpret_cast<const uint32_t*>(&hi);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;  // per-lane partial sums; reduced over the 4 lanes at the end
+    l_hi = l_hi * alpha_hi + sum_hi;
+#pragma unroll
+    for (int n = 0; n < kV / 8; ++n) {
+      o[n][0] *= alpha_lo;
+      o[n][1] *= alpha_lo;
+      o[n][2] *= alpha_hi;
+      o[n][3] *= alpha_hi;
+    }
+
+    // o += P · V over the tile's 64 keys, 16 at a time.
+#pragma unroll
+    for (int kk = 0; kk < kBlockKeys / 16; ++kk) {
+      const uint32_t a[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+#pragma unroll
+      for (int np = 0; np < kV / 16; ++np) {
+        uint32_t bb[4];
+        ldmatrix_x4_trans(bb, v_smem + swizzled(16 * kk + (lane & 15), 2 * np + (lane >> 4), kVChunks));
+        mma_bf16(o[2 * np], a, bb[0], bb[1]);
+        mma_bf16(o[2 * np + 1], a, bb[2], bb[3]);
+      }
+    }
+    stage ^= 1;
+  }
+  cp_async_wait_all();
+
+#pragma unroll
+  for (int d = 1; d <= 2; d *= 2) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, d);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, d);
+  }
+  const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // l ≥ 1: the row's maximum contributes 2^0
+  const int query_lo = query0 + row_lo, query_hi = query_lo + 8;
+#pragma unroll
+  for (int n = 0; n < kV / 8; ++n) {
+    const int column = h * kV + 8 * n + 2 * t4;
+    if (query_lo < q_tokens)
+      *reinterpret_cast<__nv_bfloat162*>(out + query_lo * v_stride + column) =
+          __floats2bfloat162_rn(o[n][0] * inv_lo, o[n][1] * inv_lo);
+    if (query_hi < q_tokens)
+      *reinterpret_cast<__nv_bfloat162*>(out + query_hi * v_stride + column) =
+          __floats2bfloat162_rn(o[n][2] * inv_hi, o[n][3] * inv_hi);
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+cudaError_t mla_prefill_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                       int q_tokens, int kv_tokens, int heads, float scale, __nv_bfloat16* out,
+                                       cudaStream_t stream) {
+  if (q_tokens < 0 || kv_tokens < q_tokens || heads <= 0 || heads > 65535 || !std::isfinite(scale))
+    return cudaErrorInvalidValue;
+  if (q_tokens == 0) return cudaSuccess;
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out)) return cudaErrorInvalidValue;
+  const cudaError_t status =
+      cudaFuncSetAttribute(mla_prefill_flash, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (status != cudaSuccess) return status;
+  const dim3 grid(unsigned((q_tokens + kBlockQueries - 1) / kBlockQueries), unsigned(heads));
+  mla_prefill_flash<<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, q_tokens, kv_tokens, heads, scale * kLog2e, out);
+  return cudaGetLastError();
+}
+
+}  // namespace k3::kernels
