@@ -1,0 +1,126 @@
+// kda_prefill_bench: the KDA chunked prefill (kernels/kda_chunk_prefill) for one sequence over K3's 96 heads × 128
+// at 8K, 32K and 128K tokens against the roofline sim/ gives kda.chunk, and the recurrent decode kernel stepped over
+// the same 8K-token sequence inside one CUDA graph, the baseline the chunked form must beat by 10× (method and
+// output: bench/gpu/bench_harness.h).
+//
+// Counts: FLOPs as core/op_graph.cpp counts kda.chunk, per token and head 10·C·d + 6·d² + (2/3)·C² with C = 64.
+// Bytes are the fewest the op must move (q, k, v, g, β in, out, the state read and written once, fp32); op_graph also
+// counts its intermediate passes (W, U, the chunk-boundary states), so this roofline is the stricter one, and the
+// kernel's own workspace traffic (≈ 9 bytes per input byte of q) is part of what it is measured against. Compute at
+// TF32 peak (the kernel's tensor-core precision; op_graph uses bf16).
+// Inputs are constant fills within the kernel's contract (q, k 0.0115 per element, v 0.747, g -1.50, β 0.747): the
+// timing does not depend on the values, and the state stays finite over the repeats. One buffer set per length
+// (every length's working set is far beyond the L2).
+//
+// Usage: kda_prefill_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
+#include "bench/gpu/bench_harness.h"
+#include "kernels/kda_chunk_prefill.h"
+#include "kernels/kda_decode.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using k3::EfficiencyClass;
+using k3::bench::Result;
+using k3::bench::device_alloc;
+using k3::bench::time_us;
+
+namespace {
+
+constexpr int kHeads = 96, kD = 128, kChunk = 64;
+constexpr float kGateLowerBound = -5.0f;
+constexpr uint8_t kFillQk = 0x3C, kFillV = 0x3F, kFillGate = 0xBF, kFillBeta = 0x3F;
+
+struct Sequence {  // one sequence's inputs, output and state
+  int64_t tokens;
+  float *q, *k, *v, *g, *beta, *out, *state;
+  explicit Sequence(int64_t t) : tokens(t) {
+    const size_t n = size_t(t) * kHeads * kD;
+    q = device_alloc<float>(n, kFillQk);
+    k = device_alloc<float>(n, kFillQk);
+    v = device_alloc<float>(n, kFillV);
+    g = device_alloc<float>(n, kFillGate);
+    beta = device_alloc<float>(size_t(t) * kHeads, kFillBeta);
+    out = device_alloc<float>(n, 0);
+    state = device_alloc<float>(size_t(kHeads) * kD * kD, 0);
+  }
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+  ~Sequence() {
+    for (float* p : {q, k, v, g, beta, out, state}) cudaFree(p);
+  }
+  // q, k, v, g, β in, out, state in and out.
+  double bytes() const {
+    return (5.0 * tokens * kHeads * kD + double(tokens) * kHeads + 2.0 * kHeads * kD * kD) * sizeof(float);
+  }
+};
+
+double chunk_flops(int64_t tokens) {
+  const double C = kChunk, d = kD;
+  return double(tokens) * kHeads * (10 * C * d + 6 * d * d + (2.0 / 3.0) * C * C);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const k3::bench::Session session(argc, argv);
+  std::vector<Result> results;
+  double prefill_8k_us = 0;
+
+  for (int64_t tokens : {int64_t{8192}, int64_t{32768}, int64_t{131072}}) {
+    Sequence seq(tokens);
+    const size_t workspace_bytes = k3::kernels::kda_chunk_prefill_workspace_bytes(int(tokens), kHeads, kD);
+    void* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
+    Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 (kda_chunk_ut_tensorcore)", tokens),
+             seq.bytes(), chunk_flops(tokens)};
+    r.cls = EfficiencyClass::recurrent;
+    r.median_us = time_us([&](int) {
+      CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out,
+                                                         int(tokens), kHeads, kD, kGateLowerBound, workspace,
+                                                         workspace_bytes, nullptr));
+    }, session.repeats);
+    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
+    results.push_back(r);
+    if (tokens == 8192) prefill_8k_us = r.median_us;
+    CUDA_CHECK(cudaFree(workspace));
+  }
+
+  // The recurrent kernel over the same 8K-token sequence: one decode step per token, all captured in one CUDA graph
+  // (as a decode loop would replay them), so launch overhead is the graph's, not the host's.
+  {
+    const int64_t tokens = 8192;
+    const int64_t width = int64_t(kHeads) * kD;
+    Sequence seq(tokens);
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int64_t t = 0; t < tokens; ++t) {
+      CUDA_CHECK(k3::kernels::kda_decode_step_f32state(seq.q + t * width, seq.k + t * width, seq.v + t * width,
+                                                       seq.g + t * width, seq.beta + t * kHeads, seq.state,
+                                                       seq.out + t * width, 1, kHeads, kD, stream));
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    // Per step the state is read and written once (K3-SPEC §3 recurrence: 7·d² + 2·d FLOPs per head).
+    const double state_bytes = double(kHeads) * kD * kD * sizeof(float);
+    const double bytes = tokens * (2.0 * state_bytes + (5.0 * width + kHeads) * sizeof(float));
+    const double flops = double(tokens) * kHeads * (7.0 * kD * kD + 2.0 * kD);
+    Result r{"kda_decode_step_f32state x 8192 tokens in one CUDA graph, batch 1, heads 96 d 128", bytes, flops};
+    r.cls = EfficiencyClass::recurrent;
+    r.median_us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); },
+                          std::max(3, std::min(session.repeats, 10)), 2);
+    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
+    results.push_back(r);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    session.print(results, fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}",
+                                       r.median_us / prefill_8k_us));
+  }
+  return 0;
+}

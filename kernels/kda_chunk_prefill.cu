@@ -1,0 +1,435 @@
+#include "kernels/kda_chunk_prefill.h"
+
+#include <mma.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace k3::kernels {
+
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kD = 128;           // head_dim: key and value channels
+constexpr int kChunk = 64;        // tokens per chunk
+constexpr int kTile = 16;         // tokens per sub-tile (and the WMMA tile edge)
+constexpr int kTilesPerChunk = kChunk / kTile;
+constexpr int kThreads = 256;     // 8 warps in both kernels
+constexpr int kWarps = kThreads / 32;
+constexpr int kValueBlock = 32;   // value columns per state-pass block
+constexpr int kValueBlocks = kD / kValueBlock;
+// Diagonal tiles referenced to their middle token see exponents up to 8·|lb| (row factors) and 7·|lb| (column
+// factors); the masked-out upper entries multiply both, up to e^{15·|lb|}·128 terms, which for lb ≥ -5 stays below
+// fp32's (and TF32's) 3.4e38. Steeper bounds take the exact per-pair path.
+constexpr float kTensorDiagonalMinLowerBound = -5.0f;
+
+// Workspace: per (head, chunk) block b = head·chunks + chunk, fp32. Every array starts 512-byte aligned relative
+// to the (256-byte aligned) base, as WMMA's 32-byte pointer alignment needs.
+constexpr int64_t kRowsBlock = int64_t(kChunk) * kD;       // W, U, Qg, Kd: [64, 128]
+constexpr int64_t kScoreBlock = int64_t(kChunk) * kChunk;  // A_qk: [64, 64]
+constexpr int64_t kFloatsPerBlock = 4 * kRowsBlock + kScoreBlock + kD;
+
+struct Workspace {
+  float* base;
+  int64_t blocks;  // heads · chunks
+  __device__ float* w(int64_t b) const { return base + b * kRowsBlock; }
+  __device__ float* u(int64_t b) const { return base + (blocks + b) * kRowsBlock; }
+  __device__ float* qg(int64_t b) const { return base + (2 * blocks + b) * kRowsBlock; }
+  __device__ float* kd(int64_t b) const { return base + (3 * blocks + b) * kRowsBlock; }
+  __device__ float* a_qk(int64_t b) const { return base + 4 * blocks * kRowsBlock + b * kScoreBlock; }
+  __device__ float* decay(int64_t b) const {
+    return base + 4 * blocks * kRowsBlock + blocks * kScoreBlock + b * kD;
+  }
+};
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragATransposed = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragBTransposed = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+
+// Loads an operand fragment and rounds it to TF32 (nearest), rather than letting the MMA truncate the low bits.
+template <typename Frag>
+__device__ __forceinline__ void load_tf32(Frag& f, const float* p, unsigned ldm) {
+  wmma::load_matrix_sync(f, p, ldm);
+#pragma unroll
+  for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
+}
+
+// Shared memory of kda_chunk_intra_ut, in floats. X doubles as the warps' factor scratch while the scores are built
+// and A_qk as the wavefront scratch of the forward substitution; K holds k, then β e^G ⊙ k, then β ⊙ v.
+constexpr int kSmemG = 0;                                 // G [64][128]
+constexpr int kSmemK = kSmemG + kChunk * kD;              // [64][128]
+constexpr int kSmemAkk = kSmemK + kChunk * kD;            // A_kk [64][64], then L = StrictLower, β applied
+constexpr int kSmemAqk = kSmemAkk + kChunk * kChunk;      // A_qk [64][64]
+constexpr int kSmemX = kSmemAqk + kChunk * kChunk;        // X = (I + L)⁻¹ [64][64]
+constexpr int kSmemBeta = kSmemX + kChunk * kChunk;       // β [64]
+constexpr int kIntraSmemFloats = kSmemBeta + kChunk;
+constexpr size_t kIntraSmemBytes = size_t(kIntraSmemFloats) * sizeof(float);
+constexpr int kFactorScratchFloats = 2 * kTile * kTile;   // per warp: row and column factors [16][16]
+static_assert(kWarps * kFactorScratchFloats <= kChunk * kChunk, "factor scratch must fit in X");
+
+// out[64, 128] (global, ldm 128) = X[64, 64] · B[64, 128] (both shared) for a lower-triangular X: warp w computes
+// value tile w of every row tile I, over the key range 0 .. 16(I+1) where row tile I of X can be non-zero.
+__device__ __forceinline__ void lower_triangular_product(const float* X, const float* B, float* out, int warp) {
+#pragma unroll
+  for (int I = 0; I < kTilesPerChunk; ++I) {
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int ks = 0; ks < 2 * (I + 1); ++ks) {
+      FragA a;
+      FragB b;
+      load_tf32(a, X + kTile * I * kChunk + 8 * ks, kChunk);
+      load_tf32(b, B + 8 * ks * kD + kTile * warp, kD);
+      wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(out + kTile * I * kD + kTile * warp, acc, kD, wmma::mem_row_major);
+  }
+}
+
+// Phase 1: everything of one (chunk, head) that does not depend on the state. Rows r ≥ n of a partial last chunk
+// are padded with q = k = v = 0, g = 0, β = 0: their G repeats G[n-1], their scores, W, U, Qg and Kd rows are 0 and
+// X's row is the identity's, so the state pass needs no special case and e^{G_last} = e^{G[n-1]}.
+template <bool kTensorDiagonal>
+__global__ void __launch_bounds__(kThreads, 2)
+    kda_chunk_intra_ut(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                       const float* __restrict__ g, const float* __restrict__ beta, int tokens, int heads,
+                       Workspace ws) {
+  extern __shared__ __align__(128) float smem[];
+  float* Gs = smem + kSmemG;
+  float* Ks = smem + kSmemK;
+  float* Akk = smem + kSmemAkk;
+  float* Aqk = smem + kSmemAqk;
+  float* Xs = smem + kSmemX;
+  float* bs = smem + kSmemBeta;
+
+  const int chunk = blockIdx.x, h = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t t0 = int64_t(chunk) * kChunk;
+  const int n = tokens - t0 < kChunk ? int(tokens - t0) : kChunk;
+  const int64_t P = int64_t(heads) * kD;  // row stride of q, k, v, g
+  const int64_t head_offset = t0 * P + int64_t(h) * kD;
+  const float* qh = q + head_offset;  // q[t0 + r, h·d + i] = qh[r·P + i]
+  const float* kh = k + head_offset;
+  const float* vh = v + head_offset;
+  const float* gh = g + head_offset;
+  const int64_t blk = int64_t(h) * gridDim.x + chunk;
+
+  // ---- Stage 1: β, k, the cumulative log decay G and the chunk's Qg, Kd, e^{G_last}.
+  if (tid < kChunk) bs[tid] = tid < n ? beta[(t0 + tid) * heads + h] : 0.0f;
+  for (int e = tid; e < kChunk * kD; e += kThreads) {
+    const int r = e / kD, i = e % kD;
+    Ks[e] = r < n ? kh[r * P + i] : 0.0f;
+  }
+  {
+    // Two threads per channel: rows 0..31 and 32..63, then the second half adds the first half's total.
+    const int i = tid % kD, r0 = (tid / kD) * (kChunk / 2);
+    float run = 0.0f;
+#pragma unroll 8
+    for (int r = r0; r < r0 + kChunk / 2; ++r) {
+      run += r < n ? gh[r * P + i] : 0.0f;
+      Gs[r * kD + i] = run;
+    }
+  }
+  __syncthreads();
+  if (tid >= kD) {
+    const int i = tid % kD;
+    const float first_half = Gs[(kChunk / 2 - 1) * kD + i];
+    for (int r = kChunk / 2; r < kChunk; ++r) Gs[r * kD + i] += first_half;
+  }
+  __syncthreads();
+  {
+    float* qg_out = ws.qg(blk);
+    float* kd_out = ws.kd(blk);
+    for (int e = tid; e < kChunk * kD; e += kThreads) {
+      const int r = e / kD, i = e % kD;
+      const float G = Gs[e], G_last = Gs[(kChunk - 1) * kD + i];
+      qg_out[e] = r < n ? expf(G) * qh[r * P + i] : 0.0f;  // e^G ≤ 1
+      kd_out[e] = expf(G_last - G) * Ks[e];                 // e^{G_last − G} ≤ 1
+    }
+    if (tid < kD) ws.decay(blk)[tid] = expf(Gs[(kChunk - 1) * kD + tid]);
+  }
+
+  // ---- Stage 2: score tiles (I, J ≤ I) of A_qk (kind 0) and A_kk (kind 1, β applied later), one product each:
+  //   (x_i ⊙ e^{G_i − G_ref}) · (k_j ⊙ e^{G_ref − G_j}),  ref = 16I (J < I) or 16I + 8 (J = I, tensor path),
+  // summed over 16-channel slices whose factors each warp builds in its own scratch.
+  {
+    constexpr int kTiles = kTensorDiagonal ? 2 * 10 : 2 * 6;  // (I, J) pairs with J ≤ I, or J < I
+    float* Fr = Xs + warp * kFactorScratchFloats;  // row factors [16 tokens][16 channels]
+    float* Fc = Fr + kTile * kTile;                // column factors [16 tokens][16 channels]
+    for (int tile = warp; tile < kTiles; tile += kWarps) {
+      const int kind = tile % 2;
+      int I = kTensorDiagonal ? 0 : 1, J = tile / 2;
+      while (J >= (kTensorDiagonal ? I + 1 : I)) {
+        J -= kTensorDiagonal ? I + 1 : I;
+        ++I;
+      }
+      const int ref = I == J ? kTile * I + kTile / 2 : kTile * I;
+      const int cc = lane % kTile;
+      FragC acc;
+      wmma::fill_fragment(acc, 0.0f);
+      for (int c0 = 0; c0 < kD; c0 += kTile) {
+        const int ch = c0 + cc;
+        const float g_ref = Gs[ref * kD + ch];
+#pragma unroll
+        for (int m = 0; m < kTile / 2; ++m) {
+          const int r = lane / kTile + 2 * m;
+          const int ri = kTile * I + r, rj = kTile * J + r;
+          const float x = kind == 1 ? Ks[ri * kD + ch] : (ri < n ? qh[ri * P + ch] : 0.0f);
+          Fr[r * kTile + cc] = x * __expf(Gs[ri * kD + ch] - g_ref);
+          Fc[r * kTile + cc] = Ks[rj * kD + ch] * __expf(g_ref - Gs[rj * kD + ch]);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+          FragA a;
+          FragBTransposed b;  // b(c, j) = Fc[j][c]
+          load_tf32(a, Fr + 8 * ks, kTile);
+          load_tf32(b, Fc + 8 * ks, kTile);
+          wmma::mma_sync(acc, a, b, acc);
+        }
+        __syncwarp();
+      }
+      wmma::store_matrix_sync((kind == 1 ? Akk : Aqk) + kTile * I * kChunk + kTile * J, acc, kChunk,
+                              wmma::mem_row_major);
+    }
+    if (!kTensorDiagonal) {
+      // Diagonal tiles pair by pair: lanes over channels, each pair's own factor e^{G_i − G_j} ≤ 0 (j ≤ i).
+      for (int row = warp; row < kChunk; row += kWarps) {
+        float qv[kD / 32], kv[kD / 32], gv[kD / 32];
+#pragma unroll
+        for (int m = 0; m < kD / 32; ++m) {
+          const int ch = lane + 32 * m;
+          qv[m] = row < n ? qh[row * P + ch] : 0.0f;
+          kv[m] = Ks[row * kD + ch];
+          gv[m] = Gs[row * kD + ch];
+        }
+        for (int col = (row / kTile) * kTile; col <= row; ++col) {
+          float s_qk = 0.0f, s_kk = 0.0f;
+#pragma unroll
+          for (int m = 0; m < kD / 32; ++m) {
+            const int ch = lane + 32 * m;
+            const float decayed_k = Ks[col * kD + ch] * __expf(gv[m] - Gs[col * kD + ch]);
+            s_qk = fmaf(qv[m], decayed_k, s_qk);
+            s_kk = fmaf(kv[m], decayed_k, s_kk);
+          }
+#pragma unroll
+          for (int offset = 16; offset > 0; offset /= 2) {
+            s_qk += __shfl_xor_sync(0xffffffffu, s_qk, offset);
+            s_kk += __shfl_xor_sync(0xffffffffu, s_kk, offset);
+          }
+          if (lane == 0) {
+            Aqk[row * kChunk + col] = s_qk;
+            Akk[row * kChunk + col] = s_kk;
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();
+  // Masks (selects, so never-written upper entries cannot leak): L = β_i A_kk below the diagonal, A_qk on and below.
+  {
+    float* aqk_out = ws.a_qk(blk);
+    for (int e = tid; e < kChunk * kChunk; e += kThreads) {
+      const int i = e / kChunk, j = e % kChunk;
+      Akk[e] = j < i ? bs[i] * Akk[e] : 0.0f;
+      aqk_out[e] = j <= i ? Aqk[e] : 0.0f;
+    }
+  }
+  __syncthreads();
+
+  // ---- Stage 3: X = (I + L)⁻¹, unit lower triangular, fp32.
+  if (warp < kTilesPerChunk) {
+    // Diagonal block I = warp: lane c < 16 solves column c by forward substitution, the column in registers.
+    if (lane < kTile) {
+      const int I = warp, col = lane;
+      const float* L = Akk + kTile * I * kChunk + kTile * I;
+      float x[kTile];
+#pragma unroll
+      for (int r = 0; r < kTile; ++r) {
+        float a = r == col ? 1.0f : 0.0f;
+#pragma unroll
+        for (int c = 0; c < r; ++c) a = fmaf(-L[r * kChunk + c], x[c], a);
+        x[r] = a;
+        Xs[(kTile * I + r) * kChunk + kTile * I + col] = a;
+      }
+    }
+  } else {
+    // Blocks above the diagonal are zero.
+    for (int e = tid - kTilesPerChunk * 32; e < kChunk * kChunk; e += kThreads - kTilesPerChunk * 32) {
+      const int i = e / kChunk, j = e % kChunk;
+      if (j / kTile > i / kTile) Xs[e] = 0.0f;
+    }
+  }
+  __syncthreads();
+  // Blocks below: X_IJ = −X_II Σ_{K=J}^{I−1} L_IK X_KJ, wavefront s = I − J, each needing only s' < s.
+  float* Ts = Aqk;  // free since the mask pass: one [16][16] per block of the wavefront
+  for (int s = 1; s < kTilesPerChunk; ++s) {
+    const int count = (kTilesPerChunk - s) * kTile * kTile;
+    for (int e = tid; e < count; e += kThreads) {
+      const int I = s + e / (kTile * kTile), J = I - s, r = (e / kTile) % kTile, col = e % kTile;
+      const float* l_row = Akk + (kTile * I + r) * kChunk;
+      float a = 0.0f;
+      for (int m = kTile * J; m < kTile * I; ++m) a = fmaf(l_row[m], Xs[m * kChunk + kTile * J + col], a);
+      Ts[e] = a;
+    }
+    __syncthreads();
+    for (int e = tid; e < count; e += kThreads) {
+      const int I = s + e / (kTile * kTile), J = I - s, r = (e / kTile) % kTile, col = e % kTile;
+      const float* x_row = Xs + (kTile * I + r) * kChunk + kTile * I;
+      const float* t_block = Ts + (e / (kTile * kTile)) * kTile * kTile;
+      float a = 0.0f;
+      for (int c = 0; c <= r; ++c) a = fmaf(x_row[c], t_block[c * kTile + col], a);
+      Xs[(kTile * I + r) * kChunk + kTile * J + col] = -a;
+    }
+    __syncthreads();
+  }
+
+  // ---- Stage 4: W = X (β e^G ⊙ K), U = X (β ⊙ V).
+  for (int e = tid; e < kChunk * kD; e += kThreads) Ks[e] *= bs[e / kD] * expf(Gs[e]);
+  __syncthreads();
+  lower_triangular_product(Xs, Ks, ws.w(blk), warp);
+  __syncthreads();
+  for (int e = tid; e < kChunk * kD; e += kThreads) {
+    const int r = e / kD, i = e % kD;
+    Ks[e] = r < n ? bs[r] * vh[r * P + i] : 0.0f;
+  }
+  __syncthreads();
+  lower_triangular_product(Xs, Ks, ws.u(blk), warp);
+}
+
+// Phase 2: block (value block vb, head h) carries S[:, 32·vb .. 32·vb + 32) through every chunk in order. Warp w
+// computes tile (I = w / 2, 16 columns Cb = w % 2) of V' and O, and rows 16w .. 16w + 15 of the new S.
+__global__ void __launch_bounds__(kThreads, 3)
+    kda_chunk_state_pass(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens, int heads,
+                         int chunks) {
+  __shared__ __align__(128) float Ss[kD * kValueBlock];      // S slice [128 keys][32 values]
+  __shared__ __align__(128) float Vs[kChunk * kValueBlock];  // V' [64][32]
+  __shared__ __align__(128) float Os[kChunk * kValueBlock];  // O [64][32], staged for a bounded store
+
+  const int vb = blockIdx.x, h = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int I = warp / 2, Cb = warp % 2;
+  const int64_t P = int64_t(heads) * kD;
+  float* s_global = state + int64_t(h) * kD * kD + kValueBlock * vb;  // S[i][j] at s_global[i·128 + j]
+  float* out_h = out + int64_t(h) * kD + kValueBlock * vb;
+
+  for (int e = tid; e < kD * kValueBlock; e += kThreads) Ss[e] = s_global[(e / kValueBlock) * kD + e % kValueBlock];
+  __syncthreads();
+
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t blk = int64_t(h) * chunks + chunk;
+    const float* W = ws.w(blk);
+    const float* U = ws.u(blk);
+    const float* Qg = ws.qg(blk);
+    const float* Kd = ws.kd(blk);
+    const float* Aqk = ws.a_qk(blk);
+    const float* decay = ws.decay(blk);
+
+    // V' = U − W S and the first half of O = Qg S, sharing the S fragments.
+    FragC acc_ws, acc_o, acc_u;
+    wmma::fill_fragment(acc_ws, 0.0f);
+    wmma::fill_fragment(acc_o, 0.0f);
+#pragma unroll 4
+    for (int ks = 0; ks < kD / 8; ++ks) {
+      FragB s_frag;
+      FragA a;
+      load_tf32(s_frag, Ss + 8 * ks * kValueBlock + kTile * Cb, kValueBlock);
+      load_tf32(a, W + kTile * I * kD + 8 * ks, kD);
+      wmma::mma_sync(acc_ws, a, s_frag, acc_ws);
+      load_tf32(a, Qg + kTile * I * kD + 8 * ks, kD);
+      wmma::mma_sync(acc_o, a, s_frag, acc_o);
+    }
+    wmma::load_matrix_sync(acc_u, U + kTile * I * kD + kValueBlock * vb + kTile * Cb, kD, wmma::mem_row_major);
+#pragma unroll
+    for (int t = 0; t < acc_u.num_elements; ++t) acc_u.x[t] -= acc_ws.x[t];
+    wmma::store_matrix_sync(Vs + kTile * I * kValueBlock + kTile * Cb, acc_u, kValueBlock, wmma::mem_row_major);
+    __syncthreads();
+
+    // O += A_qk V' over the key tiles J ≤ I (A_qk is zero above).
+    for (int ks = 0; ks < 2 * (I + 1); ++ks) {
+      FragA a;
+      FragB b;
+      load_tf32(a, Aqk + kTile * I * kChunk + 8 * ks, kChunk);
+      load_tf32(b, Vs + 8 * ks * kValueBlock + kTile * Cb, kValueBlock);
+      wmma::mma_sync(acc_o, a, b, acc_o);
+    }
+    wmma::store_matrix_sync(Os + kTile * I * kValueBlock + kTile * Cb, acc_o, kValueBlock, wmma::mem_row_major);
+
+    // S ← Diag(e^{G_last}) S + Kdᵀ V' on this warp's 16 key rows (no other warp reads S until the barrier).
+    float* s_rows = Ss + kTile * warp * kValueBlock;
+    for (int e = lane; e < kTile * kValueBlock; e += 32) s_rows[e] *= decay[kTile * warp + e / kValueBlock];
+    __syncwarp();
+    FragC s0, s1;
+    wmma::load_matrix_sync(s0, s_rows, kValueBlock, wmma::mem_row_major);
+    wmma::load_matrix_sync(s1, s_rows + kTile, kValueBlock, wmma::mem_row_major);
+#pragma unroll 2
+    for (int ks = 0; ks < kChunk / 8; ++ks) {
+      FragATransposed a;  // a(i, t) = Kd[8ks + t][16w + i]
+      FragB b;
+      load_tf32(a, Kd + 8 * ks * kD + kTile * warp, kD);
+      load_tf32(b, Vs + 8 * ks * kValueBlock, kValueBlock);
+      wmma::mma_sync(s0, a, b, s0);
+      load_tf32(b, Vs + 8 * ks * kValueBlock + kTile, kValueBlock);
+      wmma::mma_sync(s1, a, b, s1);
+    }
+    wmma::store_matrix_sync(s_rows, s0, kValueBlock, wmma::mem_row_major);
+    wmma::store_matrix_sync(s_rows + kTile, s1, kValueBlock, wmma::mem_row_major);
+    __syncthreads();
+
+    const int64_t t0 = int64_t(chunk) * kChunk;
+    const int n = tokens - t0 < kChunk ? int(tokens - t0) : kChunk;
+    for (int e = tid; e < n * kValueBlock; e += kThreads)
+      out_h[(t0 + e / kValueBlock) * P + e % kValueBlock] = Os[e];
+  }
+
+  for (int e = tid; e < kD * kValueBlock; e += kThreads) s_global[(e / kValueBlock) * kD + e % kValueBlock] = Ss[e];
+}
+
+template <bool kTensorDiagonal>
+cudaError_t launch(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
+                   float* out, int tokens, int heads, int chunks, Workspace ws, cudaStream_t stream) {
+  const auto intra = kda_chunk_intra_ut<kTensorDiagonal>;
+  // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both
+  // are allowed while a stream is being captured.
+  cudaError_t status =
+      cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
+  if (status != cudaSuccess) return status;
+  status = cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                int(cudaSharedmemCarveoutMaxShared));
+  if (status != cudaSuccess) return status;
+  intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens,
+                                                                                      heads, ws);
+  status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  kda_chunk_state_pass<<<dim3(kValueBlocks, unsigned(heads)), kThreads, 0, stream>>>(ws, state, out, tokens, heads,
+                                                                                     chunks);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim) {
+  if (tokens < 1 || heads < 1 || head_dim != kD) return 0;
+  const int64_t chunks = (int64_t(tokens) + kChunk - 1) / kChunk;
+  return size_t(chunks) * size_t(heads) * size_t(kFloatsPerBlock) * sizeof(float);
+}
+
+cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
+                                       const float* beta, float* state, float* out, int tokens, int heads,
+                                       int head_dim, float gate_lower_bound, void* workspace, size_t workspace_bytes,
+                                       cudaStream_t stream) {
+  if (tokens < 1 || heads < 1 || heads > 65535 || head_dim != kD) return cudaErrorInvalidValue;
+  if (!(gate_lower_bound <= 0.0f)) return cudaErrorInvalidValue;  // also rejects NaN
+  if (!q || !k || !v || !g || !beta || !state || !out || !workspace) return cudaErrorInvalidValue;
+  if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
+  if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
+  const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
+  const Workspace ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
+  const bool tensor_diagonal = gate_lower_bound < 0.0f && gate_lower_bound >= kTensorDiagonalMinLowerBound;
+  return tensor_diagonal ? launch<true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, stream)
+                         : launch<false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, stream);
+}
+
+}  // namespace k3::kernels
