@@ -1,10 +1,9 @@
-// kernel_bench: the decode-time elementwise, recurrent and MXFP4 kernels of kernels/ against the
+// kernel_bench: the decode-time elementwise and recurrent kernels of kernels/ against the
 // speed of light on the GPU it runs on (method and output: bench/gpu/bench_harness.h).
 //
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
 #include "kernels/kda_decode.h"
-#include "kernels/mxfp4_gemv.h"
 #include "kernels/rmsnorm.h"
 
 #include <cuda_bf16.h>
@@ -108,73 +107,6 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamDestroy(stream));
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
-  }
-
-  // MXFP4 expert GEMV: one K3 expert matrix w1 (3072 x 3584), 1..16 tokens.
-  for (int tokens : {1, 4, 16}) {
-    const int64_t out_rows = 3072, in = 3584;
-    const double weight_bytes = out_rows * in / 2.0 + out_rows * in / 32.0;
-    const double bytes = weight_bytes + tokens * in * 2.0 + tokens * out_rows * 4.0;
-    const double flops = 2.0 * tokens * out_rows * in;
-    const int sets = session.rotation_for(bytes);
-    std::vector<uint8_t*> packed(sets), scales(sets);
-    for (int s = 0; s < sets; ++s) {
-      packed[s] = device_alloc<uint8_t>(out_rows * in / 2, 0x22);
-      scales[s] = device_alloc<uint8_t>(out_rows * in / 32, 120);
-    }
-    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(tokens * in, 0x3F);
-    float* y = device_alloc<float>(tokens * out_rows, 0);
-    Result r{fmt::format("mxfp4_gemv 3072x3584 tokens {}", tokens), bytes, flops};
-    r.cls = EfficiencyClass::grouped_gemm;
-    r.median_us = time_us([&](int i) {
-      CUDA_CHECK(k3::kernels::mxfp4_gemv_bf16(packed[i % sets], scales[i % sets], out_rows, in, x, in, tokens, y,
-                                              out_rows, nullptr));
-    }, repeats);
-    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-    results.push_back(r);
-    for (int s = 0; s < sets; ++s) {
-      CUDA_CHECK(cudaFree(packed[s]));
-      CUDA_CHECK(cudaFree(scales[s]));
-    }
-    CUDA_CHECK(cudaFree(x));
-    CUDA_CHECK(cudaFree(y));
-  }
-
-  // MXFP4 experts at decode: the 16 experts one token selects (w1 shape), one launch.
-  {
-    const int64_t out_rows = 3072, in = 3584;
-    const int experts_n = 16;
-    const double matrix_bytes = out_rows * in / 2.0 + out_rows * in / 32.0;
-    const double bytes = experts_n * matrix_bytes + in * 2.0 + experts_n * out_rows * 4.0;
-    const double flops = 2.0 * experts_n * out_rows * in;
-    const int sets = session.rotation_for(bytes);
-    std::vector<k3::kernels::Mxfp4GemvExperts> batches(sets);
-    std::vector<uint8_t*> buffers;
-    for (int s = 0; s < sets; ++s) {
-      batches[s].count = experts_n;
-      for (int e = 0; e < experts_n; ++e) {
-        uint8_t* p = device_alloc<uint8_t>(out_rows * in / 2, 0x22);
-        uint8_t* sc = device_alloc<uint8_t>(out_rows * in / 32, 120);
-        buffers.push_back(p);
-        buffers.push_back(sc);
-        batches[s].packed[e] = p;
-        batches[s].scales[e] = sc;
-        batches[s].token_count[e] = 1;
-        batches[s].token_index[e][0] = 0;
-      }
-    }
-    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(in, 0x3F);
-    float* y = device_alloc<float>(experts_n * out_rows, 0);
-    Result r{"mxfp4_gemv_experts 16 x (3072x3584), 1 token each", bytes, flops};
-    r.cls = EfficiencyClass::grouped_gemm;
-    r.median_us = time_us([&](int i) {
-      CUDA_CHECK(k3::kernels::mxfp4_gemv_experts_bf16(batches[i % sets], out_rows, in, x, in, 1, y, out_rows, nullptr));
-    }, repeats);
-    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-    results.push_back(r);
-    for (uint8_t* p : buffers) CUDA_CHECK(cudaFree(p));
-    CUDA_CHECK(cudaFree(x));
-    CUDA_CHECK(cudaFree(y));
   }
 
   session.print(results);

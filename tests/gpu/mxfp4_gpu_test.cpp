@@ -1,190 +1,404 @@
-// MXFP4 routed-expert GEMV against the CPU: random weights quantised with weights::mxfp4_quantize and
-// dequantised with weights::mxfp4_dequantize, y = x Wᵀ in fp64. K3's expert shapes, an odd out, 1..16
-// tokens, strided x, and the batched-experts entry with 16 experts.
+// MXFP4 grouped routed-expert products (kernels/mxfp4_grouped.h) against the CPU: random normal weights
+// quantised with weights::mxfp4_quantize and decoded with weights::mxfp4_dequantize, y = x Wᵀ per slot in
+// fp64, with the routing built on the CPU in the device bucketing's contract. Both algorithms (GEMV and
+// GEMM) on odd sizes and K3's expert shape, empty experts, one expert holding every slot, 1..300 slots per
+// expert, every E2M1 code at scales on both sides of the two-multiply threshold, NaN scales, invalid tokens,
+// replay from a CUDA graph with a new routing, and argument rejection.
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
-#include "kernels/mxfp4_gemv.h"
+#include "kernels/mxfp4_grouped.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace k3::gpu_test {
 namespace {
 
-// fp32 accumulation against fp64.
-constexpr double kTolerance = 1e-5;
+using kernels::Mxfp4GroupedAlgorithm;
 
-struct QuantizedMatrix {
-  std::vector<uint8_t> packed;  // [out, in/2]
-  std::vector<uint8_t> scales;  // [out, in/32]
-  ref::MatrixD dequantized;     // [out, in]
+// fp32 accumulation (tensor-core fp32 sums) against fp64.
+constexpr double kF32Tolerance = 1e-5;
+
+// All experts of one projection as the checkpoint stacks them, and each expert's decoded weights.
+struct ExpertBank {
+  int experts = 0;
+  int64_t out = 0, in = 0;
+  std::vector<uint8_t> packed;           // [experts, out, in/2]
+  std::vector<uint8_t> scales;           // [experts, out, in/32]
+  std::vector<ref::MatrixD> dequantized;  // [out, in] per expert
 };
 
-// Uniform ±1 times a power of two per 32-element block (2^-6..2^6), so the scale bytes vary.
-QuantizedMatrix random_quantized(int64_t out, int64_t in, std::mt19937& rng) {
-  ref::Matrix w = random_matrix(out, in, rng);
+void decode_bank(ExpertBank& bank) {
+  const int64_t n = bank.out * bank.in;
+  bank.dequantized.clear();
+  for (int e = 0; e < bank.experts; ++e) {
+    ref::Matrix w(bank.out, bank.in);
+    weights::mxfp4_dequantize(bank.packed.data() + e * n / 2, bank.scales.data() + e * n / 32, n, w.data());
+    bank.dequantized.push_back(w.cast<double>());
+  }
+}
+
+// Standard normal weights times a power of two per 32-element block (2^-6..2^6), so the scale bytes vary
+// and some exceed 128 (the kernels' two-multiply path).
+ExpertBank random_bank(int experts, int64_t out, int64_t in, std::mt19937& rng) {
+  ExpertBank bank{experts, out, in, {}, {}, {}};
+  const int64_t n = out * in;
+  bank.packed.resize(size_t(experts * n / 2));
+  bank.scales.resize(size_t(experts * n / 32));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> exponent(-6, 6);
-  for (int64_t o = 0; o < out; ++o) {
-    for (int64_t b = 0; b < in / 32; ++b) w.row(o).segment(b * 32, 32) *= std::ldexp(1.0f, exponent(rng));
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int e = 0; e < experts; ++e) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const float block_scale = std::ldexp(1.0f, exponent(rng));
+      for (int64_t i = 0; i < 32; ++i) w[size_t(b * 32 + i)] = normal(rng) * block_scale;
+    }
+    weights::mxfp4_quantize(w.data(), n, bank.packed.data() + e * n / 2, bank.scales.data() + e * n / 32);
   }
-  QuantizedMatrix q;
-  q.packed.resize(size_t(out * in / 2));
-  q.scales.resize(size_t(out * in / 32));
-  weights::mxfp4_quantize(w.data(), out * in, q.packed.data(), q.scales.data());
-  ref::Matrix dequantized(out, in);
-  weights::mxfp4_dequantize(q.packed.data(), q.scales.data(), out * in, dequantized.data());
-  q.dequantized = dequantized.cast<double>();
-  return q;
+  decode_bank(bank);
+  return bank;
 }
 
-ref::Matrix to_float(const ref::MatrixD& m) { return m.cast<float>(); }
+// The device bucketing's contract, built on the CPU from (token, expert) pairs in (token, choice) order:
+// slots expert-major (within an expert in pair order), offsets [experts + 1], active ids ascending.
+struct HostRouting {
+  std::vector<int32_t> offsets, slot_token, active;
+  int32_t active_count = 0;
+  int slots() const { return static_cast<int>(slot_token.size()); }
+};
 
-TEST(GpuMxfp4Gemv, MatchesFp64Reference) {
-  struct Shape {
-    int64_t out, in, x_pad;  // x_pad: extra elements per x row (a multiple of 8)
-  };
-  const Shape shapes[] = {{3072, 3584, 0}, {3584, 3072, 8}, {33, 64, 16}};
-  std::mt19937 rng(20261203);
-  for (const Shape& s : shapes) {
-    const QuantizedMatrix w = random_quantized(s.out, s.in, rng);
-    for (const int64_t tokens : {1, 4, 16}) {
-      const std::string label = fmt::format("out={} in={} T={}", s.out, s.in, tokens);
-      const int64_t x_stride = s.in + s.x_pad, y_stride = s.out + 1;
-      const ref::Matrix x = round_to_bf16(random_matrix(tokens, x_stride, rng));
-      const ref::MatrixD expected = x.leftCols(s.in).cast<double>() * w.dequantized.transpose();
-      ASSERT_TRUE(expected.allFinite()) << label;
-      K3_REQUIRE_GPU();
-      DeviceBuffer<uint8_t> dpacked(w.packed), dscales(w.scales);
-      DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-      DeviceBuffer<float> dy(tokens * y_stride);
-      CUDA_CHECK(kernels::mxfp4_gemv_bf16(dpacked.get(), dscales.get(), s.out, s.in, dx.get(), x_stride, tokens,
-                                          dy.get(), y_stride, nullptr));
-      const ref::Matrix got = from_f32(dy.download(), tokens, y_stride).leftCols(s.out);
-      EXPECT_LE(normalized_error(got, to_float(expected)), kTolerance) << label;
+HostRouting bucket(const std::vector<std::pair<int, int>>& token_expert, int experts) {
+  HostRouting r;
+  r.offsets.assign(size_t(experts + 1), 0);
+  for (const auto& [token, expert] : token_expert) ++r.offsets[size_t(expert + 1)];
+  for (int e = 0; e < experts; ++e) r.offsets[size_t(e + 1)] += r.offsets[size_t(e)];
+  r.slot_token.resize(token_expert.size());
+  std::vector<int32_t> next(r.offsets.begin(), r.offsets.end() - 1);
+  for (const auto& [token, expert] : token_expert) r.slot_token[size_t(next[size_t(expert)]++)] = token;
+  for (int e = 0; e < experts; ++e) {
+    if (r.offsets[size_t(e + 1)] > r.offsets[size_t(e)]) r.active.push_back(e);
+  }
+  r.active_count = static_cast<int32_t>(r.active.size());
+  r.active.resize(size_t(experts), -1);  // the device array has room for every expert
+  return r;
+}
+
+// Expert e receives counts[e] slots, from distinct random tokens of [0, x_rows).
+HostRouting routing_with_counts(const std::vector<int>& counts, int x_rows, std::mt19937& rng) {
+  std::vector<std::pair<int, int>> pairs;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    std::vector<int> tokens(static_cast<size_t>(x_rows));
+    std::iota(tokens.begin(), tokens.end(), 0);
+    std::shuffle(tokens.begin(), tokens.end(), rng);
+    for (int j = 0; j < counts[e]; ++j) pairs.emplace_back(tokens[size_t(j)], static_cast<int>(e));
+  }
+  std::stable_sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return bucket(pairs, static_cast<int>(counts.size()));
+}
+
+// y[s] = x[slot_token[s]] · W_eᵀ for every slot, in fp64.
+ref::MatrixD reference(const ExpertBank& bank, const HostRouting& r, const ref::Matrix& x) {
+  ref::MatrixD y(r.slots(), bank.out);
+  for (int e = 0; e < bank.experts; ++e) {
+    for (int s = r.offsets[size_t(e)]; s < r.offsets[size_t(e + 1)]; ++s) {
+      y.row(s) = x.row(r.slot_token[size_t(s)]).leftCols(bank.in).cast<double>() * bank.dequantized[size_t(e)].transpose();
     }
   }
+  return y;
 }
 
-// A NaN scale (0xFF) makes its row NaN and leaves the other rows alone.
-TEST(GpuMxfp4Gemv, NanScalePoisonsOnlyItsRow) {
-  std::mt19937 rng(20261204);
-  const int64_t out = 33, in = 64, tokens = 2;
-  QuantizedMatrix w = random_quantized(out, in, rng);
-  w.scales[5 * (in / 32) + 1] = weights::kE8m0Nan;  // row 5, second block
-  const ref::Matrix x = round_to_bf16(random_matrix(tokens, in, rng));
-  const ref::MatrixD expected = x.cast<double>() * w.dequantized.transpose();
+struct DeviceBank {
+  DeviceBuffer<uint8_t> packed, scales;
+  kernels::Mxfp4ExpertWeights view;
+  explicit DeviceBank(const ExpertBank& b)
+      : packed(b.packed), scales(b.scales), view{packed.get(), scales.get(), b.experts, b.out, b.in} {}
+};
+
+struct DeviceRouting {
+  DeviceBuffer<int32_t> offsets, slot_token, active, count;
+  int max_slots;
+  explicit DeviceRouting(const HostRouting& h)
+      : offsets(h.offsets), slot_token(h.slot_token), active(h.active), count(std::vector<int32_t>{h.active_count}),
+        max_slots(h.slots()) {}
+  void upload(const HostRouting& h) {
+    offsets.upload(h.offsets);
+    slot_token.upload(h.slot_token);
+    active.upload(h.active);
+    count.upload({h.active_count});
+  }
+  kernels::ExpertRouting view(int experts) {
+    return {offsets.get(), slot_token.get(), active.get(), count.get(), max_slots, std::min(max_slots, experts)};
+  }
+};
+
+cudaError_t run(const kernels::Mxfp4ExpertWeights& w, const kernels::ExpertRouting& r, const __nv_bfloat16* x,
+                int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, Mxfp4GroupedAlgorithm a,
+                cudaStream_t stream = nullptr) {
+  return kernels::mxfp4_grouped_bf16_to_f32(w, r, x, x_stride, x_rows, y, y_stride, stream, a);
+}
+cudaError_t run(const kernels::Mxfp4ExpertWeights& w, const kernels::ExpertRouting& r, const __nv_bfloat16* x,
+                int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, Mxfp4GroupedAlgorithm a,
+                cudaStream_t stream = nullptr) {
+  return kernels::mxfp4_grouped_bf16_to_bf16(w, r, x, x_stride, x_rows, y, y_stride, stream, a);
+}
+
+ref::Matrix download(const DeviceBuffer<float>& y, int64_t rows, int64_t stride) {
+  return from_f32(y.download(), rows, stride);
+}
+ref::Matrix download(const DeviceBuffer<__nv_bfloat16>& y, int64_t rows, int64_t stride) {
+  return from_bf16(y.download(), rows, stride);
+}
+
+const char* name(Mxfp4GroupedAlgorithm a) {
+  return a == Mxfp4GroupedAlgorithm::gemv ? "gemv" : a == Mxfp4GroupedAlgorithm::gemm ? "gemm" : "automatic";
+}
+
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
+                                                 Mxfp4GroupedAlgorithm::automatic};
+
+// Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
+// normalised error and that the padding columns stayed poisoned.
+template <typename OutT>
+void expect_matches(const ExpertBank& bank, const HostRouting& routing, const ref::Matrix& x, int64_t x_stride,
+                    const std::string& label) {
+  const ref::MatrixD expected = reference(bank, routing, x);
+  ASSERT_TRUE(expected.allFinite()) << label;
   K3_REQUIRE_GPU();
-  DeviceBuffer<uint8_t> dpacked(w.packed), dscales(w.scales);
+  DeviceBank dbank(bank);
+  DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  DeviceBuffer<float> dy(tokens * out);
-  CUDA_CHECK(
-      kernels::mxfp4_gemv_bf16(dpacked.get(), dscales.get(), out, in, dx.get(), in, tokens, dy.get(), out, nullptr));
-  const ref::Matrix got = from_f32(dy.download(), tokens, out);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t o = 0; o < out; ++o) {
-      if (o == 5) {
-        EXPECT_TRUE(std::isnan(got(t, o))) << t;
-      } else {
-        EXPECT_NEAR(got(t, o), expected(t, o), 1e-5 * (1.0 + std::abs(expected(t, o)))) << t << "," << o;
+  const int64_t y_stride = bank.out + 5, rows = routing.slots();
+  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
+    DeviceBuffer<OutT> dy(size_t(rows * y_stride));
+    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), x_stride, x.rows(), dy.get(), y_stride, a));
+    const ref::Matrix got = download(dy, rows, y_stride);
+    EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), tolerance_for<OutT>())
+        << label << " " << name(a);
+    EXPECT_TRUE(got.rightCols(5).array().isNaN().all()) << label << " " << name(a) << ": a padding column was written";
+  }
+}
+
+TEST(GpuMxfp4Grouped, BucketingContractOfTheTestRouting) {
+  // Tokens 0..2 choose experts (4, 1), (1, 2), (4, 0) of 5.
+  const HostRouting r = bucket({{0, 4}, {0, 1}, {1, 1}, {1, 2}, {2, 4}, {2, 0}}, 5);
+  EXPECT_EQ(r.offsets, (std::vector<int32_t>{0, 1, 3, 4, 4, 6}));
+  EXPECT_EQ(r.slot_token, (std::vector<int32_t>{2, 0, 1, 1, 0, 2}));
+  EXPECT_EQ(r.active, (std::vector<int32_t>{0, 1, 2, 4, -1}));
+  EXPECT_EQ(r.active_count, 4);
+}
+
+TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtOddSizes) {
+  std::mt19937 rng(20261210);
+  const ExpertBank bank = random_bank(7, 48, 96, rng);
+  struct Case {
+    std::string label;
+    std::vector<int> counts;  // slots per expert
+  };
+  const Case cases[] = {
+      {"expert 3 and 6 empty", {2, 1, 3, 0, 1, 2, 0}},
+      {"one expert holds all slots", {0, 0, 0, 0, 0, 40, 0}},
+      {"1..300 slots per expert", {1, 300, 0, 17, 8, 9, 64}},
+  };
+  for (const Case& c : cases) {
+    const int x_rows = 300, x_stride = 96 + 16;
+    const HostRouting routing = routing_with_counts(c.counts, x_rows, rng);
+    const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
+    expect_matches<float>(bank, routing, x, x_stride, c.label + " f32");
+    expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, c.label + " bf16");
+  }
+}
+
+TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtK3ExpertShape) {
+  std::mt19937 rng(20261211);
+  const ExpertBank bank = random_bank(2, 3072, 3584, rng);
+  const HostRouting routing = routing_with_counts({3, 70}, 80, rng);
+  const ref::Matrix x = round_to_bf16(random_matrix(80, 3584, rng));
+  expect_matches<float>(bank, routing, x, 3584, "3072x3584 f32");
+  expect_matches<__nv_bfloat16>(bank, routing, x, 3584, "3072x3584 bf16");
+}
+
+// Every nibble at scales 2^-125..2^125 (bytes on both sides of 128), x one-hot: y is W itself, exactly.
+TEST(GpuMxfp4Grouped, DequantisesEveryCodeExactly) {
+  const uint8_t scale_bytes[] = {2, 3, 64, 120, 126, 127, 128, 129, 130, 200, 252};
+  ExpertBank bank{2, 48, 96, {}, {}, {}};
+  for (int e = 0; e < bank.experts; ++e) {
+    for (int64_t o = 0; o < bank.out; ++o) {
+      for (int64_t i = 0; i < bank.in; i += 2) {
+        const auto nibble = [&](int64_t k) { return static_cast<uint8_t>((k + o + 3 * e) % 16); };
+        bank.packed.push_back(static_cast<uint8_t>(nibble(i) | (nibble(i + 1) << 4)));
+      }
+      for (int64_t b = 0; b < bank.in / 32; ++b) {
+        bank.scales.push_back(scale_bytes[size_t((e * bank.out * 3 + o * 3 + b) % std::size(scale_bytes))]);
+      }
+    }
+  }
+  decode_bank(bank);
+  std::vector<std::pair<int, int>> pairs;
+  for (int token = 0; token < bank.in; ++token) pairs.insert(pairs.end(), {{token, 0}, {token, 1}});
+  const HostRouting routing = bucket(pairs, bank.experts);
+  const ref::Matrix x = ref::Matrix::Identity(bank.in, bank.in);
+  const ref::MatrixD expected = reference(bank, routing, x);
+  ASSERT_TRUE(expected.allFinite());
+  K3_REQUIRE_GPU();
+  DeviceBank dbank(bank);
+  DeviceRouting droute(routing);
+  DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
+  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
+    DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
+    DeviceBuffer<__nv_bfloat16> dy16(size_t(routing.slots() * bank.out));
+    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), bank.in, bank.in, dy.get(), bank.out, a));
+    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), bank.in, bank.in, dy16.get(), bank.out, a));
+    const ref::Matrix got = download(dy, routing.slots(), bank.out);
+    const ref::Matrix got16 = download(dy16, routing.slots(), bank.out);
+    int mismatches = 0;
+    for (int s = 0; s < routing.slots(); ++s) {
+      for (int64_t o = 0; o < bank.out; ++o) {
+        const auto want = static_cast<float>(expected(s, o));
+        if (got(s, o) != want || got16(s, o) != want) {
+          if (++mismatches <= 5) {
+            ADD_FAILURE() << name(a) << " slot " << s << " row " << o << ": " << got(s, o) << " / " << got16(s, o)
+                          << ", expected " << want;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << name(a);
+  }
+}
+
+// A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
+// gets NaN in every column.
+TEST(GpuMxfp4Grouped, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
+  std::mt19937 rng(20261212);
+  ExpertBank bank = random_bank(3, 48, 96, rng);
+  const int64_t poisoned_row = 5;
+  bank.scales[size_t((1 * bank.out + poisoned_row) * 3 + 2)] = weights::kE8m0Nan;  // expert 1, row 5, block 2
+  decode_bank(bank);
+  HostRouting routing = routing_with_counts({4, 70, 9}, 100, rng);
+  const int bad_slot = routing.offsets[2] + 3;  // an expert-2 slot
+  const ref::Matrix x = round_to_bf16(random_matrix(100, 96, rng));
+  const ref::MatrixD expected = reference(bank, routing, x);
+  routing.slot_token[size_t(bad_slot)] = 100;  // x has 100 rows
+  K3_REQUIRE_GPU();
+  DeviceBank dbank(bank);
+  DeviceRouting droute(routing);
+  DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
+  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
+    DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
+    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 96, 100, dy.get(), bank.out, a));
+    const ref::Matrix got = download(dy, routing.slots(), bank.out);
+    for (int s = 0; s < routing.slots(); ++s) {
+      const bool expert1 = s >= routing.offsets[1] && s < routing.offsets[2];
+      for (int64_t o = 0; o < bank.out; ++o) {
+        if (s == bad_slot || (expert1 && o == poisoned_row)) {
+          EXPECT_TRUE(std::isnan(got(s, o))) << name(a) << " slot " << s << " row " << o;
+        } else {
+          EXPECT_NEAR(got(s, o), expected(s, o), 1e-5 * (1.0 + std::abs(expected(s, o))))
+              << name(a) << " slot " << s << " row " << o;
+        }
       }
     }
   }
 }
 
-TEST(GpuMxfp4Gemv, ExpertsMatchFp64Reference) {
-  struct Shape {
-    int64_t out, in;
+// The launch depends only on the host bounds: a graph captured with one routing replays another.
+TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
+  std::mt19937 rng(20261213);
+  const ExpertBank bank = random_bank(7, 48, 96, rng);
+  const HostRouting first = routing_with_counts({5, 0, 3, 4, 0, 0, 0}, 20, rng);
+  const HostRouting second = routing_with_counts({0, 1, 0, 2, 6, 1, 2}, 20, rng);  // same 12 slots
+  const ref::Matrix x = round_to_bf16(random_matrix(20, 96, rng));
+  const ref::MatrixD expected = reference(bank, second, x);
+  K3_REQUIRE_GPU();
+  DeviceBank dbank(bank);
+  DeviceRouting droute(first);
+  DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
+  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm}) {
+    droute.upload(first);
+    DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 96, 20, dy.get(), bank.out, a, stream));
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    droute.upload(second);
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const ref::Matrix got = download(dy, second.slots(), bank.out);
+    EXPECT_LE(normalized_error(got, expected.cast<float>()), kF32Tolerance) << name(a);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
+  const auto bounds = [](int tokens) {
+    return kernels::ExpertRouting{nullptr, nullptr, nullptr, nullptr, tokens * 16, std::min(tokens * 16, 896)};
   };
-  const Shape shapes[] = {{200, 3584}, {33, 64}};
-  constexpr int kExperts = kernels::kMxfp4GemvMaxExperts;
-  constexpr int kPoolTokens = 16;  // rows of x the experts pick from
-  std::mt19937 rng(20261205);
-  // Pattern 0: token counts 0..16 (the general kernel); pattern 1: at most one token per expert
-  // (the decode path with several rows per warp).
-  for (int pattern = 0; pattern < 2; ++pattern)
-  for (const Shape& s : shapes) {
-    const std::string label = fmt::format("out={} in={} pattern={}", s.out, s.in, pattern);
-    std::vector<QuantizedMatrix> matrices;
-    for (int e = 0; e < kExperts; ++e) matrices.push_back(random_quantized(s.out, s.in, rng));
-    const int64_t x_stride = s.in + 8, y_stride = s.out + 3;
-    const ref::Matrix x = round_to_bf16(random_matrix(kPoolTokens, x_stride, rng));
-
-    // List entry e uses matrix order[e]; token counts 0..16 (e·5 mod 17 covers every count once).
-    std::vector<int> order(kExperts);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    kernels::Mxfp4GemvExperts list;
-    list.count = kExperts;
-    for (int e = 0; e < kExperts; ++e) {
-      list.token_count[e] = pattern == 0 ? (e * 5) % 17 : e % 2;
-      std::vector<int32_t> pool(kPoolTokens);
-      std::iota(pool.begin(), pool.end(), 0);
-      std::shuffle(pool.begin(), pool.end(), rng);
-      std::copy_n(pool.begin(), list.token_count[e], list.token_index[e]);
-    }
-    const int rows = list.output_rows();
-    ref::MatrixD expected(rows, s.out);
-    int row = 0;
-    for (int e = 0; e < kExperts; ++e) {
-      for (int j = 0; j < list.token_count[e]; ++j, ++row) {
-        expected.row(row) =
-            x.row(list.token_index[e][j]).leftCols(s.in).cast<double>() * matrices[order[e]].dequantized.transpose();
-      }
-    }
-    ASSERT_TRUE(expected.allFinite()) << label;
-    K3_REQUIRE_GPU();
-
-    // All experts in one buffer, as a checkpoint's expert bank would be.
-    const size_t packed_bytes = matrices[0].packed.size(), scale_bytes = matrices[0].scales.size();
-    std::vector<uint8_t> packed_bank, scale_bank;
-    for (const QuantizedMatrix& m : matrices) {
-      packed_bank.insert(packed_bank.end(), m.packed.begin(), m.packed.end());
-      scale_bank.insert(scale_bank.end(), m.scales.begin(), m.scales.end());
-    }
-    DeviceBuffer<uint8_t> dpacked(packed_bank), dscales(scale_bank);
-    for (int e = 0; e < kExperts; ++e) {
-      list.packed[e] = dpacked.get() + order[e] * packed_bytes;
-      list.scales[e] = dscales.get() + order[e] * scale_bytes;
-    }
-    DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-    DeviceBuffer<float> dy(rows * y_stride);
-    CUDA_CHECK(kernels::mxfp4_gemv_experts_bf16(list, s.out, s.in, dx.get(), x_stride, kPoolTokens, dy.get(), y_stride,
-                                                nullptr));
-    const ref::Matrix got = from_f32(dy.download(), rows, y_stride).leftCols(s.out);
-    EXPECT_LE(normalized_error(got, to_float(expected)), kTolerance) << label;
+  for (const int tokens : {1, 8, 16, 64, 256}) {
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(bounds(tokens), 896), Mxfp4GroupedAlgorithm::gemv) << tokens;
+  }
+  for (const int tokens : {512, 8192}) {
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(bounds(tokens), 896), Mxfp4GroupedAlgorithm::gemm) << tokens;
   }
 }
 
 // Argument checks happen on the host before any launch, so they run without a GPU too.
-TEST(GpuMxfp4Gemv, RejectsBadArguments) {
-  alignas(16) static uint8_t packed[64], scales[64];
-  alignas(16) static __nv_bfloat16 x[256];
-  static float y[256];
-  const auto gemv = [&](int64_t in, const __nv_bfloat16* xp, int64_t x_stride, int64_t tokens) {
-    return kernels::mxfp4_gemv_bf16(packed, scales, 2, in, xp, x_stride, tokens, y, 2, nullptr);
+TEST(GpuMxfp4Grouped, RejectsBadArguments) {
+  alignas(16) static uint8_t packed[4096], scales[256];
+  alignas(16) static __nv_bfloat16 x[1024];
+  alignas(16) static float y[1024];
+  static int32_t offsets[3], slot_token[4], active[2], count[1];
+  const kernels::Mxfp4ExpertWeights good_w{packed, scales, 2, 16, 64};
+  const kernels::ExpertRouting good_r{offsets, slot_token, active, count, 4, 2};
+  const auto call = [&](kernels::Mxfp4ExpertWeights w, kernels::ExpertRouting r, const __nv_bfloat16* xp,
+                        int64_t x_stride, int64_t x_rows, int64_t y_stride,
+                        Mxfp4GroupedAlgorithm a = Mxfp4GroupedAlgorithm::automatic) {
+    return kernels::mxfp4_grouped_bf16_to_f32(w, r, xp, x_stride, x_rows, y, y_stride, nullptr, a);
   };
-  EXPECT_EQ(gemv(48, x, 48, 1), cudaErrorInvalidValue);      // in not a multiple of 32
-  EXPECT_EQ(gemv(32, x, 32, 17), cudaErrorInvalidValue);     // too many tokens
-  EXPECT_EQ(gemv(32, x + 1, 32, 1), cudaErrorInvalidValue);  // x not 16-byte aligned
-  EXPECT_EQ(gemv(32, x, 36, 1), cudaErrorInvalidValue);      // x stride not a multiple of 8
-  EXPECT_EQ(kernels::mxfp4_gemv_bf16(packed + 1, scales, 2, 32, x, 32, 1, y, 2, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(gemv(32, x, 32, 0), cudaSuccess);
-
-  kernels::Mxfp4GemvExperts list;
-  list.count = 1;
-  list.packed[0] = packed;
-  list.scales[0] = scales;
-  list.token_count[0] = 1;
-  list.token_index[0][0] = 4;  // x has 4 rows
-  EXPECT_EQ(kernels::mxfp4_gemv_experts_bf16(list, 2, 32, x, 32, 4, y, 2, nullptr), cudaErrorInvalidValue);
-  list.token_count[0] = 17;
-  EXPECT_EQ(kernels::mxfp4_gemv_experts_bf16(list, 2, 32, x, 32, 4, y, 2, nullptr), cudaErrorInvalidValue);
-  list.count = kernels::kMxfp4GemvMaxExperts + 1;
-  EXPECT_EQ(kernels::mxfp4_gemv_experts_bf16(list, 2, 32, x, 32, 4, y, 2, nullptr), cudaErrorInvalidValue);
-  list.count = 1;
-  list.token_count[0] = 0;
-  EXPECT_EQ(kernels::mxfp4_gemv_experts_bf16(list, 2, 32, x, 32, 4, y, 2, nullptr), cudaSuccess);
+  auto w = good_w;
+  w.in_features = 48;  // not a multiple of 32
+  EXPECT_EQ(call(w, good_r, x, 64, 4, 16), cudaErrorInvalidValue);
+  w = good_w;
+  w.out_features = 24;  // not a multiple of 16
+  EXPECT_EQ(call(w, good_r, x, 64, 4, 24), cudaErrorInvalidValue);
+  w = good_w;
+  w.packed = packed + 1;  // not 16-byte aligned
+  EXPECT_EQ(call(w, good_r, x, 64, 4, 16), cudaErrorInvalidValue);
+  w = good_w;
+  w.experts = 0;
+  EXPECT_EQ(call(w, good_r, x, 64, 4, 16), cudaErrorInvalidValue);
+  w = good_w;
+  w.scales = nullptr;
+  EXPECT_EQ(call(w, good_r, x, 64, 4, 16), cudaErrorInvalidValue);
+  auto r = good_r;
+  r.slot_token = nullptr;
+  EXPECT_EQ(call(good_w, r, x, 64, 4, 16), cudaErrorInvalidValue);
+  r = good_r;
+  r.max_slots = -1;
+  EXPECT_EQ(call(good_w, r, x, 64, 4, 16), cudaErrorInvalidValue);
+  EXPECT_EQ(call(good_w, good_r, x + 1, 64, 4, 16), cudaErrorInvalidValue);  // x not 16-byte aligned
+  EXPECT_EQ(call(good_w, good_r, x, 56, 4, 16), cudaErrorInvalidValue);      // x stride below in
+  EXPECT_EQ(call(good_w, good_r, x, 68, 4, 16), cudaErrorInvalidValue);      // x stride not a multiple of 8
+  EXPECT_EQ(call(good_w, good_r, x, 64, 0, 16), cudaErrorInvalidValue);      // no x rows
+  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 15), cudaErrorInvalidValue);      // y stride below out
+  EXPECT_EQ(call(good_w, good_r, nullptr, 64, 4, 16), cudaErrorInvalidValue);
+  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(7)), cudaErrorInvalidValue);
+  r = good_r;
+  r.max_slots = 2 * kernels::kMxfp4GroupedGemmMaxActiveExperts + 2;
+  r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
+  w = good_w;
+  w.experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;
+  EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm), cudaErrorInvalidValue);
+  r = good_r;
+  r.max_slots = 0;  // nothing routed: nothing to do
+  EXPECT_EQ(call(good_w, r, nullptr, 0, 0, 0), cudaSuccess);
 }
 
 }  // namespace

@@ -1,0 +1,159 @@
+// moe_bench: the MXFP4 routed-expert products of kernels/mxfp4_grouped.h on one K3 projection, w1
+// [3072, 3584] of all 896 experts (≈ 5.3 GB with scales, so every read comes from HBM), against the speed
+// of light on the GPU it runs on (method and output: bench/gpu/bench_harness.h).
+//   decode:  T = 1, 8, 16, 64 tokens, each choosing 16 distinct experts uniformly at random; the bytes are
+//            those of the distinct experts actually read (4.25 bits per weight) plus x and y, averaged
+//            over several routings that the timed launches take in turn (so consecutive launches read
+//            different experts);
+//   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak.
+//
+// Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
+#include "bench/gpu/bench_harness.h"
+#include "kernels/mxfp4_grouped.h"
+
+#include <cuda_bf16.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using k3::EfficiencyClass;
+using k3::bench::Result;
+using k3::bench::device_alloc;
+using k3::bench::time_us;
+using k3::kernels::ExpertRouting;
+using k3::kernels::Mxfp4GroupedAlgorithm;
+
+namespace {
+
+constexpr int kExperts = 896, kTopK = 16;
+constexpr int64_t kOut = 3072, kIn = 3584;
+constexpr double kExpertBytes = kOut * kIn / 2.0 + kOut * kIn / 32.0;  // packed nibbles + E8M0 scales
+
+// One routing on the device in the bucketing contract (expert-major slots, offsets, ascending active ids).
+struct DeviceRouting {
+  int32_t* offsets = nullptr;
+  int32_t* slot_token = nullptr;
+  int32_t* active = nullptr;
+  int32_t* count = nullptr;
+  int distinct_experts = 0;
+  int slots = 0;
+
+  ExpertRouting view() const { return {offsets, slot_token, active, count, slots, std::min(slots, kExperts)}; }
+  void free() const {
+    for (int32_t* p : {offsets, slot_token, active, count}) CUDA_CHECK(cudaFree(p));
+  }
+};
+
+template <typename T>
+T* upload(const std::vector<T>& host) {
+  T* p = device_alloc<T>(host.size(), 0);
+  CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// Every token chooses kTopK distinct experts uniformly at random.
+DeviceRouting random_routing(int tokens, std::mt19937& rng) {
+  std::vector<int32_t> counts(kExperts, 0);
+  std::vector<std::vector<int32_t>> tokens_of(kExperts);
+  std::vector<int32_t> ids(kExperts);
+  std::iota(ids.begin(), ids.end(), 0);
+  for (int t = 0; t < tokens; ++t) {
+    for (int j = 0; j < kTopK; ++j) {  // partial Fisher–Yates: the first kTopK of a fresh shuffle
+      std::uniform_int_distribution<int> pick(j, kExperts - 1);
+      std::swap(ids[size_t(j)], ids[size_t(pick(rng))]);
+      tokens_of[size_t(ids[size_t(j)])].push_back(t);
+    }
+  }
+  std::vector<int32_t> offsets(kExperts + 1, 0), slot_token, active;
+  for (int e = 0; e < kExperts; ++e) {
+    offsets[size_t(e + 1)] = offsets[size_t(e)] + static_cast<int32_t>(tokens_of[size_t(e)].size());
+    slot_token.insert(slot_token.end(), tokens_of[size_t(e)].begin(), tokens_of[size_t(e)].end());
+    if (!tokens_of[size_t(e)].empty()) active.push_back(e);
+  }
+  DeviceRouting r;
+  r.distinct_experts = static_cast<int>(active.size());
+  r.slots = tokens * kTopK;
+  active.resize(kExperts, -1);
+  r.offsets = upload(offsets);
+  r.slot_token = upload(slot_token);
+  r.active = upload(active);
+  r.count = upload(std::vector<int32_t>{r.distinct_experts});
+  return r;
+}
+
+const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
+  return a == Mxfp4GroupedAlgorithm::gemv ? "gemv_mma_rows16" : "gemm_mma_128x64";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const k3::bench::Session session(argc, argv);
+  const int repeats = session.repeats;
+  std::vector<Result> results;
+
+  const size_t weights = size_t(kExperts) * kOut * kIn;
+  uint8_t* packed = device_alloc<uint8_t>(weights / 2, 0x22);  // every element 1.0
+  uint8_t* scales = device_alloc<uint8_t>(weights / 32, 120);  // 2^-7
+  const k3::kernels::Mxfp4ExpertWeights w{packed, scales, kExperts, kOut, kIn};
+  std::mt19937 rng(20261214);
+
+  // Decode: fp32 y, as the SiTU-GLU that follows reads it.
+  for (const int tokens : {1, 8, 16, 64}) {
+    constexpr int kRoutings = 8;
+    std::vector<DeviceRouting> routings;
+    double distinct = 0;
+    for (int i = 0; i < kRoutings; ++i) {
+      routings.push_back(random_routing(tokens, rng));
+      distinct += routings.back().distinct_experts / double(kRoutings);
+    }
+    const int slots = tokens * kTopK;
+    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(size_t(tokens) * kIn, 0x3F);
+    float* y = device_alloc<float>(size_t(slots) * kOut, 0);
+    const Mxfp4GroupedAlgorithm algorithm = k3::kernels::mxfp4_grouped_algorithm(routings[0].view(), kExperts);
+    Result r{fmt::format("mxfp4_grouped_{} w1 3072x3584 decode T={} top 16 of 896 ({:.1f} distinct experts)",
+                         algorithm_name(algorithm), tokens, distinct),
+             distinct * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 4.0, 2.0 * slots * kOut * kIn};
+    r.cls = EfficiencyClass::grouped_gemm;
+    r.median_us = time_us([&](int i) {
+      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(i % kRoutings)].view(), x, kIn, tokens, y,
+                                                        kOut, nullptr));
+    }, repeats);
+    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+    results.push_back(r);
+    for (const DeviceRouting& routing : routings) routing.free();
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+  }
+
+  // Prefill: 8192 tokens × top 16, bf16 y.
+  {
+    const int tokens = 8192, slots = tokens * kTopK;
+    const DeviceRouting routing = random_routing(tokens, rng);
+    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(size_t(tokens) * kIn, 0x3F);
+    __nv_bfloat16* y = device_alloc<__nv_bfloat16>(size_t(slots) * kOut, 0);
+    const Mxfp4GroupedAlgorithm algorithm = k3::kernels::mxfp4_grouped_algorithm(routing.view(), kExperts);
+    Result r{fmt::format("mxfp4_grouped_{} w1 3072x3584 prefill T={} top 16 of 896 ({} distinct experts)",
+                         algorithm_name(algorithm), tokens, routing.distinct_experts),
+             routing.distinct_experts * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 2.0,
+             2.0 * slots * kOut * kIn};
+    r.cls = EfficiencyClass::grouped_gemm;
+    r.median_us = time_us([&](int) {
+      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_bf16(w, routing.view(), x, kIn, tokens, y, kOut, nullptr));
+    }, repeats);
+    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+    results.push_back(r);
+    routing.free();
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+  }
+
+  CUDA_CHECK(cudaFree(packed));
+  CUDA_CHECK(cudaFree(scales));
+  session.print(results, fmt::format("\"bf16_peak_flops_per_s\": {:.4g}", session.hw.peak(k3::ComputeType::bf16)));
+  return 0;
+}

@@ -1,0 +1,466 @@
+#include "kernels/mxfp4_grouped.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr int kMxBlockElements = 32;  // elements sharing one E8M0 scale
+constexpr int kMxBlockBytes = kMxBlockElements / 2;
+constexpr uint32_t kNeutralScale = 127;  // 2^0, for blocks past the end of a row
+
+// ---- Dequantisation (both algorithms) ---------------------------------------------------------------
+// Both operands of every product are read in one permuted k order: within each group of 8 consecutive
+// elements, position 2j holds element j and position 2j + 1 element j + 4 (j = 0..3). A 32-bit word of
+// packed nibbles is 8 elements, so each bf16 pair (j, j + 4) takes the same shifts for both halves.
+
+// Pair j of the 8 E2M1 nibbles in q (nibble i = element i): element j in the low half, j + 4 in the high
+// half, as bf16 bits sign | magnitude << 6. That places the exponent bits of E2M1 in the bf16 exponent and
+// its mantissa bit on top of the bf16 mantissa: the value is v · 2^-126, a bf16 subnormal for 0 and 0.5.
+template <int J>
+__device__ __forceinline__ uint32_t e2m1_pair_times_2_pow_minus_126(uint32_t q) {
+  static_assert(J >= 0 && J < 4);
+  const uint32_t sign = (J == 3 ? q : q << (12 - 4 * J)) & 0x80008000u;           // bits 4J+3, 4J+19
+  const uint32_t magnitude = (J < 2 ? q << (6 - 4 * J) : q >> (4 * J - 6)) & 0x01C001C0u;  // bits 4J.., 4J+16..
+  return sign | magnitude;
+}
+
+// d = a · b on bf16 pairs, rounded to nearest (exact here: b is a power of two and the product representable).
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+
+// A block's scale 2^(s − 127) as bf16 factors for v · 2^-126: one multiply by 2^(s − 1) for s ≤ 128, else
+// 2^127 then 2^(s − 128) (2^(s − 1) would exceed bf16); the NaN scale gives NaN.
+struct BlockScale {
+  uint32_t first2, second2;  // the factor in both halves
+  bool twice;
+};
+
+__device__ __forceinline__ BlockScale block_scale(uint32_t scale) {
+  const uint32_t first = scale == 0xFFu ? 0x7FC0u : (scale <= 128u ? (scale + 126u) << 7 : 0x7F00u);
+  const uint32_t second = (scale - 1u) << 7;
+  return {first | (first << 16), second | (second << 16), scale > 128u && scale < 0xFFu};
+}
+
+// One word (8 elements) dequantised to bf16 pairs in the permuted order: out[j] = pair j times the scale.
+__device__ __forceinline__ void dequantize_word(uint32_t q, const BlockScale& s, uint32_t (&out)[4]) {
+  out[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(q), s.first2);
+  out[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(q), s.first2);
+  out[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(q), s.first2);
+  out[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(q), s.first2);
+  if (s.twice) {  // only at scales above 2, i.e. block maxima ≥ 16
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[j] = bf16x2_mul(out[j], s.second2);
+  }
+}
+
+// 8 consecutive bf16 x values (words = element pairs (0,1), (2,3), (4,5), (6,7)) in the permuted order:
+// pairs (0,4), (1,5), (2,6), (3,7).
+__device__ __forceinline__ uint4 permute_x8(uint4 v) {
+  return make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
+                    __byte_perm(v.y, v.w, 0x7632));
+}
+
+// d += A·B for one m16n8k16 tile: A 16×16 bf16 (a0: rows g, k 2t..2t+1; a1: rows g+8; a2, a3: k + 8),
+// B 16×8 bf16 (b0: k 2t..2t+1, column g; b1: k + 8), fp32 d (d0, d1: row g, columns 2t, 2t+1; d2, d3: row g+8);
+// g = lane / 4, t = lane % 4; the lower k is the lower half of each register.
+__device__ __forceinline__ void mma_bf16_16x8x16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                 uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_out(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ bool token_valid(const ExpertRouting& r, int slot, int64_t x_rows) {
+  const int token = r.slot_token[slot];
+  return token >= 0 && token < x_rows;
+}
+
+// Slots [first, end) of an expert, clipped to [0, max_slots).
+__device__ __forceinline__ void expert_slots(const ExpertRouting& r, int expert, int& first, int& end) {
+  first = max(r.expert_offsets[expert], 0);
+  end = min(r.expert_offsets[expert + 1], r.max_slots);
+}
+
+// ---- Decode: mxfp4_grouped_gemv_mma_rows16 ----------------------------------------------------------
+constexpr int kGemvThreads = 128;
+constexpr int kGemvWarpRows = 16;                                  // one mma m-tile per warp
+constexpr int kGemvBlockRows = kGemvThreads / 32 * kGemvWarpRows;  // 64
+constexpr int kGemvSlots = 8;                                      // one mma n-tile per pass
+constexpr int kGemvLoads = 2;  // 16-byte weight loads per row and lane issued together
+
+// blockIdx.x = active expert index · row_blocks + (output row) / 64. Lane (g, t) of a warp loads, for its
+// rows g and g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 4·kGemvLoads
+// blocks, and the same blocks of x for slot g of the pass: every mma then covers 16 k of one word position
+// of four different blocks, whose scales are already folded into the bf16 weights.
+template <typename OutT>
+__global__ void __launch_bounds__(kGemvThreads, 6)
+    mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                                  int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                                  unsigned row_blocks) {
+  const int active = static_cast<int>(blockIdx.x / row_blocks);
+  if (active >= min(*r.active_count, r.max_active_experts)) return;
+  const int expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return;
+  int first_slot = 0, end_slot = 0;
+  expert_slots(r, expert, first_slot, end_slot);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
+  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
+  const int64_t row = tile_row + g;        // and row + 8
+  const int64_t blocks = w.in_features / kMxBlockElements;
+  const int64_t first_row = int64_t(expert) * w.out_features + row;
+  const uint8_t* packed_lo = w.packed + first_row * blocks * kMxBlockBytes;
+  const uint8_t* packed_hi = packed_lo + 8 * blocks * kMxBlockBytes;
+  const uint8_t* scales_lo = w.scales + first_row * blocks;
+  const uint8_t* scales_hi = scales_lo + 8 * blocks;
+
+  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
+    const __nv_bfloat16* x_row = nullptr;  // this lane's mma column: slot pass + g (none: zeros)
+    if (pass + g < end_slot) {
+      const int token = r.slot_token[pass + g];
+      if (token >= 0 && token < x_rows) x_row = x + int64_t(token) * x_stride;
+    }
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b0 = 0; b0 < blocks; b0 += 4 * kGemvLoads) {
+      uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];
+      uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
+#pragma unroll
+      for (int u = 0; u < kGemvLoads; ++u) {
+        const int64_t b = b0 + 4 * u + t;
+        if (b < blocks) {
+          q_lo[u] = __ldcs(reinterpret_cast<const uint4*>(packed_lo + b * kMxBlockBytes));
+          q_hi[u] = __ldcs(reinterpret_cast<const uint4*>(packed_hi + b * kMxBlockBytes));
+          s_lo[u] = __ldcs(scales_lo + b);
+          s_hi[u] = __ldcs(scales_hi + b);
+        } else {
+          q_lo[u] = q_hi[u] = make_uint4(0, 0, 0, 0);
+          s_lo[u] = s_hi[u] = kNeutralScale;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kGemvLoads; ++u) {
+        const int64_t b = b0 + 4 * u + t;
+        uint4 xv[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
+        if (x_row != nullptr && b < blocks) {
+          const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
+        }
+        const uint32_t words_lo[4] = {q_lo[u].x, q_lo[u].y, q_lo[u].z, q_lo[u].w};
+        const uint32_t words_hi[4] = {q_hi[u].x, q_hi[u].y, q_hi[u].z, q_hi[u].w};
+        const BlockScale scale_lo = block_scale(s_lo[u]), scale_hi = block_scale(s_hi[u]);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
+          uint32_t a_lo[4], a_hi[4];
+          dequantize_word(words_lo[k], scale_lo, a_lo);
+          dequantize_word(words_hi[k], scale_hi, a_hi);
+          const uint4 bx = permute_x8(xv[k]);
+          mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+          mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
+      const int slot = pass + 2 * t + c;
+      if (slot < end_slot) {
+        const bool ok = token_valid(r, slot, x_rows);
+        OutT* out = y + int64_t(slot) * y_stride + row;
+        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+      }
+    }
+  }
+}
+
+// ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
+constexpr int kGemmThreads = 256;
+constexpr int kGemmRows = 128;   // output rows per tile (4 warps × 32)
+constexpr int kGemmSlots = 64;   // slots per tile (2 warps × 32)
+constexpr int kGemmStride = 40;  // bf16 per shared row: 32 + 8, so the 8 rows of an ldmatrix hit distinct banks
+constexpr size_t kGemmStaticSharedBytes = 2 * (kGemmRows + kGemmSlots) * kGemmStride * 2 + kGemmThreads / 32 * 4;
+
+struct GemmTiles {
+  __nv_bfloat16 w[2][kGemmRows][kGemmStride];  // dequantised W, permuted k
+  __nv_bfloat16 x[2][kGemmSlots][kGemmStride];  // gathered x rows, permuted k
+};
+
+// Loads four 8×8 bf16 matrices; thread l gives the row address of matrix l / 8 and receives, of matrix i,
+// row l / 4 and columns 2(l % 4), 2(l % 4) + 1 in r[i] (the mma fragment layout).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+
+// Exclusive prefix of `value` over the block's threads; `total` gets the sum. warp_sums holds one int per warp.
+__device__ int block_exclusive_scan(int value, int* warp_sums, int& total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int inclusive = value;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  int before = 0;
+  total = 0;
+  for (int i = 0; i < kGemmThreads / 32; ++i) {
+    if (i < warp) before += warp_sums[i];
+    total += warp_sums[i];
+  }
+  return before + inclusive - value;
+}
+
+// Tiles (128 rows × 64 slots) of the a-th active expert; none for an id outside [0, experts).
+__device__ int expert_tiles(const Mxfp4ExpertWeights& w, const ExpertRouting& r, int a, int row_tiles) {
+  const int expert = r.active_experts[a];
+  if (expert < 0 || expert >= w.experts) return 0;
+  int first = 0, end = 0;
+  expert_slots(r, expert, first, end);
+  return end > first ? row_tiles * ((end - first + kGemmSlots - 1) / kGemmSlots) : 0;
+}
+
+// Persistent blocks: first the tile prefix over the active experts (in dynamic shared memory, sized for
+// max_active_experts + 1), then tiles blockIdx.x, blockIdx.x + gridDim.x, … in the order (expert, row
+// tile, slot tile), so the slot tiles of one W tile run close together and share it in L2.
+template <typename OutT>
+__global__ void __launch_bounds__(kGemmThreads, 2)
+    mxfp4_grouped_gemm_mma_128x64(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                                  int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride) {
+  __shared__ __align__(16) GemmTiles tiles;
+  __shared__ int warp_sums[kGemmThreads / 32];
+  extern __shared__ int tile_prefix[];  // [active + 1]
+
+  const int active = max(0, min(*r.active_count, r.max_active_experts));
+  const int row_tiles = static_cast<int>((w.out_features + kGemmRows - 1) / kGemmRows);
+  {
+    const int chunk = (active + kGemmThreads - 1) / kGemmThreads;
+    const int begin = min(static_cast<int>(threadIdx.x) * chunk, active), end = min(begin + chunk, active);
+    int local = 0;
+    for (int a = begin; a < end; ++a) {
+      tile_prefix[a] = expert_tiles(w, r, a, row_tiles);
+      local += tile_prefix[a];
+    }
+    int total = 0;
+    int running = block_exclusive_scan(local, warp_sums, total);
+    for (int a = begin; a < end; ++a) {
+      const int tiles_a = tile_prefix[a];
+      tile_prefix[a] = running;
+      running += tiles_a;
+    }
+    if (threadIdx.x == 0) tile_prefix[active] = total;
+    __syncthreads();
+  }
+
+  const int64_t out = w.out_features, blocks = w.in_features / kMxBlockElements;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp_row = (warp % 4) * 32, warp_slot = (warp / 4) * 32;
+  const int load_row = threadIdx.x / 2, load_half = threadIdx.x % 2;    // W: 8 bytes = 16 elements
+  const int load_slot = threadIdx.x / 4, load_chunk = threadIdx.x % 4;  // x: 16 bytes = 8 elements
+  const int total_tiles = tile_prefix[active];
+
+  for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
+    int lo = 0, hi = active;  // the a with prefix[a] ≤ tile < prefix[a + 1]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (tile_prefix[mid] <= tile) lo = mid; else hi = mid;
+    }
+    const int expert = r.active_experts[lo];
+    int first_slot = 0, end_slot = 0;
+    expert_slots(r, expert, first_slot, end_slot);
+    const int slot_tiles = (end_slot - first_slot + kGemmSlots - 1) / kGemmSlots;
+    const int local = tile - tile_prefix[lo];
+    const int64_t row0 = int64_t(local / slot_tiles) * kGemmRows;
+    const int slot0 = first_slot + (local % slot_tiles) * kGemmSlots;
+
+    // This thread's share of every k-step: 16 elements of one W row and 8 of one gathered x row.
+    const int64_t w_row = row0 + load_row;
+    const bool w_ok = w_row < out;
+    const uint8_t* w_src = nullptr;
+    const uint8_t* s_src = nullptr;
+    if (w_ok) {
+      const int64_t row_index = int64_t(expert) * out + w_row;
+      w_src = w.packed + row_index * blocks * kMxBlockBytes + load_half * 8;
+      s_src = w.scales + row_index * blocks;
+    }
+    const __nv_bfloat16* x_src = nullptr;
+    if (slot0 + load_slot < end_slot) {
+      const int token = r.slot_token[slot0 + load_slot];
+      if (token >= 0 && token < x_rows) x_src = x + int64_t(token) * x_stride + load_chunk * 8;
+    }
+    uint2 w_words = make_uint2(0, 0);
+    uint32_t w_scale = kNeutralScale;
+    uint4 x_words = make_uint4(0, 0, 0, 0);
+    const auto load = [&](int64_t kb) {
+      if (w_ok) {
+        w_words = __ldcs(reinterpret_cast<const uint2*>(w_src + kb * kMxBlockBytes));
+        w_scale = __ldcs(s_src + kb);
+      }
+      if (x_src != nullptr) x_words = __ldg(reinterpret_cast<const uint4*>(x_src + kb * kMxBlockElements));
+    };
+    const auto store = [&](int buf) {
+      const BlockScale scale = block_scale(w_scale);
+      uint32_t a[4], b[4];
+      dequantize_word(w_words.x, scale, a);
+      dequantize_word(w_words.y, scale, b);
+      *reinterpret_cast<uint4*>(&tiles.w[buf][load_row][load_half * 16]) = make_uint4(a[0], a[1], a[2], a[3]);
+      *reinterpret_cast<uint4*>(&tiles.w[buf][load_row][load_half * 16 + 8]) = make_uint4(b[0], b[1], b[2], b[3]);
+      *reinterpret_cast<uint4*>(&tiles.x[buf][load_slot][load_chunk * 8]) = permute_x8(x_words);
+    };
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+
+    load(0);
+    store(0);
+    __syncthreads();
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int buf = static_cast<int>(kb & 1);
+      if (kb + 1 < blocks) load(kb + 1);
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t a[2][4], b[4][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          ldmatrix_x4(a[mt], &tiles.w[buf][warp_row + mt * 16 + lane % 16][kk * 16 + (lane / 16) * 8]);
+        }
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          uint32_t q[4];
+          ldmatrix_x4(q, &tiles.x[buf][warp_slot + np * 16 + (lane / 16) * 8 + lane % 8][kk * 16 + ((lane / 8) % 2) * 8]);
+          b[2 * np][0] = q[0];
+          b[2 * np][1] = q[1];
+          b[2 * np + 1][0] = q[2];
+          b[2 * np + 1][1] = q[3];
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+            mma_bf16_16x8x16(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt][0], b[nt][1]);
+      }
+      if (kb + 1 < blocks) store(buf ^ 1);
+      __syncthreads();
+    }
+
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int slot = slot0 + warp_slot + nt * 8 + 2 * t + c;
+        if (slot >= end_slot) continue;
+        const bool ok = token_valid(r, slot, x_rows);
+        OutT* out_row = y + int64_t(slot) * y_stride;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int64_t o = row0 + warp_row + mt * 16 + g + 8 * half;
+            if (o < out) store_out(out_row + o, ok ? acc[mt][nt][2 * half + c] : __int_as_float(0x7FC00000));
+          }
+        }
+      }
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+int64_t active_bound(const ExpertRouting& r, int experts) {
+  return std::min({int64_t(r.max_active_experts), int64_t(experts), int64_t(r.max_slots)});
+}
+
+template <typename OutT>
+cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x, int64_t x_stride,
+                   int64_t x_rows, OutT* y, int64_t y_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
+  if (w.packed == nullptr || !aligned16(w.packed) || w.scales == nullptr || w.experts <= 0 || w.out_features <= 0 ||
+      w.out_features % 16 != 0 || w.in_features <= 0 || w.in_features % kMxBlockElements != 0 ||
+      w.out_features > INT32_MAX || w.in_features > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  if (r.expert_offsets == nullptr || r.slot_token == nullptr || r.active_experts == nullptr ||
+      r.active_count == nullptr || r.max_slots < 0 || r.max_active_experts < 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
+      algorithm != Mxfp4GroupedAlgorithm::gemm) {
+    return cudaErrorInvalidValue;
+  }
+  if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
+  if (x == nullptr || !aligned16(x) || x_stride < w.in_features || x_stride % 8 != 0 || x_rows <= 0 ||
+      y == nullptr || y_stride < w.out_features) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t active = active_bound(r, w.experts);
+  if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(r, w.experts);
+
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
+    const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
+    if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
+    mxfp4_grouped_gemv_mma_rows16<OutT><<<static_cast<unsigned>(active * row_blocks), kGemvThreads, 0, stream>>>(
+        w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+    return cudaGetLastError();
+  }
+
+  if (active > kMxfp4GroupedGemmMaxActiveExperts) return cudaErrorInvalidValue;
+  const size_t prefix_bytes = size_t(active + 1) * sizeof(int);
+  static_assert(kGemmStaticSharedBytes + (kMxfp4GroupedGemmMaxActiveExperts + 1) * sizeof(int) <= 48 * 1024);
+  int device = 0, sms = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (status != cudaSuccess) return status;
+  // Enough persistent blocks for two per SM, never more than the tiles any routing within the bounds has.
+  const int64_t row_tiles = (w.out_features + kGemmRows - 1) / kGemmRows;
+  const int64_t max_tiles = row_tiles * ((r.max_slots + kGemmSlots - 1) / kGemmSlots + active);
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(max_tiles, int64_t(2) * sms));
+  if (max_tiles > INT32_MAX) return cudaErrorInvalidValue;  // tile indices are int
+  mxfp4_grouped_gemm_mma_128x64<OutT>
+      <<<grid, kGemmThreads, prefix_bytes, stream>>>(w, r, x, x_stride, x_rows, y, y_stride);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const ExpertRouting& routing, int experts) {
+  const int64_t active = std::max<int64_t>(1, active_bound(routing, experts));
+  if (routing.max_slots <= int64_t(kMxfp4GroupedGemvMaxAverageSlots) * active ||
+      active > kMxfp4GroupedGemmMaxActiveExperts) {
+    return Mxfp4GroupedAlgorithm::gemv;
+  }
+  return Mxfp4GroupedAlgorithm::gemm;
+}
+
+cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
+                                      const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,
+                                      int64_t y_row_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
+  return launch(w, routing, x, x_row_stride, x_rows, y, y_row_stride, stream, algorithm);
+}
+
+cudaError_t mxfp4_grouped_bf16_to_bf16(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
+                                       const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, __nv_bfloat16* y,
+                                       int64_t y_row_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
+  return launch(w, routing, x, x_row_stride, x_rows, y, y_row_stride, stream, algorithm);
+}
+
+}  // namespace k3::kernels

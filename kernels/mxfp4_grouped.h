@@ -1,0 +1,75 @@
+// mxfp4_grouped: the routed-expert products of one MoE projection with in-kernel MXFP4 dequantisation
+// (K3-SPEC §5, §6), routed on the device:
+//   for every active expert e and each of its slots s in [offsets[e], offsets[e+1]):
+//     y[s, o] = Σ_i W_e[o, i] · x[slot_token[s], i]        W_e[o, i] = E2M1(nibble) · 2^(scale − 127)
+// Shapes: all experts of the projection stacked as in the checkpoint, packed u8 [experts, out, in/2] (low
+// nibble = even element) and scales u8 E8M0 [experts, out, in/32] (0xFF = NaN); x bf16 [x_rows, in]
+// (row stride in elements); y fp32 or bf16 [max_slots, out] (row stride in elements). in is a multiple of
+// 32, out a multiple of 16; packed and x 16-byte aligned, x_row_stride a multiple of 8.
+// The routing is the device bucketing's (token, choice) pairs, expert-major: expert_offsets int32
+// [experts + 1], slot_token int32 [slots], active_experts int32 [experts] (ascending ids with ≥ 1 slot) and
+// active_count int32 [1]. Only the host bounds max_slots (= tokens · top_k, the rows of y) and
+// max_active_experts shape the launch, so a launch can be captured in a CUDA graph and replayed with new
+// routings. Rows of y that no expert owns are not written; a slot whose token lies outside [0, x_rows)
+// gets NaN.
+//
+// Versions (one entry, the algorithm chosen on the host from max_slots / max_active_experts):
+//   mxfp4_grouped_gemv_mma_rows16 — decode, few slots per expert: one warp per 16 output rows of one
+//     active expert streams those rows once per 8 slots (16-byte loads, two per row per lane in flight)
+//     and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate): each lane
+//     dequantises its own 32-element block in registers, and x is read in the same permuted k order.
+//   mxfp4_grouped_gemm_mma_128x64 — prefill, many slots per expert: persistent blocks walk the tiles
+//     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
+//     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
+//     run mma.sync m16n8k16 from ldmatrix fragments.
+// Both decode E2M1 by bit placement (nibble → bf16 bits of v·2^-126, E2M1 subnormals included) and one
+// or two exact bf16 multiplies by powers of two; the dequantised W equals the fp32 decode bit for bit.
+// Faster: wgmma with TMA-fed tiles for prefill, split-in for the GEMV when few experts are active.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace k3::kernels {
+
+// All experts of one projection, stored contiguously as in the checkpoint stacked by expert.
+struct Mxfp4ExpertWeights {
+  const uint8_t* packed;  // [experts, out, in/2]
+  const uint8_t* scales;  // [experts, out, in/32]
+  int experts;
+  int64_t out_features;
+  int64_t in_features;
+};
+
+// Device arrays of the bucketing contract, and the host bounds that size the launch.
+struct ExpertRouting {
+  const int32_t* expert_offsets;  // [experts + 1]
+  const int32_t* slot_token;      // [max_slots]
+  const int32_t* active_experts;  // [experts]
+  const int32_t* active_count;    // [1]
+  int max_slots;                  // tokens · top_k: rows of y
+  int max_active_experts;         // bound on *active_count (≤ experts)
+};
+
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm };
+
+// GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
+inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
+// The GEMM keeps a per-expert tile prefix in shared memory: at most this many active experts.
+inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
+
+// The algorithm `automatic` runs for these bounds (host values only).
+Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const ExpertRouting& routing, int experts);
+
+cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
+                                      const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,
+                                      int64_t y_row_stride, cudaStream_t stream,
+                                      Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic);
+cudaError_t mxfp4_grouped_bf16_to_bf16(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
+                                       const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, __nv_bfloat16* y,
+                                       int64_t y_row_stride, cudaStream_t stream,
+                                       Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic);
+
+}  // namespace k3::kernels
