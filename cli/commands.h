@@ -17,6 +17,8 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global);
 void add_make_checkpoint_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_serve_command(CLI::App& app, const GlobalOptions& global);
+void add_plan_command(CLI::App& app, const GlobalOptions& global);
 // `k3perf` with no verb: predict the embedded default scenario and print the summary.
 int run_default(const GlobalOptions& global);
 

@@ -1,0 +1,117 @@
+#include "sim/serving/serving_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace k3::serving {
+
+namespace {
+
+std::string deployment_line(const ServingScenario& s) {
+  const Parallelism& p = s.deployment.parallelism;
+  const ServingOptions& o = s.options;
+  const std::string layout = fmt::format("{} x{} (tp {}, attention_dp {}, ep {})", s.deployment.hardware.name,
+                                         p.gpus(), p.tp, p.attention_dp, p.ep);
+  if (o.disaggregated) {
+    return fmt::format("{} prefill + {} decode replicas of {}; batch <= {} / {} sequences, {} tokens per iteration",
+                       o.prefill_replicas, o.decode_replicas, layout, o.limits.max_sequences,
+                       o.decode_limits.max_sequences, o.limits.max_batched_tokens);
+  }
+  return fmt::format("{} replicas of {}; batch <= {} sequences, {} tokens per iteration", o.replicas, layout,
+                     o.limits.max_sequences, o.limits.max_batched_tokens);
+}
+
+nlohmann::ordered_json pct_json(const Percentiles& p) {
+  return {{"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"max", p.max}, {"count", p.count}};
+}
+
+}  // namespace
+
+std::string format_serving(const ServingScenario& s, const ServingResult& r) {
+  std::string out = fmt::format("{}\n  deployment  {}\n", s.deployment.name, deployment_line(s));
+  out += fmt::format("  requests    {} ({} completed, {} rejected) over {:.1f} s; {} iterations\n", r.requests.size(),
+                     r.completed, r.rejected, r.duration_ms / 1000, r.iterations);
+  if (s.options.slo.ttft_ms > 0 || s.options.slo.tpot_ms > 0) {
+    out += fmt::format("  SLO         TTFT <= {:g} ms, TPOT <= {:g} ms: {} of {} completed requests met both\n",
+                       s.options.slo.ttft_ms, s.options.slo.tpot_ms, r.met_slo, r.completed);
+  }
+  out += fmt::format("\n  {:<12}{:>12}{:>12}{:>12}{:>12}{:>12}\n", "ms", "mean", "p50", "p90", "p99", "max");
+  for (auto [name, p] : {std::pair<const char*, const Percentiles*>{"TTFT", &r.ttft_ms}, {"TPOT", &r.tpot_ms},
+                         {"end to end", &r.e2e_ms}}) {
+    out += fmt::format("  {:<12}{:>12.1f}{:>12.1f}{:>12.1f}{:>12.1f}{:>12.1f}\n", name, p->mean, p->p50, p->p90,
+                       p->p99, p->max);
+  }
+  double util = 0;
+  for (double u : r.utilisation) util += u / double(r.utilisation.size());
+  out += fmt::format("\n  throughput  {:.0f} output tokens/s ({:.1f} per GPU over {} GPUs), {:.1f} tokens/s per user\n",
+                     r.output_tokens_per_s, r.tokens_per_s_per_gpu, r.gpus, r.tokens_per_s_per_user);
+  out += fmt::format("  goodput     {:.2f} requests/s, {:.0f} output tokens/s within the SLOs\n",
+                     r.goodput_requests_per_s, r.goodput_tokens_per_s);
+  out += fmt::format("  busy        {:.1f}% of the time on average over {} replicas; memory peak {:.1f}% of the KV/state space\n",
+                     util * 100, r.utilisation.size(), r.max_memory_fraction * 100);
+  out += fmt::format("  tokens      {} prompt tokens computed, {} decoded\n", r.prefill_tokens, r.decode_tokens);
+  return out;
+}
+
+nlohmann::ordered_json to_json(const ServingScenario& s, const ServingResult& r) {
+  nlohmann::ordered_json j;
+  j["scenario"] = {{"name", s.deployment.name}, {"source", s.deployment.source}, {"deployment", deployment_line(s)},
+                   {"gpus", r.gpus}, {"slo", {{"ttft_ms", s.options.slo.ttft_ms}, {"tpot_ms", s.options.slo.tpot_ms}}}};
+  j["summary"] = {{"requests", r.requests.size()},
+                  {"completed", r.completed},
+                  {"rejected", r.rejected},
+                  {"met_slo", r.met_slo},
+                  {"duration_ms", r.duration_ms},
+                  {"iterations", r.iterations},
+                  {"output_tokens_per_s", r.output_tokens_per_s},
+                  {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+                  {"tokens_per_s_per_user", r.tokens_per_s_per_user},
+                  {"goodput_requests_per_s", r.goodput_requests_per_s},
+                  {"goodput_tokens_per_s", r.goodput_tokens_per_s},
+                  {"max_memory_fraction", r.max_memory_fraction},
+                  {"prefill_tokens", r.prefill_tokens},
+                  {"decode_tokens", r.decode_tokens}};
+  j["ttft_ms"] = pct_json(r.ttft_ms);
+  j["tpot_ms"] = pct_json(r.tpot_ms);
+  j["e2e_ms"] = pct_json(r.e2e_ms);
+  j["utilisation_per_replica"] = r.utilisation;
+  nlohmann::ordered_json q = nlohmann::ordered_json::array();
+  for (const QueueSample& x : r.queue) {
+    q.push_back({{"time_ms", x.time_ms}, {"waiting", x.waiting}, {"running", x.running},
+                 {"memory_fraction", x.memory_fraction}});
+  }
+  j["queue"] = std::move(q);
+  return j;
+}
+
+std::string requests_csv(const ServingResult& r) {
+  std::string out = "id,arrival_ms,input_tokens,cached_tokens,output_tokens,rejected,first_token_ms,finish_ms,ttft_ms,tpot_ms,e2e_ms\n";
+  for (const RequestOutcome& q : r.requests) {
+    if (q.rejected) {
+      out += fmt::format("{},{:.6g},{},{},{},1,,,,,\n", q.id, q.arrival_ms, q.input_tokens, q.cached_tokens,
+                         q.output_tokens);
+      continue;
+    }
+    out += fmt::format("{},{:.6g},{},{},{},0,{:.6f},{:.6f},{:.6f},{:.6f},{:.6f}\n", q.id, q.arrival_ms, q.input_tokens,
+                       q.cached_tokens, q.output_tokens, q.first_token_ms, q.finish_ms, q.ttft_ms(), q.tpot_ms(),
+                       q.e2e_ms());
+  }
+  return out;
+}
+
+plot::Chart queue_chart(const ServingResult& r) {
+  plot::Chart c;
+  c.title = "Sequences over time";
+  c.x_label = "time (s)";
+  c.y_label = "sequences";
+  plot::Series waiting{"waiting", {}, plot::SeriesStyle::line}, running{"running", {}, plot::SeriesStyle::line};
+  for (const QueueSample& q : r.queue) {
+    waiting.points.emplace_back(q.time_ms / 1000, double(q.waiting));
+    running.points.emplace_back(q.time_ms / 1000, double(q.running));
+  }
+  c.series = {running, waiting};
+  return c;
+}
+
+}  // namespace k3::serving
