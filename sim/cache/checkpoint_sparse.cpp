@@ -1,0 +1,18 @@
+// Sparse checkpoints (CLAIMS P14's fix): every `checkpoint_interval_tokens` tokens and at the last
+// hash-block boundary of the prompt, whatever the allocation block; short conversations resume.
+#include "sim/cache/checkpoint_policy.h"
+
+namespace k3::cache {
+namespace {
+
+class SparseCheckpoints : public CheckpointPolicy {
+ public:
+  void choose(const CheckpointRequest& r, std::vector<int64_t>& units) const override {
+    units_at_multiples(r, r.interval_tokens, units);
+    add_unit(r, last_full_unit(r), units);
+  }
+};
+
+}  // namespace
+K3PERF_REGISTER_CHECKPOINT_POLICY(SparseCheckpoints, "sparse");
+}  // namespace k3::cache
