@@ -11,13 +11,13 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kD = 128;           // head_dim: key and value channels
-constexpr int kChunk = 64;        // tokens per chunk
-constexpr int kTile = 16;         // tokens per sub-tile (and the WMMA tile edge)
+constexpr int kD = 128;     // head_dim: key and value channels
+constexpr int kChunk = 64;  // tokens per chunk
+constexpr int kTile = 16;   // tokens per sub-tile (and the WMMA tile edge)
 constexpr int kTilesPerChunk = kChunk / kTile;
-constexpr int kThreads = 256;     // 8 warps in both kernels
+constexpr int kThreads = 256;  // 8 warps in both kernels
 constexpr int kWarps = kThreads / 32;
-constexpr int kValueBlock = 32;   // value columns per state-pass block
+constexpr int kValueBlock = 32;  // value columns per state-pass block
 constexpr int kValueBlocks = kD / kValueBlock;
 // Diagonal tiles referenced to their middle token see exponents up to 8·|lb| (row factors) and 7·|lb| (column
 // factors); the masked-out upper entries multiply both, up to e^{15·|lb|}·128 terms, which for lb ≥ -5 stays below
@@ -38,9 +38,7 @@ struct Workspace {
   __device__ float* qg(int64_t b) const { return base + (2 * blocks + b) * kRowsBlock; }
   __device__ float* kd(int64_t b) const { return base + (3 * blocks + b) * kRowsBlock; }
   __device__ float* a_qk(int64_t b) const { return base + 4 * blocks * kRowsBlock + b * kScoreBlock; }
-  __device__ float* decay(int64_t b) const {
-    return base + 4 * blocks * kRowsBlock + blocks * kScoreBlock + b * kD;
-  }
+  __device__ float* decay(int64_t b) const { return base + 4 * blocks * kRowsBlock + blocks * kScoreBlock + b * kD; }
 };
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
@@ -59,15 +57,15 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* p, unsigned ldm)
 
 // Shared memory of kda_chunk_intra_ut, in floats. X doubles as the warps' factor scratch while the scores are built
 // and A_qk as the wavefront scratch of the forward substitution; K holds k, then β e^G ⊙ k, then β ⊙ v.
-constexpr int kSmemG = 0;                                 // G [64][128]
-constexpr int kSmemK = kSmemG + kChunk * kD;              // [64][128]
-constexpr int kSmemAkk = kSmemK + kChunk * kD;            // A_kk [64][64], then L = StrictLower, β applied
-constexpr int kSmemAqk = kSmemAkk + kChunk * kChunk;      // A_qk [64][64]
-constexpr int kSmemX = kSmemAqk + kChunk * kChunk;        // X = (I + L)⁻¹ [64][64]
-constexpr int kSmemBeta = kSmemX + kChunk * kChunk;       // β [64]
+constexpr int kSmemG = 0;                             // G [64][128]
+constexpr int kSmemK = kSmemG + kChunk * kD;          // [64][128]
+constexpr int kSmemAkk = kSmemK + kChunk * kD;        // A_kk [64][64], then L = StrictLower, β applied
+constexpr int kSmemAqk = kSmemAkk + kChunk * kChunk;  // A_qk [64][64]
+constexpr int kSmemX = kSmemAqk + kChunk * kChunk;    // X = (I + L)⁻¹ [64][64]
+constexpr int kSmemBeta = kSmemX + kChunk * kChunk;   // β [64]
 constexpr int kIntraSmemFloats = kSmemBeta + kChunk;
 constexpr size_t kIntraSmemBytes = size_t(kIntraSmemFloats) * sizeof(float);
-constexpr int kFactorScratchFloats = 2 * kTile * kTile;   // per warp: row and column factors [16][16]
+constexpr int kFactorScratchFloats = 2 * kTile * kTile;  // per warp: row and column factors [16][16]
 static_assert(kWarps * kFactorScratchFloats <= kChunk * kChunk, "factor scratch must fit in X");
 
 // out[64, 128] (global, ldm 128) = X[64, 64] · B[64, 128] (both shared) for a lower-triangular X: warp w computes
@@ -146,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int r = e / kD, i = e % kD;
       const float G = Gs[e], G_last = Gs[(kChunk - 1) * kD + i];
       qg_out[e] = r < n ? expf(G) * qh[r * P + i] : 0.0f;  // e^G ≤ 1
-      kd_out[e] = expf(G_last - G) * Ks[e];                 // e^{G_last − G} ≤ 1
+      kd_out[e] = expf(G_last - G) * Ks[e];                // e^{G_last − G} ≤ 1
     }
     if (tid < kD) ws.decay(blk)[tid] = expf(Gs[(kChunk - 1) * kD + tid]);
   }
@@ -156,8 +154,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // summed over 16-channel slices whose factors each warp builds in its own scratch.
   {
     constexpr int kTiles = kTensorDiagonal ? 2 * 10 : 2 * 6;  // (I, J) pairs with J ≤ I, or J < I
-    float* Fr = Xs + warp * kFactorScratchFloats;  // row factors [16 tokens][16 channels]
-    float* Fc = Fr + kTile * kTile;                // column factors [16 tokens][16 channels]
+    float* Fr = Xs + warp * kFactorScratchFloats;             // row factors [16 tokens][16 channels]
+    float* Fc = Fr + kTile * kTile;                           // column factors [16 tokens][16 channels]
     for (int tile = warp; tile < kTiles; tile += kWarps) {
       const int kind = tile % 2;
       int I = kTensorDiagonal ? 0 : 1, J = tile / 2;
@@ -380,8 +378,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
     const int64_t t0 = int64_t(chunk) * kChunk;
     const int n = tokens - t0 < kChunk ? int(tokens - t0) : kChunk;
-    for (int e = tid; e < n * kValueBlock; e += kThreads)
-      out_h[(t0 + e / kValueBlock) * P + e % kValueBlock] = Os[e];
+    for (int e = tid; e < n * kValueBlock; e += kThreads) out_h[(t0 + e / kValueBlock) * P + e % kValueBlock] = Os[e];
   }
 
   for (int e = tid; e < kD * kValueBlock; e += kThreads) s_global[(e / kValueBlock) * kD + e % kValueBlock] = Ss[e];
@@ -393,14 +390,13 @@ cudaError_t launch(const float* q, const float* k, const float* v, const float* 
   const auto intra = kda_chunk_intra_ut<kTensorDiagonal>;
   // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both
   // are allowed while a stream is being captured.
-  cudaError_t status =
-      cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
+  cudaError_t status = cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
   if (status != cudaSuccess) return status;
-  status = cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                int(cudaSharedmemCarveoutMaxShared));
+  status =
+      cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
   if (status != cudaSuccess) return status;
-  intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens,
-                                                                                      heads, ws);
+  intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens, heads,
+                                                                                        ws);
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   kda_chunk_state_pass<<<dim3(kValueBlocks, unsigned(heads)), kThreads, 0, stream>>>(ws, state, out, tokens, heads,
@@ -417,8 +413,8 @@ size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim) {
 }
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
-                                       const float* beta, float* state, float* out, int tokens, int heads,
-                                       int head_dim, float gate_lower_bound, void* workspace, size_t workspace_bytes,
+                                       const float* beta, float* state, float* out, int tokens, int heads, int head_dim,
+                                       float gate_lower_bound, void* workspace, size_t workspace_bytes,
                                        cudaStream_t stream) {
   if (tokens < 1 || heads < 1 || heads > 65535 || head_dim != kD) return cudaErrorInvalidValue;
   if (!(gate_lower_bound <= 0.0f)) return cudaErrorInvalidValue;  // also rejects NaN

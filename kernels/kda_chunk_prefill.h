@@ -33,8 +33,8 @@
 // slice of the tile factors per warp through shared memory, where mma.sync fragments built in registers would not.
 #pragma once
 
-#include <cstddef>
 #include <cuda_runtime.h>
+#include <cstddef>
 
 namespace k3::kernels {
 
@@ -43,8 +43,8 @@ namespace k3::kernels {
 size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
-                                       const float* beta, float* state, float* out, int tokens, int heads,
-                                       int head_dim, float gate_lower_bound, void* workspace, size_t workspace_bytes,
+                                       const float* beta, float* state, float* out, int tokens, int heads, int head_dim,
+                                       float gate_lower_bound, void* workspace, size_t workspace_bytes,
                                        cudaStream_t stream);
 
 }  // namespace k3::kernels

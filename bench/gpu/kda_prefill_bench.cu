@@ -24,8 +24,8 @@
 #include <vector>
 
 using k3::EfficiencyClass;
-using k3::bench::Result;
 using k3::bench::device_alloc;
+using k3::bench::Result;
 using k3::bench::time_us;
 
 namespace {
@@ -77,11 +77,13 @@ int main(int argc, char** argv) {
     Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 (kda_chunk_ut_tensorcore)", tokens),
              seq.bytes(), chunk_flops(tokens)};
     r.cls = EfficiencyClass::recurrent;
-    r.median_us = time_us([&](int) {
-      CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out,
-                                                         int(tokens), kHeads, kD, kGateLowerBound, workspace,
-                                                         workspace_bytes, nullptr));
-    }, session.repeats);
+    r.median_us = time_us(
+        [&](int) {
+          CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out,
+                                                             int(tokens), kHeads, kD, kGateLowerBound, workspace,
+                                                             workspace_bytes, nullptr));
+        },
+        session.repeats);
     r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
     results.push_back(r);
     if (tokens == 8192) prefill_8k_us = r.median_us;
@@ -119,8 +121,8 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(stream));
-    session.print(results, fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}",
-                                       r.median_us / prefill_8k_us));
+    session.print(results,
+                  fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}", r.median_us / prefill_8k_us));
   }
   return 0;
 }

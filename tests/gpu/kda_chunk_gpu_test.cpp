@@ -35,10 +35,10 @@ struct ChunkCase {
   Gate gate;
 };
 const ChunkCase kCases[] = {
-    {1, 3, Gate::bounded_sigmoid},    {17, 3, Gate::bounded_sigmoid},  {64, 3, Gate::bounded_sigmoid},
-    {65, 3, Gate::bounded_sigmoid},   {200, 3, Gate::bounded_sigmoid}, {1000, 3, Gate::bounded_sigmoid},
-    {200, 3, Gate::bounded_uniform},  {1000, 2, Gate::bounded_uniform}, {100, 96, Gate::bounded_sigmoid},
-    {17, 3, Gate::softplus},          {65, 3, Gate::softplus},          {1000, 3, Gate::softplus},
+    {1, 3, Gate::bounded_sigmoid},   {17, 3, Gate::bounded_sigmoid},   {64, 3, Gate::bounded_sigmoid},
+    {65, 3, Gate::bounded_sigmoid},  {200, 3, Gate::bounded_sigmoid},  {1000, 3, Gate::bounded_sigmoid},
+    {200, 3, Gate::bounded_uniform}, {1000, 2, Gate::bounded_uniform}, {100, 96, Gate::bounded_sigmoid},
+    {17, 3, Gate::softplus},         {65, 3, Gate::softplus},          {1000, 3, Gate::softplus},
 };
 
 const char* gate_name(Gate g) {
@@ -144,12 +144,17 @@ struct DeviceCall {
                                                workspace.size() * sizeof(float), stream);
   }
   ref::Matrix output() const { return from_f32(out.download(), tokens, Index(heads) * kD); }
+  // NaN again in the output and the workspace, so a second run cannot pass on the first run's values.
+  void poison() {
+    CUDA_CHECK(cudaMemset(out.get(), 0xFF, out.size() * sizeof(float)));
+    CUDA_CHECK(cudaMemset(workspace.get(), 0xFF, workspace.size() * sizeof(float)));
+  }
 };
 
 // Rows [t0, t0 + n) as a dense copy (the call's own inputs).
 Inputs slice(const Inputs& in, Index t0, Index n, const std::vector<ref::MatrixD>& state) {
-  return {in.q.middleRows(t0, n), in.k.middleRows(t0, n), in.v.middleRows(t0, n), in.g.middleRows(t0, n),
-          in.beta.middleRows(t0, n), state};
+  return {in.q.middleRows(t0, n), in.k.middleRows(t0, n),    in.v.middleRows(t0, n),
+          in.g.middleRows(t0, n), in.beta.middleRows(t0, n), state};
 }
 
 struct CaseData {
@@ -200,6 +205,7 @@ TEST(GpuKdaChunk, PrefillMatchesRecurrentReference) {
     if (c.gate != Gate::softplus) {
       // Lower bound 0 ("unbounded") takes the exact per-pair diagonal path on the same bounded inputs.
       DeviceBuffer<float> state_exact(flatten(data.in.state));
+      call.poison();
       CUDA_CHECK(call.run(state_exact, 0.0f));
       EXPECT_LE(normalized_error(call.output(), data.want.out), kTf32Tolerance) << "out, exact path " << describe(c);
       EXPECT_LE(normalized_error(from_f32(state_exact.download(), Index(c.heads) * kD, kD), data.want.final_state),
@@ -294,8 +300,7 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   EXPECT_EQ(call(100, 4, 128, -5.0f, nullptr, enough), cudaErrorInvalidValue);
   EXPECT_EQ(call(100, 4, 128, -5.0f, misaligned, enough), cudaErrorInvalidValue);
   float* null_q = nullptr;
-  EXPECT_EQ(kernels::kda_chunk_prefill_f32state(null_q, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough,
-                                                nullptr),
+  EXPECT_EQ(kernels::kda_chunk_prefill_f32state(null_q, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough, nullptr),
             cudaErrorInvalidValue);
 }
 
