@@ -1,0 +1,29 @@
+// moe_router: the K3 sigmoid router (K3-SPEC §5.1) on router logits that a GEMM computed (x · W_rᵀ, fp32).
+//   s_e    = sigmoid(logit_e)                                  (fp32, computed as ref::sigmoid: in fp64, rounded)
+//   chosen = the top_k experts of s_e + bias_e, in order of decreasing s + bias; ties go to the lower expert id
+//            (the bias only selects; a NaN choice value ranks as −∞)
+//   w      = s_e / (Σ_chosen s + 1e-20) · routed_scaling_factor; with top_k == 1 there is no renormalisation,
+//            w = s_e · routed_scaling_factor (as ref::route and the HF KimiMoEGate)
+// Shapes: logits [tokens, experts] fp32 dense; bias [experts] fp32 or null (= zeros); expert_ids int32 and weights
+// fp32 [tokens, top_k] dense, in the selection order. 1 ≤ experts ≤ 1024, 1 ≤ top_k ≤ min(32, experts).
+// Versions: moe_route_warp_per_token — one warp per token, 8 tokens per 256-thread block; the warp's choice values
+// sit in shared memory; lane l owns experts l, l+32, … and keeps the best of its own that is not yet chosen; each of
+// the top_k rounds takes the warp-wide best (a shuffle reduction on (value, id)) and only the lane that owned it
+// rescans its ≤ 32 experts. The weights are normalised in fp64 across the lanes holding the chosen scores.
+// Faster (not done): fold the router GEMM's epilogue into the selection so the logits never leave the SM.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace k3::kernels {
+
+inline constexpr int kMoeRouterMaxExperts = 1024;
+inline constexpr int kMoeRouterMaxTopK = 32;
+
+cudaError_t moe_route_topk_sigmoid(const float* logits, const float* bias, int tokens, int experts, int top_k,
+                                   float routed_scaling_factor, int32_t* expert_ids, float* weights,
+                                   cudaStream_t stream);
+
+}  // namespace k3::kernels
