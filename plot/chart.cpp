@@ -49,8 +49,10 @@ std::string tick_label(double value, double step) {
     suffix = "k";
     scale = 1e3;
   }
+  // As many decimals as the step needs to be exact (0.25 -> 2, 2.5 -> 1, 20 -> 0).
   const double s = a / scale;
-  const int decimals = s >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(s) - 1e-9));
+  int decimals = 0;
+  for (double m = s; decimals < 9 && std::abs(m - std::round(m)) > 1e-6 * std::max(1.0, m); m *= 10) ++decimals;
   return fmt::format("{:.{}f}{}", value / scale, decimals, suffix);
 }
 

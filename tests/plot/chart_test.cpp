@@ -20,16 +20,23 @@ Chart two_series() {
   return c;
 }
 
+void expect_ticks(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
+}
+
 TEST(PlotTicks, CoverTheRangeAtOneTwoOrFive) {
-  EXPECT_EQ(nice_ticks(0, 100, 5), (std::vector<double>{0, 20, 40, 60, 80, 100}));
-  EXPECT_EQ(nice_ticks(3, 97, 5), (std::vector<double>{0, 20, 40, 60, 80, 100}));
-  EXPECT_EQ(nice_ticks(0.12, 0.31, 4), (std::vector<double>{0.1, 0.15, 0.2, 0.25, 0.3, 0.35}));
-  EXPECT_EQ(nice_ticks(-7, 7, 7), (std::vector<double>{-8, -6, -4, -2, 0, 2, 4, 6, 8}));
-  EXPECT_EQ(nice_ticks(5, 5, 4), (std::vector<double>{4.5, 4.75, 5, 5.25, 5.5}));
+  expect_ticks(nice_ticks(0, 100, 5), {0, 20, 40, 60, 80, 100});
+  expect_ticks(nice_ticks(3, 97, 5), {0, 20, 40, 60, 80, 100});
+  expect_ticks(nice_ticks(0.12, 0.31, 4), {0.1, 0.15, 0.2, 0.25, 0.3, 0.35});  // step 0.05 for a raw 0.0475
+  expect_ticks(nice_ticks(-7, 7, 7), {-8, -6, -4, -2, 0, 2, 4, 6, 8});
+  expect_ticks(nice_ticks(5, 5, 4), {4.5, 5, 5.5});  // a flat range widens by 10 %; raw step 0.25 -> 0.5
 }
 
 TEST(PlotTicks, LabelsAreShort) {
-  EXPECT_EQ(tick_label(1500, 500), "1.5k");
+  EXPECT_EQ(tick_label(1500, 500), "1500");
+  EXPECT_EQ(tick_label(15000, 5000), "15k");
+  EXPECT_EQ(tick_label(2500, 2500), "2.5k");
   EXPECT_EQ(tick_label(2e6, 1e6), "2M");
   EXPECT_EQ(tick_label(0.25, 0.05), "0.25");
   EXPECT_EQ(tick_label(40, 20), "40");
