@@ -19,6 +19,7 @@ void add_inspect_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_serve_command(CLI::App& app, const GlobalOptions& global);
 void add_plan_command(CLI::App& app, const GlobalOptions& global);
+void add_cache_command(CLI::App& app, const GlobalOptions& global);
 // `k3perf` with no verb: predict the embedded default scenario and print the summary.
 int run_default(const GlobalOptions& global);
 

@@ -3,6 +3,7 @@
 // both eviction policies, tiers, hash granularity, nodes; then the shipped traces against
 // independent counts (an unbounded KV cache hits exactly the trace's own prefix reuse).
 #include "sim/cache/prefix_cache.h"
+#include "sim/claims/claim.h"
 #include "expect_input_error.h"
 #include "sim/cache/cache_metrics.h"
 #include "sim/workload/mooncake_reader.h"
@@ -323,3 +324,21 @@ TEST(PrefixCacheTraces, HybridNeverHitsMoreThanKvAndLruIsMonotoneInCapacity) {
 
 }  // namespace
 }  // namespace k3::cache
+
+namespace k3 {
+namespace {
+
+TEST(CacheClaims, AllocationBlockCheckpointsNeverResumeAndSparseOnesDo) {
+  const DataPaths data = DataPaths::resolve(std::string(K3PERF_SOURCE_DIR) + "/scenarios");
+  const ClaimResult p13 = check_claim(load_claim(data.claims_dir + "/p13-checkpoint-granularity.yaml"), data);
+  const ClaimResult p14 = check_claim(load_claim(data.claims_dir + "/p14-sparse-checkpoints.yaml"), data);
+  EXPECT_EQ(p13.verdict, Verdict::reproduced);
+  EXPECT_EQ(p14.verdict, Verdict::reproduced);
+  // Every prompt of these sessions is below 6144 tokens: no allocation-block boundary, no state.
+  EXPECT_EQ(p13.evaluation.predicted.at("token_hit_rate_percent"), 0);
+  EXPECT_GT(p13.evaluation.predicted.at("kv_hit_rate_percent"), 40);
+  EXPECT_EQ(p14.evaluation.predicted.at("never_resumed_percent"), 0);
+}
+
+}  // namespace
+}  // namespace k3
