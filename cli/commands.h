@@ -17,6 +17,8 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global);
 void add_make_checkpoint_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+// Only in builds with CUDA (K3PERF_HAVE_CUDA): the GPU engine.
+void add_run_command(CLI::App& app, const GlobalOptions& global);
 void add_serve_command(CLI::App& app, const GlobalOptions& global);
 void add_plan_command(CLI::App& app, const GlobalOptions& global);
 void add_cache_command(CLI::App& app, const GlobalOptions& global);

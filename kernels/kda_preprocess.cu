@@ -67,7 +67,8 @@ __global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restr
                                                     const float* __restrict__ a_log, const float* __restrict__ dt_bias,
                                                     float gate_lower_bound, float q_scale, float* __restrict__ q,
                                                     float* __restrict__ k, float* __restrict__ v, float* __restrict__ g,
-                                                    float* __restrict__ beta, int heads, int head_dim, int kernel) {
+                                                    float* __restrict__ beta, int heads, int head_dim, int kernel,
+                                                    bool token_per_sequence) {
   const int64_t t = blockIdx.x / heads;
   const int h = int(blockIdx.x % heads);
   const int i = int(threadIdx.x);
@@ -75,11 +76,15 @@ __global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restr
   const int64_t P = int64_t(heads) * head_dim, C = 3 * P;
   const int64_t c = int64_t(h) * head_dim + i;
 
+  // Batched decode: token t is the only new token of sequence t, whose conv state is slot t.
+  const __nv_bfloat16* x = token_per_sequence ? qkv + t * C : qkv;
+  const float* state = token_per_sequence ? conv_state + t * C * (kernel - 1) : conv_state;
+  const int64_t position = token_per_sequence ? 0 : t;
   float qc = 0.0f, kc = 0.0f, vc = 0.0f;
   if (active) {
-    qc = conv_silu(qkv, conv_weight, conv_state, C, c, t, kernel);
-    kc = conv_silu(qkv, conv_weight, conv_state, C, P + c, t, kernel);
-    vc = conv_silu(qkv, conv_weight, conv_state, C, 2 * P + c, t, kernel);
+    qc = conv_silu(x, conv_weight, state, C, c, position, kernel);
+    kc = conv_silu(x, conv_weight, state, C, P + c, position, kernel);
+    vc = conv_silu(x, conv_weight, state, C, 2 * P + c, position, kernel);
   }
   const float2 sum_sq = block_sum2(qc * qc, kc * kc);
   if (active) {
@@ -94,11 +99,14 @@ __global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restr
 }
 
 // conv_state [C, K−1] ← history [T, T + K − 1) of each channel. Ascending m reads history index T + m > m, which
-// this thread has not overwritten yet, so the shift is safe in place.
-__global__ void kda_conv_state_shift(const __nv_bfloat16* __restrict__ x, float* __restrict__ conv_state,
+// this thread has not overwritten yet, so the shift is safe in place. blockIdx.y is the sequence in the batched
+// decode form (one token and one conv-state slot per sequence; gridDim.y = 1 otherwise).
+__global__ void kda_conv_state_shift(const __nv_bfloat16* __restrict__ qkv, float* __restrict__ conv_states,
                                      int64_t channels, int64_t tokens, int kernel) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
+  const __nv_bfloat16* x = qkv + blockIdx.y * channels;
+  float* conv_state = conv_states + blockIdx.y * channels * (kernel - 1);
   for (int m = 0; m < kernel - 1; ++m)
     conv_state[c * (kernel - 1) + m] = history(x, conv_state, channels, c, tokens + m, kernel);
 }
@@ -107,7 +115,7 @@ template <Gate kGate>
 cudaError_t launch(const __nv_bfloat16* qkv, const float* f, const float* b, const float* conv_weight,
                    float* conv_state, const float* a_log, const float* dt_bias, float gate_lower_bound, float* q,
                    float* k, float* v, float* g, float* beta, int tokens, int heads, int head_dim, int kernel,
-                   cudaStream_t stream) {
+                   bool token_per_sequence, cudaStream_t stream) {
   if (tokens < 0 || heads <= 0 || head_dim <= 0 || head_dim > kMaxHeadDim || kernel < 1) return cudaErrorInvalidValue;
   if (kGate == Gate::bounded_sigmoid && !(gate_lower_bound < 0.0f)) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
@@ -118,9 +126,12 @@ cudaError_t launch(const __nv_bfloat16* qkv, const float* f, const float* b, con
   const int threads = (head_dim + 31) / 32 * 32;
   kda_preprocess_block_per_token_head<kGate>
       <<<unsigned(blocks), threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound,
-                                                 q_scale, q, k, v, g, beta, heads, head_dim, kernel);
+                                                 q_scale, q, k, v, g, beta, heads, head_dim, kernel,
+                                                 token_per_sequence);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess || kernel == 1) return status;
-  kda_conv_state_shift<<<unsigned(shift_blocks), kShiftThreads, 0, stream>>>(qkv, conv_state, channels, tokens, kernel);
+  const dim3 shift_grid(unsigned(shift_blocks), token_per_sequence ? unsigned(tokens) : 1u);
+  kda_conv_state_shift<<<shift_grid, kShiftThreads, 0, stream>>>(qkv, conv_state, channels,
+                                                                 token_per_sequence ? 1 : tokens, kernel);
   return cudaGetLastError();
 }
 
@@ -132,7 +143,7 @@ cudaError_t kda_preprocess_bounded_sigmoid_gate(const __nv_bfloat16* qkv, const 
                                                 float* v, float* g, float* beta, int tokens, int heads, int head_dim,
                                                 int conv_kernel, cudaStream_t stream) {
   return launch<Gate::bounded_sigmoid>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q, k, v, g,
-                                       beta, tokens, heads, head_dim, conv_kernel, stream);
+                                       beta, tokens, heads, head_dim, conv_kernel, false, stream);
 }
 
 cudaError_t kda_preprocess_softplus_gate(const __nv_bfloat16* qkv, const float* f, const float* b,
@@ -140,7 +151,28 @@ cudaError_t kda_preprocess_softplus_gate(const __nv_bfloat16* qkv, const float* 
                                          const float* dt_bias, float* q, float* k, float* v, float* g, float* beta,
                                          int tokens, int heads, int head_dim, int conv_kernel, cudaStream_t stream) {
   return launch<Gate::softplus>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, 0.0f, q, k, v, g, beta, tokens,
-                                heads, head_dim, conv_kernel, stream);
+                                heads, head_dim, conv_kernel, false, stream);
+}
+
+cudaError_t kda_preprocess_bounded_sigmoid_gate_decode_batch(const __nv_bfloat16* qkv, const float* f, const float* b,
+                                                             const float* conv_weight, float* conv_states,
+                                                             const float* a_log, const float* dt_bias,
+                                                             float gate_lower_bound, float* q, float* k, float* v,
+                                                             float* g, float* beta, int sequences, int heads,
+                                                             int head_dim, int conv_kernel, cudaStream_t stream) {
+  if (sequences > 65535) return cudaErrorInvalidValue;
+  return launch<Gate::bounded_sigmoid>(qkv, f, b, conv_weight, conv_states, a_log, dt_bias, gate_lower_bound, q, k, v,
+                                       g, beta, sequences, heads, head_dim, conv_kernel, true, stream);
+}
+
+cudaError_t kda_preprocess_softplus_gate_decode_batch(const __nv_bfloat16* qkv, const float* f, const float* b,
+                                                      const float* conv_weight, float* conv_states, const float* a_log,
+                                                      const float* dt_bias, float* q, float* k, float* v, float* g,
+                                                      float* beta, int sequences, int heads, int head_dim,
+                                                      int conv_kernel, cudaStream_t stream) {
+  if (sequences > 65535) return cudaErrorInvalidValue;
+  return launch<Gate::softplus>(qkv, f, b, conv_weight, conv_states, a_log, dt_bias, 0.0f, q, k, v, g, beta, sequences,
+                                heads, head_dim, conv_kernel, true, stream);
 }
 
 }  // namespace k3::kernels

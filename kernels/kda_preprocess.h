@@ -12,6 +12,8 @@
 // [3P, K−1], the last K−1 inputs per channel, oldest first, replaced by the last K−1 inputs of this call (unused when
 // K = 1); a_log [H] (K3 stores 128 values: pass its first H); dt_bias [P]; outputs q, k, v, g [T, P] and beta [T, H],
 // all fp32, none aliasing an input.
+// *_decode_batch: one decode step of `sequences` sequences at once — token t is the one new token of sequence t,
+// whose conv state is slot t of conv_states [sequences, 3P, K−1]; otherwise the same.
 // Versions: kda_preprocess_block_per_token_head — one block per (token, head), one thread per channel of the head
 // computing its q, k and v convs (K taps, from conv_state or qkv) and its g; the two L2 norms are one block-wide sum;
 // followed by kda_conv_state_shift (one thread per channel), a second launch because the blocks of the first K−1
@@ -35,5 +37,17 @@ cudaError_t kda_preprocess_softplus_gate(const __nv_bfloat16* qkv, const float* 
                                          const float* conv_weight, float* conv_state, const float* a_log,
                                          const float* dt_bias, float* q, float* k, float* v, float* g, float* beta,
                                          int tokens, int heads, int head_dim, int conv_kernel, cudaStream_t stream);
+
+cudaError_t kda_preprocess_bounded_sigmoid_gate_decode_batch(const __nv_bfloat16* qkv, const float* f, const float* b,
+                                                             const float* conv_weight, float* conv_states,
+                                                             const float* a_log, const float* dt_bias,
+                                                             float gate_lower_bound, float* q, float* k, float* v,
+                                                             float* g, float* beta, int sequences, int heads,
+                                                             int head_dim, int conv_kernel, cudaStream_t stream);
+cudaError_t kda_preprocess_softplus_gate_decode_batch(const __nv_bfloat16* qkv, const float* f, const float* b,
+                                                      const float* conv_weight, float* conv_states, const float* a_log,
+                                                      const float* dt_bias, float* q, float* k, float* v, float* g,
+                                                      float* beta, int sequences, int heads, int head_dim,
+                                                      int conv_kernel, cudaStream_t stream);
 
 }  // namespace k3::kernels

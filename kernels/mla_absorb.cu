@@ -22,7 +22,7 @@ __global__ void absorb_q_kernel(const __nv_bfloat16* q, int64_t q_stride, const 
     const __nv_bfloat16* w = kv_b + int64_t(h) * (d.nope_dim + d.value_dim) * d.latent_rank + j;
     for (int i = 0; i < d.nope_dim; ++i) {
       const float wv = __bfloat162float(w[int64_t(i) * d.latent_rank]);
-      for (int t = 0; t < kTokenTile; ++t) acc[t] += q_tile[t * d.nope_dim + i] * wv;
+      for (int t = 0; t < kTokenTile; ++t) acc[t] += (t < nt ? q_tile[t * d.nope_dim + i] : 0.0f) * wv;
     }
     for (int t = 0; t < nt; ++t) {
       q_abs[(int64_t(t0 + t) * d.heads + h) * out_width + j] = __float2bfloat16_rn(acc[t]);
@@ -99,6 +99,7 @@ cudaError_t mla_absorb_q_bf16(const __nv_bfloat16* q, int64_t q_row_stride, cons
     return cudaErrorInvalidValue;
   }
   if (tokens == 0) return cudaSuccess;
+  if ((tokens + kTokenTile - 1) / kTokenTile > 65535) return cudaErrorInvalidValue;  // grid.z
   const dim3 grid((dims.latent_rank + 31) / 32, dims.heads, (tokens + kTokenTile - 1) / kTokenTile);
   const size_t smem = sizeof(float) * kTokenTile * dims.nope_dim;
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
@@ -115,7 +116,7 @@ cudaError_t mla_apply_v_bf16(const float* latent_out, const __nv_bfloat16* kv_b,
   }
   if (tokens == 0) return cudaSuccess;
   const size_t smem = sizeof(float) * kTokenTile * dims.latent_rank;
-  if (smem > 48 * 1024) return cudaErrorInvalidValue;
+  if (smem > 48 * 1024 || (tokens + kTokenTile - 1) / kTokenTile > 65535) return cudaErrorInvalidValue;  // grid.y
   const dim3 grid(dims.heads * dims.value_dim / 8, (tokens + kTokenTile - 1) / kTokenTile);
   apply_v_kernel<<<grid, 256, smem, stream>>>(latent_out, kv_b, gate, gate_row_stride, dims, tokens, out);
   return cudaGetLastError();

@@ -1,6 +1,7 @@
 #include "kernels/random_fill.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace k3::kernels {
 namespace {
@@ -90,7 +91,9 @@ cudaError_t fill_uniform_f32(float* out, int64_t n, float lo, float hi, uint64_t
 
 cudaError_t mxfp4_fill_normal(uint8_t* packed, uint8_t* scales, int64_t rows, int64_t cols, float stddev, uint64_t key,
                               cudaStream_t stream) {
-  if (rows < 0 || cols < 0 || cols % 32 != 0 || packed == nullptr || scales == nullptr) return cudaErrorInvalidValue;
+  if (rows < 0 || cols < 0 || cols % 32 != 0 || packed == nullptr || scales == nullptr || !std::isfinite(stddev)) {
+    return cudaErrorInvalidValue;
+  }
   if (reinterpret_cast<uintptr_t>(packed) % 16 != 0) return cudaErrorMisalignedAddress;
   const int64_t blocks = rows * cols / 32;
   if (blocks == 0) return cudaSuccess;

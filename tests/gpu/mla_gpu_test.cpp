@@ -74,9 +74,7 @@ const DecodeCase kDecodeCases[] = {
 };
 
 std::string describe(const DecodeCase& c) {
-  std::string s = "heads " + std::to_string(c.heads) + " page_tokens " + std::to_string(c.page_tokens) + " contexts";
-  for (int t : c.contexts) s += " " + std::to_string(t);
-  return s;
+  return fmt::format("heads {} page_tokens {} contexts {}", c.heads, c.page_tokens, fmt::join(c.contexts, " "));
 }
 
 __nv_bfloat16 bf16_nan() {

@@ -1,0 +1,55 @@
+// `k3perf run`: the GPU engine on this machine's first GPU (engine/runtime/run_loop.h).
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/scenario.h"
+#include "engine/runtime/run_loop.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+
+namespace k3::cli {
+
+void add_run_command(CLI::App& app, const GlobalOptions& global) {
+  auto o = std::make_shared<runtime::RunOptions>();
+  auto json_path = std::make_shared<std::string>();
+  auto eager = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("run", "Run a K3-family model (or its first N layers) on the GPU and time it");
+  cmd->add_option("--model", o->model_path,
+                  "config.json, or a model name in the data folder (kimi-k3); default: the checkpoint's config.json");
+  cmd->add_option("--weights", o->weights, "a checkpoint directory, or random[:seed] (generated on the GPU)")
+      ->required();
+  cmd->add_option("--layers", o->layers, "keep only the first N layers (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "prompt length per sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--decode-tokens", o->decode_tokens, "tokens to generate per sequence (at least 2)")
+      ->check(CLI::Range(2, 1 << 24));
+  cmd->add_option("--batch", o->batch, "sequences decoded together")->check(CLI::PositiveNumber);
+  cmd->add_option("--context", o->context_tokens,
+                  "decode at this context: MLA caches extended past the prompt with a synthetic prefix (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chunk-tokens", o->chunk_tokens, "prefill chunk")->check(CLI::PositiveNumber);
+  cmd->add_option("--page-tokens", o->page_tokens, "MLA cache page size")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->prompt_seed, "seed of the random prompt token ids");
+  cmd->add_flag("--eager", *eager, "decode without a CUDA graph");
+  cmd->add_option("--json", *json_path, "write the summary as JSON to this file");
+  cmd->callback([o, json_path, eager, &global] {
+    runtime::RunOptions options = *o;
+    options.use_cuda_graph = !*eager;
+    if (!options.model_path.empty() && !std::filesystem::exists(options.model_path)) {
+      const std::string by_name = DataPaths::resolve(global.data_dir).models_dir + "/" + options.model_path + ".json";
+      if (!std::filesystem::exists(by_name)) {
+        throw InputError(fmt::format("--model {}: no such file, and no model of that name in {}", options.model_path,
+                                     DataPaths::resolve(global.data_dir).models_dir));
+      }
+      options.model_path = by_name;
+    }
+    options.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+    const runtime::RunSummary summary = runtime::run_engine(options);
+    fmt::print("{}", runtime::summary_text(summary));
+    if (!json_path->empty()) write_file_atomically(*json_path, runtime::summary_json(summary));
+  });
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,287 @@
+#include "engine/runtime/device_weights.h"
+
+#include "core/error.h"
+#include "engine/weights/synthetic_checkpoint.h"
+#include "kernels/cuda_check.h"
+#include "kernels/random_fill.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+namespace k3::runtime {
+
+using weights::TensorDtype;
+using weights::TensorRole;
+using weights::TensorSpec;
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+const char* kScaleSuffix = ".weight_scale";
+const char* kPackedSuffix = ".weight_packed";
+
+std::string scale_name_of(const std::string& packed_name) {
+  return packed_name.substr(0, packed_name.size() - std::strlen(kPackedSuffix)) + kScaleSuffix;
+}
+
+}  // namespace
+
+void DeviceWeights::check_supported(const ModelConfig& c) {
+  const std::string what = fmt::format("{} ({})", c.name, c.source_file);
+  if (!c.kda) throw InputError(fmt::format("{}: the GPU runtime runs the KDA/MLA hybrid family; this model has no KDA layers", what));
+  if (!c.moe || c.moe->latent_dim <= 0 || c.routed_expert_format != StorageFormat::mxfp4) {
+    throw InputError(fmt::format("{}: the GPU runtime runs latent MoE layers with MXFP4 routed experts (K3); "
+                                 "this model's experts are {} without a latent projection",
+                                 what, c.moe ? to_string(c.routed_expert_format) : std::string("absent")));
+  }
+  if (c.residual != ResidualKind::block_attnres) {
+    throw InputError(fmt::format("{}: the GPU runtime runs Block Attention Residuals (K3); this model has plain residuals", what));
+  }
+  if (c.activation != Activation::situ) throw InputError(fmt::format("{}: the GPU runtime's MLPs are SiTU-GLU (K3)", what));
+  if (c.mla.rotary || c.mla.q_lora_rank <= 0) {
+    throw InputError(fmt::format("{}: the GPU runtime runs NoPE MLA with a q_lora projection (K3)", what));
+  }
+  if (!c.kda->full_rank_output_gate) throw InputError(fmt::format("{}: the GPU runtime's KDA output gate is full rank (K3)", what));
+}
+
+uint64_t DeviceWeights::device_bytes(const ModelConfig& config) {
+  check_supported(config);
+  DeviceWeights measuring_only(config, /*allocate=*/false);
+  return measuring_only.bytes();
+}
+
+DeviceWeights::DeviceWeights(const ModelConfig& config, bool allocate)
+    : config_(config), layout_(weights::checkpoint_layout(config)), arena_(DeviceArena::measuring()) {
+  check_supported(config_);
+  DeviceArena measure = DeviceArena::measuring();
+  lay_out(measure);
+  if (!allocate) {
+    arena_ = std::move(measure);
+    return;
+  }
+  arena_ = DeviceArena(measure.used_bytes(), fmt::format("the weights of {}", config_.name));
+  slots_.clear();
+  lay_out(arena_);
+}
+
+DeviceWeights::DeviceWeights(const ModelConfig& config) : DeviceWeights(config, true) {}
+
+void DeviceWeights::lay_out(DeviceArena& arena) {
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  auto place = [&](const std::string& name, void* ptr, TensorDtype dtype, int64_t elements, int64_t keep = -1) {
+    const TensorSpec* spec = layout_.find(name);
+    K3_CHECK(spec != nullptr, "the K3 layout has no tensor {}", name);
+    slots_.push_back({spec, ptr, dtype, elements, keep});
+  };
+  auto bf = [&](const std::string& name, int64_t n) {
+    bf16* p = arena.take_n<bf16>(n);
+    place(name, p, TensorDtype::bf16, n);
+    return p;
+  };
+  auto f32 = [&](const std::string& name, int64_t n, int64_t keep = -1) {
+    float* p = arena.take_n<float>(n);
+    place(name, p, TensorDtype::f32, n, keep);
+    return p;
+  };
+  // Matrices stacked row-wise in one buffer: each part `rows[i]` × `cols`.
+  auto stacked = [&](const std::vector<std::string>& names, const std::vector<int64_t>& rows, int64_t cols) {
+    int64_t total = 0;
+    for (int64_t r : rows) total += r;
+    bf16* base = arena.take_n<bf16>(total * cols);
+    int64_t offset = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      place(names[i], base ? base + offset * cols : nullptr, TensorDtype::bf16, rows[i] * cols);
+      offset += rows[i];
+    }
+    return base;
+  };
+  auto attnres = [&](const std::string& norm, const std::string& proj) {
+    AttnResDeviceWeights w;
+    w.key_norm = bf(norm, h);
+    w.query = bf(proj, h);
+    return w;
+  };
+
+  const std::string& p0 = layout_.prefix;
+  embed = bf(p0 + "embed_tokens.weight", int64_t(c.vocab_size) * h);
+  layers.assign(c.num_layers, {});
+  for (int l = 0; l < c.num_layers; ++l) {
+    LayerDeviceWeights& L = layers[l];
+    const std::string p = fmt::format("{}layers.{}.", p0, l);
+    L.input_norm = bf(p + "input_layernorm.weight", h);
+    L.post_norm = bf(p + "post_attention_layernorm.weight", h);
+    L.attn_res = attnres(p + "self_attention_res_norm.weight", p + "self_attention_res_proj.weight");
+    L.mlp_res = attnres(p + "mlp_res_norm.weight", p + "mlp_res_proj.weight");
+    const std::string a = p + "self_attn.";
+    if (c.layer_attention[l] == AttentionKind::kda) {
+      const KdaSpec& k = *c.kda;
+      const int64_t P = k.projection_dim(), H = k.num_heads, K = k.conv_kernel, r = k.gate_rank;
+      KdaDeviceWeights& w = L.kda;
+      w.qkv_proj = stacked({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, {P, P, P}, h);
+      w.g_proj = bf(a + "g_proj.weight", P * h);
+      w.f_a = bf(a + "f_a_proj.weight", r * h);
+      w.f_b = bf(a + "f_b_proj.weight", P * r);
+      w.b_proj = bf(a + "b_proj.weight", H * h);
+      w.conv = arena.take_n<float>(3 * P * K);
+      for (int i = 0; i < 3; ++i) {
+        const char* x = i == 0 ? "q" : i == 1 ? "k" : "v";
+        place(a + x + "_conv1d.weight", w.conv ? w.conv + i * P * K : nullptr, TensorDtype::f32, P * K);
+      }
+      w.a_log = f32(a + "A_log", H, H);
+      w.dt_bias = f32(a + "dt_bias", P);
+      w.o_norm = f32(a + "o_norm.weight", k.head_dim);
+      w.o_proj = bf(a + "o_proj.weight", h * P);
+    } else {
+      const MlaSpec& s = c.mla;
+      const int64_t H = s.num_heads, qk = s.qk_head_dim(), r = s.kv_lora_rank;
+      MlaDeviceWeights& w = L.mla;
+      w.qkv_a = stacked({a + "q_a_proj.weight", a + "kv_a_proj_with_mqa.weight"},
+                        {s.q_lora_rank, s.cache_values_per_token()}, h);
+      w.q_a_norm = bf(a + "q_a_layernorm.weight", s.q_lora_rank);
+      w.q_b = bf(a + "q_b_proj.weight", H * qk * s.q_lora_rank);
+      w.kv_a_norm = bf(a + "kv_a_layernorm.weight", r);
+      w.kv_b = bf(a + "kv_b_proj.weight", H * (s.qk_nope_head_dim + s.v_head_dim) * r);
+      if (s.output_gate) w.g_proj = bf(a + "g_proj.weight", H * s.v_head_dim * h);
+      w.o_proj = bf(a + "o_proj.weight", h * H * s.v_head_dim);
+    }
+    if (c.layer_mlp[l] == MlpKind::dense) {
+      const int64_t I = c.dense_intermediate;
+      L.dense.gate_up = stacked({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {I, I}, h);
+      L.dense.down = bf(p + "mlp.down_proj.weight", h * I);
+    } else {
+      const MoeSpec& e = *c.moe;
+      const int64_t E = e.num_experts, I = e.expert_intermediate, z = e.latent_dim, S = e.shared_intermediate;
+      MoeDeviceWeights& w = L.moe;
+      const std::string q = p + "block_sparse_moe.";
+      w.router = bf(q + "gate.weight", E * h);
+      if (e.score_correction_bias) w.correction_bias = f32(q + "gate.e_score_correction_bias", E);
+      // w1 | w3 of each expert as one [2I, z] matrix; w2 [z, I]; packed bytes and block scales alike.
+      w.w13_packed = arena.take_n<uint8_t>(E * 2 * I * z / 2);
+      w.w13_scales = arena.take_n<uint8_t>(E * 2 * I * z / 32);
+      w.w2_packed = arena.take_n<uint8_t>(E * z * I / 2);
+      w.w2_scales = arena.take_n<uint8_t>(E * z * I / 32);
+      auto at = [](uint8_t* base, int64_t offset) { return base ? base + offset : nullptr; };
+      for (int64_t x = 0; x < E; ++x) {
+        const std::string ex = fmt::format("{}experts.{}.", q, x);
+        for (int part = 0; part < 2; ++part) {
+          const std::string name = ex + (part == 0 ? "w1" : "w3");
+          place(name + kPackedSuffix, at(w.w13_packed, (x * 2 + part) * I * z / 2), TensorDtype::u8, I * z / 2);
+          place(name + kScaleSuffix, at(w.w13_scales, (x * 2 + part) * I * z / 32), TensorDtype::u8, I * z / 32);
+        }
+        place(ex + "w2" + kPackedSuffix, at(w.w2_packed, x * z * I / 2), TensorDtype::u8, z * I / 2);
+        place(ex + "w2" + kScaleSuffix, at(w.w2_scales, x * z * I / 32), TensorDtype::u8, z * I / 32);
+      }
+      w.latent_down = bf(q + "routed_expert_down_proj.weight", z * h);
+      w.latent_up = bf(q + "routed_expert_up_proj.weight", h * z);
+      if (e.latent_norm) w.latent_norm = bf(q + "routed_expert_norm.weight", z);
+      if (S > 0) {
+        w.shared.gate_up =
+            stacked({q + "shared_experts.gate_proj.weight", q + "shared_experts.up_proj.weight"}, {S, S}, h);
+        w.shared.down = bf(q + "shared_experts.down_proj.weight", h * S);
+      }
+    }
+  }
+  final_norm = bf(p0 + "norm.weight", h);
+  final_res = attnres(p0 + "output_attn_res_norm.weight", p0 + "output_attn_res_proj.weight");
+  if (c.tie_word_embeddings) {
+    lm_head = embed;
+  } else {
+    const std::string head_prefix = p0.substr(0, p0.size() - std::strlen("model."));
+    lm_head = bf(head_prefix + "lm_head.weight", int64_t(c.vocab_size) * h);
+  }
+  K3_CHECK(slots_.size() == layout_.tensors.size(), "{}: {} of the layout's {} tensors have a place on the GPU",
+           c.name, slots_.size(), layout_.tensors.size());
+}
+
+void DeviceWeights::fill_random(uint64_t seed) {
+  const ModelConfig& c = config_;
+  std::unordered_map<std::string, const Slot*> by_name;
+  for (const Slot& s : slots_) by_name[s.spec->name] = &s;
+  for (const Slot& s : slots_) {
+    const TensorSpec& t = *s.spec;
+    const uint64_t key = seed ^ fnv1a(t.name);
+    const float inv_sqrt_fan_in = float(1.0 / std::sqrt(double(t.fan_in > 0 ? t.fan_in : t.shape.back())));
+    auto normal = [&](float mean, float stddev) {
+      if (s.device_dtype == TensorDtype::bf16) {
+        CUDA_CHECK(kernels::fill_normal_bf16(static_cast<bf16*>(s.ptr), s.elements, mean, stddev, key, nullptr));
+      } else {
+        CUDA_CHECK(kernels::fill_normal_f32(static_cast<float*>(s.ptr), s.elements, mean, stddev, key, nullptr));
+      }
+    };
+    switch (t.role) {
+      case TensorRole::expert_scale: break;  // written with its packed tensor
+      case TensorRole::expert_packed: {
+        const auto scale_slot = by_name.find(scale_name_of(t.name));
+        K3_CHECK(scale_slot != by_name.end(), "{} has no scale tensor", t.name);
+        const Slot* scales = scale_slot->second;
+        CUDA_CHECK(kernels::mxfp4_fill_normal(static_cast<uint8_t*>(s.ptr), static_cast<uint8_t*>(scales->ptr),
+                                              t.shape[0], t.fan_in, inv_sqrt_fan_in, key, nullptr));
+        break;
+      }
+      case TensorRole::a_log: {
+        std::vector<float> values(s.elements);
+        for (int64_t i = 0; i < s.elements; ++i) values[i] = std::log(1.0f + 15.0f * kernels::random_uniform(key, i));
+        CUDA_CHECK(cudaMemcpy(s.ptr, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+        break;
+      }
+      case TensorRole::dt_bias:
+        CUDA_CHECK(kernels::fill_uniform_f32(static_cast<float*>(s.ptr), s.elements, -1.0f, 1.0f, key, nullptr));
+        break;
+      case TensorRole::embedding: normal(0.0f, 1.0f); break;
+      case TensorRole::norm: normal(1.0f, 0.1f); break;
+      case TensorRole::attnres_query: normal(0.0f, float(1.0 / std::sqrt(double(c.hidden_size)))); break;
+      case TensorRole::router_bias: normal(0.0f, 0.01f); break;
+      default: normal(0.0f, inv_sqrt_fan_in); break;
+    }
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void DeviceWeights::load(const weights::Checkpoint& checkpoint, const std::function<void(const std::string&)>& progress) {
+  const weights::LayoutProblems problems = weights::check_layout(layout_, checkpoint);
+  if (!problems.ok()) {
+    throw InputError(fmt::format("{} does not match the layout of {}:\n{}", checkpoint.source(), config_.name,
+                                 problems.describe()));
+  }
+  uint64_t copied = 0, next_report = 1ull << 30;
+  for (const Slot& s : slots_) {
+    const std::string& name = s.spec->name;
+    const weights::TensorInfo& info = *checkpoint.find(name);
+    uint64_t bytes = 0;
+    if (s.device_dtype == TensorDtype::u8 || (s.device_dtype == info.dtype && s.keep_values < 0)) {
+      const auto raw = checkpoint.bytes(name);
+      bytes = raw.size();
+      CUDA_CHECK(cudaMemcpy(s.ptr, raw.data(), bytes, cudaMemcpyHostToDevice));
+    } else {
+      std::vector<float> values = checkpoint.to_float(name);
+      if (s.keep_values >= 0) values.resize(s.keep_values);
+      K3_CHECK(int64_t(values.size()) == s.elements, "{}: {} values, the GPU layout expects {}", name, values.size(),
+               s.elements);
+      if (s.device_dtype == TensorDtype::f32) {
+        bytes = values.size() * sizeof(float);
+        CUDA_CHECK(cudaMemcpy(s.ptr, values.data(), bytes, cudaMemcpyHostToDevice));
+      } else {
+        std::vector<uint16_t> converted(values.size());
+        for (size_t i = 0; i < values.size(); ++i) converted[i] = weights::float_to_bf16(values[i]);
+        bytes = converted.size() * 2;
+        CUDA_CHECK(cudaMemcpy(s.ptr, converted.data(), bytes, cudaMemcpyHostToDevice));
+      }
+    }
+    copied += bytes;
+    if (progress && copied >= next_report) {
+      progress(fmt::format("loaded {:.1f} GiB of {:.1f} GiB", copied / 1073741824.0, arena_.used_bytes() / 1073741824.0));
+      next_report += 1ull << 30;
+    }
+  }
+}
+
+}  // namespace k3::runtime

@@ -1,0 +1,126 @@
+// A K3-family model's weights on the GPU, laid out for the engine's kernels rather than as stored:
+//   - projections that read the same input and feed the same kernel are adjacent rows of one matrix,
+//     so one GEMM computes them: KDA q|k|v ([3P, h], the conv input), MLA q_a|kv_a ([q_lora + 576, h]),
+//     a dense or shared MLP's gate|up ([2I, h], the GLU input);
+//   - routed experts of a layer are stacked by expert, and each expert's w1 (gate) and w3 (up) are one
+//     [2I, z] MXFP4 matrix, so one grouped launch computes gate|up for every routed token;
+//   - KDA conv weights q|k|v are one [3P, K] fp32 matrix; A_log keeps its first H values.
+// Filled from a checkpoint (any float dtype converted to the device dtype; MXFP4 copied packed) or
+// from seeded random values generated on the GPU (kernels/random_fill.h: make-checkpoint's
+// distributions and scaling). The GPU runtime runs the K3 family with MXFP4 routed experts and a
+// latent MoE; other configs are refused with the reason.
+#pragma once
+
+#include "core/model_config.h"
+#include "engine/runtime/device_arena.h"
+#include "engine/weights/checkpoint.h"
+#include "engine/weights/tensor_layout.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace k3::runtime {
+
+using bf16 = __nv_bfloat16;
+
+struct AttnResDeviceWeights {
+  bf16* query = nullptr;     // *_res_proj [h]
+  bf16* key_norm = nullptr;  // *_res_norm [h]
+};
+
+struct KdaDeviceWeights {
+  bf16* qkv_proj = nullptr;  // [3P, h]
+  bf16* g_proj = nullptr;    // [P, h] (full-rank output gate)
+  bf16* f_a = nullptr;       // [r, h]
+  bf16* f_b = nullptr;       // [P, r]
+  bf16* b_proj = nullptr;    // [H, h]
+  float* conv = nullptr;     // [3P, K]
+  float* a_log = nullptr;    // [H]
+  float* dt_bias = nullptr;  // [P]
+  float* o_norm = nullptr;   // [d]
+  bf16* o_proj = nullptr;    // [h, P]
+};
+
+struct MlaDeviceWeights {
+  bf16* qkv_a = nullptr;      // q_a | kv_a_proj_with_mqa: [q_lora + r + dr, h]
+  bf16* q_a_norm = nullptr;   // [q_lora]
+  bf16* q_b = nullptr;        // [H·(dn+dr), q_lora]
+  bf16* kv_a_norm = nullptr;  // [r]
+  bf16* kv_b = nullptr;       // [H·(dn+dv), r]
+  bf16* g_proj = nullptr;     // [H·dv, h]
+  bf16* o_proj = nullptr;     // [h, H·dv]
+};
+
+struct GluDeviceWeights {
+  bf16* gate_up = nullptr;  // [2I, h]
+  bf16* down = nullptr;     // [h, I]
+};
+
+struct MoeDeviceWeights {
+  bf16* router = nullptr;           // [E, h]
+  float* correction_bias = nullptr; // [E]
+  bf16* latent_down = nullptr;      // [z, h]
+  bf16* latent_up = nullptr;        // [h, z]
+  bf16* latent_norm = nullptr;      // [z]
+  GluDeviceWeights shared;          // [2S, h], [h, S]
+  uint8_t* w13_packed = nullptr;    // [E, 2I, z/2]
+  uint8_t* w13_scales = nullptr;    // [E, 2I, z/32]
+  uint8_t* w2_packed = nullptr;     // [E, z, I/2]
+  uint8_t* w2_scales = nullptr;     // [E, z, I/32]
+};
+
+struct LayerDeviceWeights {
+  bf16* input_norm = nullptr;  // [h]
+  bf16* post_norm = nullptr;   // [h]
+  AttnResDeviceWeights attn_res, mlp_res;
+  KdaDeviceWeights kda;  // KDA layers
+  MlaDeviceWeights mla;  // MLA layers
+  GluDeviceWeights dense;  // dense-MLP layers
+  MoeDeviceWeights moe;    // MoE layers
+};
+
+class DeviceWeights {
+ public:
+  // Refuses (InputError naming the config) what the GPU runtime does not run.
+  static void check_supported(const ModelConfig& config);
+  // Bytes of device memory the layout needs (a measuring pass of the same code).
+  static uint64_t device_bytes(const ModelConfig& config);
+
+  explicit DeviceWeights(const ModelConfig& config);  // allocates; values are undefined until filled
+  void fill_random(uint64_t seed);
+  // Every tensor of the layout must be present with its shape (check_layout's problems otherwise).
+  void load(const weights::Checkpoint& checkpoint,
+            const std::function<void(const std::string&)>& progress = {});
+
+  const ModelConfig& config() const { return config_; }
+  bf16* embed = nullptr;       // [V, h]
+  bf16* lm_head = nullptr;     // [V, h]
+  bf16* final_norm = nullptr;  // [h]
+  AttnResDeviceWeights final_res;
+  std::vector<LayerDeviceWeights> layers;
+  uint64_t bytes() const { return arena_.used_bytes(); }
+
+ private:
+  // Where a stored tensor goes: `ptr` (device), its device dtype, its element count (packed bytes for
+  // MXFP4), and for A_log how many leading values are kept.
+  struct Slot {
+    const weights::TensorSpec* spec = nullptr;
+    void* ptr = nullptr;
+    weights::TensorDtype device_dtype = weights::TensorDtype::bf16;
+    int64_t elements = 0;
+    int64_t keep_values = -1;
+  };
+  DeviceWeights(const ModelConfig& config, bool allocate);
+  void lay_out(DeviceArena& arena);
+
+  ModelConfig config_;
+  weights::CheckpointLayout layout_;
+  DeviceArena arena_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace k3::runtime

@@ -1,0 +1,274 @@
+#include "engine/runtime/run_loop.h"
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "engine/runtime/device_weights.h"
+#include "engine/runtime/gpu_cache.h"
+#include "engine/runtime/gpu_model.h"
+#include "engine/weights/checkpoint.h"
+#include "engine/weights/synthetic_checkpoint.h"
+#include "kernels/cuda_check.h"
+#include "kernels/random_fill.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+namespace k3::runtime {
+
+namespace {
+
+struct WeightsSource {
+  bool random = false;
+  uint64_t seed = 1;
+  std::string dir;
+};
+
+WeightsSource parse_weights(const std::string& text) {
+  WeightsSource w;
+  if (text == "random" || text.rfind("random:", 0) == 0) {
+    w.random = true;
+    if (text.size() > 7) {
+      const std::string seed = text.substr(7);
+      if (seed.empty() || seed.find_first_not_of("0123456789") != std::string::npos) {
+        throw InputError(fmt::format("--weights {}: the seed after 'random:' must be a non-negative integer", text));
+      }
+      w.seed = std::stoull(seed);
+    }
+  } else {
+    w.dir = text;
+  }
+  return w;
+}
+
+ModelConfig load_config(const RunOptions& o, const WeightsSource& w) {
+  std::string path = o.model_path;
+  if (path.empty()) {
+    if (w.random) throw InputError("--weights random needs --model <config.json>");
+    path = (std::filesystem::path(w.dir) / "config.json").string();
+  }
+  if (o.layers > 0) return parse_model_config(weights::slice_config_json(read_file(path), path, o.layers), path);
+  return load_model_config(path);
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[size_t(std::min<double>(double(v.size() - 1), p * double(v.size() - 1) + 0.5))];
+}
+
+class EventTimer {
+ public:
+  explicit EventTimer(cudaStream_t stream) : stream_(stream) {
+    CUDA_CHECK(cudaEventCreate(&start_));
+    CUDA_CHECK(cudaEventCreate(&stop_));
+    CUDA_CHECK(cudaEventRecord(start_, stream_));
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  double stop_ms() {
+    CUDA_CHECK(cudaEventRecord(stop_, stream_));
+    CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t start_, stop_;
+};
+
+void say(const RunOptions& o, const std::string& line) {
+  if (o.progress) o.progress(line);
+}
+
+}  // namespace
+
+RunSummary run_engine(const RunOptions& o) {
+  if (o.batch < 1 || o.prompt_tokens < 1 || o.decode_tokens < 2 || o.chunk_tokens < 1 || o.page_tokens < 1 ||
+      o.context_tokens < 0) {
+    throw InputError(fmt::format("run: batch {}, prompt tokens {}, decode tokens {} (at least 2), chunk {} and page {} "
+                                 "must be positive and the context non-negative",
+                                 o.batch, o.prompt_tokens, o.decode_tokens, o.chunk_tokens, o.page_tokens));
+  }
+  const WeightsSource source = parse_weights(o.weights);
+  const ModelConfig config = load_config(o, source);
+  DeviceWeights::check_supported(config);
+  const int64_t decode_start = std::max(o.context_tokens, o.prompt_tokens);
+  RunSummary summary;
+  summary.options = o;
+  summary.model = config.name;
+  summary.layers = config.num_layers;
+
+  CacheShape cache_shape;
+  cache_shape.max_sequences = o.batch;
+  cache_shape.max_context_tokens = decode_start + o.decode_tokens;
+  cache_shape.page_tokens = o.page_tokens;
+  ModelRunShape run_shape;
+  run_shape.max_batch = o.batch;
+  run_shape.max_chunk_tokens = int(std::min<int64_t>(o.chunk_tokens, o.prompt_tokens));
+  run_shape.max_prefill_context = o.prompt_tokens;
+  run_shape.page_tokens = o.page_tokens;
+  run_shape.max_context_tokens = cache_shape.max_context_tokens;
+
+  // 1. The plan, before any allocation.
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  summary.gpu = prop.name;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  summary.free_bytes_before = free_bytes;
+  summary.memory.items = {
+      {"weights (device layout, MXFP4 experts packed)", DeviceWeights::device_bytes(config)},
+      {fmt::format("MLA pages and KDA state slots ({} sequences x {} tokens)", o.batch, cache_shape.max_context_tokens),
+       GpuCache::device_bytes(config, cache_shape)},
+      {fmt::format("activation workspace ({}-token chunks, batch {})", run_shape.max_chunk_tokens, o.batch),
+       GpuModel::workspace_bytes(config, run_shape)},
+  };
+  require_fits(summary.memory, free_bytes, prop.name);
+  say(o, fmt::format("memory plan on {}:\n{}", prop.name, summary.memory.describe()));
+
+  // 2. Weights.
+  const auto t0 = std::chrono::steady_clock::now();
+  DeviceWeights weights(config);
+  if (source.random) {
+    say(o, fmt::format("generating random weights (seed {}) on the GPU", source.seed));
+    weights.fill_random(source.seed);
+  } else {
+    say(o, fmt::format("loading {}", source.dir));
+    weights.load(weights::Checkpoint::open(source.dir), o.progress);
+  }
+  summary.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  say(o, fmt::format("weights: {:.2f} GiB in {:.1f} s", weights.bytes() / 1073741824.0, summary.weights_seconds));
+
+  GpuCache cache(config, cache_shape);
+  GpuModel model(weights, cache, run_shape);
+
+  // 3. Prefill each sequence's prompt.
+  double prefill_total_ms = 0;
+  for (int s = 0; s < o.batch; ++s) {
+    cache.admit(s, cache_shape.max_context_tokens);
+    std::vector<int32_t> prompt(o.prompt_tokens);
+    for (int64_t i = 0; i < o.prompt_tokens; ++i) {
+      prompt[i] = int32_t(kernels::random_bits(o.prompt_seed, uint64_t(s) * o.prompt_tokens + i) % config.vocab_size);
+    }
+    EventTimer timer(model.stream());
+    model.prefill(s, prompt, 0);
+    summary.prefill_ms.push_back(timer.stop_ms());
+    prefill_total_ms += summary.prefill_ms.back();
+    say(o, fmt::format("prefill sequence {}/{}: {} tokens in {:.2f} ms", s + 1, o.batch, o.prompt_tokens,
+                       summary.prefill_ms.back()));
+  }
+  summary.prefill_tokens_per_s = double(o.prompt_tokens) * o.batch / (prefill_total_ms * 1e-3);
+
+  // 4. A synthetic prefix up to the context.
+  if (o.context_tokens > o.prompt_tokens) {
+    const int64_t width = config.mla.cache_values_per_token(), pt = o.page_tokens;
+    for (int l = 0; l < config.num_layers; ++l) {
+      if (config.layer_attention[l] != AttentionKind::mla) continue;
+      for (int s = 0; s < o.batch; ++s) {
+        std::vector<int32_t> pages((o.context_tokens + pt - 1) / pt);
+        CUDA_CHECK(cudaMemcpy(pages.data(), cache.page_table_row(s), pages.size() * sizeof(int32_t),
+                              cudaMemcpyDeviceToHost));
+        for (int64_t i = 0; i < int64_t(pages.size()); ++i) {
+          const int64_t first = std::max(i * pt, o.prompt_tokens), last = std::min((i + 1) * pt, o.context_tokens);
+          if (first >= last) continue;
+          __nv_bfloat16* dst = cache.mla_pages(l) + (int64_t(pages[i]) * pt + first - i * pt) * width;
+          CUDA_CHECK(kernels::fill_normal_bf16(dst, (last - first) * width, 0.0f, 1.0f,
+                                               kernels::random_bits(o.prompt_seed, uint64_t(l) << 32 | uint64_t(s)) + i,
+                                               nullptr));
+        }
+      }
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    say(o, fmt::format("synthetic prefix: MLA caches extended to {} tokens", o.context_tokens));
+  }
+
+  // 5. Decode.
+  model.begin_decode(std::vector<int64_t>(o.batch, decode_start));
+  summary.generated.assign(o.batch, {});
+  std::vector<int32_t> tokens(o.batch);
+  auto collect = [&] {
+    CUDA_CHECK(cudaMemcpyAsync(tokens.data(), model.next_tokens(), o.batch * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                               model.stream()));
+    CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+    for (int s = 0; s < o.batch; ++s) summary.generated[s].push_back(tokens[s]);
+  };
+  collect();  // the prompt's greedy next token is the first decode input
+  {
+    EventTimer timer(model.stream());
+    model.decode_step(o.batch);
+    summary.first_decode_step_ms = timer.stop_ms();
+    collect();
+  }
+  if (o.use_cuda_graph) model.capture_decode(o.batch);
+  for (int step = 1; step < o.decode_tokens; ++step) {
+    EventTimer timer(model.stream());
+    if (o.use_cuda_graph) {
+      model.launch_decode();
+    } else {
+      model.decode_step(o.batch);
+    }
+    summary.decode_step_ms.push_back(timer.stop_ms());
+    collect();
+    if (step % 16 == 0 || step + 1 == o.decode_tokens) {
+      say(o, fmt::format("decode step {}/{}: {:.3f} ms", step + 1, o.decode_tokens, summary.decode_step_ms.back()));
+    }
+  }
+  summary.median_step_ms = percentile(summary.decode_step_ms, 0.5);
+  summary.p10_step_ms = percentile(summary.decode_step_ms, 0.1);
+  summary.p90_step_ms = percentile(summary.decode_step_ms, 0.9);
+  summary.decode_tokens_per_s = o.batch / (summary.median_step_ms * 1e-3);
+  return summary;
+}
+
+std::string summary_json(const RunSummary& s) {
+  nlohmann::ordered_json j;
+  j["gpu"] = s.gpu;
+  j["model"] = s.model;
+  j["layers"] = s.layers;
+  j["weights"] = s.options.weights;
+  j["batch"] = s.options.batch;
+  j["prompt_tokens"] = s.options.prompt_tokens;
+  j["context_tokens"] = std::max(s.options.context_tokens, s.options.prompt_tokens);
+  j["decode_tokens"] = s.options.decode_tokens;
+  j["chunk_tokens"] = s.options.chunk_tokens;
+  j["cuda_graph"] = s.options.use_cuda_graph;
+  nlohmann::ordered_json memory = nlohmann::ordered_json::array();
+  for (const MemoryPlan::Item& i : s.memory.items) memory.push_back({{"what", i.what}, {"bytes", i.bytes}});
+  j["memory"] = memory;
+  j["free_bytes_before"] = s.free_bytes_before;
+  j["weights_seconds"] = s.weights_seconds;
+  j["prefill_ms"] = s.prefill_ms;
+  j["prefill_tokens_per_s"] = s.prefill_tokens_per_s;
+  j["first_decode_step_ms"] = s.first_decode_step_ms;
+  j["decode_step_ms"] = s.decode_step_ms;
+  j["median_step_ms"] = s.median_step_ms;
+  j["p10_step_ms"] = s.p10_step_ms;
+  j["p90_step_ms"] = s.p90_step_ms;
+  j["decode_tokens_per_s"] = s.decode_tokens_per_s;
+  j["generated"] = s.generated;
+  return j.dump(2) + "\n";
+}
+
+std::string summary_text(const RunSummary& s) {
+  std::string out = fmt::format("{} on {}: {} layers, batch {}, prompt {} tokens, decode at {} tokens\n", s.model, s.gpu,
+                                s.layers, s.options.batch, s.options.prompt_tokens,
+                                std::max(s.options.context_tokens, s.options.prompt_tokens));
+  out += fmt::format("  prefill        {:10.3f} ms per sequence (median), {:.0f} tokens/s\n",
+                     percentile(s.prefill_ms, 0.5), s.prefill_tokens_per_s);
+  out += fmt::format("  decode step    {:10.3f} ms median (p10 {:.3f}, p90 {:.3f}) over {} steps{}\n", s.median_step_ms,
+                     s.p10_step_ms, s.p90_step_ms, s.decode_step_ms.size(),
+                     s.options.use_cuda_graph ? " (CUDA graph)" : " (eager)");
+  out += fmt::format("  first step     {:10.3f} ms (eager, warms the GEMM plans)\n", s.first_decode_step_ms);
+  out += fmt::format("  decode         {:10.1f} tokens/s\n", s.decode_tokens_per_s);
+  return out;
+}
+
+}  // namespace k3::runtime

@@ -1,0 +1,60 @@
+// `k3perf run`: a K3-family model (or its first N layers) on one GPU with real or random weights —
+// prefill `batch` prompts, then decode — timed with CUDA events, per step, and summarised as JSON.
+//   1. the memory plan (weights in the device layout, KV pages and KDA state slots, activation
+//      workspace) is checked against the free device memory before anything is allocated;
+//   2. weights: a checkpoint directory, or "random[:seed]" generated on the GPU;
+//   3. each sequence's prompt (seeded random token ids) is prefilled in chunks;
+//   4. with --context C > prompt, each sequence's MLA cache is extended to C tokens with seeded random
+//      latents (a synthetic prefix, so that decode at 1 M tokens needs no 1 M-token prefill; the KDA
+//      state keeps what the prompt left — its cost does not depend on its values);
+//   5. decode: one eager step (warms the GEMM plans), then the step is captured as a CUDA graph and
+//      replayed for the remaining steps (or eager throughout with use_cuda_graph = false).
+#pragma once
+
+#include "core/model_config.h"
+#include "engine/runtime/memory_plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace k3::runtime {
+
+struct RunOptions {
+  std::string model_path;        // config.json (published form); empty: the checkpoint's config.json
+  std::string weights = "random";  // a checkpoint directory, or random[:seed]
+  int layers = 0;                // 0 = every layer of the config; N keeps layers [0, N)
+  int64_t prompt_tokens = 128;
+  int decode_tokens = 16;        // ≥ 2: one eager step, then graph replays
+  int batch = 1;
+  int64_t context_tokens = 0;    // 0: decode right after the prompt; C > prompt: synthetic prefix to C
+  int chunk_tokens = 4096;       // prefill chunk
+  int page_tokens = 64;
+  bool use_cuda_graph = true;
+  uint64_t prompt_seed = 1;
+  std::function<void(const std::string&)> progress;  // progress lines (may be empty)
+};
+
+struct RunSummary {
+  std::string gpu;
+  std::string model;
+  int layers = 0;
+  RunOptions options;
+  MemoryPlan memory;                  // as allocated
+  uint64_t free_bytes_before = 0;
+  double weights_seconds = 0;         // generating or loading the weights
+  std::vector<double> prefill_ms;     // per sequence (all its chunks)
+  double first_decode_step_ms = 0;    // the eager warm-up step
+  std::vector<double> decode_step_ms; // graph replays (or eager steps)
+  double median_step_ms = 0, p10_step_ms = 0, p90_step_ms = 0;
+  double decode_tokens_per_s = 0;     // batch / median step
+  double prefill_tokens_per_s = 0;    // prompt tokens / prefill time, over all sequences
+  std::vector<std::vector<int32_t>> generated;  // per sequence, the greedy tokens
+};
+
+RunSummary run_engine(const RunOptions& options);
+std::string summary_json(const RunSummary& summary);
+std::string summary_text(const RunSummary& summary);
+
+}  // namespace k3::runtime
