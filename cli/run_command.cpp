@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/scenario.h"
 #include "engine/runtime/run_loop.h"
+#include "sim/predict.h"
 
 #include <fmt/format.h>
 
@@ -12,10 +13,36 @@
 
 namespace k3::cli {
 
+namespace {
+
+// The simulator's roofline for the run's shapes: one decode step at the run's batch and context, and one
+// sequence's prompt prefill in the run's chunks, on the given hardware file.
+void predict_beside(runtime::RunSummary& summary, const std::string& hardware_name, const DataPaths& data) {
+  Scenario s;
+  s.name = "k3perf run";
+  s.source = "k3perf run";
+  s.model = summary.config;
+  const std::string path = std::filesystem::exists(hardware_name) ? hardware_name
+                                                                   : data.hardware_dir + "/" + hardware_name + ".yaml";
+  s.hardware = load_hardware(path);
+  s.precision.routed_experts = summary.config.routed_expert_format;
+  s.runtime.cuda_graphs = summary.options.use_cuda_graph;
+  const runtime::RunOptions& o = summary.options;
+  s.phase = Phase::decode(o.batch, std::max(o.context_tokens, o.prompt_tokens));
+  summary.predicted_step_ms = predict(s).step_ms();
+  s.runtime.cuda_graphs = false;  // prefill runs eagerly
+  s.phase = Phase::prefill(1, o.prompt_tokens, 0, o.chunk_tokens);
+  summary.predicted_prefill_ms = predict(s).step_ms();
+  summary.predicted_hardware = s.hardware.name;
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<runtime::RunOptions>();
   auto json_path = std::make_shared<std::string>();
   auto eager = std::make_shared<bool>(false);
+  auto hardware = std::make_shared<std::string>("h200-sxm");
   CLI::App* cmd = app.add_subcommand("run", "Run a K3-family model (or its first N layers) on the GPU and time it");
   cmd->add_option("--model", o->model_path,
                   "config.json, or a model name in the data folder (kimi-k3); default: the checkpoint's config.json");
@@ -34,7 +61,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", o->prompt_seed, "seed of the random prompt token ids");
   cmd->add_flag("--eager", *eager, "decode without a CUDA graph");
   cmd->add_option("--json", *json_path, "write the summary as JSON to this file");
-  cmd->callback([o, json_path, eager, &global] {
+  cmd->add_option("--hardware", *hardware,
+                  "hardware file (or name in the data folder) whose roofline prediction is printed beside the "
+                  "measurement; 'none' to skip");
+  cmd->callback([o, json_path, eager, hardware, &global] {
     runtime::RunOptions options = *o;
     options.use_cuda_graph = !*eager;
     if (!options.model_path.empty() && !std::filesystem::exists(options.model_path)) {
@@ -46,7 +76,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
       options.model_path = by_name;
     }
     options.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
-    const runtime::RunSummary summary = runtime::run_engine(options);
+    runtime::RunSummary summary = runtime::run_engine(options);
+    if (*hardware != "none") predict_beside(summary, *hardware, DataPaths::resolve(global.data_dir));
     fmt::print("{}", runtime::summary_text(summary));
     if (!json_path->empty()) write_file_atomically(*json_path, runtime::summary_json(summary));
   });

@@ -104,6 +104,7 @@ RunSummary run_engine(const RunOptions& o) {
   RunSummary summary;
   summary.options = o;
   summary.model = config.name;
+  summary.config = config;
   summary.layers = config.num_layers;
 
   CacheShape cache_shape;
@@ -118,6 +119,12 @@ RunSummary run_engine(const RunOptions& o) {
   run_shape.max_context_tokens = cache_shape.max_context_tokens;
 
   // 1. The plan, before any allocation.
+  int devices = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&devices); status != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    throw InputError(fmt::format("k3perf run needs an NVIDIA GPU: {}",
+                                 status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device found"));
+  }
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   summary.gpu = prop.name;
@@ -254,6 +261,13 @@ std::string summary_json(const RunSummary& s) {
   j["p90_step_ms"] = s.p90_step_ms;
   j["decode_tokens_per_s"] = s.decode_tokens_per_s;
   j["generated"] = s.generated;
+  if (!s.predicted_hardware.empty()) {
+    j["predicted"] = {{"hardware", s.predicted_hardware},
+                      {"step_ms", s.predicted_step_ms},
+                      {"prefill_ms_per_sequence", s.predicted_prefill_ms},
+                      {"measured_over_predicted_step", s.median_step_ms / s.predicted_step_ms},
+                      {"measured_over_predicted_prefill", s.prefill_ms.empty() ? 0.0 : percentile(s.prefill_ms, 0.5) / s.predicted_prefill_ms}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -268,6 +282,11 @@ std::string summary_text(const RunSummary& s) {
                      s.options.use_cuda_graph ? " (CUDA graph)" : " (eager)");
   out += fmt::format("  first step     {:10.3f} ms (eager, warms the GEMM plans)\n", s.first_decode_step_ms);
   out += fmt::format("  decode         {:10.1f} tokens/s\n", s.decode_tokens_per_s);
+  if (!s.predicted_hardware.empty()) {
+    out += fmt::format("  predicted on {}: decode step {:.3f} ms (measured {:.2f}x), prefill {:.3f} ms (measured {:.2f}x)\n",
+                       s.predicted_hardware, s.predicted_step_ms, s.median_step_ms / s.predicted_step_ms,
+                       s.predicted_prefill_ms, percentile(s.prefill_ms, 0.5) / s.predicted_prefill_ms);
+  }
   return out;
 }
 

@@ -39,6 +39,7 @@ struct RunOptions {
 struct RunSummary {
   std::string gpu;
   std::string model;
+  ModelConfig config;  // as run (sliced to `layers`)
   int layers = 0;
   RunOptions options;
   MemoryPlan memory;                  // as allocated
@@ -51,6 +52,10 @@ struct RunSummary {
   double decode_tokens_per_s = 0;     // batch / median step
   double prefill_tokens_per_s = 0;    // prompt tokens / prefill time, over all sequences
   std::vector<std::vector<int32_t>> generated;  // per sequence, the greedy tokens
+  // What sim/ predicts for the same shapes on a hardware file (filled by the caller; 0 when not).
+  std::string predicted_hardware;
+  double predicted_step_ms = 0;
+  double predicted_prefill_ms = 0;
 };
 
 RunSummary run_engine(const RunOptions& options);

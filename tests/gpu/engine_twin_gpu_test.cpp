@@ -1,0 +1,229 @@
+// The GPU engine end to end against the CPU reference, layer by layer, on the wide K3 twin
+// (scenarios/models/k3-twin-wide.json: K3's per-head widths, small everything else; the CPU reference
+// is itself pinned to golden data in CI by GoldenTwin.*). Checked, per layer: the attention and MLP
+// inputs (after their AttnRes mixers and norms) and outputs, then the final hidden state and logits —
+// for a prompt prefilled in chunks (KDA chunked kernel, MLA expanded attention over the cached prefix)
+// and for decode steps of two sequences of different lengths batched together (recurrent KDA,
+// absorbed MLA over the paged cache), each token fed to both sides alike.
+#include "engine/reference/checkpoint_loader.h"
+#include "engine/reference/model.h"
+#include "engine/runtime/device_weights.h"
+#include "engine/runtime/gpu_cache.h"
+#include "engine/runtime/gpu_model.h"
+#include "engine/weights/checkpoint.h"
+#include "engine/weights/synthetic_checkpoint.h"
+#include "gpu_harness.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+
+namespace k3::gpu_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// bf16 activations through 9 layers against an fp32/fp64 reference.
+constexpr double kLayerTolerance = 3e-2;
+
+struct Taps {
+  std::map<std::string, ref::Matrix> m;  // "L3.mlp_out" -> [rows, h]
+};
+
+std::string key(const std::string& what, int layer) { return fmt::format("{}.{}", what, layer); }
+
+runtime::ForwardTap collector(Taps& taps) {
+  return [&taps](const std::string& what, int layer, const runtime::bf16* device, int64_t rows, int64_t cols) {
+    std::vector<__nv_bfloat16> host(rows * cols);
+    CUDA_CHECK(cudaMemcpy(host.data(), device, host.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+    taps.m[key(what, layer)] = from_bf16(host, rows, cols);
+  };
+}
+
+// Layer-by-layer comparison of GPU rows [row0, row0 + rows) with the reference trace's rows [ref_row0, …).
+void expect_layers_match(const Taps& gpu, const ref::ForwardTrace& trace, int layers, int64_t row0, int64_t ref_row0,
+                         int64_t rows, const std::string& label) {
+  auto compare = [&](const std::string& what, int layer, const ref::Matrix& reference) {
+    const auto it = gpu.m.find(key(what, layer));
+    ASSERT_NE(it, gpu.m.end()) << label << ": no GPU tap " << key(what, layer);
+    const ref::Matrix g = it->second.middleRows(row0, rows);
+    const ref::Matrix r = reference.middleRows(ref_row0, rows);
+    EXPECT_LE(normalized_error(g, r), kLayerTolerance) << label << ": " << what << " of layer " << layer + 1;
+  };
+  for (int l = 0; l < layers; ++l) {
+    compare("attention_in", l, trace.attention_in[l]);
+    compare("attention_out", l, trace.attention_out[l]);
+    compare("mlp_in", l, trace.mlp_in[l]);
+    compare("mlp_out", l, trace.mlp_out[l]);
+  }
+  compare("final_hidden", -1, trace.final_hidden);
+}
+
+ref::Matrix download_logits(const runtime::GpuModel& model, int row, int vocab) {
+  std::vector<float> host(vocab);
+  CUDA_CHECK(cudaMemcpy(host.data(), model.logits() + int64_t(row) * vocab, vocab * sizeof(float),
+                        cudaMemcpyDeviceToHost));
+  return from_f32(host, 1, vocab);
+}
+
+int32_t argmax_of_last_row(const ref::Matrix& logits) {
+  Eigen::Index best = 0;
+  logits.row(logits.rows() - 1).maxCoeff(&best);
+  return int32_t(best);
+}
+
+class EngineTwin : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = (fs::temp_directory_path() / fmt::format("k3perf-engine-twin-{}", ::getpid())).string();
+    weights::SyntheticCheckpointOptions o;
+    o.config_path = std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json";
+    o.out_dir = dir_;
+    o.seed = 2026;
+    weights::write_synthetic_checkpoint(o);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string dir_;
+};
+std::string EngineTwin::dir_;
+
+TEST_F(EngineTwin, ReferenceRunsTheWideTwin) {
+  // The CPU side: the wide twin loads and runs in the reference (what the GPU side compares with).
+  const ref::LoadedModel loaded = ref::load_reference_model(dir_);
+  ref::ModelState state = ref::ModelState::empty(loaded.config);
+  ref::ForwardTrace trace;
+  const ref::Matrix logits = loaded.model.forward({5, 17, 300, 42, 7}, state, &trace);
+  EXPECT_EQ(logits.rows(), 5);
+  EXPECT_EQ(logits.cols(), 512);
+  EXPECT_TRUE(logits.allFinite());
+  EXPECT_GT(logits.norm(), 0.0f);
+  EXPECT_NO_THROW(runtime::DeviceWeights::check_supported(loaded.config));
+}
+
+TEST_F(EngineTwin, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
+  K3_REQUIRE_GPU();
+  const ref::LoadedModel loaded = ref::load_reference_model(dir_);
+  const ModelConfig& config = loaded.config;
+  const int layers = config.num_layers, vocab = config.vocab_size;
+  const std::vector<int32_t> prompt_a = {5, 17, 300, 42, 7, 99, 1, 511, 256, 3, 64, 65, 200, 13, 8, 21, 34, 55, 89};
+  const std::vector<int32_t> prompt_b = {400, 2, 9, 77, 130, 6, 250, 11, 480};
+
+  runtime::DeviceWeights weights(config);
+  weights.load(weights::Checkpoint::open(dir_));
+  runtime::CacheShape cache_shape{2, 64, 16};
+  runtime::GpuCache cache(config, cache_shape);
+  runtime::ModelRunShape shape;
+  shape.max_batch = 2;
+  shape.max_chunk_tokens = 8;  // the 19-token prompt runs as chunks of 8, 8 and 3
+  shape.max_prefill_context = 32;
+  shape.page_tokens = cache_shape.page_tokens;
+  shape.max_context_tokens = cache_shape.max_context_tokens;
+  runtime::GpuModel model(weights, cache, shape);
+  cache.admit(0, 64);
+  cache.admit(1, 64);
+
+  // Prefill: every chunk's rows against the reference's whole-prompt forward.
+  ref::ModelState state_a = ref::ModelState::empty(config), state_b = ref::ModelState::empty(config);
+  ref::ForwardTrace trace_a, trace_b;
+  const ref::Matrix logits_a = loaded.model.forward(prompt_a, state_a, &trace_a);
+  const ref::Matrix logits_b = loaded.model.forward(prompt_b, state_b, &trace_b);
+  for (size_t start = 0; start < prompt_a.size(); start += 8) {
+    const size_t n = std::min<size_t>(8, prompt_a.size() - start);
+    Taps taps;
+    model.set_tap(collector(taps));
+    model.prefill(0, std::vector<int32_t>(prompt_a.begin() + start, prompt_a.begin() + start + n), int64_t(start));
+    expect_layers_match(taps, trace_a, layers, 0, int64_t(start), int64_t(n), fmt::format("prefill chunk at {}", start));
+  }
+  model.prefill(1, prompt_b, 0);
+  EXPECT_LE(normalized_error(download_logits(model, 0, vocab), logits_a.bottomRows(1)), kLayerTolerance);
+  EXPECT_LE(normalized_error(download_logits(model, 1, vocab), logits_b.bottomRows(1)), kLayerTolerance);
+
+  // Decode: three steps of both sequences together, fed the reference's greedy tokens.
+  model.begin_decode({int64_t(prompt_a.size()), int64_t(prompt_b.size())});
+  int32_t next_a = argmax_of_last_row(logits_a), next_b = argmax_of_last_row(logits_b);
+  for (int step = 0; step < 3; ++step) {
+    const int32_t tokens[2] = {next_a, next_b};
+    CUDA_CHECK(cudaMemcpy(model.next_tokens(), tokens, sizeof(tokens), cudaMemcpyHostToDevice));
+    Taps taps;
+    model.set_tap(collector(taps));
+    model.decode_step(2);
+    CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+    ref::ForwardTrace step_a, step_b;
+    const ref::Matrix la = loaded.model.forward({next_a}, state_a, &step_a);
+    const ref::Matrix lb = loaded.model.forward({next_b}, state_b, &step_b);
+    expect_layers_match(taps, step_a, layers, 0, 0, 1, fmt::format("decode step {} of sequence A", step));
+    expect_layers_match(taps, step_b, layers, 1, 0, 1, fmt::format("decode step {} of sequence B", step));
+    EXPECT_LE(normalized_error(download_logits(model, 0, vocab), la), kLayerTolerance) << "step " << step;
+    EXPECT_LE(normalized_error(download_logits(model, 1, vocab), lb), kLayerTolerance) << "step " << step;
+    next_a = argmax_of_last_row(la);
+    next_b = argmax_of_last_row(lb);
+  }
+}
+
+TEST_F(EngineTwin, CapturedDecodeEqualsEagerDecode) {
+  K3_REQUIRE_GPU();
+  const ref::LoadedModel loaded = ref::load_reference_model(dir_);
+  const ModelConfig& config = loaded.config;
+  runtime::DeviceWeights weights(config);
+  weights.load(weights::Checkpoint::open(dir_));
+  const std::vector<int32_t> prompt = {5, 17, 300, 42, 7, 99, 1, 511, 256, 3};
+  auto run = [&](bool graph) {
+    runtime::GpuCache cache(config, {1, 64, 16});
+    runtime::ModelRunShape shape;
+    shape.max_chunk_tokens = 16;
+    shape.max_prefill_context = 16;
+    shape.page_tokens = 16;
+    shape.max_context_tokens = 64;
+    runtime::GpuModel model(weights, cache, shape);
+    cache.admit(0, 64);
+    model.prefill(0, prompt, 0);
+    model.begin_decode({int64_t(prompt.size())});
+    std::vector<int32_t> out;
+    model.decode_step(1);  // eager first step (warms the GEMM plans), as k3perf run does
+    if (graph) model.capture_decode(1);
+    for (int i = 0; i < 6; ++i) {
+      if (graph) {
+        model.launch_decode();
+      } else {
+        model.decode_step(1);
+      }
+      int32_t t = 0;
+      CUDA_CHECK(cudaMemcpyAsync(&t, model.next_tokens(), sizeof(t), cudaMemcpyDeviceToHost, model.stream()));
+      CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+      out.push_back(t);
+    }
+    return out;
+  };
+  EXPECT_EQ(run(false), run(true));
+}
+
+TEST(EngineWeights, RefusesWhatTheRuntimeDoesNotRun) {
+  const ModelConfig kimi_linear =
+      load_model_config(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/kimi-linear-48b-a3b.json");
+  try {
+    runtime::DeviceWeights::check_supported(kimi_linear);
+    FAIL() << "Kimi Linear (bf16 experts, plain residuals) was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("MXFP4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EngineWeights, DeviceLayoutHoldsExactlyTheStoredBytes) {
+  // The device layout places every tensor of the checkpoint layout once; its size is the stored bytes
+  // plus at most one 256-byte alignment per buffer.
+  const ModelConfig config = load_model_config(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json");
+  uint64_t stored = 0, tensors = 0;
+  for (const weights::TensorSpec& t : weights::checkpoint_layout(config).tensors) {
+    uint64_t n = weights::element_size_bytes(t.dtype);
+    for (int64_t d : t.shape) n *= uint64_t(d);
+    stored += n;
+    ++tensors;
+  }
+  const uint64_t device = runtime::DeviceWeights::device_bytes(config);
+  EXPECT_GE(device, stored);
+  EXPECT_LE(device, stored + 256 * tensors);
+}
+
+}  // namespace
+}  // namespace k3::gpu_test
