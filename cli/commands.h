@@ -22,6 +22,9 @@ void add_run_command(CLI::App& app, const GlobalOptions& global);
 void add_serve_command(CLI::App& app, const GlobalOptions& global);
 void add_plan_command(CLI::App& app, const GlobalOptions& global);
 void add_cache_command(CLI::App& app, const GlobalOptions& global);
+void add_spec_command(CLI::App& app, const GlobalOptions& global);
+void add_breakeven_command(CLI::App& app, const GlobalOptions& global);
+void add_comm_command(CLI::App& app, const GlobalOptions& global);
 // `k3perf` with no verb: predict the embedded default scenario and print the summary.
 int run_default(const GlobalOptions& global);
 

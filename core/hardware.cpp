@@ -4,6 +4,7 @@
 #include "core/yaml_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -63,7 +64,7 @@ class HardwareParser {
   explicit HardwareParser(const YamlNode& root) : root_(root) {}
 
   Hardware parse() {
-    root_.expect_keys({"name", "sources", "gpu", "interconnect", "overheads", "efficiency"});
+    root_.expect_keys({"name", "sources", "gpu", "interconnect", "overheads", "efficiency", "collectives"});
     Hardware hw;
     hw.source_file = root_.file();
     hw.name = root_["name"].as_string();
@@ -73,6 +74,7 @@ class HardwareParser {
     parse_interconnect(root_["interconnect"], &hw);
     parse_overheads(root_["overheads"], &hw);
     parse_efficiency(root_.find("efficiency"), &hw);
+    if (auto c = root_.find("collectives")) parse_collectives(*c, &hw);
     return hw;
   }
 
@@ -230,6 +232,48 @@ class HardwareParser {
     }
   }
 
+  // collectives: {source: <id>, curves: [{collective, link, group_size, latency_us,
+  //               busbw_knots: [[size_bytes, busbw_bytes_per_s], ...],
+  //               measured_us: [[size_bytes, time_us], ...]  (optional: the samples fitted)}, ...]}
+  void parse_collectives(const YamlNode& node, Hardware* hw) {
+    node.expect_keys({"source", "curves"});
+    const std::string source = source_id(node["source"], *hw);
+    for (const YamlNode& c : node["curves"].items()) {
+      c.expect_keys({"collective", "link", "group_size", "latency_us", "busbw_knots", "measured_us"});
+      MeasuredCollective m;
+      m.source = source;
+      m.collective = c["collective"].as_choice({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"});
+      m.link = c["link"].as_choice({"nvlink", "network"});
+      const long long n = c["group_size"].as_positive_int();
+      if (n < 2 || n > 1 << 20) c["group_size"].fail("expected a group of at least 2 GPUs");
+      m.group_size = static_cast<int>(n);
+      m.latency_us = c["latency_us"].as_non_negative();
+      for (const YamlNode& knot : c["busbw_knots"].items()) {
+        const std::vector<YamlNode> pair = knot.items();
+        if (pair.size() != 2) knot.fail("expected [size_bytes, busbw_bytes_per_s]");
+        const double size = pair[0].as_positive();
+        if (!m.knot_sizes_bytes.empty() && size <= m.knot_sizes_bytes.back()) {
+          pair[0].fail("knot sizes must increase");
+        }
+        m.knot_sizes_bytes.push_back(size);
+        m.knot_busbw_bytes_per_s.push_back(pair[1].as_positive());
+      }
+      if (auto measured = c.find("measured_us")) {
+        for (const YamlNode& point : measured->items()) {
+          const std::vector<YamlNode> pair = point.items();
+          if (pair.size() != 2) point.fail("expected [size_bytes, time_us]");
+          m.measured_sizes_bytes.push_back(pair[0].as_positive());
+          m.measured_times_us.push_back(pair[1].as_positive());
+        }
+      }
+      if (m.knot_sizes_bytes.empty()) c["busbw_knots"].fail("expected at least one [size_bytes, busbw_bytes_per_s] knot");
+      if (hw->measured_collective(m.collective, m.link, m.group_size)) {
+        c.fail(fmt::format("a second curve for {} over {} on {} GPUs", m.collective, m.link, m.group_size));
+      }
+      hw->measured_collectives.push_back(std::move(m));
+    }
+  }
+
   const YamlNode& root_;
 };
 
@@ -263,6 +307,41 @@ bool parse_efficiency_class(const std::string& name, EfficiencyClass* out) {
 }
 
 Efficiency default_efficiency(EfficiencyClass c) { return default_efficiency_ref(c); }
+
+double nccl_bus_factor(const std::string& collective, int n) {
+  if (n <= 1) return 0.0;
+  if (collective == "all_reduce") return 2.0 * (n - 1) / n;
+  if (collective == "all_gather" || collective == "reduce_scatter" || collective == "all_to_all") return double(n - 1) / n;
+  throw InputError(fmt::format("unknown collective '{}'; expected all_reduce, all_gather, reduce_scatter or all_to_all",
+                               collective));
+}
+
+double MeasuredCollective::bus_factor() const { return nccl_bus_factor(collective, group_size); }
+
+double MeasuredCollective::busbw_at(double size) const {
+  const std::vector<double>& x = knot_sizes_bytes;
+  const std::vector<double>& y = knot_busbw_bytes_per_s;
+  K3_CHECK(!x.empty() && x.size() == y.size(), "measured {} curve has {} sizes and {} bandwidths", collective, x.size(),
+           y.size());
+  if (size <= x.front()) return y.front();
+  if (size >= x.back()) return y.back();
+  const std::size_t hi = static_cast<std::size_t>(std::upper_bound(x.begin(), x.end(), size) - x.begin());
+  const double f = std::log(size / x[hi - 1]) / std::log(x[hi] / x[hi - 1]);
+  return y[hi - 1] + f * (y[hi] - y[hi - 1]);
+}
+
+double MeasuredCollective::time_us(double size) const {
+  if (size <= 0) return latency_us;
+  return latency_us + size * bus_factor() / busbw_at(size) * 1e6;
+}
+
+const MeasuredCollective* Hardware::measured_collective(const std::string& collective, const std::string& link,
+                                                        int group_size) const {
+  for (const MeasuredCollective& m : measured_collectives) {
+    if (m.collective == collective && m.link == link && m.group_size == group_size) return &m;
+  }
+  return nullptr;
+}
 
 double Hardware::peak(ComputeType c) const {
   const auto it = peak_flops_per_s.find(c);

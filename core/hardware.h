@@ -42,6 +42,27 @@ struct LinkSpec {
   double efficiency = 1.0;           // achievable fraction of bandwidth for collectives (bus bw)
 };
 
+// A collective measured on this hardware (nccl-tests style), fitted by `k3perf comm fit` (docs/comm.md):
+//   time(S) = latency_us + S · bus_factor / busbw(S)
+// busbw(S) is interpolated linearly in log S between knots and held constant outside them. Collectives
+// of this kind, link and group size are timed with it instead of the link's alpha-beta numbers.
+struct MeasuredCollective {
+  std::string collective;  // all_reduce, all_gather, reduce_scatter, all_to_all
+  std::string link;        // nvlink or network
+  int group_size = 2;      // GPUs it was measured on
+  double latency_us = 0;
+  std::vector<double> knot_sizes_bytes;           // increasing
+  std::vector<double> knot_busbw_bytes_per_s;     // one per knot, positive
+  std::string source;                             // a source id of the file
+  std::vector<double> measured_sizes_bytes;       // the samples it was fitted to (provenance), may be empty
+  std::vector<double> measured_times_us;
+  double bus_factor() const;                      // nccl-tests: all_reduce 2(n-1)/n, others (n-1)/n
+  double busbw_at(double size_bytes) const;
+  double time_us(double size_bytes) const;        // one call of `size_bytes` (nccl-tests "size")
+};
+// nccl-tests bus-bandwidth factor of a collective by name over n GPUs; throws InputError for an unknown name.
+double nccl_bus_factor(const std::string& collective, int n);
+
 struct Hardware {
   std::string name;         // e.g. "H200 SXM"
   std::string source_file;  // where it was loaded from
@@ -62,6 +83,11 @@ struct Hardware {
   // Fixed costs.
   double kernel_launch_overhead_us = 0;  // per kernel, eager launches
   double graph_kernel_overhead_us = 0;   // per kernel, replayed from a CUDA graph
+
+  std::vector<MeasuredCollective> measured_collectives;  // optional `collectives` block
+  // The measured curve for a collective, link ("nvlink"/"network") and group size; nullptr if none.
+  const MeasuredCollective* measured_collective(const std::string& collective, const std::string& link,
+                                                int group_size) const;
 
   std::map<EfficiencyClass, Efficiency> efficiency;  // every class present after loading
   std::string efficiency_source;                     // "default, uncalibrated" or a calibration

@@ -1,0 +1,79 @@
+// `k3perf breakeven`: where K3's hybrid starts to beat its all-MLA counterfactual, per metric
+// (docs/breakeven.md): the crossing points, the curves as CSV and charts, and the share of a trace's
+// requests on the losing side.
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "plot/chart.h"
+#include "sim/plan/breakeven.h"
+#include "sim/workload/azure_reader.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <filesystem>
+
+namespace k3::cli {
+
+namespace {
+
+struct BreakevenOptions {
+  std::string file;
+  std::vector<std::string> sets;
+  std::string csv_path;
+  std::string plot_dir;
+  std::string trace;
+};
+
+void write_charts(const BreakevenResult& r, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  for (const MetricCurve& c : r.curves) {
+    plot::Chart chart;
+    chart.title = fmt::format("{}: {} vs all-MLA", to_string(c.metric), r.spec.deployment.model.name);
+    chart.x_label = "prompt tokens (log10)";
+    chart.y_label = unit_of(c.metric);
+    plot::Series hybrid{"hybrid", {}, plot::SeriesStyle::line_and_markers};
+    plot::Series mla{"all-MLA", {}, plot::SeriesStyle::line_and_markers};
+    for (std::size_t i = 0; i < c.input_tokens.size(); ++i) {
+      const double x = std::log10(double(c.input_tokens[i]));
+      hybrid.points.emplace_back(x, c.values[i].hybrid);  // non-finite points (nothing fits) are skipped
+      mla.points.emplace_back(x, c.values[i].all_mla);
+    }
+    chart.series = {hybrid, mla};
+    for (const char* ext : {"svg", "png"}) {
+      if (std::string(ext) == "png" && !plot::png_supported()) continue;
+      const std::string path = fmt::format("{}/breakeven-{}.{}", dir, to_string(c.metric), ext);
+      plot::write_chart(chart, path);
+      fmt::print(stderr, "wrote {}\n", path);
+    }
+  }
+}
+
+}  // namespace
+
+void add_breakeven_command(CLI::App& app, const GlobalOptions& global) {
+  auto o = std::make_shared<BreakevenOptions>();
+  CLI::App* cmd = app.add_subcommand("breakeven", "Prompt length where the hybrid beats all-MLA, per metric");
+  cmd->add_option("file", o->file, "break-even YAML (docs/breakeven.md)")->required();
+  cmd->add_option("--set", o->sets, "override a key of the deployment scenario (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--csv", o->csv_path, "write the curves as CSV");
+  cmd->add_option("--plot-dir", o->plot_dir, "write one chart per metric (SVG, and PNG where supported)");
+  cmd->add_option("--trace", o->trace, "an Azure LLM inference trace (CSV): share of its prompts on the losing side");
+  cmd->callback([o, &global] {
+    const BreakevenResult r = solve_breakeven(load_breakeven_spec(o->file, DataPaths::resolve(global.data_dir), o->sets));
+    fmt::print("{}", format_breakeven(r));
+    if (!o->trace.empty()) {
+      std::vector<long long> lengths;
+      for (const workload::Request& req : workload::read_azure_trace(o->trace)) lengths.push_back(req.input_tokens);
+      fmt::print("\n{} requests of {}: share on the losing side (prompt length only)\n", lengths.size(), o->trace);
+      for (const MetricCurve& c : r.curves) fmt::print("  {:<26} {:5.1f}%\n", to_string(c.metric), 100 * losing_share(c, lengths));
+    }
+    if (!o->csv_path.empty()) {
+      write_file_atomically(o->csv_path, breakeven_csv(r));
+      fmt::print(stderr, "wrote {}\n", o->csv_path);
+    }
+    if (!o->plot_dir.empty()) write_charts(r, o->plot_dir);
+  });
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,112 @@
+// Break-even of the hybrid against all-MLA: crossings found by bisection equal a brute-force scan,
+// the memory crossing equals its closed form, the output is deterministic.
+#include "core/error.h"
+#include "expect_input_error.h"
+#include "sim/memory.h"
+#include "sim/plan/breakeven.h"
+#include "../sim/test_data.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace k3 {
+namespace {
+
+BreakevenSpec chat_spec() {
+  return load_breakeven_spec(test::scenario_path("breakeven/k3-h200x16-chat.yaml"), test::data());
+}
+
+const MetricCurve& curve_of(const BreakevenResult& r, BreakevenMetric m) {
+  for (const MetricCurve& c : r.curves) {
+    if (c.metric == m) return c;
+  }
+  throw std::runtime_error("no curve for " + to_string(m));
+}
+
+TEST(Breakeven, BisectionEqualsBruteForceOnAStepFunction) {
+  for (long long cross : {101LL, 102LL, 150LL, 1999LL, 2000LL}) {
+    auto f = [&](long long t) { return t >= cross ? 1.0 : -1.0; };
+    EXPECT_EQ(bisect_crossing(f, 100, 2000), cross);
+    auto g = [&](long long t) { return t >= cross ? -2.0 : 0.5; };  // the other direction
+    EXPECT_EQ(bisect_crossing(g, 100, 2000), cross);
+  }
+}
+
+TEST(Breakeven, MemoryCrossingMatchesClosedFormAndBruteForce) {
+  const BreakevenSpec spec = chat_spec();
+  const BreakevenResult r = solve_breakeven(spec);
+  const MetricCurve& mem = curve_of(r, BreakevenMetric::memory_per_request);
+  ASSERT_EQ(mem.crossings.size(), 1u);
+  EXPECT_TRUE(mem.crossings[0].hybrid_wins_above);
+  // The hybrid wins once kv_all·T > kv_hybrid·T + state, T = prefix + prompt + answer.
+  const ModelConfig& m = spec.deployment.model;
+  const Precision& p = spec.deployment.precision;
+  const double state = kda_recurrent_state_bytes(m, p) + kda_conv_state_bytes(m, p);
+  const double dkv = kv_bytes_per_token(with_all_attention(m, AttentionKind::mla), p) - kv_bytes_per_token(m, p);
+  const long long first_total = static_cast<long long>(std::floor(state / dkv)) + 1;
+  EXPECT_EQ(mem.crossings[0].input_tokens, first_total - spec.output_tokens - spec.cached_prefix_tokens);
+  // Brute force over the grid interval that holds it.
+  std::size_t i = 1;
+  while (mem.input_tokens[i] < mem.crossings[0].input_tokens) ++i;
+  long long brute = -1;
+  for (long long t = mem.input_tokens[i - 1]; t <= mem.input_tokens[i] && brute < 0; ++t) {
+    if (hybrid_advantage(BreakevenMetric::memory_per_request, evaluate_breakeven_metric(spec, BreakevenMetric::memory_per_request, t)) > 0) brute = t;
+  }
+  EXPECT_EQ(brute, mem.crossings[0].input_tokens);
+}
+
+TEST(Breakeven, TpotCrossingEqualsBruteForceScan) {
+  const BreakevenSpec spec = chat_spec();
+  const BreakevenResult r = solve_breakeven(spec);
+  const MetricCurve& tpot = curve_of(r, BreakevenMetric::tpot);
+  ASSERT_FALSE(tpot.crossings.empty());
+  const Crossing& x = tpot.crossings.front();
+  std::size_t i = 1;
+  while (tpot.input_tokens[i] < x.input_tokens) ++i;
+  long long brute = -1;
+  for (long long t = tpot.input_tokens[i - 1] + 1; t <= tpot.input_tokens[i] && brute < 0; ++t) {
+    const bool wins = hybrid_advantage(BreakevenMetric::tpot, evaluate_breakeven_metric(spec, BreakevenMetric::tpot, t)) > 0;
+    if (wins == x.hybrid_wins_above) brute = t;
+  }
+  EXPECT_EQ(brute, x.input_tokens);
+}
+
+TEST(Breakeven, EveryMetricAndDeterministicOutput) {
+  const BreakevenSpec spec = chat_spec();
+  const BreakevenResult a = solve_breakeven(spec), b = solve_breakeven(spec);
+  ASSERT_EQ(a.curves.size(), 4u);  // the file gives a price: the cost metric is in
+  EXPECT_EQ(breakeven_csv(a), breakeven_csv(b));
+  EXPECT_EQ(format_breakeven(a), format_breakeven(b));
+  // Short chat requests: the state dominates, the hybrid loses on every metric at 128 tokens.
+  for (const MetricCurve& c : a.curves) EXPECT_FALSE(c.hybrid_wins_at_min) << to_string(c.metric);
+  // At 1 M tokens neither model fits a request on these GPUs; at 256 K the hybrid still does.
+  const MetricCurve& thr = curve_of(a, BreakevenMetric::throughput_at_budget);
+  EXPECT_GT(thr.longest_comparable_tokens, 0);
+  EXPECT_LT(thr.longest_comparable_tokens, spec.max_input_tokens);
+}
+
+TEST(Breakeven, LosingShareCountsBySide) {
+  MetricCurve c{BreakevenMetric::tpot, {}, {}, {{1000, true}, {5000, false}}, false};
+  // loses below 1000, wins 1000..4999, loses from 5000
+  EXPECT_DOUBLE_EQ(losing_share(c, {10, 999, 1000, 4999, 5000, 9000}), 4.0 / 6);
+  c.longest_comparable_tokens = 6000;  // 9000 fits neither model: left out
+  EXPECT_DOUBLE_EQ(losing_share(c, {10, 999, 1000, 4999, 5000, 9000}), 3.0 / 5);
+}
+
+TEST(Breakeven, BadFileNamesTheKey) {
+  const auto dir = std::filesystem::temp_directory_path() / "k3perf_breakeven_test";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "bad.yaml";
+  std::ofstream(file) << "scenario: " << test::scenario_path("k3-h200x16-decode-128k.yaml") << "\n"
+                      << "workload: {output_tokens: 10, batch: 1}\ninput_tokens: {min: 100, max: 50}\n";
+  test::expect_input_error([&] { load_breakeven_spec(file.string(), test::data()); }, {"bad.yaml", "max", "max > min"});
+  std::ofstream(file) << "scenario: missing.yaml\nworkload: {output_tokens: 10, batch: 1}\ninput_tokens: {min: 1, max: 50}\n";
+  test::expect_input_error([&] { load_breakeven_spec(file.string(), test::data()); }, {"scenario", "missing.yaml"});
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace k3
