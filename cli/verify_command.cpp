@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/scenario.h"
 #include "sim/claims/claim.h"
+#include "sim/claims/claim_markdown.h"
 #include "sim/claims/claim_report.h"
 
 #include <fmt/core.h>
@@ -14,6 +15,7 @@ namespace k3::cli {
 namespace {
 struct VerifyOptions {
   std::string json_path;
+  std::string markdown_path;
   std::vector<std::string> only;
 };
 }  // namespace
@@ -22,6 +24,7 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<VerifyOptions>();
   CLI::App* cmd = app.add_subcommand("verify", "Check the published claims in scenarios/claims/ against predictions");
   cmd->add_option("--json", opts->json_path, "write every claim's verdict and breakdown as JSON");
+  cmd->add_option("--markdown", opts->markdown_path, "write the report as Markdown (docs/claims.md is this)");
   cmd->add_option("--claim", opts->only, "check only these claim ids (repeatable), e.g. --claim P5")
       ->allow_extra_args(false);
   cmd->callback([opts, &global] {
@@ -36,6 +39,10 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global) {
     if (!opts->json_path.empty()) {
       write_file_atomically(opts->json_path, to_json(results).dump(2) + "\n");
       fmt::print(stderr, "wrote {}\n", opts->json_path);
+    }
+    if (!opts->markdown_path.empty()) {
+      write_file_atomically(opts->markdown_path, format_claims_markdown(results));
+      fmt::print(stderr, "wrote {}\n", opts->markdown_path);
     }
   });
 }
