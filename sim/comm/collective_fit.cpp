@@ -15,6 +15,7 @@ namespace k3 {
 namespace {
 // Seven significant digits, written as a plain YAML scalar (yaml-cpp would print 17).
 std::string number(double v) { return fmt::format("{:.7g}", v); }
+std::string bytes(double v) { return fmt::format("{:.0f}", v); }  // sizes are whole bytes
 
 constexpr double kLatencyDominated = 0.01;  // excess over α taken as at least this share of t
 }
@@ -119,14 +120,14 @@ std::string measured_hardware_yaml(const std::string& base_file, const std::stri
     for (std::size_t i = 0; i < c.knot_sizes_bytes.size(); ++i) {
       YAML::Node knot;
       knot.SetStyle(YAML::EmitterStyle::Flow);
-      knot.push_back(number(c.knot_sizes_bytes[i]));
+      knot.push_back(bytes(c.knot_sizes_bytes[i]));
       knot.push_back(number(c.knot_busbw_bytes_per_s[i]));
       curve["busbw_knots"].push_back(knot);
     }
     for (std::size_t i = 0; i < c.measured_sizes_bytes.size(); ++i) {
       YAML::Node point;
       point.SetStyle(YAML::EmitterStyle::Flow);
-      point.push_back(number(c.measured_sizes_bytes[i]));
+      point.push_back(bytes(c.measured_sizes_bytes[i]));
       point.push_back(number(c.measured_times_us[i]));
       curve["measured_us"].push_back(point);
     }
