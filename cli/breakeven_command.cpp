@@ -60,13 +60,15 @@ void add_breakeven_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--plot-dir", o->plot_dir, "write one chart per metric (SVG, and PNG where supported)");
   cmd->add_option("--trace", o->trace, "an Azure LLM inference trace (CSV): share of its prompts on the losing side");
   cmd->callback([o, &global] {
-    const BreakevenResult r = solve_breakeven(load_breakeven_spec(o->file, DataPaths::resolve(global.data_dir), o->sets));
+    const BreakevenResult r =
+        solve_breakeven(load_breakeven_spec(o->file, DataPaths::resolve(global.data_dir), o->sets));
     fmt::print("{}", format_breakeven(r));
     if (!o->trace.empty()) {
       std::vector<long long> lengths;
       for (const workload::Request& req : workload::read_azure_trace(o->trace)) lengths.push_back(req.input_tokens);
       fmt::print("\n{} requests of {}: share on the losing side (prompt length only)\n", lengths.size(), o->trace);
-      for (const MetricCurve& c : r.curves) fmt::print("  {:<26} {:5.1f}%\n", to_string(c.metric), 100 * losing_share(c, lengths));
+      for (const MetricCurve& c : r.curves)
+        fmt::print("  {:<26} {:5.1f}%\n", to_string(c.metric), 100 * losing_share(c, lengths));
     }
     if (!o->csv_path.empty()) {
       write_file_atomically(o->csv_path, breakeven_csv(r));

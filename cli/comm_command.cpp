@@ -48,17 +48,19 @@ void add_comm_command(CLI::App& app, const GlobalOptions& global) {
   fit->add_option("--base", o->base, "hardware the table was measured on (name or path)");
   fit->add_option("--name", o->name, "name of the new hardware entry")->required();
   fit->add_option("--source-id", o->source_id, "source id for the measurement (kebab-case)");
-  fit->add_option("--citation", o->citation, "provenance: date, GPUs, driver, NCCL version, commit, command")->required();
+  fit->add_option("--citation", o->citation, "provenance: date, GPUs, driver, NCCL version, commit, command")
+      ->required();
   fit->add_option("--out", o->out, "the hardware YAML to write")->required();
-  fit->add_option("--target-error", o->target_error, "largest relative error the fit may leave")->check(CLI::Range(0.001, 0.15));
+  fit->add_option("--target-error", o->target_error, "largest relative error the fit may leave")
+      ->check(CLI::Range(0.001, 0.15));
   fit->callback([o, &global] {
     const DataPaths data = DataPaths::resolve(global.data_dir);
     const Hardware base = load_hardware_by_name(o->base, data.hardware_dir);
     const std::vector<NcclSample> table = load_nccl_table(o->table);
     const std::vector<MeasuredCollective> curves = fit_table(table, base, o->target_error);
     for (const MeasuredCollective& c : curves) {
-      fmt::print("{:<15} {} GPUs over {}: latency {:.2f} us, {} knots, worst error {:.1f}%\n", c.collective, c.group_size,
-                 c.link, c.latency_us, c.knot_sizes_bytes.size(),
+      fmt::print("{:<15} {} GPUs over {}: latency {:.2f} us, {} knots, worst error {:.1f}%\n", c.collective,
+                 c.group_size, c.link, c.latency_us, c.knot_sizes_bytes.size(),
                  100 * max_relative_error(c, select_samples(table, c.collective, c.group_size)));
     }
     write_file_atomically(o->out, measured_hardware_yaml(base.source_file, o->name, o->source_id, o->citation, curves));
@@ -81,7 +83,8 @@ void add_comm_command(CLI::App& app, const GlobalOptions& global) {
       fmt::print("{:<15} {:>5} {:>14.0f} {:>12.2f} {:>12.2f} {:>7.1f}%\n", s.collective, s.group_size, s.size_bytes,
                  s.time_us, p, 100 * (p / s.time_us - 1));
     }
-    fmt::print("worst error {:.1f}% over {} samples ({} within 15%)\n", 100 * worst, table.size(), worst <= 0.15 ? "all" : "NOT all");
+    fmt::print("worst error {:.1f}% over {} samples ({} within 15%)\n", 100 * worst, table.size(),
+               worst <= 0.15 ? "all" : "NOT all");
   });
 
   CLI::App* curve = cmd->add_subcommand("curve", "Predicted time and bus bandwidth of a collective, 4 KB to 1 GB");
@@ -91,8 +94,8 @@ void add_comm_command(CLI::App& app, const GlobalOptions& global) {
   curve->callback([o, &global] {
     const Hardware hw = load_hardware_by_name(o->hardware, DataPaths::resolve(global.data_dir).hardware_dir);
     const double factor = nccl_bus_factor(o->collective, o->group);
-    fmt::print("{} over {} GPUs of {}\n{:>14} {:>12} {:>12}\n", o->collective, o->group, hw.name, "size bytes", "time us",
-               "busbw GB/s");
+    fmt::print("{} over {} GPUs of {}\n{:>14} {:>12} {:>12}\n", o->collective, o->group, hw.name, "size bytes",
+               "time us", "busbw GB/s");
     for (double s = 4096; s <= double(1u << 30); s *= 4) {
       const double t = predicted_us(hw, o->collective, o->group, s);
       fmt::print("{:>14.0f} {:>12.2f} {:>12.1f}\n", s, t, s * factor / (t * 1e-6) / 1e9);

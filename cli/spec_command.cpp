@@ -35,16 +35,19 @@ std::vector<std::pair<std::string, AcceptanceModel>> acceptance_profiles(const S
   std::vector<std::pair<std::string, AcceptanceModel>> out;
   for (const std::string& p : o.profiles) {
     const auto eq = p.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError(fmt::format("--profile '{}': expected name=tokens_per_step", p));
+    if (eq == std::string::npos || eq == 0)
+      throw InputError(fmt::format("--profile '{}': expected name=tokens_per_step", p));
     double t = 0;
     try {
       t = std::stod(p.substr(eq + 1));
     } catch (const std::exception&) {
       throw InputError(fmt::format("--profile '{}': '{}' is not a number", p, p.substr(eq + 1)));
     }
-    out.emplace_back(p.substr(0, eq), AcceptanceModel::iid(iid_alpha_for_tokens_per_step(t, o.draft_tokens), o.draft_tokens));
+    out.emplace_back(p.substr(0, eq),
+                     AcceptanceModel::iid(iid_alpha_for_tokens_per_step(t, o.draft_tokens), o.draft_tokens));
   }
-  if (!o.accept_rates.empty()) out.emplace_back("per-position", AcceptanceModel::per_position(o.accept_rates).truncated(o.draft_tokens));
+  if (!o.accept_rates.empty())
+    out.emplace_back("per-position", AcceptanceModel::per_position(o.accept_rates).truncated(o.draft_tokens));
   if (!o.length_weights.empty()) {
     out.emplace_back("empirical", AcceptanceModel::empirical(o.length_weights).truncated(o.draft_tokens));
   }
@@ -60,7 +63,8 @@ std::vector<std::pair<std::string, AcceptanceModel>> acceptance_profiles(const S
 
 void add_spec_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<SpecOptions>();
-  CLI::App* cmd = app.add_subcommand("spec", "Speculative decoding on a decode scenario: draft, verify, rollback, speedup");
+  CLI::App* cmd =
+      app.add_subcommand("spec", "Speculative decoding on a decode scenario: draft, verify, rollback, speedup");
   cmd->add_option("scenario", o->scenario, "decode scenario YAML (docs/scenarios.md)")->required();
   cmd->add_option("--set", o->sets, "override a scenario key (repeatable)")->allow_extra_args(false);
   cmd->add_option("--draft-tokens", o->draft_tokens, "tokens drafted per step (gamma)")->check(CLI::Range(1, 64));
@@ -93,11 +97,12 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
     fmt::print("{} on {} x{} (tp {}, ep {}): {} drafter ({} MLA layers, MLP {}), {} draft tokens, rollback {}\n\n",
                base.model.name, base.hardware.name, base.parallelism.gpus(), base.parallelism.tp, base.parallelism.ep,
                to_string(drafter.kind), drafter.layers, drafter.mlp_intermediate, o->draft_tokens, to_string(rollback));
-    fmt::print("{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10} {:>10} {:>8}{}\n", "profile", "batch", "context",
-               "decode ms", "draft ms", "verify ms", "rollbk ms", "tokens/step", "base tok/s", "spec tok/s", "speedup",
-               o->target_speedup > 0 ? fmt::format("  tokens/step for {:.2f}x", o->target_speedup) : "");
-    std::string csv = "profile,batch,context_tokens,decode_us,draft_us,verify_us,rollback_us,tokens_per_step,"
-                      "tokens_per_step_std,baseline_tokens_per_s,speculative_tokens_per_s,speedup\n";
+    fmt::print("{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10} {:>10} {:>8}{}\n", "profile", "batch",
+               "context", "decode ms", "draft ms", "verify ms", "rollbk ms", "tokens/step", "base tok/s", "spec tok/s",
+               "speedup", o->target_speedup > 0 ? fmt::format("  tokens/step for {:.2f}x", o->target_speedup) : "");
+    std::string csv =
+        "profile,batch,context_tokens,decode_us,draft_us,verify_us,rollback_us,tokens_per_step,"
+        "tokens_per_step_std,baseline_tokens_per_s,speculative_tokens_per_s,speedup\n";
     for (long long ctx : contexts) {
       for (long long batch : batches) {
         Scenario s = base;
@@ -111,13 +116,16 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
         }
         for (const auto& [name, acc] : profiles) {
           const SpecOutcome out = speculative_outcome(s, costs, acc, rollback);
-          fmt::print("{:<12} {:>6} {:>9} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f}±{:<4.2f} {:>10.1f} {:>10.1f} {:>7.2f}x{}\n",
-                     name, batch, ctx, costs.decode_us / 1000, costs.draft_us / 1000, costs.verify_us / 1000,
-                     out.rollback_us / 1000, out.tokens_per_step, out.tokens_per_step_std, out.baseline_tokens_per_s,
-                     out.tokens_per_s, out.speedup, need);
-          csv += fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", name, batch, ctx,
-                             costs.decode_us, costs.draft_us, costs.verify_us, out.rollback_us, out.tokens_per_step,
-                             out.tokens_per_step_std, out.baseline_tokens_per_s, out.tokens_per_s, out.speedup);
+          fmt::print(
+              "{:<12} {:>6} {:>9} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f}±{:<4.2f} {:>10.1f} {:>10.1f} "
+              "{:>7.2f}x{}\n",
+              name, batch, ctx, costs.decode_us / 1000, costs.draft_us / 1000, costs.verify_us / 1000,
+              out.rollback_us / 1000, out.tokens_per_step, out.tokens_per_step_std, out.baseline_tokens_per_s,
+              out.tokens_per_s, out.speedup, need);
+          csv +=
+              fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", name, batch, ctx,
+                          costs.decode_us, costs.draft_us, costs.verify_us, out.rollback_us, out.tokens_per_step,
+                          out.tokens_per_step_std, out.baseline_tokens_per_s, out.tokens_per_s, out.speedup);
         }
       }
     }

@@ -29,14 +29,14 @@
 #include <string>
 #include <vector>
 
-#define NCCL_CHECK(call)                                                                                     \
-  do {                                                                                                       \
-    const ncclResult_t k3_nccl_status_ = (call);                                                             \
-    if (k3_nccl_status_ != ncclSuccess) {                                                                    \
-      ::k3::detail::check_failed(#call, __FILE__, __LINE__,                                                  \
-                                 ::fmt::format("NCCL error {}: {}", int(k3_nccl_status_),                    \
-                                               ncclGetErrorString(k3_nccl_status_)));                        \
-    }                                                                                                        \
+#define NCCL_CHECK(call)                                                                                  \
+  do {                                                                                                    \
+    const ncclResult_t k3_nccl_status_ = (call);                                                          \
+    if (k3_nccl_status_ != ncclSuccess) {                                                                 \
+      ::k3::detail::check_failed(                                                                         \
+          #call, __FILE__, __LINE__,                                                                      \
+          ::fmt::format("NCCL error {}: {}", int(k3_nccl_status_), ncclGetErrorString(k3_nccl_status_))); \
+    }                                                                                                     \
   } while (0)
 
 namespace {
@@ -86,13 +86,20 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) usage("missing value after " + a);
     const char* v = argv[++i];
-    if (a == "--out") o.out = v;
-    else if (a == "--gpus") o.gpus = int(parse_positive("--gpus", v));
-    else if (a == "--min-bytes") o.min_bytes = size_t(parse_positive("--min-bytes", v));
-    else if (a == "--max-bytes") o.max_bytes = size_t(parse_positive("--max-bytes", v));
-    else if (a == "--iters") o.iters = int(parse_positive("--iters", v));
-    else if (a == "--warmup") o.warmup = int(parse_positive("--warmup", v));
-    else if (a == "--repeats") o.repeats = int(parse_positive("--repeats", v));
+    if (a == "--out")
+      o.out = v;
+    else if (a == "--gpus")
+      o.gpus = int(parse_positive("--gpus", v));
+    else if (a == "--min-bytes")
+      o.min_bytes = size_t(parse_positive("--min-bytes", v));
+    else if (a == "--max-bytes")
+      o.max_bytes = size_t(parse_positive("--max-bytes", v));
+    else if (a == "--iters")
+      o.iters = int(parse_positive("--iters", v));
+    else if (a == "--warmup")
+      o.warmup = int(parse_positive("--warmup", v));
+    else if (a == "--repeats")
+      o.repeats = int(parse_positive("--repeats", v));
     else if (a == "--collectives") {
       o.collectives.clear();
       std::string list = v;
@@ -190,9 +197,7 @@ void check_result(const std::string& c, std::vector<Device>& devs, size_t size_b
   }
 }
 
-double bus_factor(const std::string& c, int n) {
-  return c == "all_reduce" ? 2.0 * (n - 1) / n : double(n - 1) / n;
-}
+double bus_factor(const std::string& c, int n) { return c == "all_reduce" ? 2.0 * (n - 1) / n : double(n - 1) / n; }
 
 }  // namespace
 
@@ -233,9 +238,10 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, ids[0]));
     std::string csv = fmt::format("# nccl_sweep: {} x {}, CUDA driver {}, NCCL {}, NCCL_NVLS_ENABLE={}\n", n, prop.name,
                                   driver, nccl_version, std::getenv("NCCL_NVLS_ENABLE"));
-    csv += fmt::format("# fp32 sum, one process, ncclCommInitAll; per size: checked call, {} warmup, median of {} "
-                       "repeats of {} calls\n",
-                       o.warmup, o.repeats, o.iters);
+    csv += fmt::format(
+        "# fp32 sum, one process, ncclCommInitAll; per size: checked call, {} warmup, median of {} "
+        "repeats of {} calls\n",
+        o.warmup, o.repeats, o.iters);
     csv += "collective,group_size,size_bytes,time_us,algbw_gb_s,busbw_gb_s\n";
     for (const std::string& c : o.collectives) {
       for (size_t size = o.min_bytes; size <= o.max_bytes; size *= 2) {
@@ -272,7 +278,8 @@ int main(int argc, char** argv) {
         std::sort(per_call_us.begin(), per_call_us.end());
         const double t = per_call_us[per_call_us.size() / 2];
         const double algbw = double(size) / (t * 1e-6) / 1e9;
-        const std::string row = fmt::format("{},{},{},{:.3f},{:.3f},{:.3f}\n", c, n, size, t, algbw, algbw * bus_factor(c, n));
+        const std::string row =
+            fmt::format("{},{},{},{:.3f},{:.3f},{:.3f}\n", c, n, size, t, algbw, algbw * bus_factor(c, n));
         std::fputs(row.c_str(), stdout);
         std::fflush(stdout);
         csv += row;

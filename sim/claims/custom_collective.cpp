@@ -23,9 +23,11 @@ double nccl_time_us(const Hardware& hw, const std::string& collective, int n, do
     if (how) *how = fmt::format("measured curve (source '{}')", m->source);
     return m->time_us(size);
   }
-  if (how) *how = fmt::format("alpha-beta: {:.1f} us + S / ({:.0f} GB/s x {:.2f})", (link == "nvlink" ? hw.nvlink : hw.network).latency_us,
-                              (link == "nvlink" ? hw.nvlink : hw.network).bandwidth_bytes_per_s / 1e9,
-                              (link == "nvlink" ? hw.nvlink : hw.network).efficiency);
+  if (how)
+    *how = fmt::format("alpha-beta: {:.1f} us + S / ({:.0f} GB/s x {:.2f})",
+                       (link == "nvlink" ? hw.nvlink : hw.network).latency_us,
+                       (link == "nvlink" ? hw.nvlink : hw.network).bandwidth_bytes_per_s / 1e9,
+                       (link == "nvlink" ? hw.nvlink : hw.network).efficiency);
   return alpha_beta_time_us(link == "nvlink" ? hw.nvlink : hw.network, collective, n, size);
 }
 
@@ -37,8 +39,8 @@ class CustomCollectiveEvaluator : public ClaimEvaluator {
     const std::string collective = param_string(c, "collective", "all_gather");
     const int n = static_cast<int>(param_count(c, "group_size", 8));
     if (n > hw.scale_up_domain_gpus) {
-      throw InputError(fmt::format("{}: key 'params.group_size': {} GPUs leave the {}-GPU NVLink domain of {}", c.file, n,
-                                   hw.scale_up_domain_gpus, hw.name));
+      throw InputError(fmt::format("{}: key 'params.group_size': {} GPUs leave the {}-GPU NVLink domain of {}", c.file,
+                                   n, hw.scale_up_domain_gpus, hw.name));
     }
     const double factor = nccl_bus_factor(collective, n);
     const std::vector<double> sizes = param_list(c, "message_bytes");
@@ -57,13 +59,14 @@ class CustomCollectiveEvaluator : public ClaimEvaluator {
     e.predicted["speedup_max"] = *std::max_element(sp.begin(), sp.end());
     std::string how;
     nccl_time_us(hw, collective, n, sizes.front(), &how);
-    e.breakdown.push_back(fmt::format("{} over {} GPUs of {} (NVLink {:.0f} GB/s per direction); NCCL by {}", collective, n,
-                                      hw.name, hw.nvlink.bandwidth_bytes_per_s / 1e9, how));
+    e.breakdown.push_back(fmt::format("{} over {} GPUs of {} (NVLink {:.0f} GB/s per direction); NCCL by {}",
+                                      collective, n, hw.name, hw.nvlink.bandwidth_bytes_per_s / 1e9, how));
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const double t = nccl_time_us(hw, collective, n, sizes[i], nullptr);
       const double floor = nccl_time_us(hw, collective, n, 1.0, nullptr);
-      e.breakdown.push_back(fmt::format("  {:>12.0f} B: NCCL {:7.1f} us ({:3.0f}% latency), hand-written {:6.1f} us -> {:.2f}x",
-                                        sizes[i], t, 100 * std::min(1.0, floor / t), t / sp[i], sp[i]));
+      e.breakdown.push_back(
+          fmt::format("  {:>12.0f} B: NCCL {:7.1f} us ({:3.0f}% latency), hand-written {:6.1f} us -> {:.2f}x", sizes[i],
+                      t, 100 * std::min(1.0, floor / t), t / sp[i], sp[i]));
     }
     // The custom latencies that keep the speedups inside the reported span, scanned in 0.05 us steps.
     const ReportedValue* lo = nullptr;
@@ -81,13 +84,15 @@ class CustomCollectiveEvaluator : public ClaimEvaluator {
           last = 0.05 * i;
         }
       }
-      e.breakdown.push_back(first < 0 ? std::string("no custom latency in 0.05-20 us reproduces the reported span")
-                                      : fmt::format("a hand-written latency of {:.2f}-{:.2f} us reproduces the reported span "
-                                                    "(assumed here: {:.2f} us)",
-                                                    first, last, latency));
+      e.breakdown.push_back(first < 0
+                                ? std::string("no custom latency in 0.05-20 us reproduces the reported span")
+                                : fmt::format("a hand-written latency of {:.2f}-{:.2f} us reproduces the reported span "
+                                              "(assumed here: {:.2f} us)",
+                                              first, last, latency));
     }
-    e.breakdown.push_back("small messages are NCCL's latency-dominated regime: a fixed cost per call that one fused "
-                          "kernel avoids; at large sizes both approach the link rate and the gap closes");
+    e.breakdown.push_back(
+        "small messages are NCCL's latency-dominated regime: a fixed cost per call that one fused "
+        "kernel avoids; at large sizes both approach the link rate and the gap closes");
     for (double lat : {1.0, 2.0, 5.0, 8.0}) {
       const std::vector<double> s = speedups(lat);
       e.alternatives.push_back({fmt::format("with a hand-written latency of {:.0f} us", lat),

@@ -61,13 +61,15 @@ class DecodeFixedOverheadEvaluator : public ClaimEvaluator {
         fmt::format("{} on {} x{} (tp {}, ep {}), batch {}, context {}, CUDA graphs {}", s.model.name, s.hardware.name,
                     s.parallelism.gpus(), s.parallelism.tp, s.parallelism.ep, phase.batch, phase.context_tokens,
                     s.runtime.cuda_graphs ? "on" : "off"),
-        fmt::format("step {:.3f} ms = {} kernels x fixed time {:.3f} ms + {} collective calls x latency {:.3f} ms + bytes "
-                    "and FLOPs {:.3f} ms: fixed share {:.0f}%",
-                    f.step_us / 1000, f.kernels, f.overhead_us / 1000, f.collective_calls, f.latency_us / 1000,
-                    f.bytes_us / 1000, f.share_percent()),
-        fmt::format("a per-step host/metadata cost of {:.0f} us -> {:.0f} us on top: {:.1f} -> {:.1f} tok/s per sequence "
-                    "({:.1f}% of the step saved)",
-                    before, after, 1e6 / with_old, 1e6 / with_new, e.predicted["saving_percent"]),
+        fmt::format(
+            "step {:.3f} ms = {} kernels x fixed time {:.3f} ms + {} collective calls x latency {:.3f} ms + bytes "
+            "and FLOPs {:.3f} ms: fixed share {:.0f}%",
+            f.step_us / 1000, f.kernels, f.overhead_us / 1000, f.collective_calls, f.latency_us / 1000,
+            f.bytes_us / 1000, f.share_percent()),
+        fmt::format(
+            "a per-step host/metadata cost of {:.0f} us -> {:.0f} us on top: {:.1f} -> {:.1f} tok/s per sequence "
+            "({:.1f}% of the step saved)",
+            before, after, 1e6 / with_old, 1e6 / with_new, e.predicted["saving_percent"]),
     };
     Scenario eager = s;
     eager.runtime.cuda_graphs = false;
@@ -78,8 +80,9 @@ class DecodeFixedOverheadEvaluator : public ClaimEvaluator {
     Scenario big = s;
     big.phase.batch = 64;
     const Fixed fb = fixed_costs(big);
-    e.alternatives.push_back({"at batch 64", {{"fixed_share_percent", fb.share_percent()},
-                                              {"saving_percent", 100 * (before - after) / (fb.step_us + before)}}});
+    e.alternatives.push_back({"at batch 64",
+                              {{"fixed_share_percent", fb.share_percent()},
+                               {"saving_percent", 100 * (before - after) / (fb.step_us + before)}}});
     return e;
   }
 };

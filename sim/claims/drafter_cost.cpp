@@ -38,9 +38,10 @@ Growth growth(const Scenario& s, DrafterSpec d, int longest) {
                                   s.parallelism.gpus(), s.parallelism.tp));
   out.lines.push_back("block-parallel time (us) for 1.." + std::to_string(longest) + " tokens:" + row_b);
   out.lines.push_back("autoregressive time (us) for 1.." + std::to_string(longest) + " tokens:" + row_a);
-  out.lines.push_back(fmt::format("growth 1 -> {} tokens: block-parallel {:.2f}x (weights read once; attention and "
-                                  "activations grow), autoregressive {:.2f}x (one full pass per token)",
-                                  longest, out.block_ratio, out.ar_ratio));
+  out.lines.push_back(
+      fmt::format("growth 1 -> {} tokens: block-parallel {:.2f}x (weights read once; attention and "
+                  "activations grow), autoregressive {:.2f}x (one full pass per token)",
+                  longest, out.block_ratio, out.ar_ratio));
   return out;
 }
 
@@ -60,8 +61,9 @@ class DrafterCostEvaluator : public ClaimEvaluator {
     Scenario big = s;
     big.phase.batch = 64;
     const Growth alt = growth(big, d, longest);
-    e.alternatives.push_back({"at batch 64", {{"block_parallel_growth", alt.block_ratio},
-                                              {"autoregressive_growth_per_token", alt.ar_ratio / longest}}});
+    e.alternatives.push_back(
+        {"at batch 64",
+         {{"block_parallel_growth", alt.block_ratio}, {"autoregressive_growth_per_token", alt.ar_ratio / longest}}});
     return e;
   }
 };

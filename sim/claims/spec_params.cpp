@@ -42,9 +42,10 @@ AcceptanceModel claim_acceptance(const Claim& c, int g, const std::string& token
   const bool rates = c.params && c.params->has("accept_rates");
   const bool weights = c.params && c.params->has("accepted_length_weights");
   if (int(mean) + int(rates) + int(weights) != 1) {
-    throw InputError(fmt::format("{}: give exactly one acceptance: params.{}, params.accept_rates or "
-                                 "params.accepted_length_weights",
-                                 c.file, tokens_key));
+    throw InputError(
+        fmt::format("{}: give exactly one acceptance: params.{}, params.accept_rates or "
+                    "params.accepted_length_weights",
+                    c.file, tokens_key));
   }
   try {
     if (mean) return AcceptanceModel::iid(iid_alpha_for_tokens_per_step(param_double(c, tokens_key, 1), g), g);

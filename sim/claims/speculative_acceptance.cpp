@@ -29,9 +29,10 @@ class SpeculativeAcceptanceEvaluator : public ClaimEvaluator {
     const double base_tok_s = param_double(c, "reference_baseline_tok_s", 0);
     const double spec_tok_s = param_double(c, "reference_speculative_tok_s", 0);
     if (!(base_tok_s > 0 && spec_tok_s > 0)) {
-      throw InputError(fmt::format("{}: params.reference_baseline_tok_s and reference_speculative_tok_s are required "
-                                   "and positive",
-                                   c.file));
+      throw InputError(
+          fmt::format("{}: params.reference_baseline_tok_s and reference_speculative_tok_s are required "
+                      "and positive",
+                      c.file));
     }
     const std::string task = param_string(c, "reference_task", "coding");
     const double want = spec_tok_s / base_tok_s;
@@ -43,18 +44,20 @@ class SpeculativeAcceptanceEvaluator : public ClaimEvaluator {
     const SpecStepCosts costs = speculative_step_costs(s, drafter, g);
     const RequiredAcceptance need = acceptance_for_speedup(s, costs, rollback, want);
     e.predicted[task + "_tokens_per_step"] = need.tokens_per_step;
-    e.breakdown.push_back(fmt::format("{} x{} (tp {}, ep {}), batch {}, context {}: decode {:.3f} ms; {} drafter {:.3f} ms "
-                                      "for {} tokens; verify {:.3f} ms; replay on rejection {:.3f} ms, copying states {:.3f} ms",
-                                      s.hardware.name, s.parallelism.gpus(), s.parallelism.tp, s.parallelism.ep,
-                                      phase.batch, phase.context_tokens, costs.decode_us / 1000, to_string(drafter.kind),
-                                      costs.draft_us / 1000, g, costs.verify_us / 1000, costs.replay_us / 1000,
-                                      costs.copy_states_us / 1000));
+    e.breakdown.push_back(
+        fmt::format("{} x{} (tp {}, ep {}), batch {}, context {}: decode {:.3f} ms; {} drafter {:.3f} ms "
+                    "for {} tokens; verify {:.3f} ms; replay on rejection {:.3f} ms, copying states {:.3f} ms",
+                    s.hardware.name, s.parallelism.gpus(), s.parallelism.tp, s.parallelism.ep, phase.batch,
+                    phase.context_tokens, costs.decode_us / 1000, to_string(drafter.kind), costs.draft_us / 1000, g,
+                    costs.verify_us / 1000, costs.replay_us / 1000, costs.copy_states_us / 1000));
     e.breakdown.push_back(
         need.attainable
-            ? fmt::format("the reference {:.0f} -> {:.0f} tok/s ({:.2f}x) needs {:.2f} tokens per step (i.i.d. alpha {:.3f}); "
-                          "compared with the reported {} figure",
-                          base_tok_s, spec_tok_s, want, need.tokens_per_step, need.alpha, task)
-            : fmt::format("the reference {:.2f}x is out of reach under these costs even at {} tokens per step", want, g + 1));
+            ? fmt::format(
+                  "the reference {:.0f} -> {:.0f} tok/s ({:.2f}x) needs {:.2f} tokens per step (i.i.d. alpha {:.3f}); "
+                  "compared with the reported {} figure",
+                  base_tok_s, spec_tok_s, want, need.tokens_per_step, need.alpha, task)
+            : fmt::format("the reference {:.2f}x is out of reach under these costs even at {} tokens per step", want,
+                          g + 1));
     if (auto tasks = c.params->find("task_tokens_per_step")) {
       for (const std::string& name : tasks->keys()) {
         const double t = (*tasks)[name].as_positive();
@@ -65,13 +68,15 @@ class SpeculativeAcceptanceEvaluator : public ClaimEvaluator {
           (*tasks)[name].fail(err.what());
         }
         const SpecOutcome out = speculative_outcome(s, costs, acc, rollback);
-        e.breakdown.push_back(fmt::format("{}: {:.2f} tokens per step (alpha {:.3f}, std {:.2f}, {:.0f}% of drafts accepted) "
-                                          "-> {:.0f} tok/s, speedup {:.2f}x",
-                                          name, t, iid_alpha_for_tokens_per_step(t, g), out.tokens_per_step_std,
-                                          100 * acc.draft_acceptance_rate(), out.tokens_per_s, out.speedup));
+        e.breakdown.push_back(
+            fmt::format("{}: {:.2f} tokens per step (alpha {:.3f}, std {:.2f}, {:.0f}% of drafts accepted) "
+                        "-> {:.0f} tok/s, speedup {:.2f}x",
+                        name, t, iid_alpha_for_tokens_per_step(t, g), out.tokens_per_step_std,
+                        100 * acc.draft_acceptance_rate(), out.tokens_per_s, out.speedup));
       }
     }
-    const RollbackKind other_rb = rollback == RollbackKind::replay_inputs ? RollbackKind::copy_states : RollbackKind::replay_inputs;
+    const RollbackKind other_rb =
+        rollback == RollbackKind::replay_inputs ? RollbackKind::copy_states : RollbackKind::replay_inputs;
     e.alternatives.push_back({fmt::format("with KDA rollback by {}", to_string(other_rb)),
                               {{task + "_tokens_per_step", required(s, drafter, other_rb).tokens_per_step}}});
     if (c.params->has("alternative_context_tokens")) {

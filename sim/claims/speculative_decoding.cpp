@@ -34,8 +34,9 @@ std::optional<double> reported_value(const Claim& c, const std::string& key) {
 class SpeculativeDecodingEvaluator : public ClaimEvaluator {
  public:
   Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
-    expect_params(c, scenario_param_keys(spec_param_keys(
-                         {"batch", "context_tokens", "tp_list", "alternative_tokens_per_step", "alternative_context_tokens"})));
+    expect_params(
+        c, scenario_param_keys(spec_param_keys(
+               {"batch", "context_tokens", "tp_list", "alternative_tokens_per_step", "alternative_context_tokens"})));
     const Phase phase = Phase::decode(param_count(c, "batch", 1), param_count(c, "context_tokens", 4096));
     const Scenario base = claim_scenario(c, data, phase, "kimi-k3", "gb300-nvl72");
     const int g = claim_draft_tokens(c);
@@ -50,7 +51,9 @@ class SpeculativeDecodingEvaluator : public ClaimEvaluator {
     for (double tp_value : tps) {
       const int tp = static_cast<int>(tp_value);
       const std::optional<Scenario> s = on_hardware(base, base.hardware, tp);
-      if (!s) throw InputError(fmt::format("{}: key 'params.tp_list': tp {} is not a valid layout for {}", c.file, tp, base.model.name));
+      if (!s)
+        throw InputError(
+            fmt::format("{}: key 'params.tp_list': tp {} is not a valid layout for {}", c.file, tp, base.model.name));
       const SpecStepCosts costs = speculative_step_costs(*s, drafter, g);
       const SpecOutcome out = speculative_outcome(*s, costs, acc, rollback);
       results.push_back({tp, *s, costs, out});
@@ -64,42 +67,45 @@ class SpeculativeDecodingEvaluator : public ClaimEvaluator {
       for (const GroupTotal& grp : p.by_module()) {
         if (grp.group == "comm") comm_us += grp.time_us;
       }
-      e.breakdown.push_back(fmt::format("TP{} ({} x{}, ep {}), batch {}, context {}: decode step {:.3f} ms -> {:.1f} tok/s "
-                                        "(collectives {:.3f} ms = {:.0f}% of the step)",
-                                        tp, s->hardware.name, s->parallelism.gpus(), s->parallelism.ep, phase.batch,
-                                        phase.context_tokens, costs.decode_us / 1000, out.baseline_tokens_per_s,
-                                        comm_us / 1000, 100 * comm_us / costs.decode_us));
-      e.breakdown.push_back(fmt::format("  round: draft {:.3f} ms ({} drafter, {:.2f} B params, {} tokens) + verify {:.3f} ms "
-                                        "({} tokens/seq; experts touched per GPU {:.1f} vs {:.1f} at decode) + rollback "
-                                        "{:.3f} ms ({}) = {:.3f} ms",
-                                        costs.draft_us / 1000, to_string(drafter.kind), costs.drafter_params / 1e9, g,
-                                        costs.verify_us / 1000, g + 1, costs.verify_distinct_experts,
-                                        costs.decode_distinct_experts, out.rollback_us / 1000, to_string(rollback),
-                                        out.round_us / 1000));
-      e.breakdown.push_back(fmt::format("  acceptance {}: {:.2f} ± {:.2f} tokens per step -> {:.1f} tok/s, speedup {:.2f}x",
-                                        acc.describe(), out.tokens_per_step, out.tokens_per_step_std, out.tokens_per_s,
-                                        out.speedup));
+      e.breakdown.push_back(fmt::format(
+          "TP{} ({} x{}, ep {}), batch {}, context {}: decode step {:.3f} ms -> {:.1f} tok/s "
+          "(collectives {:.3f} ms = {:.0f}% of the step)",
+          tp, s->hardware.name, s->parallelism.gpus(), s->parallelism.ep, phase.batch, phase.context_tokens,
+          costs.decode_us / 1000, out.baseline_tokens_per_s, comm_us / 1000, 100 * comm_us / costs.decode_us));
+      e.breakdown.push_back(
+          fmt::format("  round: draft {:.3f} ms ({} drafter, {:.2f} B params, {} tokens) + verify {:.3f} ms "
+                      "({} tokens/seq; experts touched per GPU {:.1f} vs {:.1f} at decode) + rollback "
+                      "{:.3f} ms ({}) = {:.3f} ms",
+                      costs.draft_us / 1000, to_string(drafter.kind), costs.drafter_params / 1e9, g,
+                      costs.verify_us / 1000, g + 1, costs.verify_distinct_experts, costs.decode_distinct_experts,
+                      out.rollback_us / 1000, to_string(rollback), out.round_us / 1000));
+      e.breakdown.push_back(
+          fmt::format("  acceptance {}: {:.2f} ± {:.2f} tokens per step -> {:.1f} tok/s, speedup {:.2f}x",
+                      acc.describe(), out.tokens_per_step, out.tokens_per_step_std, out.tokens_per_s, out.speedup));
       const auto rb = reported_value(c, k + "_baseline_tok_s");
       const auto rs = reported_value(c, k + "_speculative_tok_s");
       if (rb && rs) {
         const RequiredAcceptance need = acceptance_for_speedup(*s, costs, rollback, *rs / *rb);
         e.breakdown.push_back(
             need.attainable
-                ? fmt::format("  the reported {:.0f} -> {:.0f} tok/s ({:.2f}x) needs {:.2f} tokens per step (i.i.d. alpha {:.3f}) "
+                ? fmt::format("  the reported {:.0f} -> {:.0f} tok/s ({:.2f}x) needs {:.2f} tokens per step (i.i.d. "
+                              "alpha {:.3f}) "
                               "under these costs",
                               *rb, *rs, *rs / *rb, need.tokens_per_step, need.alpha)
-                : fmt::format("  the reported {:.2f}x is out of reach under these costs even if every draft is accepted",
-                              *rs / *rb));
+                : fmt::format(
+                      "  the reported {:.2f}x is out of reach under these costs even if every draft is accepted",
+                      *rs / *rb));
       }
     }
     if (results.size() >= 2) {
       const TpResult& a = results.front();
       const TpResult& b = results.back();
-      e.breakdown.push_back(fmt::format(
-          "TP{} -> TP{}: baseline {:+.0f}%, speculative {:+.0f}%: the weights per GPU halve, but every collective still "
-          "pays its fixed latency once per layer",
-          a.tp, b.tp, 100 * (b.outcome.baseline_tokens_per_s / a.outcome.baseline_tokens_per_s - 1),
-          100 * (b.outcome.tokens_per_s / a.outcome.tokens_per_s - 1)));
+      e.breakdown.push_back(
+          fmt::format("TP{} -> TP{}: baseline {:+.0f}%, speculative {:+.0f}%: the weights per GPU halve, but every "
+                      "collective still "
+                      "pays its fixed latency once per layer",
+                      a.tp, b.tp, 100 * (b.outcome.baseline_tokens_per_s / a.outcome.baseline_tokens_per_s - 1),
+                      100 * (b.outcome.tokens_per_s / a.outcome.tokens_per_s - 1)));
     }
 
     auto alternative = [&](const std::string& what, const AcceptanceModel& a, const DrafterSpec& d, RollbackKind r,
@@ -121,15 +127,19 @@ class SpeculativeDecodingEvaluator : public ClaimEvaluator {
     };
     if (c.params && c.params->has("alternative_tokens_per_step")) {
       for (double t : param_list(c, "alternative_tokens_per_step")) {
-        alternative(fmt::format("with {:.2f} tokens per step", t), AcceptanceModel::iid(iid_alpha_for_tokens_per_step(t, g), g),
-                    drafter, rollback, phase.context_tokens);
+        alternative(fmt::format("with {:.2f} tokens per step", t),
+                    AcceptanceModel::iid(iid_alpha_for_tokens_per_step(t, g), g), drafter, rollback,
+                    phase.context_tokens);
       }
     }
     DrafterSpec other = drafter;
-    other.kind = drafter.kind == DrafterKind::block_parallel ? DrafterKind::autoregressive : DrafterKind::block_parallel;
+    other.kind =
+        drafter.kind == DrafterKind::block_parallel ? DrafterKind::autoregressive : DrafterKind::block_parallel;
     alternative(fmt::format("with an {} drafter", to_string(other.kind)), acc, other, rollback, phase.context_tokens);
-    const RollbackKind other_rb = rollback == RollbackKind::replay_inputs ? RollbackKind::copy_states : RollbackKind::replay_inputs;
-    alternative(fmt::format("with KDA rollback by {}", to_string(other_rb)), acc, drafter, other_rb, phase.context_tokens);
+    const RollbackKind other_rb =
+        rollback == RollbackKind::replay_inputs ? RollbackKind::copy_states : RollbackKind::replay_inputs;
+    alternative(fmt::format("with KDA rollback by {}", to_string(other_rb)), acc, drafter, other_rb,
+                phase.context_tokens);
     if (c.params && c.params->has("alternative_context_tokens")) {
       for (double ctx : param_list(c, "alternative_context_tokens")) {
         alternative(fmt::format("at a {}-token context", static_cast<long long>(ctx)), acc, drafter, rollback,

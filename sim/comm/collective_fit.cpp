@@ -18,7 +18,7 @@ std::string number(double v) { return fmt::format("{:.7g}", v); }
 std::string bytes(double v) { return fmt::format("{:.0f}", v); }  // sizes are whole bytes
 
 constexpr double kLatencyDominated = 0.01;  // excess over α taken as at least this share of t
-}
+}  // namespace
 
 double max_relative_error(const MeasuredCollective& curve, const std::vector<NcclSample>& samples) {
   double worst = 0;
@@ -37,8 +37,8 @@ MeasuredCollective fit_collective(const std::vector<NcclSample>& samples, const 
   std::set<double> sizes;
   for (const NcclSample& s : samples) {
     if (s.collective != name || s.group_size != n) {
-      throw InputError(fmt::format("fit_collective: samples mix {} on {} GPUs with {} on {}", name, n, s.collective,
-                                   s.group_size));
+      throw InputError(
+          fmt::format("fit_collective: samples mix {} on {} GPUs with {} on {}", name, n, s.collective, s.group_size));
     }
     if (!sizes.insert(s.size_bytes).second) {
       throw InputError(fmt::format("fit_collective: {} on {} GPUs has two samples at {} bytes", name, n, s.size_bytes));
@@ -46,7 +46,8 @@ MeasuredCollective fit_collective(const std::vector<NcclSample>& samples, const 
   }
   if (sizes.size() < 2) throw InputError(fmt::format("fit_collective: {} needs at least two sizes", name));
   std::vector<NcclSample> sorted = samples;
-  std::sort(sorted.begin(), sorted.end(), [](const NcclSample& a, const NcclSample& b) { return a.size_bytes < b.size_bytes; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const NcclSample& a, const NcclSample& b) { return a.size_bytes < b.size_bytes; });
 
   MeasuredCollective c;
   c.collective = name;
@@ -93,8 +94,8 @@ std::vector<MeasuredCollective> fit_table(const std::vector<NcclSample>& table, 
   for (const NcclSample& s : table) groups.insert({s.collective, s.group_size});
   std::vector<MeasuredCollective> out;
   for (const auto& [name, n] : groups) {
-    out.push_back(fit_collective(select_samples(table, name, n), n <= base.scale_up_domain_gpus ? "nvlink" : "network",
-                                 target));
+    out.push_back(
+        fit_collective(select_samples(table, name, n), n <= base.scale_up_domain_gpus ? "nvlink" : "network", target));
   }
   return out;
 }

@@ -69,7 +69,8 @@ std::vector<NcclSample> parse_nccl_table(const std::string& text, const std::str
       continue;
     }
     if (fields.size() != header.size()) {
-      throw InputError(fmt::format("{}:{}: {} fields, the header has {}", origin, line_no, fields.size(), header.size()));
+      throw InputError(
+          fmt::format("{}:{}: {} fields, the header has {}", origin, line_no, fields.size(), header.size()));
     }
     NcclSample s;
     s.collective = fields[col_collective];
@@ -81,7 +82,8 @@ std::vector<NcclSample> parse_nccl_table(const std::string& text, const std::str
     }
     const double n = parse_number(fields[col_group], where + ": column 'group_size'");
     if (n < 2 || n != static_cast<int>(n)) {
-      throw InputError(fmt::format("{}: column 'group_size': expected an integer >= 2, got '{}'", where, fields[col_group]));
+      throw InputError(
+          fmt::format("{}: column 'group_size': expected an integer >= 2, got '{}'", where, fields[col_group]));
     }
     s.group_size = static_cast<int>(n);
     s.size_bytes = parse_number(fields[col_size], where + ": column 'size_bytes'");
@@ -114,7 +116,8 @@ std::vector<NcclSample> select_samples(const std::vector<NcclSample>& all, const
   for (const NcclSample& s : all) {
     if (s.collective == collective && s.group_size == n) out.push_back(s);
   }
-  std::stable_sort(out.begin(), out.end(), [](const NcclSample& a, const NcclSample& b) { return a.size_bytes < b.size_bytes; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const NcclSample& a, const NcclSample& b) { return a.size_bytes < b.size_bytes; });
   return out;
 }
 

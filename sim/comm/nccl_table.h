@@ -26,6 +26,7 @@ std::vector<NcclSample> load_nccl_table(const std::string& path);
 std::string to_csv(const std::vector<NcclSample>& samples);  // the same format, with algbw and busbw in GB/s
 
 // The samples of one collective and group size, sorted by size.
-std::vector<NcclSample> select_samples(const std::vector<NcclSample>& all, const std::string& collective, int group_size);
+std::vector<NcclSample> select_samples(const std::vector<NcclSample>& all, const std::string& collective,
+                                       int group_size);
 
 }  // namespace k3

@@ -36,7 +36,8 @@ std::string unit_of(BreakevenMetric m) {
 
 bool higher_is_better(BreakevenMetric m) { return m == BreakevenMetric::throughput_at_budget; }
 
-BreakevenSpec load_breakeven_spec(const std::string& path, const DataPaths& data, const std::vector<std::string>& sets) {
+BreakevenSpec load_breakeven_spec(const std::string& path, const DataPaths& data,
+                                  const std::vector<std::string>& sets) {
   const YamlNode y = YamlNode::load_file(path);
   y.expect_keys({"scenario", "workload", "input_tokens", "gpu_hour_usd"});
   BreakevenSpec s;
@@ -100,13 +101,13 @@ double metric_for(const BreakevenSpec& spec, const ModelConfig& m, BreakevenMetr
               kda_conv_state_bytes(m, p)) /
              double(1ull << 30);
     }
-    case BreakevenMetric::tpot:
-      return predict(with_phase(d, m, Phase::decode(spec.batch, decode_context))).step_ms();
+    case BreakevenMetric::tpot: return predict(with_phase(d, m, Phase::decode(spec.batch, decode_context))).step_ms();
     case BreakevenMetric::throughput_at_budget:
     case BreakevenMetric::cost_per_million_tokens: {
       const Scenario probe = with_phase(d, m, Phase::decode(1, decode_context));
       const long long batch = max_batch(probe, decode_context);
-      const double tok_s = batch > 0 ? predict(with_phase(d, m, Phase::decode(batch, decode_context))).tokens_per_s() : 0.0;
+      const double tok_s =
+          batch > 0 ? predict(with_phase(d, m, Phase::decode(batch, decode_context))).tokens_per_s() : 0.0;
       if (metric == BreakevenMetric::throughput_at_budget) return tok_s;
       if (tok_s <= 0) return std::numeric_limits<double>::infinity();
       const double prefill_s =
@@ -191,7 +192,8 @@ BreakevenResult solve_breakeven(const BreakevenSpec& spec) {
       previous = i;
       if (now == side) continue;
       // Refine on "wins" vs "does not win" (a tie does not win).
-      const long long at = bisect_crossing([&](long long t) { return advantage(t) > 0 ? 1.0 : -1.0; }, grid[from], grid[i]);
+      const long long at =
+          bisect_crossing([&](long long t) { return advantage(t) > 0 ? 1.0 : -1.0; }, grid[from], grid[i]);
       c.crossings.push_back({at, now});
       side = now;
     }
@@ -237,18 +239,21 @@ std::string format_breakeven(const BreakevenResult& r) {
       d.model.name, d.hardware.name, d.parallelism.gpus(), d.parallelism.tp, d.parallelism.ep,
       d.parallelism.attention_dp, s.min_input_tokens, s.max_input_tokens, s.output_tokens, s.cached_prefix_tokens,
       s.batch, s.gpu_hour_usd > 0 ? fmt::format(", ${:.2f} per GPU-hour ({})", s.gpu_hour_usd, s.price_source) : "");
-  out += fmt::format("{:<26} {:<14} {:>12} {:>12}  {}\n", "metric", "unit", "at min", "at max", "crossings (prompt tokens)");
+  out += fmt::format("{:<26} {:<14} {:>12} {:>12}  {}\n", "metric", "unit", "at min", "at max",
+                     "crossings (prompt tokens)");
   for (const MetricCurve& c : r.curves) {
     std::string cross;
     for (const Crossing& x : c.crossings) {
       cross += fmt::format("{}{} ({} {})", cross.empty() ? "" : "; ", x.input_tokens, "hybrid",
                            x.hybrid_wins_above ? "wins above" : "loses above");
     }
-    if (cross.empty()) cross = c.hybrid_wins_at_min ? "none: the hybrid wins everywhere" : "none: the hybrid loses everywhere";
-    if (c.longest_comparable_tokens > 0) cross += fmt::format("; neither model fits above {} tokens", c.longest_comparable_tokens);
+    if (cross.empty())
+      cross = c.hybrid_wins_at_min ? "none: the hybrid wins everywhere" : "none: the hybrid loses everywhere";
+    if (c.longest_comparable_tokens > 0)
+      cross += fmt::format("; neither model fits above {} tokens", c.longest_comparable_tokens);
     auto ratio = [&](const MetricPair& v) { return fmt::format("{:.3g}/{:.3g}", v.hybrid, v.all_mla); };
-    out += fmt::format("{:<26} {:<14} {:>12} {:>12}  {}\n", to_string(c.metric), unit_of(c.metric), ratio(c.values.front()),
-                       ratio(c.values.back()), cross);
+    out += fmt::format("{:<26} {:<14} {:>12} {:>12}  {}\n", to_string(c.metric), unit_of(c.metric),
+                       ratio(c.values.front()), ratio(c.values.back()), cross);
   }
   out += "  (values are hybrid/all-MLA)\n";
   return out;

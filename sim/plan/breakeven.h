@@ -19,29 +19,30 @@
 namespace k3 {
 
 enum class BreakevenMetric { memory_per_request, tpot, throughput_at_budget, cost_per_million_tokens };
-inline constexpr BreakevenMetric kAllBreakevenMetrics[] = {
-    BreakevenMetric::memory_per_request, BreakevenMetric::tpot, BreakevenMetric::throughput_at_budget,
-    BreakevenMetric::cost_per_million_tokens};
+inline constexpr BreakevenMetric kAllBreakevenMetrics[] = {BreakevenMetric::memory_per_request, BreakevenMetric::tpot,
+                                                           BreakevenMetric::throughput_at_budget,
+                                                           BreakevenMetric::cost_per_million_tokens};
 std::string to_string(BreakevenMetric m);
 std::string unit_of(BreakevenMetric m);  // "GiB", "ms", "tok/s", "USD/M tokens"
 bool higher_is_better(BreakevenMetric m);
 
 struct BreakevenSpec {
-  Scenario deployment;               // the hybrid model on its GPUs; its phase is ignored
+  Scenario deployment;  // the hybrid model on its GPUs; its phase is ignored
   long long output_tokens = 512;
   long long cached_prefix_tokens = 0;
-  long long batch = 16;              // the TPOT batch
+  long long batch = 16;  // the TPOT batch
   long long min_input_tokens = 256;
   long long max_input_tokens = 1 << 20;
-  int points = 33;                   // log-spaced curve points
-  double gpu_hour_usd = 0;           // price of one GPU-hour; 0 leaves the cost metric out
-  std::string price_source;          // where the price came from
+  int points = 33;           // log-spaced curve points
+  double gpu_hour_usd = 0;   // price of one GPU-hour; 0 leaves the cost metric out
+  std::string price_source;  // where the price came from
 };
 
 // Reads a break-even file (docs/breakeven.md): `scenario:` (a path relative to the file), `workload:`
 // {output_tokens, cached_prefix_tokens, batch}, `input_tokens:` {min, max, points}, optional
 // `gpu_hour_usd: {value, source}`. `sets` edit the deployment scenario as `k3perf predict --set` does.
-BreakevenSpec load_breakeven_spec(const std::string& path, const DataPaths& data, const std::vector<std::string>& sets = {});
+BreakevenSpec load_breakeven_spec(const std::string& path, const DataPaths& data,
+                                  const std::vector<std::string>& sets = {});
 
 struct MetricPair {
   double hybrid = 0;
@@ -67,7 +68,7 @@ struct MetricCurve {
   std::vector<MetricPair> values;
   std::vector<Crossing> crossings;
   bool hybrid_wins_at_min = false;
-  long long longest_comparable_tokens = 0;  // > 0 when neither model fits a request beyond this length
+  long long longest_comparable_tokens = 0;         // > 0 when neither model fits a request beyond this length
   bool hybrid_wins(long long input_tokens) const;  // from the sign at the minimum and the crossings
 };
 
@@ -82,7 +83,7 @@ BreakevenResult solve_breakeven(const BreakevenSpec& spec);
 // lengths that fit neither model are left out.
 double losing_share(const MetricCurve& curve, const std::vector<long long>& input_lengths);
 
-std::string breakeven_csv(const BreakevenResult& r);  // one row per prompt length, both models per metric
+std::string breakeven_csv(const BreakevenResult& r);     // one row per prompt length, both models per metric
 std::string format_breakeven(const BreakevenResult& r);  // the terminal summary
 
 }  // namespace k3

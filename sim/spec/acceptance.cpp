@@ -35,11 +35,13 @@ AcceptanceModel AcceptanceModel::per_position(const std::vector<double>& rates) 
 }
 
 AcceptanceModel AcceptanceModel::empirical(const std::vector<double>& weights) {
-  if (weights.size() < 2) throw InputError("an empirical acceptance distribution needs weights for 1..gamma+1 tokens, gamma >= 1");
+  if (weights.size() < 2)
+    throw InputError("an empirical acceptance distribution needs weights for 1..gamma+1 tokens, gamma >= 1");
   double total = 0;
   for (std::size_t k = 0; k < weights.size(); ++k) {
     if (!(weights[k] >= 0) || !std::isfinite(weights[k])) {
-      throw InputError(fmt::format("empirical acceptance weight for {} tokens per step is {}; expected >= 0", k + 1, weights[k]));
+      throw InputError(
+          fmt::format("empirical acceptance weight for {} tokens per step is {}; expected >= 0", k + 1, weights[k]));
     }
     total += weights[k];
   }
@@ -77,9 +79,7 @@ double AcceptanceModel::variance_tokens_per_step() const {
   return std::max(0.0, second - mean_a * mean_a);
 }
 
-double AcceptanceModel::draft_acceptance_rate() const {
-  return (expected_tokens_per_step() - 1.0) / draft_tokens();
-}
+double AcceptanceModel::draft_acceptance_rate() const { return (expected_tokens_per_step() - 1.0) / draft_tokens(); }
 
 AcceptanceModel AcceptanceModel::truncated(int draft_tokens) const {
   if (draft_tokens < 1 || draft_tokens > this->draft_tokens()) {
@@ -104,7 +104,8 @@ double iid_expected_tokens_per_step(double alpha, int g) {
 double iid_alpha_for_tokens_per_step(double tokens, int g) {
   if (g < 1) throw InputError(fmt::format("draft length {} must be at least 1", g));
   if (!(tokens >= 1 && tokens <= g + 1.0)) {
-    throw InputError(fmt::format("{} tokens per step is impossible with a {}-token draft (range [1, {}])", tokens, g, g + 1));
+    throw InputError(
+        fmt::format("{} tokens per step is impossible with a {}-token draft (range [1, {}])", tokens, g, g + 1));
   }
   double lo = 0, hi = 1;
   for (int it = 0; it < 200 && hi - lo > 1e-15; ++it) {

@@ -15,18 +15,18 @@ namespace k3 {
 
 class AcceptanceModel {
  public:
-  static AcceptanceModel iid(double alpha, int draft_tokens);                       // α in [0, 1]
-  static AcceptanceModel per_position(const std::vector<double>& accept_rates);     // γ = size()
+  static AcceptanceModel iid(double alpha, int draft_tokens);                    // α in [0, 1]
+  static AcceptanceModel per_position(const std::vector<double>& accept_rates);  // γ = size()
   // weights[k] is the frequency of k + 1 tokens per step (k = 0..γ); any non-negative scale.
   static AcceptanceModel empirical(const std::vector<double>& weights);
 
   int draft_tokens() const { return static_cast<int>(survival_.size()); }  // γ
-  const std::vector<double>& survival() const { return survival_; }       // s_1..s_γ
-  double probability_of_accepted(int a) const;  // P(A = a), a in 0..γ
+  const std::vector<double>& survival() const { return survival_; }        // s_1..s_γ
+  double probability_of_accepted(int a) const;                             // P(A = a), a in 0..γ
 
-  double expected_tokens_per_step() const;   // E[A + 1], in [1, γ + 1]
-  double variance_tokens_per_step() const;   // Var(A + 1)
-  double draft_acceptance_rate() const;      // E[A] / γ: accepted over drafted
+  double expected_tokens_per_step() const;  // E[A + 1], in [1, γ + 1]
+  double variance_tokens_per_step() const;  // Var(A + 1)
+  double draft_acceptance_rate() const;     // E[A] / γ: accepted over drafted
   // The same drafter asked for fewer tokens: s_1..s_γ' of this model (γ' ≤ γ).
   AcceptanceModel truncated(int draft_tokens) const;
   std::string describe() const;  // "i.i.d. α=0.80, γ=7" / "per-position [..]" / "empirical [..]"

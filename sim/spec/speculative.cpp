@@ -146,8 +146,8 @@ SpecStepCosts speculative_step_costs(const Scenario& target, const DrafterSpec& 
   c.draft_us = draft_time_us(target, spec, g);
   c.replay_us = rollback_time_us(target, RollbackKind::replay_inputs, g, g);
   c.copy_states_us = rollback_time_us(target, RollbackKind::copy_states, g, 1);
-  c.drafter_params = double(count_parameters(make_drafter_model(target.model, spec)).total() -
-                            embedding_params(target.model));
+  c.drafter_params =
+      double(count_parameters(make_drafter_model(target.model, spec)).total() - embedding_params(target.model));
   return c;
 }
 

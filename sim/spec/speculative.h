@@ -40,16 +40,16 @@ ModelConfig make_drafter_model(const ModelConfig& target, const DrafterSpec& spe
 
 // Costs of one round that do not depend on the acceptance, for one batch on one scenario's GPUs.
 struct SpecStepCosts {
-  int draft_tokens = 0;          // γ
+  int draft_tokens = 0;  // γ
   long long batch = 0;
-  double decode_us = 0;          // plain one-token decode step of the target (the baseline)
-  double draft_us = 0;           // the drafter, for γ tokens
-  double verify_us = 0;          // the target over γ + 1 tokens per sequence
-  double replay_us = 0;          // replay_inputs, when a rejection happens (all sequences, worst case a = γ - 1)
-  double copy_states_us = 0;     // copy_states, every round
+  double decode_us = 0;                // plain one-token decode step of the target (the baseline)
+  double draft_us = 0;                 // the drafter, for γ tokens
+  double verify_us = 0;                // the target over γ + 1 tokens per sequence
+  double replay_us = 0;                // replay_inputs, when a rejection happens (all sequences, worst case a = γ - 1)
+  double copy_states_us = 0;           // copy_states, every round
   double decode_distinct_experts = 0;  // per GPU per MoE layer
   double verify_distinct_experts = 0;
-  double drafter_params = 0;     // parameters of the drafter (with its lm_head)
+  double drafter_params = 0;  // parameters of the drafter (with its lm_head)
 };
 
 // `target` is a decode scenario (its phase gives batch and context); the drafter runs with the

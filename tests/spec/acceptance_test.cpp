@@ -1,8 +1,8 @@
 // Acceptance models against hand-computed cases and a Monte Carlo simulation of the acceptance
 // process (each drafted token accepted with its rate until the first rejection).
+#include "sim/spec/acceptance.h"
 #include "core/error.h"
 #include "expect_input_error.h"
-#include "sim/spec/acceptance.h"
 
 #include <gtest/gtest.h>
 

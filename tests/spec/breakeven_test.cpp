@@ -1,10 +1,10 @@
 // Break-even of the hybrid against all-MLA: crossings found by bisection equal a brute-force scan,
 // the memory crossing equals its closed form, the output is deterministic.
+#include "sim/plan/breakeven.h"
+#include "../sim/test_data.h"
 #include "core/error.h"
 #include "expect_input_error.h"
 #include "sim/memory.h"
-#include "sim/plan/breakeven.h"
-#include "../sim/test_data.h"
 
 #include <gtest/gtest.h>
 
@@ -53,7 +53,9 @@ TEST(Breakeven, MemoryCrossingMatchesClosedFormAndBruteForce) {
   while (mem.input_tokens[i] < mem.crossings[0].input_tokens) ++i;
   long long brute = -1;
   for (long long t = mem.input_tokens[i - 1]; t <= mem.input_tokens[i] && brute < 0; ++t) {
-    if (hybrid_advantage(BreakevenMetric::memory_per_request, evaluate_breakeven_metric(spec, BreakevenMetric::memory_per_request, t)) > 0) brute = t;
+    if (hybrid_advantage(BreakevenMetric::memory_per_request,
+                         evaluate_breakeven_metric(spec, BreakevenMetric::memory_per_request, t)) > 0)
+      brute = t;
   }
   EXPECT_EQ(brute, mem.crossings[0].input_tokens);
 }
@@ -68,7 +70,8 @@ TEST(Breakeven, TpotCrossingEqualsBruteForceScan) {
   while (tpot.input_tokens[i] < x.input_tokens) ++i;
   long long brute = -1;
   for (long long t = tpot.input_tokens[i - 1] + 1; t <= tpot.input_tokens[i] && brute < 0; ++t) {
-    const bool wins = hybrid_advantage(BreakevenMetric::tpot, evaluate_breakeven_metric(spec, BreakevenMetric::tpot, t)) > 0;
+    const bool wins =
+        hybrid_advantage(BreakevenMetric::tpot, evaluate_breakeven_metric(spec, BreakevenMetric::tpot, t)) > 0;
     if (wins == x.hybrid_wins_above) brute = t;
   }
   EXPECT_EQ(brute, x.input_tokens);
@@ -103,7 +106,8 @@ TEST(Breakeven, BadFileNamesTheKey) {
   std::ofstream(file) << "scenario: " << test::scenario_path("k3-h200x16-decode-128k.yaml") << "\n"
                       << "workload: {output_tokens: 10, batch: 1}\ninput_tokens: {min: 100, max: 50}\n";
   test::expect_input_error([&] { load_breakeven_spec(file.string(), test::data()); }, {"bad.yaml", "max", "max > min"});
-  std::ofstream(file) << "scenario: missing.yaml\nworkload: {output_tokens: 10, batch: 1}\ninput_tokens: {min: 1, max: 50}\n";
+  std::ofstream(file)
+      << "scenario: missing.yaml\nworkload: {output_tokens: 10, batch: 1}\ninput_tokens: {min: 1, max: 50}\n";
   test::expect_input_error([&] { load_breakeven_spec(file.string(), test::data()); }, {"scenario", "missing.yaml"});
   std::filesystem::remove_all(dir);
 }

@@ -1,8 +1,8 @@
 // Draft, verify and rollback costs of speculative decoding on K3, from the op graphs.
-#include "core/op_graph.h"
-#include "sim/predict.h"
 #include "sim/spec/speculative.h"
 #include "../sim/test_data.h"
+#include "core/op_graph.h"
+#include "sim/predict.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -57,12 +57,14 @@ TEST(Speculative, ReplayIsCheaperThanCopyingStatesAndMatchesHandBytes) {
   // and KDA layer; replay reads and writes it and reads 3 tokens of q, k, v, gate (4·1536) + beta (12) bf16.
   const double per_layer_bytes = 64 * (2 * 814080.0 + 3 * (4 * 1536 + 12) * 2.0);
   const Hardware& hw = s.hardware;
-  const double mem_us = per_layer_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.efficiency_of(EfficiencyClass::recurrent).memory) * 1e6;
+  const double mem_us =
+      per_layer_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.efficiency_of(EfficiencyClass::recurrent).memory) * 1e6;
   const double flops_us = 64 * 3 * 12 * (7 * 128.0 * 128 + 2 * 128) /
                           (hw.peak(ComputeType::fp32) * hw.efficiency_of(EfficiencyClass::recurrent).compute) * 1e6;
   EXPECT_NEAR(replay, 69 * (std::max(mem_us, flops_us) + hw.graph_kernel_overhead_us), 1e-6 * replay);
   // Copy: γ extra state writes per sequence and layer, no replay.
-  const double copy_us = 64 * g * 814080.0 / (hw.hbm_bandwidth_bytes_per_s * hw.efficiency_of(EfficiencyClass::recurrent).memory) * 1e6;
+  const double copy_us =
+      64 * g * 814080.0 / (hw.hbm_bandwidth_bytes_per_s * hw.efficiency_of(EfficiencyClass::recurrent).memory) * 1e6;
   EXPECT_NEAR(copy, 69 * (copy_us + hw.graph_kernel_overhead_us), 1e-6 * copy);
 }
 
