@@ -4,10 +4,13 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/scenario.h"
+#include "plot/chart.h"
 #include "sim/spec/speculative.h"
 
 #include <fmt/core.h>
 
+#include <cmath>
+#include <map>
 #include <vector>
 
 namespace k3::cli {
@@ -29,6 +32,7 @@ struct SpecOptions {
   std::vector<long long> contexts;
   double target_speedup = 0;
   std::string csv_path;
+  std::string plot_path;
 };
 
 std::vector<std::pair<std::string, AcceptanceModel>> acceptance_profiles(const SpecOptions& o) {
@@ -83,6 +87,7 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--contexts", o->contexts, "cached tokens per sequence (default: the scenario's)")->delimiter(',');
   cmd->add_option("--target-speedup", o->target_speedup, "also invert: the acceptance this speedup requires");
   cmd->add_option("--csv", o->csv_path, "write every row as CSV");
+  cmd->add_option("--plot", o->plot_path, "chart of speedup against batch per profile and context (.svg or .png)");
   cmd->callback([o, &global] {
     const Scenario base = load_scenario(o->scenario, DataPaths::resolve(global.data_dir), o->sets);
     DrafterSpec drafter;
@@ -100,6 +105,7 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
     fmt::print("{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10} {:>10} {:>8}{}\n", "profile", "batch",
                "context", "decode ms", "draft ms", "verify ms", "rollbk ms", "tokens/step", "base tok/s", "spec tok/s",
                "speedup", o->target_speedup > 0 ? fmt::format("  tokens/step for {:.2f}x", o->target_speedup) : "");
+    std::map<std::string, plot::Series> series;  // "profile, context" -> speedup against log2(batch)
     std::string csv =
         "profile,batch,context_tokens,decode_us,draft_us,verify_us,rollback_us,tokens_per_step,"
         "tokens_per_step_std,baseline_tokens_per_s,speculative_tokens_per_s,speedup\n";
@@ -122,6 +128,10 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
               name, batch, ctx, costs.decode_us / 1000, costs.draft_us / 1000, costs.verify_us / 1000,
               out.rollback_us / 1000, out.tokens_per_step, out.tokens_per_step_std, out.baseline_tokens_per_s,
               out.tokens_per_s, out.speedup, need);
+          plot::Series& line = series[fmt::format("{}, {} tokens", name, ctx)];
+          line.name = fmt::format("{}, {} tokens", name, ctx);
+          line.style = plot::SeriesStyle::line_and_markers;
+          line.points.emplace_back(std::log2(double(batch)), out.speedup);
           csv +=
               fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", name, batch, ctx,
                           costs.decode_us, costs.draft_us, costs.verify_us, out.rollback_us, out.tokens_per_step,
@@ -132,6 +142,16 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
     if (!o->csv_path.empty()) {
       write_file_atomically(o->csv_path, csv);
       fmt::print(stderr, "wrote {}\n", o->csv_path);
+    }
+    if (!o->plot_path.empty()) {
+      plot::Chart chart;
+      chart.title = fmt::format("speculative decoding: {} on {} x{}", base.model.name, base.hardware.name,
+                                base.parallelism.gpus());
+      chart.x_label = "batch (log2)";
+      chart.y_label = "speedup over plain decode";
+      for (auto& [key, line] : series) chart.series.push_back(line);
+      plot::write_chart(chart, o->plot_path);
+      fmt::print(stderr, "wrote {}\n", o->plot_path);
     }
   });
 }
