@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the GPU programs for sm_90 on this machine and gathers them, with the shared libraries they
-# need beyond the C/C++ runtime, into build/gpu-bundle/{bin,lib}: for an H200 machine that has the
-# CUDA driver but not the project's build dependencies. Then, on the H200 machine:
+# need beyond the C/C++ runtime and the CUDA toolkit's own (cuBLASLt is hundreds of MB and the H200
+# machine has the toolkit), into build/gpu-bundle/{bin,lib}: for an H200 machine that has the CUDA
+# driver and toolkit but not the project's build dependencies. The build leaves Qt out (PNG plots
+# are not needed there). Then, on the H200 machine:
 #     K3PERF_GPU_BUNDLE=build/gpu-bundle scripts/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # BUILD_DIR: an existing CUDA build to reuse (its CUDA architectures must include 90); default a fresh gpu preset.
 build="${BUILD_DIR:-build/gpu}"
-if [ "$build" = build/gpu ]; then cmake --preset gpu >/dev/null; fi
+if [ "$build" = build/gpu ]; then cmake --preset gpu -DCMAKE_DISABLE_FIND_PACKAGE_Qt6=TRUE >/dev/null; fi
 cmake --build "$build" -j "$(nproc)" --target gpu_tests k3perf $(cd bench/gpu && ls *.cu | sed 's/^/k3perf_/; s/\.cu$//')
 bundle=build/gpu-bundle
 rm -rf "$bundle"
@@ -17,6 +19,7 @@ for exe in "$bundle"/bin/*; do
   ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
+      libcublas*|libcudart*) ;;  # the CUDA toolkit's, on the H200 machine
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU cycle on an H200 machine: build (or take a bundle from scripts/gpu-bundle.sh), probe
 # the device, run every kernel test against the CPU reference, run them under compute-sanitizer
-# (memcheck, racecheck) where it works, and benchmark the kernels against the roofline. Results go
+# (memcheck, racecheck) where it works (K3PERF_SANITIZERS=0 skips them), and benchmark the kernels
+# against the roofline. Results go
 # to $OUT (default bench/results/incoming) as JSON and text; commit the ones you rely on to
 # bench/results/<date>-<gpu>-<what>/ with date, GPU, commit and command.
 set -uo pipefail
@@ -10,7 +11,8 @@ out="${OUT:-bench/results/incoming}"
 mkdir -p "$out"
 if [ -n "${K3PERF_GPU_BUNDLE:-}" ]; then
   bin="$K3PERF_GPU_BUNDLE/bin"
-  export LD_LIBRARY_PATH="$K3PERF_GPU_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cuda_lib="$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64"
+  export LD_LIBRARY_PATH="$K3PERF_GPU_BUNDLE/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
   cmake --preset gpu && cmake --build build/gpu -j "$(nproc)" || exit 1
   mkdir -p build/gpu/bin
@@ -25,7 +27,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 echo "== kernel tests"
 "$bin/gpu_tests" --gtest_output="json:$out/gpu_tests.json" > "$out/gpu_tests.txt" 2>&1 || status=1
 tail -n 3 "$out/gpu_tests.txt"
-if command -v compute-sanitizer >/dev/null 2>&1; then
+if [ "${K3PERF_SANITIZERS:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer $tool"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" --gtest_brief=1 > "$out/sanitizer_$tool.txt" 2>&1

@@ -8,6 +8,9 @@
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_prefill.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>

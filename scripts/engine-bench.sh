@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU engine at K3's real width on an H200 machine: `k3perf run` on the first 4 layers of Kimi K3
+# (3 KDA layers with the dense layer 0 and two MoE layers of 896 MXFP4 experts, then 1 MLA layer;
+# ~55 GB of random weights generated on the GPU), decode at several batches and contexts and a long
+# prefill, each beside the roofline sim/ predicts for the same shapes on the H200 hardware file.
+# Writes one JSON summary per run and a text log to $OUT (default bench/results/incoming).
+# Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-bench.sh [quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-bench/results/incoming}"
+mkdir -p "$out"
+if [ -n "${K3PERF_GPU_BUNDLE:-}" ]; then
+  k3perf="$K3PERF_GPU_BUNDLE/bin/k3perf"
+  cuda_lib="$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64"
+  export LD_LIBRARY_PATH="$K3PERF_GPU_BUNDLE/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  k3perf=build/gpu/cli/k3perf
+fi
+common=(--data-dir scenarios --model kimi-k3 --weights random:7 --layers 4 --hardware h200-sxm)
+status=0
+run() {  # name, then k3perf run options
+  local name="$1"
+  shift
+  echo "== $name: k3perf run ${common[*]} $*"
+  "$k3perf" run "${common[@]}" "$@" --json "$out/engine_$name.json" 2>&1 | grep -v "^decode step" || status=1
+}
+if [ "${1:-}" = quick ]; then
+  run decode_b1_8k --batch 1 --prompt-tokens 512 --context 8192 --decode-tokens 32
+  run prefill_8k --batch 1 --prompt-tokens 8192 --chunk-tokens 4096 --decode-tokens 2
+  exit $status
+fi
+for batch in 1 8 64; do
+  run "decode_b${batch}_8k" --batch "$batch" --prompt-tokens 256 --context 8192 --decode-tokens 64
+done
+for context in 131072 1048576; do
+  run "decode_b1_ctx${context}" --batch 1 --prompt-tokens 256 --context "$context" --decode-tokens 64
+  run "decode_b8_ctx${context}" --batch 8 --prompt-tokens 256 --context "$context" --decode-tokens 64
+done
+run decode_b8_8k_eager --batch 8 --prompt-tokens 256 --context 8192 --decode-tokens 32 --eager
+for prompt in 8192 32768; do
+  run "prefill_${prompt}" --batch 1 --prompt-tokens "$prompt" --chunk-tokens 8192 --decode-tokens 2
+done
+exit $status
