@@ -16,13 +16,13 @@ if [ -n "${K3PERF_GPU_BUNDLE:-}" ]; then
 else
   k3perf=build/gpu/cli/k3perf
 fi
-common=(--data-dir scenarios --model kimi-k3 --weights random:7 --layers 4 --hardware h200-sxm)
+common=(--model kimi-k3 --weights random:7 --layers 4 --hardware h200-sxm)
 status=0
 run() {  # name, then k3perf run options
   local name="$1"
   shift
   echo "== $name: k3perf run ${common[*]} $*"
-  "$k3perf" run "${common[@]}" "$@" --json "$out/engine_$name.json" 2>&1 | grep -v "^decode step" || status=1
+  "$k3perf" --data-dir scenarios run "${common[@]}" "$@" --json "$out/engine_$name.json" 2>&1 | grep -v "^decode step" || status=1
 }
 if [ "${1:-}" = quick ]; then
   run decode_b1_8k --batch 1 --prompt-tokens 512 --context 8192 --decode-tokens 32
