@@ -46,6 +46,7 @@ std::string to_string(CollectiveKind k) {
     case CollectiveKind::all_gather: return "all_gather";
     case CollectiveKind::all_to_all: return "all_to_all";
     case CollectiveKind::send_recv: return "send_recv";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
   }
   return "?";
 }
@@ -91,6 +92,9 @@ struct Step {
   double ctx;          // cached tokens per sequence before this chunk
   double stage_tokens; // tokens routed to experts across the pipeline stage in this chunk
   double tokens() const { return seqs * n; }
+  bool sp() const { return par.sequence_parallel && par.tp > 1; }
+  // Tokens of the residual stream this GPU holds: a 1/tp share under sequence parallelism.
+  double residual_tokens() const { return sp() ? tokens() / par.tp : tokens(); }
   double act() const { return bytes_per_element(p.activations); }
   double wb() const { return bytes_per_element(p.weights); }
   double tp() const { return par.tp; }
@@ -143,6 +147,26 @@ class GraphBuilder {
     op.collective = Collective{CollectiveKind::all_reduce, tokens * width * s.act(), group};
   }
 
+  // Under sequence parallelism a TP all-reduce of a row-parallel output becomes a reduce-scatter
+  // (nccl-tests size: the input), leaving each rank its 1/tp of the tokens.
+  void reduce_partial_sums(const Step& s, int layer, const char* all_reduce_suffix, const char* reduce_scatter_suffix,
+                           double tokens, double width) {
+    if (!s.sp()) {
+      all_reduce(s, layer, all_reduce_suffix, tokens, width, s.par.tp);
+      return;
+    }
+    Op& op = add(layer, reduce_scatter_suffix, OpKind::collective);
+    op.collective = Collective{CollectiveKind::reduce_scatter, tokens * width * s.act(), s.par.tp};
+  }
+
+  // Under sequence parallelism the full tokens are gathered before a tensor-parallel block
+  // (nccl-tests size: the gathered output).
+  void gather_sequence(const Step& s, int layer, const char* suffix, double tokens, double width) {
+    if (!s.sp()) return;
+    Op& op = add(layer, suffix, OpKind::collective);
+    op.collective = Collective{CollectiveKind::all_gather, tokens * width * s.act(), s.par.tp};
+  }
+
  private:
   std::vector<Op>* out_;
 };
@@ -153,10 +177,11 @@ void attnres(GraphBuilder& g, const Step& s, int layer, const char* suffix, int 
   if (candidates <= 0) return;
   const double h = s.m.hidden_size;
   Op& op = g.add(layer, suffix, OpKind::attnres_mix);
-  op.flops = 6.0 * s.tokens() * candidates * h;
-  op.read.activations = s.tokens() * candidates * h * s.act();
+  const double T = s.residual_tokens();
+  op.flops = 6.0 * T * candidates * h;
+  op.read.activations = T * candidates * h * s.act();
   op.read.weights = 2.0 * h * 2.0;
-  op.written.activations = s.tokens() * h * s.act();
+  op.written.activations = T * h * s.act();
   op.resident_weight_bytes = op.read.weights;
 }
 
@@ -295,7 +320,7 @@ void dense_mlp(GraphBuilder& g, const Step& s, int l) {
   act.read.activations = 2 * T * I * s.act();
   act.written.activations = T * I * s.act();
   g.gemm(s, l, "mlp.down_proj", T, I, h, s.wb());
-  g.all_reduce(s, l, "mlp.all_reduce", T, h, s.par.tp);
+  g.reduce_partial_sums(s, l, "mlp.all_reduce", "mlp.reduce_scatter", T, h);
 }
 
 void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
@@ -360,7 +385,7 @@ void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
     sh.written.activations = T * h * s.act() + T * 3 * S * s.act();
     sh.read.activations += T * 3 * S * s.act();
   }
-  g.all_reduce(s, l, "mlp.all_reduce", T, h, s.par.tp);
+  g.reduce_partial_sums(s, l, "mlp.all_reduce", "mlp.reduce_scatter", T, h);
 }
 
 // Appends the ops of layers [first, last) for one chunk of the step.
@@ -371,15 +396,17 @@ void build_layers(const Step& s, int first, int last, std::vector<Op>* out, doub
     const std::size_t layer_begin = out->size();
     const double T = s.tokens(), h = m.hidden_size;
     attnres(g, s, l, "attnres.pre_attn", m.attnres_candidates_before_attention(l));
-    g.rmsnorm(s, l, "norm.attn_in", T, h);
+    g.rmsnorm(s, l, "norm.attn_in", s.residual_tokens(), h);
+    g.gather_sequence(s, l, "attn.sequence_all_gather", T, h);
     if (m.layer_attention[l] == AttentionKind::kda) {
       kda_layer(g, s, l);
     } else {
       mla_layer(g, s, l);
     }
-    g.all_reduce(s, l, "attn.all_reduce", T, h, s.par.tp);
+    g.reduce_partial_sums(s, l, "attn.all_reduce", "attn.reduce_scatter", T, h);
     attnres(g, s, l, "attnres.pre_mlp", m.attnres_candidates_before_mlp(l));
-    g.rmsnorm(s, l, "norm.mlp_in", T, h);
+    g.rmsnorm(s, l, "norm.mlp_in", s.residual_tokens(), h);
+    g.gather_sequence(s, l, "mlp.sequence_all_gather", T, h);
     if (m.layer_mlp[l] == MlpKind::dense) {
       dense_mlp(g, s, l);
     } else {
@@ -443,7 +470,7 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   emb.written.activations = first.tokens() * h * act;
   emb.resident_weight_bytes = embedding_params(m) * 2.0 / par.tp;
   if (par.tp > 1) {
-    g.all_reduce(first, -1, "all_reduce", first.tokens(), h, par.tp);
+    g.reduce_partial_sums(first, -1, "all_reduce", "reduce_scatter", first.tokens(), h);
     graph.ops.back().prefix = "embed";
   }
 
@@ -475,7 +502,7 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
       const double vectors = std::max(1, m.attnres_candidates_before_attention(hi));
       Op& send = g.add(hi - 1, "pp.send", OpKind::collective);
       send.stage = stage;
-      send.collective = Collective{CollectiveKind::send_recv, first.tokens() * vectors * h * act, 2};
+      send.collective = Collective{CollectiveKind::send_recv, first.residual_tokens() * vectors * h * act, 2};
     }
   }
   graph.distinct_experts_per_gpu = distinct;
@@ -485,7 +512,8 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   head.n = phase.kind == PhaseKind::prefill ? 1.0 : double(phase.new_tokens);
   const size_t head_begin = graph.ops.size();
   attnres(g, head, -1, "attnres", m.attnres_candidates_final());
-  g.rmsnorm(head, -1, "norm", head.tokens(), h);
+  g.rmsnorm(head, -1, "norm", head.residual_tokens(), h);
+  g.gather_sequence(head, -1, "sequence_all_gather", head.tokens(), h);
   const double vocab_here = double(m.vocab_size) / par.tp;
   Op& lm = g.gemm(head, -1, "lm_head", head.tokens(), h, vocab_here, 2.0);
   lm.written.activations = head.tokens() * vocab_here * 4.0;  // fp32 logits

@@ -37,7 +37,7 @@ enum class OpKind {
 std::string to_string(OpKind k);
 EfficiencyClass efficiency_class(OpKind k);
 
-enum class CollectiveKind { all_reduce, all_gather, all_to_all, send_recv };
+enum class CollectiveKind { all_reduce, all_gather, all_to_all, send_recv, reduce_scatter };
 std::string to_string(CollectiveKind k);
 
 // Bytes moved to or from HBM, by what they are.

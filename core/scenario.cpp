@@ -162,11 +162,12 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   }
 
   if (auto p = y.find("parallelism")) {
-    p->expect_keys({"tp", "attention_dp", "ep", "pp"});
+    p->expect_keys({"tp", "attention_dp", "ep", "pp", "sequence_parallel"});
     if (auto v = p->find("tp")) s.parallelism.tp = static_cast<int>(v->as_positive_int());
     if (auto v = p->find("attention_dp")) s.parallelism.attention_dp = static_cast<int>(v->as_positive_int());
     if (auto v = p->find("ep")) s.parallelism.ep = static_cast<int>(v->as_positive_int());
     if (auto v = p->find("pp")) s.parallelism.pp = static_cast<int>(v->as_positive_int());
+    if (auto v = p->find("sequence_parallel")) s.parallelism.sequence_parallel = v->as_bool();
   }
   if (auto g = y.find("gpus"); g && g->as_positive_int() != s.parallelism.gpus()) {
     g->fail(fmt::format("{} GPUs given, but tp {} x attention_dp {} x pp {} = {}", g->as_int(), s.parallelism.tp,

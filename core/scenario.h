@@ -19,11 +19,15 @@ namespace k3 {
 //   ep            expert parallel size; routed experts are split over ep GPUs and, within an
 //                 expert, over moe_tp() = tp * attention_dp / ep GPUs
 //   pp            pipeline stages (layers split evenly)
+//   sequence_parallel  the residual stream (AttnRes block bank, mixers, norms) is split over the tp
+//                 ranks by token: each TP all-reduce becomes a reduce-scatter, and an all-gather
+//                 feeds the attention and MLP inputs (docs/comm.md)
 struct Parallelism {
   int tp = 1;
   int attention_dp = 1;
   int ep = 1;
   int pp = 1;
+  bool sequence_parallel = false;
   int stage_gpus() const { return tp * attention_dp; }
   int gpus() const { return stage_gpus() * pp; }
   int moe_tp() const { return stage_gpus() / ep; }

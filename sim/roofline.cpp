@@ -19,6 +19,7 @@ double bus_bandwidth_factor(CollectiveKind kind, int n) {
   switch (kind) {
     case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
     case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_to_all: return double(n - 1) / n;
     case CollectiveKind::send_recv: return 1.0;
   }

@@ -29,7 +29,7 @@ struct OpTime {
   Bound bound = Bound::memory;
 };
 
-// nccl-tests bus-bandwidth factor: all_reduce 2(n-1)/n, all_gather and all_to_all (n-1)/n, send 1.
+// nccl-tests bus-bandwidth factor: all_reduce 2(n-1)/n, all_gather, reduce_scatter and all_to_all (n-1)/n, send 1.
 double bus_bandwidth_factor(CollectiveKind kind, int group_size);
 // Link a collective over `group_size` GPUs uses: NVLink inside the scale-up domain, else network.
 const LinkSpec& link_for(const Hardware& hw, int group_size);
