@@ -3,7 +3,8 @@
 //   1. the memory plan (weights in the device layout, KV pages and KDA state slots, activation
 //      workspace) is checked against the free device memory before anything is allocated;
 //   2. weights: a checkpoint directory, or "random[:seed]" generated on the GPU;
-//   3. each sequence's prompt (seeded random token ids) is prefilled in chunks;
+//   3. each sequence's prompt (seeded random token ids) is prefilled in chunks, after one untimed
+//      warm-up prefill of the first prompt;
 //   4. with --context C > prompt, each sequence's MLA cache is extended to C tokens with seeded random
 //      latents (a synthetic prefix, so that decode at 1 M tokens needs no 1 M-token prefill; the KDA
 //      state keeps what the prompt left — its cost does not depend on its values);
@@ -45,6 +46,7 @@ struct RunSummary {
   MemoryPlan memory;                  // as allocated
   uint64_t free_bytes_before = 0;
   double weights_seconds = 0;         // generating or loading the weights
+  double warmup_prefill_ms = 0;       // the first prompt once, untimed in prefill_ms (GEMM plans, kernel loads)
   std::vector<double> prefill_ms;     // per sequence (all its chunks)
   double first_decode_step_ms = 0;    // the eager warm-up step
   std::vector<double> decode_step_ms; // graph replays (or eager steps)
