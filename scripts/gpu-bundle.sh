@@ -15,11 +15,12 @@ bundle=build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$build/tests/gpu_tests" "$build/cli/k3perf" "$build"/bench/gpu/*_bench "$build/bench/gpu/device_probe" "$bundle/bin/"
+if [ -x "$build/bench/nccl_sweep/nccl_sweep" ]; then cp "$build/bench/nccl_sweep/nccl_sweep" "$bundle/bin/"; fi
 for exe in "$bundle"/bin/*; do
   ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
-      libcublas*|libcudart*) ;;  # the CUDA toolkit's, on the H200 machine
+      libcublas*|libcudart*|libnccl*) ;;  # the CUDA toolkit's (and NCCL's), on the H200 machine
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done
