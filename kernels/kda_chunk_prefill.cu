@@ -55,6 +55,16 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* p, unsigned ldm)
   for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
 }
 
+// Hints that the L2 should fetch: bytes (a multiple of 16) from a 16-byte aligned global address, in the
+// background (sm_90 bulk prefetch; no completion to wait for, no effect on results).
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
+}
+// The 128-byte L2 line holding p (any alignment).
+__device__ __forceinline__ void prefetch_l2_line(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(p)));
+}
+
 // Shared memory of kda_chunk_intra_ut, in floats. X doubles as the warps' factor scratch while the scores are built
 // and A_qk as the wavefront scratch of the forward substitution; K holds k, then β e^G ⊙ k, then β ⊙ v.
 constexpr int kSmemG = 0;                             // G [64][128]
@@ -89,7 +99,9 @@ __device__ __forceinline__ void lower_triangular_product(const float* X, const f
 // Phase 1: everything of one (chunk, head) that does not depend on the state. Rows r ≥ n of a partial last chunk
 // are padded with q = k = v = 0, g = 0, β = 0: their G repeats G[n-1], their scores, W, U, Qg and Kd rows are 0 and
 // X's row is the identity's, so the state pass needs no special case and e^{G_last} = e^{G[n-1]}.
-template <bool kTensorDiagonal>
+// kPrefetch (ut_tensorcore_prefetch): q and v rows requested into the L2 on entry, and each score tile's q slice
+// loaded one 16-channel slice ahead; otherwise the same.
+template <bool kTensorDiagonal, bool kPrefetch>
 __global__ void __launch_bounds__(kThreads, 2)
     kda_chunk_intra_ut(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                        const float* __restrict__ g, const float* __restrict__ beta, int tokens, int heads,
@@ -113,6 +125,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float* vh = v + head_offset;
   const float* gh = g + head_offset;
   const int64_t blk = int64_t(h) * gridDim.x + chunk;
+
+  if (kPrefetch && tid < 2 * kChunk) {
+    // Thread r (r < 64) asks for q's row r, thread 64 + r for v's: 512 bytes, 4 lines, plus the last float's line
+    // in case the row does not start on a line.
+    const int r = tid % kChunk;
+    if (r < n) {
+      const float* row = (tid < kChunk ? qh : vh) + r * P;
+#pragma unroll
+      for (int c = 0; c < kD; c += 32) prefetch_l2_line(row + c);
+      prefetch_l2_line(row + kD - 1);
+    }
+  }
 
   // ---- Stage 1: β, k, the cumulative log decay G and the chunk's Qg, Kd, e^{G_last}.
   if (tid < kChunk) bs[tid] = tid < n ? beta[(t0 + tid) * heads + h] : 0.0f;
@@ -167,14 +191,33 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int cc = lane % kTile;
       FragC acc;
       wmma::fill_fragment(acc, 0.0f);
+      // kPrefetch, kind 0: q_next holds this lane's q values (rows 16I + lane/16 + 2m, channel c0 + lane%16) of the
+      // slice the next iteration builds, loaded while the current one is built.
+      float q_next[kTile / 2] = {};
+      const auto load_q_slice = [&](float* dst, int c) {
+#pragma unroll
+        for (int m = 0; m < kTile / 2; ++m) {
+          const int ri = kTile * I + lane / kTile + 2 * m;
+          dst[m] = ri < n ? qh[ri * P + c + cc] : 0.0f;
+        }
+      };
+      if (kPrefetch && kind == 0) load_q_slice(q_next, 0);
       for (int c0 = 0; c0 < kD; c0 += kTile) {
         const int ch = c0 + cc;
         const float g_ref = Gs[ref * kD + ch];
+        float q_cur[kTile / 2] = {};
+        if (kPrefetch && kind == 0) {
+#pragma unroll
+          for (int m = 0; m < kTile / 2; ++m) q_cur[m] = q_next[m];
+          if (c0 + kTile < kD) load_q_slice(q_next, c0 + kTile);
+        }
 #pragma unroll
         for (int m = 0; m < kTile / 2; ++m) {
           const int r = lane / kTile + 2 * m;
           const int ri = kTile * I + r, rj = kTile * J + r;
-          const float x = kind == 1 ? Ks[ri * kD + ch] : (ri < n ? qh[ri * P + ch] : 0.0f);
+          const float x = kind == 1    ? Ks[ri * kD + ch]
+                          : kPrefetch ? q_cur[m]
+                                      : (ri < n ? qh[ri * P + ch] : 0.0f);
           Fr[r * kTile + cc] = x * __expf(Gs[ri * kD + ch] - g_ref);
           Fc[r * kTile + cc] = Ks[rj * kD + ch] * __expf(g_ref - Gs[rj * kD + ch]);
         }
@@ -297,8 +340,24 @@ __global__ void __launch_bounds__(kThreads, 2)
   lower_triangular_product(Xs, Ks, ws.u(blk), warp);
 }
 
+// Asks the L2 for workspace block b's six arrays, one per lane 0..5 (all 512-byte aligned, sizes multiples of 16).
+__device__ __forceinline__ void prefetch_workspace_block(const Workspace& ws, int64_t b, int lane) {
+  switch (lane) {
+    case 0: prefetch_l2_bulk(ws.w(b), kRowsBlock * sizeof(float)); break;
+    case 1: prefetch_l2_bulk(ws.u(b), kRowsBlock * sizeof(float)); break;
+    case 2: prefetch_l2_bulk(ws.qg(b), kRowsBlock * sizeof(float)); break;
+    case 3: prefetch_l2_bulk(ws.kd(b), kRowsBlock * sizeof(float)); break;
+    case 4: prefetch_l2_bulk(ws.a_qk(b), kScoreBlock * sizeof(float)); break;
+    case 5: prefetch_l2_bulk(ws.decay(b), kD * sizeof(float)); break;
+    default: break;
+  }
+}
+
 // Phase 2: block (value block vb, head h) carries S[:, 32·vb .. 32·vb + 32) through every chunk in order. Warp w
 // computes tile (I = w / 2, 16 columns Cb = w % 2) of V' and O, and rows 16w .. 16w + 15 of the new S.
+// kPrefetch (ut_tensorcore_prefetch): warp 0 asks the L2 for chunk c + 1's workspace when chunk c starts (for chunk
+// 0 before S is loaded); otherwise the same.
+template <bool kPrefetch>
 __global__ void __launch_bounds__(kThreads, 3)
     kda_chunk_state_pass(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens, int heads,
                          int chunks) {
@@ -313,11 +372,13 @@ __global__ void __launch_bounds__(kThreads, 3)
   float* s_global = state + int64_t(h) * kD * kD + kValueBlock * vb;  // S[i][j] at s_global[i·128 + j]
   float* out_h = out + int64_t(h) * kD + kValueBlock * vb;
 
+  if (kPrefetch && warp == 0) prefetch_workspace_block(ws, int64_t(h) * chunks, lane);
   for (int e = tid; e < kD * kValueBlock; e += kThreads) Ss[e] = s_global[(e / kValueBlock) * kD + e % kValueBlock];
   __syncthreads();
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int64_t blk = int64_t(h) * chunks + chunk;
+    if (kPrefetch && warp == 0 && chunk + 1 < chunks) prefetch_workspace_block(ws, blk + 1, lane);
     const float* W = ws.w(blk);
     const float* U = ws.u(blk);
     const float* Qg = ws.qg(blk);
@@ -384,27 +445,50 @@ __global__ void __launch_bounds__(kThreads, 3)
   for (int e = tid; e < kD * kValueBlock; e += kThreads) s_global[(e / kValueBlock) * kD + e % kValueBlock] = Ss[e];
 }
 
-template <bool kTensorDiagonal>
+// Which launches a call makes.
+struct Launches {
+  bool intra, state_pass;
+};
+
+template <bool kTensorDiagonal, bool kPrefetch>
 cudaError_t launch(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
-                   float* out, int tokens, int heads, int chunks, Workspace ws, cudaStream_t stream) {
-  const auto intra = kda_chunk_intra_ut<kTensorDiagonal>;
-  // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both
-  // are allowed while a stream is being captured.
-  cudaError_t status = cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
-  if (status != cudaSuccess) return status;
-  status =
-      cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
-  if (status != cudaSuccess) return status;
-  intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens, heads,
-                                                                                        ws);
-  status = cudaGetLastError();
-  if (status != cudaSuccess) return status;
-  kda_chunk_state_pass<<<dim3(kValueBlocks, unsigned(heads)), kThreads, 0, stream>>>(ws, state, out, tokens, heads,
-                                                                                     chunks);
-  return cudaGetLastError();
+                   float* out, int tokens, int heads, int chunks, Workspace ws, Launches which, cudaStream_t stream) {
+  if (which.intra) {
+    const auto intra = kda_chunk_intra_ut<kTensorDiagonal, kPrefetch>;
+    // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both
+    // are allowed while a stream is being captured.
+    cudaError_t status =
+        cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
+    if (status != cudaSuccess) return status;
+    status = cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared));
+    if (status != cudaSuccess) return status;
+    intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens,
+                                                                                          heads, ws);
+    status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
+  if (which.state_pass) {
+    kda_chunk_state_pass<kPrefetch>
+        <<<dim3(kValueBlocks, unsigned(heads)), kThreads, 0, stream>>>(ws, state, out, tokens, heads, chunks);
+    return cudaGetLastError();
+  }
+  return cudaSuccess;
 }
 
+cudaError_t run(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
+                float* out, int tokens, int heads, int head_dim, float gate_lower_bound, void* workspace,
+                size_t workspace_bytes, cudaStream_t stream, KdaChunkVariant variant, Launches which);
+
 }  // namespace
+
+const char* kda_chunk_variant_name(KdaChunkVariant variant) {
+  switch (variant) {
+    case KdaChunkVariant::ut_tensorcore: return "kda_chunk_ut_tensorcore";
+    case KdaChunkVariant::ut_tensorcore_prefetch: return "kda_chunk_ut_tensorcore_prefetch";
+  }
+  return "unknown";
+}
 
 size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim) {
   if (tokens < 1 || heads < 1 || head_dim != kD) return 0;
@@ -412,20 +496,46 @@ size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim) {
   return size_t(chunks) * size_t(heads) * size_t(kFloatsPerBlock) * sizeof(float);
 }
 
-cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
-                                       const float* beta, float* state, float* out, int tokens, int heads, int head_dim,
-                                       float gate_lower_bound, void* workspace, size_t workspace_bytes,
-                                       cudaStream_t stream) {
+namespace {
+
+cudaError_t run(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
+                float* out, int tokens, int heads, int head_dim, float gate_lower_bound, void* workspace,
+                size_t workspace_bytes, cudaStream_t stream, KdaChunkVariant variant, Launches which) {
   if (tokens < 1 || heads < 1 || heads > 65535 || head_dim != kD) return cudaErrorInvalidValue;
   if (!(gate_lower_bound <= 0.0f)) return cudaErrorInvalidValue;  // also rejects NaN
   if (!q || !k || !v || !g || !beta || !state || !out || !workspace) return cudaErrorInvalidValue;
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
+  if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch)
+    return cudaErrorInvalidValue;
   const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
   const Workspace ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
   const bool tensor_diagonal = gate_lower_bound < 0.0f && gate_lower_bound >= kTensorDiagonalMinLowerBound;
-  return tensor_diagonal ? launch<true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, stream)
-                         : launch<false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, stream);
+  if (variant == KdaChunkVariant::ut_tensorcore_prefetch)
+    return tensor_diagonal ? launch<true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
+                           : launch<false, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
+  return tensor_diagonal ? launch<true, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
+                         : launch<false, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
+}
+
+}  // namespace
+
+cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
+                                       const float* beta, float* state, float* out, int tokens, int heads, int head_dim,
+                                       float gate_lower_bound, void* workspace, size_t workspace_bytes,
+                                       cudaStream_t stream, KdaChunkVariant variant) {
+  return run(q, k, v, g, beta, state, out, tokens, heads, head_dim, gate_lower_bound, workspace, workspace_bytes,
+             stream, variant, Launches{true, true});
+}
+
+cudaError_t kda_chunk_prefill_phase_for_bench(KdaChunkPhase phase, const float* q, const float* k, const float* v,
+                                              const float* g, const float* beta, float* state, float* out, int tokens,
+                                              int heads, int head_dim, float gate_lower_bound, void* workspace,
+                                              size_t workspace_bytes, cudaStream_t stream, KdaChunkVariant variant) {
+  if (phase != KdaChunkPhase::intra_chunk && phase != KdaChunkPhase::state_pass) return cudaErrorInvalidValue;
+  const Launches which{phase == KdaChunkPhase::intra_chunk, phase == KdaChunkPhase::state_pass};
+  return run(q, k, v, g, beta, state, out, tokens, heads, head_dim, gate_lower_bound, workspace, workspace_bytes,
+             stream, variant, which);
 }
 
 }  // namespace k3::kernels

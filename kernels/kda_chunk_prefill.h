@@ -13,7 +13,7 @@
 // positive values and NaN are rejected. It only selects how the diagonal 16-token tiles are scored (below); both
 // paths are exact for their inputs. g below the stated bound breaks the tensor-core path's overflow guarantee.
 //
-// Version: kda_chunk_ut_tensorcore, two launches, every matrix product on tensor cores (WMMA m16n16k8, TF32
+// Algorithm (both versions below): two launches, every matrix product on tensor cores (WMMA m16n16k8, TF32
 // operands rounded to nearest, fp32 accumulation):
 //   1. kda_chunk_intra_ut (one block per (64-token chunk, head), all chunks at once): the chunk-local cumulative log
 //      decay G; A_kk, A_qk in 16 × 16 tiles (K3-SPEC's lower-bound tiling, as ref::kda_chunked_tiled): a tile
@@ -28,9 +28,25 @@
 //      slice of S (128 × 32) resident in shared memory from the first chunk to the last.
 // Precision: TF32 products give ≈ 5e-4 normalised error against the fp64 recurrence (a CPU model of this algorithm
 // with TF32 operand rounding: 3.3e-4 to 4.8e-4 for 1 to 8192 tokens); the state itself accumulates in fp32.
-// Faster (not done): the state pass reads W, Qg, Kd and A_qk of each chunk straight from L2 into fragments, without
-// prefetching the next chunk (cp.async double buffering would hide that latency); phase 1 rebuilds each 16-channel
-// slice of the tile factors per warp through shared memory, where mma.sync fragments built in registers would not.
+// Versions (KdaChunkVariant; the same workspace, the same two launches and the same arithmetic in the same order —
+// only when data is requested differs, so both give the same results):
+//   ut_tensorcore: as above; every global operand read when it is needed, so the state pass waits one L2/HBM round
+//     trip per group of fragment loads, ≈ 15 dependent round trips per chunk, 128 chunks in a row at 8K tokens.
+//   ut_tensorcore_prefetch (the default): the same kernels, plus (a) the state pass asks the L2 for the next chunk's
+//     W, U, Qg, Kd, A_qk and e^{G_last} (cp.async.bulk.prefetch.L2, 148 KB per head) when it starts a chunk, so that
+//     chunk's fragment loads hit the L2 instead of HBM and the HBM stream runs under the current chunk's products;
+//     (b) phase 1 asks the L2 for its block's q and v rows on
+//     entry (v is first read at the very end) and loads each score tile's next 16-channel q slice into registers
+//     while it builds the current one. Chosen as default because it only moves loads earlier: the serial chain of
+//     the state pass (the part that cannot be spread over more blocks) is dominated by memory latency, and this
+//     takes HBM's share out of it.
+// Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
+// "phase 1" and "phase 2"): the workspace is 1.8 GB written then read back (≈ 0.9 ms at 4 TB/s, the floor of the
+// two-launch design); phase 1 runs 12288 blocks two per SM (112 KB shared memory each), ≈ 47 waves of a chain of
+// ≈ 40 dependent global round trips per block; the state pass is 128 chunks × ≈ 15 dependent round trips in every
+// block, 384 blocks in one wave. Not done: staging each chunk's operands in shared memory with cp.async double
+// buffering (120 KB per chunk per block does not fit twice beside 3 blocks per SM), and one block per head reading
+// W, Qg, Kd, A_qk once instead of 4 times (thread-block clusters with multicast would do it).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,9 +58,28 @@ namespace k3::kernels {
 // A_qk [64, 64] and e^{G_last} [128], fp32.
 size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 
+// The algorithm's versions (above); both take the same arguments and workspace.
+enum class KdaChunkVariant {
+  ut_tensorcore,           // every operand read when needed
+  ut_tensorcore_prefetch,  // the next chunk's operands prefetched into the L2 (the default)
+};
+constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_tensorcore_prefetch;
+const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...
+
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
                                        const float* beta, float* state, float* out, int tokens, int heads, int head_dim,
                                        float gate_lower_bound, void* workspace, size_t workspace_bytes,
-                                       cudaStream_t stream);
+                                       cudaStream_t stream, KdaChunkVariant variant = kKdaChunkDefaultVariant);
+
+// For benchmarks only: one of the two launches of kda_chunk_prefill_f32state on its own, with the same arguments and
+// checks. intra_chunk fills the workspace from q, k, v, g, β (state and out untouched); state_pass reads a workspace
+// an earlier intra_chunk (or full) call with the same tokens and heads filled, and updates state and out. Run in
+// that order they equal one full call.
+enum class KdaChunkPhase { intra_chunk, state_pass };
+cudaError_t kda_chunk_prefill_phase_for_bench(KdaChunkPhase phase, const float* q, const float* k, const float* v,
+                                              const float* g, const float* beta, float* state, float* out, int tokens,
+                                              int heads, int head_dim, float gate_lower_bound, void* workspace,
+                                              size_t workspace_bytes, cudaStream_t stream,
+                                              KdaChunkVariant variant = kKdaChunkDefaultVariant);
 
 }  // namespace k3::kernels

@@ -1,13 +1,18 @@
 // kda_prefill_bench: the KDA chunked prefill (kernels/kda_chunk_prefill) for one sequence over K3's 96 heads × 128
 // at 8K, 32K and 128K tokens against the roofline sim/ gives kda.chunk, and the recurrent decode kernel stepped over
 // the same 8K-token sequence inside one CUDA graph, the baseline the chunked form must beat by 10× (method and
-// output: bench/gpu/bench_harness.h).
+// output: bench/gpu/bench_harness.h). Every KdaChunkVariant is timed as a whole call and, for the breakdown, launch by
+// launch (kda_chunk_prefill_phase_for_bench): "phase 1" (chunk-parallel: scores, UT transform, W, U into the
+// workspace) and "phase 2" (the sequential state pass over that workspace), each its own row.
 //
 // Counts: FLOPs as core/op_graph.cpp counts kda.chunk, per token and head 10·C·d + 6·d² + (2/3)·C² with C = 64.
 // Bytes are the fewest the op must move (q, k, v, g, β in, out, the state read and written once, fp32); op_graph also
 // counts its intermediate passes (W, U, the chunk-boundary states), so this roofline is the stricter one, and the
 // kernel's own workspace traffic (≈ 9 bytes per input byte of q) is part of what it is measured against. Compute at
-// TF32 peak (the kernel's tensor-core precision; op_graph uses bf16).
+// TF32 peak (the kernel's tensor-core precision; op_graph uses bf16). The phase rows split that count as the kernel
+// splits its products: the state pass does W S, Qg S, Kdᵀ V' (6·d² per token and head) and A_qk V' over the tiles on
+// and below the diagonal (10 of 16: 1.25·C·d), phase 1 the rest; their bytes are the phase's own inputs and outputs,
+// the workspace included (phase 1 writes it, the state pass reads it), since that traffic is the design's.
 // Inputs are constant fills within the kernel's contract (q, k 0.0115 per element, v 0.747, g -1.50, β 0.747): the
 // timing does not depend on the values, and the state stays finite over the repeats. One buffer set per length
 // (every length's working set is far beyond the L2).
@@ -62,6 +67,10 @@ double chunk_flops(int64_t tokens) {
   const double C = kChunk, d = kD;
   return double(tokens) * kHeads * (10 * C * d + 6 * d * d + (2.0 / 3.0) * C * C);
 }
+double state_pass_flops(int64_t tokens) {
+  const double C = kChunk, d = kD;
+  return double(tokens) * kHeads * (6 * d * d + 1.25 * C * d);
+}
 
 }  // namespace
 
@@ -70,23 +79,51 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   double prefill_8k_us = 0;
 
+  using k3::kernels::KdaChunkPhase;
+  using k3::kernels::KdaChunkVariant;
   for (int64_t tokens : {int64_t{8192}, int64_t{32768}, int64_t{131072}}) {
     Sequence seq(tokens);
     const size_t workspace_bytes = k3::kernels::kda_chunk_prefill_workspace_bytes(int(tokens), kHeads, kD);
     void* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
-    Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 (kda_chunk_ut_tensorcore)", tokens),
-             seq.bytes(), chunk_flops(tokens)};
-    r.cls = EfficiencyClass::recurrent;
-    r.median_us = time_us(
-        [&](int) {
-          CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out,
-                                                             int(tokens), kHeads, kD, kGateLowerBound, workspace,
-                                                             workspace_bytes, nullptr));
-        },
-        session.repeats);
-    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
-    results.push_back(r);
-    if (tokens == 8192) prefill_8k_us = r.median_us;
+    const double input_bytes = (4.0 * tokens * kHeads * kD + double(tokens) * kHeads) * sizeof(float);
+    const double out_state_bytes = (double(tokens) * kHeads * kD + 2.0 * kHeads * kD * kD) * sizeof(float);
+    for (const KdaChunkVariant variant : {KdaChunkVariant::ut_tensorcore, KdaChunkVariant::ut_tensorcore_prefetch}) {
+      const char* name = k3::kernels::kda_chunk_variant_name(variant);
+      const bool is_default = variant == k3::kernels::kKdaChunkDefaultVariant;
+      Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, name), seq.bytes(),
+               chunk_flops(tokens)};
+      r.cls = EfficiencyClass::recurrent;
+      r.median_us = time_us(
+          [&](int) {
+            CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state,
+                                                               seq.out, int(tokens), kHeads, kD, kGateLowerBound,
+                                                               workspace, workspace_bytes, nullptr, variant));
+          },
+          session.repeats);
+      r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
+      results.push_back(r);
+      if (tokens == 8192 && is_default) prefill_8k_us = r.median_us;
+
+      // Launch by launch; the state pass reuses the workspace the timed phase-1 launches (and the calls above) left.
+      for (const KdaChunkPhase phase : {KdaChunkPhase::intra_chunk, KdaChunkPhase::state_pass}) {
+        const bool intra = phase == KdaChunkPhase::intra_chunk;
+        const double flops = intra ? chunk_flops(tokens) - state_pass_flops(tokens) : state_pass_flops(tokens);
+        const double bytes = double(workspace_bytes) + (intra ? input_bytes : out_state_bytes);
+        Result p{fmt::format("kda_chunk_prefill {} {} tokens, heads 96 d 128 ({})",
+                             intra ? "phase 1 (chunk-parallel)" : "phase 2 (state pass)", tokens, name),
+                 bytes, flops};
+        p.cls = EfficiencyClass::recurrent;
+        p.median_us = time_us(
+            [&](int) {
+              CUDA_CHECK(k3::kernels::kda_chunk_prefill_phase_for_bench(
+                  phase, seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out, int(tokens), kHeads, kD,
+                  kGateLowerBound, workspace, workspace_bytes, nullptr, variant));
+            },
+            session.repeats);
+        p.roofline_us = session.roofline_us(p.flops, p.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
+        results.push_back(p);
+      }
+    }
     CUDA_CHECK(cudaFree(workspace));
   }
 
@@ -122,7 +159,9 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(stream));
     session.print(results,
-                  fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}", r.median_us / prefill_8k_us));
+                  fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}, \"prefill_variant\": \"{}\"",
+                              r.median_us / prefill_8k_us,
+                              k3::kernels::kda_chunk_variant_name(k3::kernels::kKdaChunkDefaultVariant)));
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 // KDA chunked prefill (kernels/kda_chunk_prefill) against ref::kda_recurrent: the delta rule token by token in fp64,
 // an independent form of the same map. Odd token counts (partial last chunks), several heads and K3's 96, bounded
 // gates (the tensor-core diagonal tiles) and an unbounded softplus gate (the exact per-pair diagonal tiles), a
-// non-zero initial state, one prompt split over two calls, and a call captured in a CUDA graph.
+// non-zero initial state, one prompt split over two calls, a call captured in a CUDA graph, and the two launches run
+// one at a time (the bench's per-phase entry); every case for every KdaChunkVariant.
 #include "engine/reference/kda.h"
 #include "gpu_harness.h"
 #include "kernels/kda_chunk_prefill.h"
@@ -23,6 +24,10 @@ constexpr float kGateLowerBound = -5.0f;  // K3's bounded gate
 // normalised error against the fp64 recurrence on inputs made like these (1 to 8192 tokens); 2e-3 leaves 4× room
 // and is still far below what a wrong index or a lost decay factor gives (order 1, or the 1e-2+ of the state checks).
 constexpr double kTf32Tolerance = 2e-3;
+
+// Every version of the kernel runs every check.
+const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tensorcore,
+                                              kernels::KdaChunkVariant::ut_tensorcore_prefetch};
 
 enum class Gate {
   bounded_sigmoid,  // g = lb·sigmoid(z), z uniform in [-9, 3]: the K3 gate's form, slow and fast channels
@@ -138,10 +143,18 @@ struct DeviceCall {
         workspace(kernels::kda_chunk_prefill_workspace_bytes(int(in.q.rows()), heads_, kD) / sizeof(float)),
         tokens(int(in.q.rows())),
         heads(heads_) {}
-  cudaError_t run(DeviceBuffer<float>& state, float lower_bound, cudaStream_t stream = nullptr) {
+  cudaError_t run(DeviceBuffer<float>& state, float lower_bound, kernels::KdaChunkVariant variant,
+                  cudaStream_t stream = nullptr) {
     return kernels::kda_chunk_prefill_f32state(q.get(), k.get(), v.get(), g.get(), beta.get(), state.get(), out.get(),
                                                tokens, heads, kD, lower_bound, workspace.get(),
-                                               workspace.size() * sizeof(float), stream);
+                                               workspace.size() * sizeof(float), stream, variant);
+  }
+  cudaError_t run_phase(kernels::KdaChunkPhase phase, DeviceBuffer<float>& state, float lower_bound,
+                        kernels::KdaChunkVariant variant) {
+    return kernels::kda_chunk_prefill_phase_for_bench(phase, q.get(), k.get(), v.get(), g.get(), beta.get(),
+                                                      state.get(), out.get(), tokens, heads, kD, lower_bound,
+                                                      workspace.get(), workspace.size() * sizeof(float), nullptr,
+                                                      variant);
   }
   ref::Matrix output() const { return from_f32(out.download(), tokens, Index(heads) * kD); }
   // NaN again in the output and the workspace, so a second run cannot pass on the first run's values.
@@ -193,24 +206,28 @@ TEST(GpuKdaChunk, PrefillMatchesRecurrentReference) {
   }
 
   K3_REQUIRE_GPU();
-  for (const CaseData& data : cases) {
-    const ChunkCase& c = data.c;
-    DeviceCall call(data.in, c.heads);
-    DeviceBuffer<float> state(flatten(data.in.state));
-    CUDA_CHECK(call.run(state, lower_bound_of(c.gate)));
-    EXPECT_LE(normalized_error(call.output(), data.want.out), kTf32Tolerance) << "out " << describe(c);
-    EXPECT_LE(normalized_error(from_f32(state.download(), Index(c.heads) * kD, kD), data.want.final_state),
-              kTf32Tolerance)
-        << "state " << describe(c);
-    if (c.gate != Gate::softplus) {
-      // Lower bound 0 ("unbounded") takes the exact per-pair diagonal path on the same bounded inputs.
-      DeviceBuffer<float> state_exact(flatten(data.in.state));
-      call.poison();
-      CUDA_CHECK(call.run(state_exact, 0.0f));
-      EXPECT_LE(normalized_error(call.output(), data.want.out), kTf32Tolerance) << "out, exact path " << describe(c);
-      EXPECT_LE(normalized_error(from_f32(state_exact.download(), Index(c.heads) * kD, kD), data.want.final_state),
+  for (const kernels::KdaChunkVariant variant : kVariants) {
+    const std::string name = kernels::kda_chunk_variant_name(variant);
+    for (const CaseData& data : cases) {
+      const ChunkCase& c = data.c;
+      DeviceCall call(data.in, c.heads);
+      DeviceBuffer<float> state(flatten(data.in.state));
+      CUDA_CHECK(call.run(state, lower_bound_of(c.gate), variant));
+      EXPECT_LE(normalized_error(call.output(), data.want.out), kTf32Tolerance) << "out " << describe(c) << " " << name;
+      EXPECT_LE(normalized_error(from_f32(state.download(), Index(c.heads) * kD, kD), data.want.final_state),
                 kTf32Tolerance)
-          << "state, exact path " << describe(c);
+          << "state " << describe(c) << " " << name;
+      if (c.gate != Gate::softplus) {
+        // Lower bound 0 ("unbounded") takes the exact per-pair diagonal path on the same bounded inputs.
+        DeviceBuffer<float> state_exact(flatten(data.in.state));
+        call.poison();
+        CUDA_CHECK(call.run(state_exact, 0.0f, variant));
+        EXPECT_LE(normalized_error(call.output(), data.want.out), kTf32Tolerance)
+            << "out, exact path " << describe(c) << " " << name;
+        EXPECT_LE(normalized_error(from_f32(state_exact.download(), Index(c.heads) * kD, kD), data.want.final_state),
+                  kTf32Tolerance)
+            << "state, exact path " << describe(c) << " " << name;
+      }
     }
   }
 }
@@ -228,16 +245,19 @@ TEST(GpuKdaChunk, TwoCallsContinueOneSequence) {
     const Reference want = recurrent_reference(in, heads);
     if (!gpu_available()) continue;
 
-    DeviceBuffer<float> state(flatten(in.state));
-    DeviceCall first(slice(in, 0, split.first, in.state), heads);
-    DeviceCall second(slice(in, split.first, split.second, in.state), heads);
-    CUDA_CHECK(first.run(state, kGateLowerBound));
-    CUDA_CHECK(second.run(state, kGateLowerBound));
-    const std::string label = std::to_string(split.first) + " + " + std::to_string(split.second);
-    EXPECT_LE(normalized_error(first.output(), want.out.topRows(split.first)), kTf32Tolerance) << label;
-    EXPECT_LE(normalized_error(second.output(), want.out.bottomRows(split.second)), kTf32Tolerance) << label;
-    EXPECT_LE(normalized_error(from_f32(state.download(), Index(heads) * kD, kD), want.final_state), kTf32Tolerance)
-        << label;
+    for (const kernels::KdaChunkVariant variant : kVariants) {
+      DeviceBuffer<float> state(flatten(in.state));
+      DeviceCall first(slice(in, 0, split.first, in.state), heads);
+      DeviceCall second(slice(in, split.first, split.second, in.state), heads);
+      CUDA_CHECK(first.run(state, kGateLowerBound, variant));
+      CUDA_CHECK(second.run(state, kGateLowerBound, variant));
+      const std::string label = std::to_string(split.first) + " + " + std::to_string(split.second) + " " +
+                                kernels::kda_chunk_variant_name(variant);
+      EXPECT_LE(normalized_error(first.output(), want.out.topRows(split.first)), kTf32Tolerance) << label;
+      EXPECT_LE(normalized_error(second.output(), want.out.bottomRows(split.second)), kTf32Tolerance) << label;
+      EXPECT_LE(normalized_error(from_f32(state.download(), Index(heads) * kD, kD), want.final_state), kTf32Tolerance)
+          << label;
+    }
   }
   K3_REQUIRE_GPU();
 }
@@ -249,24 +269,54 @@ TEST(GpuKdaChunk, RunsInsideACudaGraph) {
   const Reference want = recurrent_reference(in, c.heads);
   K3_REQUIRE_GPU();
 
-  DeviceCall call(in, c.heads);
-  DeviceBuffer<float> state(flatten(in.state));
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  const cudaError_t captured = call.run(state, kGateLowerBound, stream);
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  CUDA_CHECK(captured);
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_LE(normalized_error(call.output(), want.out), kTf32Tolerance);
-  EXPECT_LE(normalized_error(from_f32(state.download(), Index(c.heads) * kD, kD), want.final_state), kTf32Tolerance);
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  CUDA_CHECK(cudaStreamDestroy(stream));
+  for (const kernels::KdaChunkVariant variant : kVariants) {
+    const std::string name = kernels::kda_chunk_variant_name(variant);
+    DeviceCall call(in, c.heads);
+    DeviceBuffer<float> state(flatten(in.state));
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const cudaError_t captured = call.run(state, kGateLowerBound, variant, stream);
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(captured);
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_LE(normalized_error(call.output(), want.out), kTf32Tolerance) << name;
+    EXPECT_LE(normalized_error(from_f32(state.download(), Index(c.heads) * kD, kD), want.final_state), kTf32Tolerance)
+        << name;
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+TEST(GpuKdaChunk, PhasesOneAtATimeEqualOneCall) {
+  // The bench's per-launch entry: the chunk-parallel launch, then the state pass on its workspace, give the
+  // reference's output and state; the state pass alone first (on a poisoned workspace) must not pass.
+  const ChunkCase c{300, 3, Gate::bounded_sigmoid};
+  std::mt19937 rng(20261206);
+  const Inputs in = random_inputs(c, rng);
+  const Reference want = recurrent_reference(in, c.heads);
+  K3_REQUIRE_GPU();
+  for (const kernels::KdaChunkVariant variant : kVariants) {
+    const std::string name = kernels::kda_chunk_variant_name(variant);
+    DeviceCall call(in, c.heads);
+    call.poison();
+    DeviceBuffer<float> state(flatten(in.state));
+    CUDA_CHECK(call.run_phase(kernels::KdaChunkPhase::state_pass, state, kGateLowerBound, variant));
+    EXPECT_FALSE(normalized_error(call.output(), want.out) <= kTf32Tolerance) << "state pass on poison " << name;
+
+    DeviceBuffer<float> fresh(flatten(in.state));
+    call.poison();
+    CUDA_CHECK(call.run_phase(kernels::KdaChunkPhase::intra_chunk, fresh, kGateLowerBound, variant));
+    CUDA_CHECK(call.run_phase(kernels::KdaChunkPhase::state_pass, fresh, kGateLowerBound, variant));
+    EXPECT_LE(normalized_error(call.output(), want.out), kTf32Tolerance) << name;
+    EXPECT_LE(normalized_error(from_f32(fresh.download(), Index(c.heads) * kD, kD), want.final_state), kTf32Tolerance)
+        << name;
+  }
 }
 
 TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
@@ -288,6 +338,9 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   const auto call = [&](int tokens, int heads, int d, float lb, void* ws, size_t ws_bytes) {
     return kernels::kda_chunk_prefill_f32state(p, p, p, p, p, p, p, tokens, heads, d, lb, ws, ws_bytes, nullptr);
   };
+  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore), "kda_chunk_ut_tensorcore");
+  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore_prefetch),
+               "kda_chunk_ut_tensorcore_prefetch");
   const size_t enough = kernels::kda_chunk_prefill_workspace_bytes(100, 4, 128);
   for (int d : {0, 64, 127, 256})
     EXPECT_EQ(call(100, 4, d, -5.0f, aligned, enough), cudaErrorInvalidValue) << "d " << d;
@@ -299,6 +352,16 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   EXPECT_EQ(call(100, 4, 128, -5.0f, aligned, enough - 4), cudaErrorInvalidValue);  // workspace too small
   EXPECT_EQ(call(100, 4, 128, -5.0f, nullptr, enough), cudaErrorInvalidValue);
   EXPECT_EQ(call(100, 4, 128, -5.0f, misaligned, enough), cudaErrorInvalidValue);
+  const auto bad_variant = static_cast<kernels::KdaChunkVariant>(7);
+  EXPECT_EQ(kernels::kda_chunk_prefill_f32state(p, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough, nullptr,
+                                                bad_variant),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::kda_chunk_prefill_phase_for_bench(static_cast<kernels::KdaChunkPhase>(5), p, p, p, p, p, p, p, 100,
+                                                       4, 128, -5.0f, aligned, enough, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::kda_chunk_prefill_phase_for_bench(kernels::KdaChunkPhase::state_pass, p, p, p, p, p, p, p, 100, 4,
+                                                       128, -5.0f, aligned, enough - 4, nullptr),
+            cudaErrorInvalidValue);
   float* null_q = nullptr;
   EXPECT_EQ(kernels::kda_chunk_prefill_f32state(null_q, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough, nullptr),
             cudaErrorInvalidValue);
