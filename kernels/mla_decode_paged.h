@@ -10,19 +10,31 @@
 // CUDA graph serves any lengths ≤ max_context_tokens; a sequence with no tokens gets zeros); out fp32
 // [batch, heads, 512]. q, cache_pages and workspace must be 16-byte aligned. The width 576 = 512 + 64 is K3's
 // (kv_lora_rank + qk_rope_head_dim) and fixed.
-// Versions: mla_decode_split_kv — one block of 4 warps per (sequence, split of the context, group of 32 heads),
-// heads as the M dimension of mma.sync m16n8k16 bf16 tiles (fp32 accumulation), cached tokens in tiles of 32 as
-// N (scores) and K (output), online softmax in base 2, cp.async double-buffered loads of the 576-wide token rows
-// (page lookup per token, rows past the context zero-filled, never read) into XOR-swizzled shared memory; the
-// scores go through shared memory, where 4 threads per head row do the softmax and write P as bf16 (each warp
-// then owns 128 of the 512 output columns for all 32 heads). Each split writes its unnormalised output with its
-// running max and sum; mla_decode_combine_splits merges them per (sequence, head). The number of splits depends
-// only on the shape (batch, heads, max_context_tokens), so a captured launch serves every length; the tokens of a
-// sequence are divided over the splits by its actual length, and a split with no tokens contributes nothing.
-// With one split the block normalises and writes out directly (no workspace).
-// Faster (not done): the score product reuses each shared-memory operand only twice (a 16×16 tile per warp), so at
-// 96 heads the kernel is bound by shared-memory bandwidth, not by HBM; wgmma with operands read straight from
-// shared memory (64-head tiles per warpgroup) is the step to the roofline.
+// Algorithms (MlaDecodeAlgorithm; both share the splits, the workspace and the results up to fp32 summation order):
+//   shared_q   — mla_decode_split_kv<false>: one block of 4 warps per (sequence, split of the context, group of 32
+//                heads), heads as the M dimension of mma.sync m16n8k16 bf16 tiles (fp32 accumulation), cached tokens
+//                in tiles of 32 as N (scores) and K (output), online softmax in base 2, cp.async double-buffered
+//                loads of the 576-wide token rows (page lookup per token, rows past the context zero-filled, never
+//                read) into XOR-swizzled shared memory; Q sits in shared memory and each warp's score tile is 16
+//                heads × 16 tokens, so every ldmatrix of Q or K feeds only 2 MMAs. The scores go through shared
+//                memory, where 4 threads per head row do the softmax and write P as bf16; each warp then owns 128 of
+//                the 512 output columns for all 32 heads (V = c is the first 512 columns of the same K tile).
+//   register_q — mla_decode_split_kv<true> (the default): the same blocks, tiles, softmax and output product,
+//                but the score product is split over the 576 columns instead of over heads and tokens: warp w owns
+//                columns 144w … 144w+143 for all 32 heads and all 32 tokens of a tile, its Q fragments (2 m-tiles ×
+//                9 k-steps) stay in registers for the whole call, and every K fragment it loads feeds 4 MMAs. Q
+//                leaves shared memory; the four partial score tiles are summed by the softmax threads. Per 32-token
+//                tile this reads a quarter of the score operands from shared memory that shared_q does (72 instead
+//                of 288 ldmatrix.x4), roughly a third less shared-memory traffic in all; its combine pass loads the
+//                splits' partial rows 8 at a time instead of one after another.
+// Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
+// (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
+// captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
+// and a split with no tokens contributes nothing. With one split the block normalises and writes out directly (no
+// workspace). The kernels' shared-memory attributes are set once per device, not on every call.
+// Faster (not done): 3 head groups of 32 each bring the same token rows from L2, and mma.sync cannot issue near the
+// tensor peak; wgmma with operands read straight from shared memory (64-head tiles per warpgroup) is the step to
+// the roofline.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -37,6 +49,8 @@ inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
 inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
+enum class MlaDecodeAlgorithm { shared_q, register_q };
+
 struct MlaDecodeShape {
   int batch;
   int heads;
@@ -48,11 +62,12 @@ struct MlaDecodeShape {
 // Splits of the context per sequence for this shape (1 for an invalid or empty shape).
 int mla_decode_num_splits(const MlaDecodeShape& shape);
 // Workspace the launch needs (0 with one split or an invalid shape): per split, sequence and head the unnormalised
-// 512-value output and its (max, sum).
+// 512-value output and its (max, sum). The same for every MlaDecodeAlgorithm.
 size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape);
 
 cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages, const int32_t* page_table,
                                   const int32_t* context_tokens, float scale, const MlaDecodeShape& shape, float* out,
-                                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                                  void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                  MlaDecodeAlgorithm algorithm = MlaDecodeAlgorithm::register_q);
 
 }  // namespace k3::kernels

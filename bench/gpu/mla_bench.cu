@@ -1,7 +1,9 @@
 // mla_bench: MLA attention kernels of kernels/ against the speed of light on the GPU it runs on (method and output:
 // bench/gpu/bench_harness.h).
 //   decode  mla_decode_paged_bf16, 96 heads, batch {1, 2, 4, 8} × context {8K, 32K, 128K, 1M}, the cache in scattered
-//           64-token pages; per cached token and head (576 + 512)·2 FLOPs, per cached token 1152 bytes.
+//           64-token pages; per cached token and head (576 + 512)·2 FLOPs, per cached token 1152 bytes. Each shape
+//           is timed with every MlaDecodeAlgorithm: "mla_decode_split_kv" is shared_q, "mla_decode_register_q" is
+//           register_q (the default), on the same buffers.
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix; FLOPs counted causal (half the
 //           square): heads · T²/2 · (192 + 128) · 2.
 // Each result carries the sim roofline (EfficiencyClass::attention, bf16) and, under "plain_bound", the plain
@@ -19,6 +21,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 using k3::EfficiencyClass;
@@ -77,18 +80,22 @@ int main(int argc, char** argv) {
         s.lengths = device_alloc<int32_t>(batch, 0);
         CUDA_CHECK(cudaMemcpy(s.lengths, lengths.data(), batch * sizeof(int32_t), cudaMemcpyHostToDevice));
       }
-      Result r{fmt::format("mla_decode_split_kv heads 96 batch {} context {} splits {}", batch, context,
-                           k3::kernels::mla_decode_num_splits(shape)),
-               bytes, flops};
-      r.cls = EfficiencyClass::attention;
-      r.median_us = time_us([&](int i) {
-        const Set& s = set[i % sets];
-        CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, s.page_table, s.lengths, 0.0721688f, shape,
-                                                      s.out, s.workspace, workspace_bytes, nullptr));
-      }, repeats);
-      r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
-      results.push_back(r);
-      plain_bound_us.push_back(plain_bound(flops, bytes));
+      for (const auto& [algorithm, kernel] :
+           {std::pair{k3::kernels::MlaDecodeAlgorithm::shared_q, "mla_decode_split_kv"},
+            std::pair{k3::kernels::MlaDecodeAlgorithm::register_q, "mla_decode_register_q"}}) {
+        Result r{fmt::format("{} heads 96 batch {} context {} splits {}", kernel, batch, context,
+                             k3::kernels::mla_decode_num_splits(shape)),
+                 bytes, flops};
+        r.cls = EfficiencyClass::attention;
+        r.median_us = time_us([&, algorithm = algorithm](int i) {
+          const Set& s = set[i % sets];
+          CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, s.page_table, s.lengths, 0.0721688f, shape,
+                                                        s.out, s.workspace, workspace_bytes, nullptr, algorithm));
+        }, repeats);
+        r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
+        results.push_back(r);
+        plain_bound_us.push_back(plain_bound(flops, bytes));
+      }
       for (Set& s : set) {
         CUDA_CHECK(cudaFree(s.cache));
         CUDA_CHECK(cudaFree(s.q));

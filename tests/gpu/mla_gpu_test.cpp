@@ -1,7 +1,8 @@
 // MLA attention kernels against direct fp64 computations and engine/reference/mla: the absorbed decode over a
-// paged latent cache (mla_decode_paged_bf16: scattered pages, mixed lengths in one batch, empty splits, a CUDA graph
-// replayed with new lengths) and the causal prefill in the expanded form (mla_prefill_attention_bf16, with a cached
-// prefix); both also end to end through the layer (ref::mla_absorbed, ref::mla_naive) on K3's attention widths.
+// paged latent cache (mla_decode_paged_bf16, every MlaDecodeAlgorithm: scattered pages, mixed lengths in one batch,
+// empty splits, a CUDA graph replayed with new lengths) and the causal prefill in the expanded form
+// (mla_prefill_attention_bf16, with a cached prefix); both also end to end through the layer (ref::mla_absorbed,
+// ref::mla_naive) on K3's attention widths.
 #include "engine/reference/basic_ops.h"
 #include "engine/reference/mla.h"
 #include "gpu_harness.h"
@@ -21,6 +22,7 @@ namespace k3::gpu_test {
 namespace {
 
 using Eigen::Index;
+using kernels::MlaDecodeAlgorithm;
 using kernels::MlaDecodeShape;
 
 constexpr int kWidth = kernels::kMlaDecodeCacheWidth;   // 576
@@ -28,6 +30,10 @@ constexpr int kLatent = kernels::kMlaDecodeLatentDim;   // 512
 constexpr int kQk = kernels::kMlaPrefillQkDim;          // 192
 constexpr int kValue = kernels::kMlaPrefillValueDim;    // 128
 const double kK3Scale = 1.0 / std::sqrt(double(kQk));  // 192^-1/2
+
+const MlaDecodeAlgorithm kDecodeAlgorithms[] = {MlaDecodeAlgorithm::shared_q, MlaDecodeAlgorithm::register_q};
+
+std::string name(MlaDecodeAlgorithm a) { return a == MlaDecodeAlgorithm::shared_q ? "shared_q" : "register_q"; }
 
 // out[h, :] = Σ_t softmax_t(scale · q[h] · rows[t]) rows[t, 0:512] in fp64; q [heads, 576], rows [tokens, 576].
 ref::MatrixD absorbed_attention(const ref::MatrixD& q, const ref::MatrixD& rows, double scale) {
@@ -156,9 +162,10 @@ struct DecodeDevice {
         contexts(d.cache.contexts),
         out(size_t(d.q.rows()) * kLatent),
         workspace(std::max<size_t>(1, kernels::mla_decode_workspace_bytes(d.cache.shape) / sizeof(float))) {}
-  cudaError_t launch(const MlaDecodeShape& shape, cudaStream_t stream) {
+  cudaError_t launch(const MlaDecodeShape& shape, cudaStream_t stream, MlaDecodeAlgorithm algorithm) {
     return kernels::mla_decode_paged_bf16(q.get(), pages.get(), page_table.get(), contexts.get(), float(kK3Scale),
-                                          shape, out.get(), workspace.get(), workspace.size() * sizeof(float), stream);
+                                          shape, out.get(), workspace.get(), workspace.size() * sizeof(float), stream,
+                                          algorithm);
   }
 };
 
@@ -208,9 +215,12 @@ TEST(GpuMla, DecodeMatchesDirectComputationOverScatteredPages) {
   K3_REQUIRE_GPU();
   for (const DecodeData& d : cases) {
     DecodeDevice dev(d);
-    CUDA_CHECK(dev.launch(d.cache.shape, nullptr));
-    const ref::Matrix got = from_f32(dev.out.download(), d.q.rows(), kLatent);
-    expect_decode_matches(got, d.want, d, d.cache.contexts, "direct launch");
+    for (const MlaDecodeAlgorithm algorithm : kDecodeAlgorithms) {
+      CUDA_CHECK(cudaMemset(dev.out.get(), 0xFF, dev.out.size() * sizeof(float)));  // NaN: every row must be written
+      CUDA_CHECK(dev.launch(d.cache.shape, nullptr, algorithm));
+      const ref::Matrix got = from_f32(dev.out.download(), d.q.rows(), kLatent);
+      expect_decode_matches(got, d.want, d, d.cache.contexts, "direct launch, " + name(algorithm));
+    }
   }
 }
 
@@ -229,28 +239,30 @@ TEST(GpuMla, DecodeGraphServesNewLengths) {
   const ref::Matrix want_shorter = decode_reference(d.q, d.rows, shorter, d.c.heads, kK3Scale);
 
   K3_REQUIRE_GPU();
-  DecodeDevice dev(d);
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  CUDA_CHECK(dev.launch(d.cache.shape, stream));
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  expect_decode_matches(from_f32(dev.out.download(), d.q.rows(), kLatent), want_full, d, d.cache.contexts,
-                        "graph replay");
-  dev.contexts.upload(shorter);
-  CUDA_CHECK(cudaMemset(dev.out.get(), 0xFF, dev.out.size() * sizeof(float)));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  expect_decode_matches(from_f32(dev.out.download(), d.q.rows(), kLatent), want_shorter, d, shorter,
-                        "graph replay, shorter lengths");
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  CUDA_CHECK(cudaStreamDestroy(stream));
+  for (const MlaDecodeAlgorithm algorithm : kDecodeAlgorithms) {
+    DecodeDevice dev(d);  // fresh lengths per algorithm
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    CUDA_CHECK(dev.launch(d.cache.shape, stream, algorithm));
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_decode_matches(from_f32(dev.out.download(), d.q.rows(), kLatent), want_full, d, d.cache.contexts,
+                          "graph replay, " + name(algorithm));
+    dev.contexts.upload(shorter);
+    CUDA_CHECK(cudaMemset(dev.out.get(), 0xFF, dev.out.size() * sizeof(float)));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_decode_matches(from_f32(dev.out.download(), d.q.rows(), kLatent), want_shorter, d, shorter,
+                          "graph replay, shorter lengths, " + name(algorithm));
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+  }
 }
 
 TEST(GpuMla, DecodeSplitsAndWorkspaceFollowTheShape) {
@@ -288,6 +300,9 @@ TEST(GpuMla, DecodeRejectsInvalidArguments) {
   EXPECT_EQ(launch({1, 8, 64, 4, 256}, 0.1f, nullptr, 0, reinterpret_cast<const __nv_bfloat16*>(uintptr_t(8))),
             cudaErrorInvalidValue);  // q not 16-byte aligned
   EXPECT_EQ(launch({0, 8, 64, 4, 256}), cudaSuccess);  // empty batch: nothing to do
+  EXPECT_EQ(kernels::mla_decode_paged_bf16(nullptr, nullptr, nullptr, nullptr, 0.1f, {1, 8, 64, 4, 256}, nullptr,
+                                           nullptr, 0, nullptr, static_cast<MlaDecodeAlgorithm>(7)),
+            cudaErrorInvalidValue);  // no such algorithm
 }
 
 // ---- Prefill ----
@@ -460,9 +475,12 @@ TEST(GpuMla, EndToEndThroughTheLayerReference) {
   d.rows = {round_to_bf16(cache.latent)};
   d.cache = build_paged_cache(d.rows, heads, 16, cache.latent.rows() + 5, rng);
   DecodeDevice dev(d);
-  CUDA_CHECK(dev.launch(d.cache.shape, nullptr));
-  const ref::Matrix latent_gpu = from_f32(dev.out.download(), heads, kLatent);
-  EXPECT_LE(normalized_error(decode_output(latent_gpu), y_absorbed), tolerance_for<__nv_bfloat16>());
+  for (const MlaDecodeAlgorithm algorithm : kDecodeAlgorithms) {
+    CUDA_CHECK(dev.launch(d.cache.shape, nullptr, algorithm));
+    const ref::Matrix latent_gpu = from_f32(dev.out.download(), heads, kLatent);
+    EXPECT_LE(normalized_error(decode_output(latent_gpu), y_absorbed), tolerance_for<__nv_bfloat16>())
+        << name(algorithm);
+  }
 }
 
 }  // namespace
