@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libeigen3-dev
+  zlib1g-dev
   libyaml-cpp-dev
   nlohmann-json3-dev
   libcli11-dev
