@@ -162,7 +162,7 @@ TEST_F(EngineTwin, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
   K3_REQUIRE_GPU();
   const ref::LoadedModel loaded = ref::load_reference_model(dir_);
   const ModelConfig& config = loaded.config;
-  const int layers = config.num_layers, vocab = config.vocab_size;
+  const int vocab = config.vocab_size;
   const std::vector<int32_t> prompt_a = {5, 17, 300, 42, 7, 99, 1, 511, 256, 3, 64, 65, 200, 13, 8, 21, 34, 55, 89};
   const std::vector<int32_t> prompt_b = {400, 2, 9, 77, 130, 6, 250, 11, 480};  // 9 tokens: chunks of 8 and 1
 
