@@ -18,11 +18,15 @@
 //     active expert streams those rows once per 8 slots (16-byte loads, two per row per lane in flight)
 //     and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate): each lane
 //     dequantises its own 32-element block in registers, and x is read in the same permuted k order.
+//   mxfp4_grouped_gemv_mma_rows16_cp_async — decode, the default: the same tile and products, but each
+//     lane copies its weight chunks with cp.async into its own slots of a 3-step shared-memory ring, so a
+//     warp keeps the next two k-steps (4 KiB) in flight while it computes one instead of stalling on every
+//     load; the warp's scales are copied once. Needs 16-byte-aligned scales and in ≤ 12288.
 //   mxfp4_grouped_gemm_mma_128x64 — prefill, many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
 //     run mma.sync m16n8k16 from ldmatrix fragments.
-// Both decode E2M1 by bit placement (nibble → bf16 bits of v·2^-126, E2M1 subnormals included) and one
+// All decode E2M1 by bit placement (nibble → bf16 bits of v·2^-126, E2M1 subnormals included) and one
 // or two exact bf16 multiplies by powers of two; the dequantised W equals the fp32 decode bit for bit.
 // Faster: wgmma with TMA-fed tiles for prefill, split-in for the GEMV when few experts are active.
 #pragma once
@@ -53,15 +57,19 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
 // The GEMM keeps a per-expert tile prefix in shared memory: at most this many active experts.
 inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 
-// The algorithm `automatic` runs for these bounds (host values only).
-Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const ExpertRouting& routing, int experts);
+// The cp.async GEMV keeps a layer's scales in shared memory: in_features at most this.
+inline constexpr int64_t kMxfp4GroupedGemvCpAsyncMaxIn = 12288;
+
+// The algorithm `automatic` runs for these weights and bounds (host values only): the GEMV while the
+// average is small (cp.async when the weights allow it, else rows16), the GEMM above it.
+Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const ExpertRouting& routing);
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                       const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,

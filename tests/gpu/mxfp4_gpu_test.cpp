@@ -1,7 +1,7 @@
 // MXFP4 grouped routed-expert products (kernels/mxfp4_grouped.h) against the CPU: random normal weights
 // quantised with weights::mxfp4_quantize and decoded with weights::mxfp4_dequantize, y = x Wᵀ per slot in
-// fp64, with the routing built on the CPU in the device bucketing's contract. Both algorithms (GEMV and
-// GEMM) on odd sizes and K3's expert shape, empty experts, one expert holding every slot, 1..300 slots per
+// fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the two
+// GEMVs and the GEMM) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's expert shape, empty experts, one expert holding every slot, 1..300 slots per
 // expert, every E2M1 code at scales on both sides of the two-multiply threshold, NaN scales, invalid tokens,
 // replay from a CUDA graph with a new routing, and argument rejection.
 #include "engine/weights/mx_format.h"
@@ -152,11 +152,17 @@ ref::Matrix download(const DeviceBuffer<__nv_bfloat16>& y, int64_t rows, int64_t
 }
 
 const char* name(Mxfp4GroupedAlgorithm a) {
-  return a == Mxfp4GroupedAlgorithm::gemv ? "gemv" : a == Mxfp4GroupedAlgorithm::gemm ? "gemm" : "automatic";
+  switch (a) {
+    case Mxfp4GroupedAlgorithm::gemv: return "gemv";
+    case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_cp_async";
+    case Mxfp4GroupedAlgorithm::gemm: return "gemm";
+    case Mxfp4GroupedAlgorithm::automatic: return "automatic";
+  }
+  return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
-                                                 Mxfp4GroupedAlgorithm::automatic};
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
+                                                 Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
@@ -208,6 +214,19 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtOddSizes) {
     expect_matches<float>(bank, routing, x, x_stride, c.label + " f32");
     expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, c.label + " bf16");
   }
+}
+
+// in = 37 blocks of 32: five k-steps of 8 blocks for the GEMVs (more than the cp.async ring's 3 stages, the
+// last one partial), and 20 slots of one expert restart that ring for each of three passes.
+TEST(GpuMxfp4Grouped, MatchesFp64ReferenceOverSeveralKSteps) {
+  std::mt19937 rng(20261215);
+  const int64_t in = 37 * 32;
+  const ExpertBank bank = random_bank(3, 80, in, rng);
+  const int x_rows = 40, x_stride = int(in) + 8;
+  const HostRouting routing = routing_with_counts({9, 0, 20}, x_rows, rng);
+  const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
+  expect_matches<float>(bank, routing, x, x_stride, "80x1184 f32");
+  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "80x1184 bf16");
 }
 
 TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtK3ExpertShape) {
@@ -315,7 +334,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceBank dbank(bank);
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm}) {
+  for (const Mxfp4GroupedAlgorithm a :
+       {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async, Mxfp4GroupedAlgorithm::gemm}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -337,15 +357,26 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   }
 }
 
+// The cp.async GEMV at decode where the scales are 16-byte aligned and in fits, else the rows16 GEMV; the
+// GEMM at prefill.
 TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
+  alignas(16) static uint8_t packed[16], scales[32];
+  const kernels::Mxfp4ExpertWeights k3_w1{packed, scales, 896, 3072, 3584};
   const auto bounds = [](int tokens) {
     return kernels::ExpertRouting{nullptr, nullptr, nullptr, nullptr, tokens * 16, std::min(tokens * 16, 896)};
   };
+  auto unaligned_scales = k3_w1;
+  unaligned_scales.scales = scales + 4;
+  auto wide = k3_w1;
+  wide.in_features = kernels::kMxfp4GroupedGemvCpAsyncMaxIn + 32;
   for (const int tokens : {1, 8, 16, 64, 256}) {
-    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(bounds(tokens), 896), Mxfp4GroupedAlgorithm::gemv) << tokens;
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(k3_w1, bounds(tokens)), Mxfp4GroupedAlgorithm::gemv_cp_async) << tokens;
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(unaligned_scales, bounds(tokens)), Mxfp4GroupedAlgorithm::gemv)
+        << tokens;
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(wide, bounds(tokens)), Mxfp4GroupedAlgorithm::gemv) << tokens;
   }
   for (const int tokens : {512, 8192}) {
-    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(bounds(tokens), 896), Mxfp4GroupedAlgorithm::gemm) << tokens;
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(k3_w1, bounds(tokens)), Mxfp4GroupedAlgorithm::gemm) << tokens;
   }
 }
 
@@ -390,6 +421,12 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 15), cudaErrorInvalidValue);      // y stride below out
   EXPECT_EQ(call(good_w, good_r, nullptr, 64, 4, 16), cudaErrorInvalidValue);
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(7)), cudaErrorInvalidValue);
+  w = good_w;
+  w.scales = scales + 4;  // the cp.async GEMV copies scales in 16-byte chunks
+  EXPECT_EQ(call(w, good_r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemv_cp_async), cudaErrorInvalidValue);
+  w = good_w;
+  w.in_features = kernels::kMxfp4GroupedGemvCpAsyncMaxIn + 32;  // its scales would not fit in shared memory
+  EXPECT_EQ(call(w, good_r, x, w.in_features, 4, 16, Mxfp4GroupedAlgorithm::gemv_cp_async), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 2 * kernels::kMxfp4GroupedGemmMaxActiveExperts + 2;
   r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
