@@ -5,12 +5,14 @@
 #include "core/error.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/plan_report.h"
+#include "sim/serving/trace_workload.h"
 
 #include <fmt/core.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace k3::cli {
@@ -45,11 +47,11 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     const serving::ServingScenario s = serving::load_serving_scenario(opts->scenario, data, opts->sets);
     if (!s.plan) throw InputError(fmt::format("{}: no 'plan:' section (see docs/plan.md)", opts->scenario));
     const plan::PlanSpace space = plan::read_plan_space(*s.plan, s);
-    if (!s.requests.trace_path.empty()) {
-      throw InputError(fmt::format("{}: key 'serving.requests.trace': trace files are not read by this build yet",
-                                   opts->scenario));
-    }
-    const serving::Workload w = serving::fixed_rate_workload(s.requests);
+    std::optional<serving::TraceWorkload> trace;
+    const serving::Workload w = serving::serving_workload(s, &trace);
+    // A trace is planned for at its own mean rate (after time_scale), a stream at its rate_per_s.
+    const double rate_per_s = trace ? serving::mean_rate_per_s(w.requests) : s.requests.rate_per_s;
+    if (trace) fmt::print("{}", serving::format_trace(s, *trace));
     const std::string prices_path = !opts->prices_path.empty()
                                         ? opts->prices_path
                                         : (std::filesystem::path(data.hardware_dir).parent_path() / "prices" / "gpu-prices.yaml").string();
@@ -64,7 +66,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
       prices.source[p.substr(0, eq)] = "--price";
     }
     const bool progress = !opts->quiet;
-    const plan::PlanResult r = plan::run_plan(s, space, w, s.requests.rate_per_s, prices, data,
+    const plan::PlanResult r = plan::run_plan(s, space, w, rate_per_s, prices, data,
                                               [progress](std::size_t done, std::size_t total) {
                                                 // One update per percent: a line, not a flood, when redirected.
                                                 if (progress && (done * 100 / total != (done - 1) * 100 / total || done == total)) {

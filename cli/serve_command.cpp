@@ -4,10 +4,12 @@
 #include "core/error.h"
 #include "sim/serving/serving_config.h"
 #include "sim/serving/serving_report.h"
+#include "sim/serving/trace_workload.h"
 
 #include <fmt/core.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace k3::cli {
@@ -19,15 +21,6 @@ struct ServeOptions {
   std::string json_path, csv_path, plot_path;
   std::vector<std::string> sets;
 };
-
-serving::Workload workload_of(const serving::ServingScenario& s) {
-  if (!s.requests.trace_path.empty()) {
-    throw InputError(fmt::format("{}: key 'serving.requests.trace': trace files are not read by this build yet; give "
-                                 "a fixed-rate stream (count, rate_per_s, input_tokens, output_tokens)",
-                                 s.deployment.source));
-  }
-  return serving::fixed_rate_workload(s.requests);
-}
 
 }  // namespace
 
@@ -43,12 +36,16 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->callback([opts, &global] {
     const serving::ServingScenario s =
         serving::load_serving_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
-    const serving::Workload w = workload_of(s);
+    std::optional<serving::TraceWorkload> trace;
+    const serving::Workload w = serving::serving_workload(s, &trace);
     const serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
     const serving::ServingResult r = serving::simulate(w.requests, w.cached_prefix_tokens, model, s.options);
     fmt::print("{}", serving::format_serving(s, r));
+    if (trace) fmt::print("{}", serving::format_trace(s, *trace));
     if (!opts->json_path.empty()) {
-      write_file_atomically(opts->json_path, serving::to_json(s, r).dump(2) + "\n");
+      nlohmann::ordered_json j = serving::to_json(s, r);
+      if (trace) j["trace"] = serving::to_json(s, *trace);
+      write_file_atomically(opts->json_path, j.dump(2) + "\n");
       fmt::print(stderr, "wrote {}\n", opts->json_path);
     }
     if (!opts->csv_path.empty()) {

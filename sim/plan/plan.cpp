@@ -158,6 +158,28 @@ struct Evaluator {
     return out;
   }
 
+  // A trace's bursts would all land on one simulated replica if its arrivals were only stretched,
+  // so the sample is what one of `units` replicas receives when the whole trace is dealt out in turn:
+  // requests 0, units, 2·units, ... (at most sample_requests), at the trace's arrival times scaled to
+  // `rate`, with their cached-prefix counts.
+  std::vector<workload::Request> dealt(int units, std::vector<int64_t>* cached) const {
+    const std::size_t all = work.requests.size();
+    const double full_rate = all > 1 ? double(all - 1) * 1000.0 /
+                                           (work.requests.back().arrival_ms - work.requests.front().arrival_ms)
+                                     : rate;
+    const double scale = std::isfinite(full_rate) && full_rate > 0 ? full_rate / rate : 1.0;
+    const double t0 = work.requests.front().arrival_ms;
+    std::vector<workload::Request> out;
+    cached->clear();
+    for (std::size_t i = 0; i < all && out.size() < n; i += static_cast<std::size_t>(units)) {
+      workload::Request q = work.requests[i];
+      q.arrival_ms = (q.arrival_ms - t0) * scale;
+      out.push_back(q);
+      if (!work.cached_prefix_tokens.empty()) cached->push_back(work.cached_prefix_tokens[i]);
+    }
+    return out;
+  }
+
   void evaluate(Candidate& c, const serving::ReplicaModel& model) const {
     const serving::Slo& slo = base.options.slo;
     serving::ServingOptions o = base.options;
@@ -198,7 +220,13 @@ struct Evaluator {
                                     static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n));
     while (units <= space.max_replicas) {
       c.trials += 1;
-      const serving::ServingResult r = serving::simulate(sample(rate / units), cached, model, o);
+      std::vector<workload::Request> requests;
+      if (work.from_trace) {
+        requests = dealt(units, &cached);
+      } else {
+        requests = sample(rate / units);
+      }
+      const serving::ServingResult r = serving::simulate(requests, cached, model, o);
       std::vector<double> ttft, tpot;
       for (const serving::RequestOutcome& q : r.requests) {
         if (q.rejected) continue;

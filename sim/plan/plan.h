@@ -6,7 +6,9 @@
 // One candidate: the replica count comes from a first estimate (prefill work and decode steps at
 // the batch limit) and is raised until a simulation of one replica (or one P:D unit) at its share
 // of the rate meets the SLOs at the given percentile. Replicas behind least-loaded routing see
-// about rate / replicas each, so one replica's simulation stands for all.
+// about rate / replicas each, so one replica's simulation stands for all: a fixed-rate stream at
+// that rate, or for a trace the requests one replica gets when the trace is dealt out in turn (so
+// its bursts are split as routing splits them), arrivals scaled to the rate.
 #pragma once
 
 #include "core/yaml_reader.h"

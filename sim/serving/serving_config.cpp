@@ -4,6 +4,7 @@
 #include "core/error.h"
 
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 namespace k3::serving {
@@ -85,7 +86,7 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
   out.plan = y.find("plan");
   const YamlNode sv = y["serving"];
   sv.expect_keys({"mode", "replicas", "prefill_replicas", "decode_replicas", "max_sequences", "max_batched_tokens",
-                  "decode_max_sequences", "slo", "admission", "queue_sample_interval_ms", "requests"});
+                  "decode_max_sequences", "slo", "admission", "queue_sample_interval_ms", "requests", "cache"});
   ServingOptions& o = out.options;
   if (auto m = sv.find("mode")) o.disaggregated = m->as_choice({"aggregated", "disaggregated"}) == "disaggregated";
   if (auto v = sv.find("replicas")) o.replicas = static_cast<int>(v->as_positive_int());
@@ -106,6 +107,7 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
     }
   }
   if (auto v = sv.find("queue_sample_interval_ms")) o.queue_sample_interval_ms = v->as_positive();
+  out.cache = sv.find("cache");
 
   const YamlNode rq = sv["requests"];
   rq.expect_keys({"trace", "limit", "time_scale", "count", "rate_per_s", "input_tokens", "output_tokens",
@@ -133,7 +135,13 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
 
 ServingScenario load_serving_scenario(const std::string& path, const DataPaths& data,
                                       const std::vector<std::string>& sets) {
-  return parse_serving_scenario(read_file(path), path, data, sets);
+  ServingScenario s = parse_serving_scenario(read_file(path), path, data, sets);
+  // A relative trace path is read from the serving file's folder, wherever the command runs.
+  const std::filesystem::path trace(s.requests.trace_path);
+  if (!trace.empty() && trace.is_relative()) {
+    s.requests.trace_path = (std::filesystem::path(path).parent_path() / trace).lexically_normal().string();
+  }
+  return s;
 }
 
 Workload fixed_rate_workload(const RequestSource& src) {

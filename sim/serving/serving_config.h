@@ -18,7 +18,7 @@ namespace k3::serving {
 
 // Where the requests come from: a trace file, or a fixed-rate stream of one request shape.
 struct RequestSource {
-  std::string trace_path;   // Mooncake JSONL or Azure CSV; empty for the fixed-rate stream
+  std::string trace_path;   // Mooncake JSONL or Azure CSV (relative: to the serving file); empty for the fixed-rate stream
   int64_t limit = 0;        // first N requests of the trace (0 = all)
   double time_scale = 1.0;  // arrival times multiplied by this (0.5 = twice the rate)
   // Fixed-rate stream: `count` requests, one every 1000 / rate_per_s ms, all of one shape.
@@ -33,7 +33,8 @@ struct ServingScenario {
   Scenario deployment;
   ServingOptions options;
   RequestSource requests;
-  std::optional<YamlNode> plan;  // the `plan:` section, when present
+  std::optional<YamlNode> plan;   // the `plan:` section, when present
+  std::optional<YamlNode> cache;  // `serving.cache:`, read by sim/serving/trace_workload.h
 };
 
 // `sets` ("key.path=value") edit the file before it is read; serving.* and plan.* ones included.
@@ -46,6 +47,7 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
 struct Workload {
   std::vector<workload::Request> requests;
   std::vector<int64_t> cached_prefix_tokens;  // one per request, or empty (nothing cached)
+  bool from_trace = false;  // recorded arrivals (bursts and all), not an even stream
 };
 // The fixed-rate stream (what plan uses for a request rate).
 Workload fixed_rate_workload(const RequestSource& source);

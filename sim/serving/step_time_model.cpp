@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -221,6 +222,22 @@ StepTimeModel::StepTimeModel(const Scenario& s) : hardware_(s.hardware), runtime
     for (std::size_t j : beside[i]) u.beside.push_back(rows[j]);
     units_.push_back(std::move(u));
   }
+  // A unit is context-free when no row of it has a decode coefficient on Σ context (feature 2):
+  // then 0 · context adds exactly nothing to any of its sums.
+  for (Unit& u : units_) {
+    auto free_of_context = [](const Row& r) {
+      for (const auto* v : {&r.decode.flops, &r.decode.bytes, &r.decode.weights, &r.decode.collective_bytes}) {
+        if (v->size() == kD && (*v)[2] != 0.0) return false;
+      }
+      return true;
+    };
+    u.context_free = free_of_context(u.main);
+    for (const Row& r : u.beside) u.context_free = u.context_free && free_of_context(r);
+  }
+}
+
+std::size_t StepTimeModel::context_free_unit_count() const {
+  return static_cast<std::size_t>(std::count_if(units_.begin(), units_.end(), [](const Unit& u) { return u.context_free; }));
 }
 
 StepTimeModel::OpCost StepTimeModel::cost(const Row& r, const Features& f) const {
@@ -294,19 +311,40 @@ double StepTimeModel::step_us(const BatchShape& b) const {
   }
   f.routed_tokens = b.tokens();
   double total = 0;
-  for (const Unit& u : units_) {
-    const OpCost main = cost(u.main, f);
-    double t = main.time_us;
-    for (const Row& side_row : u.beside) {
-      // As sim/roofline's time_step: the pair takes max(Σ memory, Σ compute) + the larger overhead.
-      const OpCost side = cost(side_row, f);
-      const double pair = std::max(side.memory_us + main.memory_us, side.compute_us + main.compute_us) +
-                          std::max(side.overhead_us, main.overhead_us);
-      t += std::max(0.0, pair - main.time_us);
+  if (!f.has_prefill) {
+    // Decode only: context-free units from the memo, in the same order, so the sum is the same.
+    const std::size_t n = units_.size();
+    const std::size_t row = static_cast<std::size_t>(b.decode_sequences) * n;
+    if (memo_on_ && decode_memo_.size() < row + n) decode_memo_.resize(row + n, std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t i = 0; i < n; ++i) {
+      const Unit& u = units_[i];
+      double t;
+      if (!u.context_free || !memo_on_) {
+        t = unit_us(u, f);
+      } else {
+        double& memo = decode_memo_[row + i];
+        if (std::isnan(memo)) memo = unit_us(u, f);
+        t = memo;
+      }
+      total += u.count * t;
     }
-    total += u.count * t;
+    return total;
   }
+  for (const Unit& u : units_) total += u.count * unit_us(u, f);
   return total;
+}
+
+double StepTimeModel::unit_us(const Unit& u, const Features& f) const {
+  const OpCost main = cost(u.main, f);
+  double t = main.time_us;
+  for (const Row& side_row : u.beside) {
+    // As sim/roofline's time_step: the pair takes max(Σ memory, Σ compute) + the larger overhead.
+    const OpCost side = cost(side_row, f);
+    const double pair = std::max(side.memory_us + main.memory_us, side.compute_us + main.compute_us) +
+                        std::max(side.overhead_us, main.overhead_us);
+    t += std::max(0.0, pair - main.time_us);
+  }
+  return t;
 }
 
 }  // namespace k3::serving

@@ -43,9 +43,16 @@ class StepTimeModel {
   // Uses the scenario's model, hardware, parallelism, precision and runtime (not its phase).
   explicit StepTimeModel(const Scenario& s);
 
+  // Not thread-safe: decode-only steps fill a memo of the context-free units (below).
   double step_us(const BatchShape& b) const;
   // Distinct op units after identical layers were merged (what a step evaluates).
   std::size_t unit_count() const { return units_.size(); }
+  // Units whose decode cost has no term in the context (weights, MoE, norms, collectives, KDA state):
+  // in a decode-only step their time depends on the number of sequences alone, so step_us keeps it
+  // per sequence count and adds the same value in the same order (results identical to the bit).
+  std::size_t context_free_unit_count() const;
+  // Off: every unit is evaluated on every step (what the memo must equal; tests compare the two).
+  void set_decode_memo(bool on) { memo_on_ = on; }
 
   // Features of each part, in the order the coefficients use.
   static constexpr int kDecodeFeatures = 3;   // 1, sequences, Σ context
@@ -77,6 +84,7 @@ class StepTimeModel {
     Row main;
     std::vector<Row> beside;
     double count = 1;
+    bool context_free = false;  // decode cost independent of Σ context (see context_free_unit_count)
   };
   struct Features {
     double decode[kDecodeFeatures];
@@ -87,12 +95,17 @@ class StepTimeModel {
     bool has_decode, has_prefill;
   };
   OpCost cost(const Row& r, const Features& f) const;
+  double unit_us(const Unit& u, const Features& f) const;  // the main row with the rows beside it
 
   Hardware hardware_;
   Runtime runtime_;
   std::vector<Unit> units_;
   double experts_ = 0, top_k_ = 0, ep_ = 1;
   int attention_dp_ = 1;
+  // Decode-only memo: unit_us of context-free unit u at D sequences is decode_memo_[D * units + u]
+  // (NaN until first needed).
+  mutable std::vector<double> decode_memo_;
+  bool memo_on_ = true;
 };
 
 }  // namespace k3::serving
