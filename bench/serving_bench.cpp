@@ -39,7 +39,8 @@ void BM_MooncakeTracePrefixCache(benchmark::State& state) {
 }
 BENCHMARK(BM_MooncakeTracePrefixCache)->Unit(benchmark::kMillisecond);
 
-// The trace (read once) through the cache, then the replica model built and the simulation run.
+// The trace (read once) through the cache, then the replica model built and the simulation run;
+// argument 0 turns the decode-step memo off (every unit evaluated on every step, the same results).
 void BM_MooncakeTraceCacheAndServing(benchmark::State& state) {
   const k3::serving::ServingScenario s =
       k3::serving::load_serving_scenario(kSource + "/scenarios/serving/k3-h200x16-mooncake.yaml", data());
@@ -47,7 +48,8 @@ void BM_MooncakeTraceCacheAndServing(benchmark::State& state) {
   int64_t iterations = 0;
   for (auto _ : state) {
     const k3::serving::TraceWorkload t = k3::serving::trace_workload(s, requests);
-    const k3::serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
+    k3::serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
+    model.step.set_decode_memo(state.range(0) != 0);
     const k3::serving::ServingResult r =
         k3::serving::simulate(t.workload.requests, t.workload.cached_prefix_tokens, model, s.options);
     iterations = r.iterations;
@@ -55,7 +57,7 @@ void BM_MooncakeTraceCacheAndServing(benchmark::State& state) {
   }
   state.SetLabel(std::to_string(requests.size()) + " requests, " + std::to_string(iterations) + " iterations");
 }
-BENCHMARK(BM_MooncakeTraceCacheAndServing)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_MooncakeTraceCacheAndServing)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // 3 hardware x 3 attention DP x 3 EP x 5 batch limits x 2 token budgets x (aggregated + 3 P:D ratios).
 void BM_PlanSearch1080(benchmark::State& state) {

@@ -104,14 +104,14 @@ std::string format_trace(const ServingScenario& s, const TraceWorkload& t) {
                                 r.size(), input, output);
   if (s.requests.time_scale != 1.0) out += fmt::format(", arrivals x{:g}", s.requests.time_scale);
   out += "\n";
-  if (!t.cached) return out + "  prefix cache none (disabled, or the trace has no prefix hashes)\n";
+  if (!t.cached) return out + "  cache       none (disabled, or the trace has no prefix hashes)\n";
   const cache::CacheConfig& c = t.cache_config;
   const double hbm = c.tiers[0].capacity_bytes;
   const std::string pool = std::isinf(hbm) ? "unbounded"
                                             : fmt::format("{:.0f} GiB x {} replicas", hbm / (1024.0 * 1024.0 * 1024.0),
                                                           c.nodes);
   const cache::CacheSummary& m = t.cache_summary;
-  out += fmt::format("  prefix cache {} pool, '{}' checkpoints, {} eviction: token hit rate {:.2f}% (KV alone {:.2f}%), "
+  out += fmt::format("  cache       prefix cache of {} pool, '{}' checkpoints, {} eviction: token hit rate {:.2f}% (KV alone {:.2f}%), "
                      "{} prompt tokens not prefilled\n",
                      pool, c.checkpoint, c.eviction, 100 * m.token_hit_rate(), 100 * m.kv_hit_rate(), m.hit_tokens);
   return out;
