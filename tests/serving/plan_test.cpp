@@ -1,6 +1,9 @@
-// Capacity planning: the Pareto front against a brute-force dominance check.
+// Capacity planning: the Pareto front against a brute-force dominance check; a trace's burst dealt
+// out over the replicas.
 #include "sim/plan/plan.h"
+#include "sim/serving/simulator.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,6 +35,41 @@ TEST(PlanPareto, KeepsExactlyTheUndominatedPoints) {
   std::sort(want_pts.begin(), want_pts.end());
   want_pts.erase(std::unique(want_pts.begin(), want_pts.end()), want_pts.end());
   EXPECT_EQ(got_pts, want_pts);  // sorted by x, as promised
+}
+
+// Two bursts of eight 8192-token prompts, each burst at one instant, a minute apart. With 8192 tokens
+// per iteration a replica prefills one prompt per iteration, so k prompts at once give TTFTs of about
+// 1, 2, ..., k chunks, and an SLO of 2.5 chunks holds for k <= 2. Dealt out in turn over R replicas,
+// replica 0 gets requests 0, R, 2R, ...: ceil(8 / R) of each burst, so R = 1, 2, 3 fail and R = 4
+// (the fourth trial) is the answer. Stretching the arrivals instead keeps each burst at one instant
+// on the one simulated replica: never feasible.
+TEST(PlanTrace, DealsABurstOutOverTheReplicas) {
+  const DataPaths data = DataPaths::resolve(K3PERF_SOURCE_DIR "/scenarios");
+  const std::string text =
+      "name: t\nmodel: kimi-k3\nhardware: h200-sxm\ngpus: 16\nparallelism: {tp: 8, attention_dp: 2, ep: 16}\n"
+      "serving:\n  max_sequences: 64\n  max_batched_tokens: 8192\n  slo: {ttft_ms: SLO}\n"
+      "  requests: {count: 16, rate_per_s: 1, input_tokens: 8192, output_tokens: 2}\n"
+      "plan: {hardware: [h200-sxm], max_replicas: 8, slo_percentile: 90}\n";
+  const serving::ServingScenario probe = serving::parse_serving_scenario(
+      std::string(text).replace(text.find("SLO"), 3, "1000"), "t.yaml", data);
+  const serving::ReplicaModel model(probe.deployment, 8192);
+  serving::BatchShape chunk;
+  chunk.add_prefill(8192, 0);
+  const double chunk_ms = model.step.step_us(chunk) / 1000;
+  const serving::ServingScenario s = serving::parse_serving_scenario(
+      std::string(text).replace(text.find("SLO"), 3, fmt::format("{}", 2.5 * chunk_ms)), "t.yaml", data);
+  const PlanSpace space = read_plan_space(*s.plan, s);
+  serving::Workload burst = serving::fixed_rate_workload(s.requests);
+  for (workload::Request& r : burst.requests) r.arrival_ms = r.id < 8 ? 0.0 : 60000.0;
+  burst.from_trace = true;
+  const PlanResult dealt = run_plan(s, space, burst, 1.0, Prices{}, data);
+  ASSERT_EQ(dealt.candidates.size(), 1u);
+  EXPECT_TRUE(dealt.candidates[0].feasible) << dealt.candidates[0].reason;
+  EXPECT_EQ(dealt.candidates[0].replicas, 4);
+  EXPECT_EQ(dealt.candidates[0].trials, 4);
+  burst.from_trace = false;
+  const PlanResult stretched = run_plan(s, space, burst, 1.0, Prices{}, data);
+  EXPECT_FALSE(stretched.candidates[0].feasible);
 }
 
 }  // namespace
