@@ -39,8 +39,8 @@ class CheckpointMissTtftEvaluator : public ClaimEvaluator {
     const int64_t interval = param_count(c, "interval_tokens", 6144);
     // The phase only has to be valid here (one sequence per attention group); PrefillTimeModel sets its own.
     const long long groups = param_count(c, "attention_dp", 1);
-    const Scenario s = claim_scenario(c, data, Phase::prefill(groups, history + fresh, 0, history + fresh), "kimi-k3",
-                                      "h200-sxm");
+    const Scenario s =
+        claim_scenario(c, data, Phase::prefill(groups, history + fresh, 0, history + fresh), "kimi-k3", "h200-sxm");
     const cache::CacheSizes sizes = cache::cache_sizes(s.model, s.precision);
     if (!sizes.needs_state) throw InputError(fmt::format("{}: model '{}' has no KDA layers", c.file, s.model.name));
     const std::vector<workload::Request> requests = {prompt(0, 0, history, block),
@@ -73,8 +73,8 @@ class CheckpointMissTtftEvaluator : public ClaimEvaluator {
     e.breakdown = {
         fmt::format("{} on {} x{} (tp {}, attention_dp {}, ep {}); a {}-token history, then it again with {} new "
                     "tokens, {}-token hash blocks",
-                    s.model.name, s.hardware.name, s.parallelism.gpus(), s.parallelism.tp,
-                    s.parallelism.attention_dp, s.parallelism.ep, history, fresh, block),
+                    s.model.name, s.hardware.name, s.parallelism.gpus(), s.parallelism.tp, s.parallelism.attention_dp,
+                    s.parallelism.ep, history, fresh, block),
         fmt::format("hit: KV of {} tokens and a state at their end ('prompt_end'): {} tokens reused, {} prefilled, "
                     "TTFT {:.1f} ms",
                     hit.kv_matched_tokens, hit.hit_tokens, total - hit.hit_tokens, ttft_hit),

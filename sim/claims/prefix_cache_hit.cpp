@@ -31,8 +31,8 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
  public:
   Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
     expect_params(c, {"model", "kda_state", "hash_block_tokens", "allocation_block_tokens", "checkpoint",
-                      "checkpoint_interval_tokens", "hbm_tokens", "price_hit_per_mtok", "price_miss_per_mtok",
-                      "seed", "workload", "chat_trace"});
+                      "checkpoint_interval_tokens", "hbm_tokens", "price_hit_per_mtok", "price_miss_per_mtok", "seed",
+                      "workload", "chat_trace"});
     const ModelConfig m = load_model_config_by_name(param_string(c, "model", "kimi-k3"), data.models_dir);
     Precision p;
     p.kda_state = param_storage(c, "kda_state", StorageFormat::fp32, {"fp32", "bf16"});
@@ -79,8 +79,7 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
                     std::isinf(hbm_tokens) ? std::string("unbounded") : fmt::format("{:g}-token", hbm_tokens)),
         fmt::format("token hit rate {:.2f}% (KV alone would match {:.2f}%): {} of {} prompt tokens reused, {} "
                     "recomputed for want of a state at the KV match's end",
-                    100 * s.token_hit_rate(), 100 * s.kv_hit_rate(), s.hit_tokens, s.input_tokens,
-                    s.recomputed_tokens),
+                    100 * s.token_hit_rate(), 100 * s.kv_hit_rate(), s.hit_tokens, s.input_tokens, s.recomputed_tokens),
         fmt::format("at ${:.2f} (hit) / ${:.2f} (miss) per M input tokens: ${:.3f} per M, ${:.4f} per request "
                     "({:.1f}x cheaper than all misses)",
                     prices.hit_per_mtok, prices.miss_per_mtok, s.cost_per_million_input_tokens_usd(),
@@ -103,15 +102,17 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
       // Relative to the data directory's parent (the repository), as the shipped traces are.
       const std::filesystem::path path = std::filesystem::path(data.models_dir).parent_path().parent_path() / trace;
       if (!std::filesystem::exists(path)) {
-        e.breakdown.push_back(fmt::format("  chat-trace alternative not run: {} is not beside this data folder", trace));
+        e.breakdown.push_back(
+            fmt::format("  chat-trace alternative not run: {} is not beside this data folder", trace));
         return e;
       }
       const auto chat = workload::read_mooncake_trace(path.string());
       const cache::CacheSummary t = run(chat, cfg, sizes);
       e.alternatives.push_back({fmt::format("Kimi chat traffic instead of coding ({})", trace), predict_keys(t)});
-      e.breakdown.push_back(fmt::format("  the Mooncake conversation trace ({} chat requests) instead: token hit "
-                                        "rate {:.2f}% (the trace's own prefix reuse bounds it)",
-                                        chat.size(), 100 * t.token_hit_rate()));
+      e.breakdown.push_back(
+          fmt::format("  the Mooncake conversation trace ({} chat requests) instead: token hit "
+                      "rate {:.2f}% (the trace's own prefix reuse bounds it)",
+                      chat.size(), 100 * t.token_hit_rate()));
     }
     return e;
   }

@@ -237,7 +237,8 @@ StepTimeModel::StepTimeModel(const Scenario& s) : hardware_(s.hardware), runtime
 }
 
 std::size_t StepTimeModel::context_free_unit_count() const {
-  return static_cast<std::size_t>(std::count_if(units_.begin(), units_.end(), [](const Unit& u) { return u.context_free; }));
+  return static_cast<std::size_t>(
+      std::count_if(units_.begin(), units_.end(), [](const Unit& u) { return u.context_free; }));
 }
 
 StepTimeModel::OpCost StepTimeModel::cost(const Row& r, const Features& f) const {
@@ -315,7 +316,9 @@ double StepTimeModel::step_us(const BatchShape& b) const {
     // Decode only: context-free units from the memo, in the same order, so the sum is the same.
     const std::size_t n = units_.size();
     const std::size_t row = static_cast<std::size_t>(b.decode_sequences) * n;
-    if (memo_on_ && decode_memo_.size() < row + n) decode_memo_.resize(row + n, std::numeric_limits<double>::quiet_NaN());
+    if (memo_on_ && decode_memo_.size() < row + n) {
+      decode_memo_.resize(row + n, std::numeric_limits<double>::quiet_NaN());
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const Unit& u = units_[i];
       double t;

@@ -107,13 +107,15 @@ std::string format_trace(const ServingScenario& s, const TraceWorkload& t) {
   if (!t.cached) return out + "  cache       none (disabled, or the trace has no prefix hashes)\n";
   const cache::CacheConfig& c = t.cache_config;
   const double hbm = c.tiers[0].capacity_bytes;
-  const std::string pool = std::isinf(hbm) ? "unbounded"
-                                            : fmt::format("{:.0f} GiB x {} replicas", hbm / (1024.0 * 1024.0 * 1024.0),
-                                                          c.nodes);
+  const std::string pool = std::isinf(hbm)
+                               ? "unbounded"
+                               : fmt::format("{:.0f} GiB x {} replicas", hbm / (1024.0 * 1024.0 * 1024.0), c.nodes);
   const cache::CacheSummary& m = t.cache_summary;
-  out += fmt::format("  cache       prefix cache of {} pool, '{}' checkpoints, {} eviction: token hit rate {:.2f}% (KV alone {:.2f}%), "
-                     "{} prompt tokens not prefilled\n",
-                     pool, c.checkpoint, c.eviction, 100 * m.token_hit_rate(), 100 * m.kv_hit_rate(), m.hit_tokens);
+  out += fmt::format(
+      "  cache       prefix cache of {} pool, '{}' checkpoints, {} eviction: token hit rate {:.2f}% (KV alone "
+      "{:.2f}%), "
+      "{} prompt tokens not prefilled\n",
+      pool, c.checkpoint, c.eviction, 100 * m.token_hit_rate(), 100 * m.kv_hit_rate(), m.hit_tokens);
   return out;
 }
 

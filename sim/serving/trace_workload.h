@@ -32,10 +32,10 @@ ServingCacheOptions read_serving_cache(const ServingScenario& s);
 std::vector<workload::Request> read_trace_requests(const RequestSource& src);
 
 struct TraceWorkload {
-  Workload workload;                    // requests and one cached-prefix count per request
-  bool cached = false;                  // the prefix cache ran (enabled and the trace has hashes)
-  cache::CacheConfig cache_config;      // as it ran (nodes, pooled)
-  cache::CacheSummary cache_summary;    // hit rates, recomputed tokens (when `cached`)
+  Workload workload;                  // requests and one cached-prefix count per request
+  bool cached = false;                // the prefix cache ran (enabled and the trace has hashes)
+  cache::CacheConfig cache_config;    // as it ran (nodes, pooled)
+  cache::CacheSummary cache_summary;  // hit rates, recomputed tokens (when `cached`)
 };
 
 // Reads the trace of `s.requests` and runs the prefix cache over it as `s`'s cache section says.

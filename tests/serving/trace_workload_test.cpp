@@ -2,10 +2,10 @@
 // prefix (hand-built traces with known hits and timelines), the serving file's trace and cache keys,
 // and the decode-step memo of StepTimeModel giving results identical to the bit to evaluating every
 // unit on every step (on the Mooncake conversation trace through cache and serving).
+#include "sim/serving/trace_workload.h"
 #include "expect_input_error.h"
 #include "sim/serving/serving_config.h"
 #include "sim/serving/simulator.h"
-#include "sim/serving/trace_workload.h"
 #include "sim/workload/mooncake_reader.h"
 
 #include <gtest/gtest.h>
@@ -23,10 +23,12 @@ const DataPaths& data() {
 
 // A deployment of 16 H200s with a trace; `extra` adds lines under `serving:`.
 ServingScenario scenario(const std::string& extra, const std::string& trace = "t.jsonl") {
-  const std::string text = "name: t\nmodel: kimi-k3\nhardware: h200-sxm\ngpus: 16\n"
-                           "parallelism: {tp: 8, attention_dp: 2, ep: 16}\n"
-                           "serving:\n  max_sequences: 64\n  max_batched_tokens: 4096\n"
-                           "  requests: {trace: " + trace + "}\n" + extra;
+  const std::string text =
+      "name: t\nmodel: kimi-k3\nhardware: h200-sxm\ngpus: 16\n"
+      "parallelism: {tp: 8, attention_dp: 2, ep: 16}\n"
+      "serving:\n  max_sequences: 64\n  max_batched_tokens: 4096\n"
+      "  requests: {trace: " +
+      trace + "}\n" + extra;
   return parse_serving_scenario(text, "test.yaml", data());
 }
 
@@ -92,11 +94,13 @@ TEST(ServingTrace, CacheCanBeTurnedOffAndTracesWithoutHashesRunUncached) {
 }
 
 TEST(ServingTrace, ReadsTheServingFileKeys) {
-  const ServingScenario s = load_serving_scenario(K3PERF_SOURCE_DIR "/scenarios/serving/k3-h200x16-mooncake.yaml", data(),
-                                                  {"serving.requests.limit=100", "serving.requests.time_scale=0.5"});
+  const ServingScenario s =
+      load_serving_scenario(K3PERF_SOURCE_DIR "/scenarios/serving/k3-h200x16-mooncake.yaml", data(),
+                            {"serving.requests.limit=100", "serving.requests.time_scale=0.5"});
   const std::vector<workload::Request> r = read_trace_requests(s.requests);  // path relative to the file
   ASSERT_EQ(r.size(), 100u);
-  const std::vector<workload::Request> all = workload::read_mooncake_trace(K3PERF_SOURCE_DIR "/data/traces/conversation_trace.jsonl");
+  const std::vector<workload::Request> all =
+      workload::read_mooncake_trace(K3PERF_SOURCE_DIR "/data/traces/conversation_trace.jsonl");
   for (std::size_t i = 0; i < r.size(); ++i) {
     EXPECT_EQ(r[i].id, int64_t(i));
     EXPECT_EQ(r[i].arrival_ms, all[i].arrival_ms * 0.5);
