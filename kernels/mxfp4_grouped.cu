@@ -608,7 +608,9 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
   const int64_t active = std::max<int64_t>(1, active_bound(routing, w.experts));
   if (routing.max_slots <= int64_t(kMxfp4GroupedGemvMaxAverageSlots) * active ||
       active > kMxfp4GroupedGemmMaxActiveExperts) {
-    return gemv_cp_async_fits(w) ? Mxfp4GroupedAlgorithm::gemv_cp_async : Mxfp4GroupedAlgorithm::gemv;
+    // The cp.async ring was measured slower than the register-loading GEMV on an H200 (T = 1: 51.2 vs
+    // 48.3 µs; T = 64: 1358 vs 1301 µs, bench/results/2026-11-30-h200-engine), so decode takes the GEMV.
+    return Mxfp4GroupedAlgorithm::gemv;
   }
   return Mxfp4GroupedAlgorithm::gemm;
 }

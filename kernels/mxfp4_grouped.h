@@ -14,14 +14,15 @@
 // gets NaN.
 //
 // Versions (one entry, the algorithm chosen on the host from max_slots / max_active_experts):
-//   mxfp4_grouped_gemv_mma_rows16 — decode, few slots per expert: one warp per 16 output rows of one
+//   mxfp4_grouped_gemv_mma_rows16 — decode (the automatic choice), few slots per expert: one warp per 16 output rows of one
 //     active expert streams those rows once per 8 slots (16-byte loads, two per row per lane in flight)
 //     and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate): each lane
 //     dequantises its own 32-element block in registers, and x is read in the same permuted k order.
-//   mxfp4_grouped_gemv_mma_rows16_cp_async — decode, the default: the same tile and products, but each
+//   mxfp4_grouped_gemv_mma_rows16_cp_async — decode, on request: the same tile and products, but each
 //     lane copies its weight chunks with cp.async into its own slots of a 3-step shared-memory ring, so a
 //     warp keeps the next two k-steps (4 KiB) in flight while it computes one instead of stalling on every
-//     load; the warp's scales are copied once. Needs 16-byte-aligned scales and in ≤ 12288.
+//     load; the warp's scales are copied once. Needs 16-byte-aligned scales and in ≤ 12288. Measured 4-6 %
+//     slower than rows16 on an H200 (bench/results/2026-11-30-h200-engine), so `automatic` does not pick it.
 //   mxfp4_grouped_gemm_mma_128x64 — prefill, many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -68,7 +69,7 @@ inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 inline constexpr int64_t kMxfp4GroupedGemvCpAsyncMaxIn = 12288;
 
 // The algorithm `automatic` runs for these weights and bounds (host values only): the GEMV while the
-// average is small (cp.async when the weights allow it, else rows16), the GEMM above it.
+// average is small (rows16), the GEMM above it.
 Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const ExpertRouting& routing);
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,

@@ -4,7 +4,7 @@
 # ~55 GB of random weights generated on the GPU), decode at several batches and contexts and a long
 # prefill, each beside the roofline sim/ predicts for the same shapes on the H200 hardware file.
 # Writes one JSON summary per run and a text log to $OUT (default bench/results/incoming).
-# Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-bench.sh [quick]
+# Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-bench.sh [quick | long]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/results/incoming}"
@@ -24,6 +24,11 @@ run() {  # name, then k3perf run options
   echo "== $name: k3perf run ${common[*]} $*"
   "$k3perf" --data-dir scenarios run "${common[@]}" "$@" --json "$out/engine_$name.json" 2>&1 | grep -v "^decode step" || status=1
 }
+if [ "${1:-}" = long ]; then
+  run decode_b1_ctx1048512 --batch 1 --prompt-tokens 256 --context 1048512 --decode-tokens 64
+  run decode_b8_ctx1048512 --batch 8 --prompt-tokens 256 --context 1048512 --decode-tokens 64
+  exit $status
+fi
 if [ "${1:-}" = quick ]; then
   run decode_b1_8k --batch 1 --prompt-tokens 512 --context 8192 --decode-tokens 32
   run prefill_8k --batch 1 --prompt-tokens 8192 --chunk-tokens 4096 --decode-tokens 2
@@ -32,7 +37,8 @@ fi
 for batch in 1 8 64; do
   run "decode_b${batch}_8k" --batch "$batch" --prompt-tokens 256 --context 8192 --decode-tokens 64
 done
-for context in 131072 1048576; do
+# 1048512 + 64 decode tokens = 2^20, K3's max_position_embeddings.
+for context in 131072 1048512; do
   run "decode_b1_ctx${context}" --batch 1 --prompt-tokens 256 --context "$context" --decode-tokens 64
   run "decode_b8_ctx${context}" --batch 8 --prompt-tokens 256 --context "$context" --decode-tokens 64
 done
