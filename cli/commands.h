@@ -25,6 +25,9 @@ void add_cache_command(CLI::App& app, const GlobalOptions& global);
 void add_spec_command(CLI::App& app, const GlobalOptions& global);
 void add_breakeven_command(CLI::App& app, const GlobalOptions& global);
 void add_comm_command(CLI::App& app, const GlobalOptions& global);
+// The profiler's host side: prediction against a measured trace, and calibration from measured runs.
+void add_compare_command(CLI::App& app, const GlobalOptions& global);
+void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
 // `k3perf` with no verb: predict the embedded default scenario and print the summary.
 int run_default(const GlobalOptions& global);
 

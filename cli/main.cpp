@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   k3::cli::add_spec_command(app, global);
   k3::cli::add_breakeven_command(app, global);
   k3::cli::add_comm_command(app, global);
+  k3::cli::add_compare_command(app, global);
+  k3::cli::add_calibrate_command(app, global);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return k3::cli::run_default(global);

@@ -1,0 +1,50 @@
+// `k3perf compare`: a prediction (`k3perf predict --json`) against a measured, attributed trace,
+// joined on op names (docs/profile.md). All the work is in profiler/compare.
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/scenario.h"
+#include "profiler/compare/compare.h"
+#include "profiler/trace/chrome_json.h"
+
+#include <fmt/core.h>
+
+namespace k3::cli {
+
+namespace {
+struct CompareOptions {
+  std::string prediction;
+  std::string trace;
+  std::string hardware = "h200-sxm";
+  std::string json;
+  std::string csv;
+  int top = 15;
+};
+}  // namespace
+
+void add_compare_command(CLI::App& app, const GlobalOptions& global) {
+  auto o = std::make_shared<CompareOptions>();
+  CLI::App* cmd = app.add_subcommand("compare", "Compare a prediction with a measured trace, op by op");
+  cmd->add_option("--prediction", o->prediction, "prediction JSON (k3perf predict --json)")->required();
+  cmd->add_option("--trace", o->trace, "Chrome trace JSON of the run, .json or .json.gz, kernels attributed")->required();
+  cmd->add_option("--hardware", o->hardware, "hardware whose peaks define the roofline (name or path)");
+  cmd->add_option("--json", o->json, "write the full comparison as JSON");
+  cmd->add_option("--csv", o->csv, "write the per-op table as CSV");
+  cmd->add_option("--top", o->top, "ops with the largest errors to print")->check(CLI::NonNegativeNumber);
+  cmd->callback([o, &global] {
+    const Hardware hw = load_hardware_by_name(o->hardware, DataPaths::resolve(global.data_dir).hardware_dir);
+    const profiler::PredictionFile prediction = profiler::load_prediction(o->prediction);
+    const profiler::Trace trace = profiler::read_chrome_trace(o->trace);
+    const profiler::Comparison c = profiler::compare(prediction, trace, hw);
+    fmt::print("{} against {}\n{}", o->prediction, o->trace, profiler::to_text(c, o->top));
+    if (!o->json.empty()) {
+      write_file_atomically(o->json, profiler::to_json(c).dump(1) + "\n");
+      fmt::print(stderr, "wrote {}\n", o->json);
+    }
+    if (!o->csv.empty()) {
+      write_file_atomically(o->csv, profiler::to_csv(c));
+      fmt::print(stderr, "wrote {}\n", o->csv);
+    }
+  });
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,301 @@
+#include "profiler/compare/compare.h"
+
+#include "core/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace k3::profiler {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+namespace {
+
+using Interval = std::pair<std::int64_t, std::int64_t>;
+
+double union_us(std::vector<Interval> spans) {
+  std::sort(spans.begin(), spans.end());
+  std::int64_t total = 0, cur_start = 0, cur_end = 0;
+  bool open = false;
+  for (const auto& [s, e] : spans) {
+    if (open && s <= cur_end) {
+      cur_end = std::max(cur_end, e);
+      continue;
+    }
+    if (open) total += cur_end - cur_start;
+    cur_start = s;
+    cur_end = e;
+    open = true;
+  }
+  if (open) total += cur_end - cur_start;
+  return static_cast<double>(total) / 1000.0;
+}
+
+double error_percent(double predicted, double measured) {
+  return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
+}
+
+double roofline_us(const PredictedOp& op, const Hardware& hw) {
+  if (op.collective()) return 0;
+  const double compute = op.flops > 0 ? op.flops / hw.peak(op.compute) : 0.0;
+  return std::max(compute, op.bytes / hw.hbm_bandwidth_bytes_per_s) * 1e6;
+}
+
+}  // namespace
+
+Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw) {
+  Comparison c;
+  c.prediction_origin = prediction.origin;
+  c.trace_metadata = trace.metadata;
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < prediction.ops.size(); ++i) index[prediction.ops[i].name] = i;
+
+  // Per op name: intervals per instance, and kernel counts.
+  std::map<std::string, std::map<std::int64_t, std::vector<Interval>>> spans;
+  std::map<std::string, std::size_t> kernels_of;
+  std::map<std::string, UnattributedKernel> unattributed;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const EventKind k = trace.kind[i];
+    if (k == EventKind::api || k == EventKind::range) continue;
+    const double us = static_cast<double>(trace.end_ns[i] - trace.start_ns[i]) / 1000.0;
+    const bool kernel = k == EventKind::kernel;
+    if (kernel) {
+      ++c.kernels;
+      c.kernel_time_us += us;
+    }
+    if (trace.op[i] == kNone) {
+      if (kernel) {
+        UnattributedKernel& u = unattributed[trace.name_of(i)];
+        u.name = trace.name_of(i);
+        ++u.count;
+        u.total_us += us;
+      }
+      continue;
+    }
+    const std::string op = trace.op_of(i);
+    K3_CHECK(trace.op_instance[i] >= 0, "event {} of op '{}' has no instance", i, op);
+    spans[op][trace.op_instance[i]].push_back({trace.start_ns[i], trace.end_ns[i]});
+    if (kernel) {
+      ++kernels_of[op];
+      if (index.count(op)) {
+        ++c.kernels_on_predicted_ops;
+        c.kernel_time_on_predicted_ops_us += us;
+      }
+    }
+  }
+
+  for (const PredictedOp& p : prediction.ops) {
+    const auto it = spans.find(p.name);
+    if (it == spans.end()) {
+      c.not_measured.push_back(p.name);
+      continue;
+    }
+    OpComparison o;
+    o.predicted = &p;
+    const std::int64_t instances = it->second.rbegin()->first + 1;
+    o.measured_us_by_instance.assign(static_cast<std::size_t>(instances), 0.0);
+    for (const auto& [instance, list] : it->second) o.measured_us_by_instance[instance] = union_us(list);
+    o.measured_us = median(o.measured_us_by_instance);
+    o.error_percent = error_percent(p.time_us, o.measured_us);
+    if (o.measured_us > 0) {
+      o.achieved_bytes_per_s = p.bytes / (o.measured_us * 1e-6);
+      o.achieved_flops_per_s = p.flops / (o.measured_us * 1e-6);
+    }
+    o.roofline_us = roofline_us(p, hw);
+    if (o.roofline_us > 0 && o.measured_us > 0) o.roofline_percent = 100.0 * o.roofline_us / o.measured_us;
+    o.kernels = kernels_of[p.name];
+    c.ops.push_back(std::move(o));
+  }
+  for (const auto& [name, by_instance] : spans) {
+    if (index.count(name)) continue;
+    std::vector<double> times;
+    for (const auto& [instance, list] : by_instance) times.push_back(union_us(list));
+    c.not_predicted.push_back({name, times.size(), median(times)});
+  }
+  for (auto& [name, u] : unattributed) c.unattributed.push_back(std::move(u));
+  std::stable_sort(c.unattributed.begin(), c.unattributed.end(),
+                   [](const UnattributedKernel& a, const UnattributedKernel& b) { return a.total_us > b.total_us; });
+
+  // Summaries.
+  std::vector<double> all_errors;
+  std::map<std::string, std::size_t> kind_index;
+  std::vector<std::vector<double>> kind_errors;
+  for (const OpComparison& o : c.ops) {
+    const std::string kind = to_string(o.predicted->kind);
+    auto [it, inserted] = kind_index.emplace(kind, c.by_kind.size());
+    if (inserted) {
+      c.by_kind.push_back({kind});
+      kind_errors.emplace_back();
+    }
+    GroupError& g = c.by_kind[it->second];
+    ++g.ops;
+    g.predicted_us += o.predicted->time_us;
+    g.measured_us += o.measured_us;
+    kind_errors[it->second].push_back(std::fabs(o.error_percent));
+    all_errors.push_back(std::fabs(o.error_percent));
+  }
+  for (std::size_t k = 0; k < c.by_kind.size(); ++k) c.by_kind[k].median_abs_error_percent = median(kind_errors[k]);
+  c.median_abs_error_percent = median(all_errors);
+  std::size_t steps = 0;
+  for (const OpComparison& o : c.ops) steps = std::max(steps, o.measured_us_by_instance.size());
+  for (std::size_t s = 0; s < steps; ++s) {
+    GroupError g{std::to_string(s)};
+    std::vector<double> errors;
+    for (const OpComparison& o : c.ops) {
+      if (s >= o.measured_us_by_instance.size()) continue;
+      const double m = o.measured_us_by_instance[s];
+      ++g.ops;
+      g.predicted_us += o.predicted->time_us;
+      g.measured_us += m;
+      errors.push_back(std::fabs(error_percent(o.predicted->time_us, m)));
+    }
+    g.median_abs_error_percent = median(errors);
+    c.by_step.push_back(std::move(g));
+  }
+  return c;
+}
+
+namespace {
+nlohmann::ordered_json groups_json(const std::vector<GroupError>& groups) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const GroupError& g : groups) {
+    out.push_back({{"group", g.group},
+                   {"ops", g.ops},
+                   {"predicted_us", g.predicted_us},
+                   {"measured_us", g.measured_us},
+                   {"median_abs_error_percent", g.median_abs_error_percent}});
+  }
+  return out;
+}
+}  // namespace
+
+nlohmann::ordered_json to_json(const Comparison& c) {
+  nlohmann::ordered_json j;
+  j["prediction"] = c.prediction_origin;
+  j["trace_metadata"] = c.trace_metadata;
+  j["summary"] = {{"measured_ops", c.ops.size()},
+                  {"predicted_ops_not_measured", c.not_measured.size()},
+                  {"measured_ops_not_predicted", c.not_predicted.size()},
+                  {"kernels", c.kernels},
+                  {"kernels_on_predicted_ops", c.kernels_on_predicted_ops},
+                  {"kernel_time_us", c.kernel_time_us},
+                  {"kernel_time_on_predicted_ops_us", c.kernel_time_on_predicted_ops_us},
+                  {"coverage_percent", c.coverage_percent()},
+                  {"median_abs_error_percent", c.median_abs_error_percent}};
+  j["by_kind"] = groups_json(c.by_kind);
+  j["by_step"] = groups_json(c.by_step);
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const OpComparison& o : c.ops) {
+    const PredictedOp& p = *o.predicted;
+    ops.push_back({{"name", p.name},
+                   {"kind", to_string(p.kind)},
+                   {"bound", p.bound},
+                   {"predicted_us", p.time_us},
+                   {"measured_us", o.measured_us},
+                   {"error_percent", o.error_percent},
+                   {"measured_us_by_step", o.measured_us_by_instance},
+                   {"kernels", o.kernels},
+                   {"flops", p.flops},
+                   {"bytes", p.bytes},
+                   {"achieved_bytes_per_s", o.achieved_bytes_per_s},
+                   {"achieved_flops_per_s", o.achieved_flops_per_s},
+                   {"roofline_us", o.roofline_us},
+                   {"roofline_percent", o.roofline_percent ? nlohmann::ordered_json(*o.roofline_percent) : nullptr}});
+  }
+  j["ops"] = std::move(ops);
+  j["not_measured"] = c.not_measured;
+  nlohmann::ordered_json extra = nlohmann::ordered_json::array();
+  for (const MeasuredOnlyOp& m : c.not_predicted) {
+    extra.push_back({{"name", m.name}, {"instances", m.instances}, {"measured_us", m.measured_us}});
+  }
+  j["not_predicted"] = std::move(extra);
+  nlohmann::ordered_json un = nlohmann::ordered_json::array();
+  for (const UnattributedKernel& u : c.unattributed) {
+    un.push_back({{"name", u.name}, {"count", u.count}, {"total_us", u.total_us}});
+  }
+  j["unattributed_kernels"] = std::move(un);
+  return j;
+}
+
+std::string to_csv(const Comparison& c) {
+  std::string out =
+      "name,kind,bound,predicted_us,measured_us,error_percent,steps,kernels,flops,bytes,achieved_bytes_per_s,"
+      "achieved_flops_per_s,roofline_us,roofline_percent\n";
+  for (const OpComparison& o : c.ops) {
+    const PredictedOp& p = *o.predicted;
+    out += fmt::format("{},{},{},{:.6g},{:.6g},{:.4g},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{}\n", p.name,
+                       to_string(p.kind), p.bound, p.time_us, o.measured_us, o.error_percent,
+                       o.measured_us_by_instance.size(), o.kernels, p.flops, p.bytes, o.achieved_bytes_per_s,
+                       o.achieved_flops_per_s, o.roofline_us,
+                       o.roofline_percent ? fmt::format("{:.4g}", *o.roofline_percent) : std::string());
+  }
+  return out;
+}
+
+std::string to_text(const Comparison& c, int top_ops) {
+  std::string out;
+  auto line = [&out](const std::string& s) { out += s + "\n"; };
+  line(fmt::format("{} ops measured of {} predicted; {} predicted ops not measured, {} measured ops not predicted",
+                   c.ops.size(), c.ops.size() + c.not_measured.size(), c.not_measured.size(), c.not_predicted.size()));
+  line(fmt::format("coverage {:.1f}% of kernel time ({} of {} kernels on predicted ops); median |error| {:.1f}%",
+                   c.coverage_percent(), c.kernels_on_predicted_ops, c.kernels, c.median_abs_error_percent));
+  const auto meta = c.trace_metadata.find("dropped_records");
+  if (meta != c.trace_metadata.end() && meta->second != "0") line(fmt::format("CUPTI dropped {} records", meta->second));
+  line("");
+  line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by op kind", "ops", "predicted us", "measured us", "median |err|"));
+  for (const GroupError& g : c.by_kind) {
+    line(fmt::format("{:<18} {:>5} {:>14.3f} {:>14.3f} {:>11.1f}%", g.group, g.ops, g.predicted_us, g.measured_us,
+                     g.median_abs_error_percent));
+  }
+  line("");
+  line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by step", "ops", "predicted us", "measured us", "median |err|"));
+  for (const GroupError& g : c.by_step) {
+    line(fmt::format("{:<18} {:>5} {:>14.3f} {:>14.3f} {:>11.1f}%", g.group, g.ops, g.predicted_us, g.measured_us,
+                     g.median_abs_error_percent));
+  }
+  std::vector<const OpComparison*> order;
+  for (const OpComparison& o : c.ops) order.push_back(&o);
+  std::stable_sort(order.begin(), order.end(), [](const OpComparison* a, const OpComparison* b) {
+    return std::fabs(a->error_percent) > std::fabs(b->error_percent);
+  });
+  if (top_ops > 0 && !order.empty()) {
+    line("");
+    line(fmt::format("{} largest errors", std::min<std::size_t>(order.size(), static_cast<std::size_t>(top_ops))));
+    line(fmt::format("  {:<28} {:<14} {:<13} {:>12} {:>12} {:>8} {:>10} {:>10} {:>9}", "name", "kind", "bound",
+                     "predicted us", "measured us", "error", "GB/s", "TFLOP/s", "roofline"));
+    for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(top_ops); ++i) {
+      const OpComparison& o = *order[i];
+      const PredictedOp& p = *o.predicted;
+      line(fmt::format("  {:<28} {:<14} {:<13} {:>12.3f} {:>12.3f} {:>7.1f}% {:>10.1f} {:>10.3f} {:>9}", p.name,
+                       to_string(p.kind), p.bound, p.time_us, o.measured_us, o.error_percent,
+                       o.achieved_bytes_per_s / 1e9, o.achieved_flops_per_s / 1e12,
+                       o.roofline_percent ? fmt::format("{:.1f}%", *o.roofline_percent) : std::string("-")));
+    }
+  }
+  if (!c.unattributed.empty()) {
+    line("");
+    line(fmt::format("kernels not attributed to any op ({} names)", c.unattributed.size()));
+    for (std::size_t i = 0; i < c.unattributed.size() && i < 10; ++i) {
+      const UnattributedKernel& u = c.unattributed[i];
+      line(fmt::format("  {:<60} {:>6}x {:>12.3f} us", u.name, u.count, u.total_us));
+    }
+  }
+  if (!c.not_predicted.empty()) {
+    line("");
+    line("measured ops the prediction does not have");
+    for (const MeasuredOnlyOp& m : c.not_predicted) {
+      line(fmt::format("  {:<28} {:>4} instances, median {:.3f} us", m.name, m.instances, m.measured_us));
+    }
+  }
+  return out;
+}
+
+}  // namespace k3::profiler

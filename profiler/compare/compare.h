@@ -1,0 +1,83 @@
+// Prediction against measurement, joined on op names (docs/profile.md):
+//   measured time of one op instance = the length of the union of the intervals of the kernels,
+//     copies and sets attributed to it (GPU busy time: overlapping streams count once);
+//   measured_us = the median over instances (steps); even counts take the mean of the middle two;
+//   error % = (predicted - measured) / measured · 100 (positive: the prediction is slower);
+//   achieved bandwidth = bytes / measured, FLOP rate = flops / measured (the prediction's counts);
+//   roofline_us = max(flops / peak[compute type], bytes / HBM bandwidth) at 100 % of the hardware's
+//     peaks; % of roofline = roofline_us / measured · 100 (none for collectives);
+//   coverage = kernel time attributed to predicted ops / all kernel time.
+#pragma once
+
+#include "core/hardware.h"
+#include "profiler/compare/prediction_file.h"
+#include "profiler/trace/trace.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace k3::profiler {
+
+struct OpComparison {
+  const PredictedOp* predicted = nullptr;  // into the PredictionFile
+  std::vector<double> measured_us_by_instance;  // index = instance (step)
+  double measured_us = 0;                       // median over instances
+  double error_percent = 0;
+  double achieved_bytes_per_s = 0;
+  double achieved_flops_per_s = 0;
+  double roofline_us = 0;
+  std::optional<double> roofline_percent;  // none for collectives or ops that move nothing
+  std::size_t kernels = 0;                 // attributed kernels, all instances
+};
+
+struct UnattributedKernel {
+  std::string name;
+  std::size_t count = 0;
+  double total_us = 0;
+};
+
+struct MeasuredOnlyOp {  // attributed to a range whose name the prediction does not have
+  std::string name;
+  std::size_t instances = 0;
+  double measured_us = 0;  // median over instances
+};
+
+struct GroupError {  // per op kind, or per step
+  std::string group;
+  std::size_t ops = 0;
+  double predicted_us = 0;  // sums over the group's ops (per step: that step's instances)
+  double measured_us = 0;
+  double median_abs_error_percent = 0;
+};
+
+struct Comparison {
+  std::string prediction_origin;
+  std::map<std::string, std::string> trace_metadata;
+  std::vector<OpComparison> ops;              // measured ops, in prediction order
+  std::vector<std::string> not_measured;      // predicted, no kernel attributed
+  std::vector<MeasuredOnlyOp> not_predicted;  // sorted by name
+  std::vector<UnattributedKernel> unattributed;  // by total time, largest first
+  std::size_t kernels = 0;
+  std::size_t kernels_on_predicted_ops = 0;
+  double kernel_time_us = 0;
+  double kernel_time_on_predicted_ops_us = 0;
+  double coverage_percent() const { return kernel_time_us > 0 ? 100 * kernel_time_on_predicted_ops_us / kernel_time_us : 0; }
+  std::vector<GroupError> by_kind;  // in order of first appearance in the prediction
+  std::vector<GroupError> by_step;  // "0", "1", ...
+  double median_abs_error_percent = 0;  // over all measured ops
+};
+
+double median(std::vector<double> values);  // mean of the middle two for even counts; 0 when empty
+
+// `prediction` must outlive the result (OpComparison points into it).
+Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw);
+
+nlohmann::ordered_json to_json(const Comparison& c);
+std::string to_csv(const Comparison& c);  // one row per measured op
+std::string to_text(const Comparison& c, int top_ops);  // summary + the `top_ops` largest errors
+
+}  // namespace k3::profiler
