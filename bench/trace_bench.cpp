@@ -22,8 +22,8 @@ k3::profiler::Trace make_trace(std::size_t events) {
     const std::uint64_t corr = i + 1;
     t.add(Event{EventKind::range, op, now, now + 5000, -1, -1, 4242, 0, 0, 0, "", -1});
     t.add(Event{EventKind::api, "cudaLaunchKernel", now + 100, now + 2300, -1, -1, 4242, corr, 0, 0, "", -1});
-    t.add(Event{EventKind::kernel, "void mla_decode_split_kv<__nv_bfloat16, 64, 512>(Params)", now + 2500, now + 9700, 0,
-                static_cast<std::int32_t>(7 + i % 8), -1, corr, 0, 0, op, static_cast<std::int64_t>(i / 93)});
+    t.add(Event{EventKind::kernel, "void mla_decode_split_kv<__nv_bfloat16, 64, 512>(Params)", now + 2500, now + 9700,
+                0, static_cast<std::int32_t>(7 + i % 8), -1, corr, 0, 0, op, static_cast<std::int64_t>(i / 93)});
     now += 3001;
   }
   t.sort();

@@ -37,7 +37,8 @@ std::vector<profiler::CalibrationRun> load_runs(const std::vector<std::string>& 
 
 void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<CalibrateOptions>();
-  CLI::App* cmd = app.add_subcommand("calibrate", "Fit efficiencies and overheads to measured runs; write hardware YAML");
+  CLI::App* cmd =
+      app.add_subcommand("calibrate", "Fit efficiencies and overheads to measured runs; write hardware YAML");
   cmd->add_option("--run", o->runs, "a training run: PREDICTION.json,TRACE.json[.gz] (repeat)")->required();
   cmd->add_option("--held-out", o->held_out, "a run the fit is checked on, not fitted to (repeat)");
   cmd->add_option("--base", o->base, "hardware the runs were measured on (name or path)");

@@ -25,7 +25,8 @@ void add_compare_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<CompareOptions>();
   CLI::App* cmd = app.add_subcommand("compare", "Compare a prediction with a measured trace, op by op");
   cmd->add_option("--prediction", o->prediction, "prediction JSON (k3perf predict --json)")->required();
-  cmd->add_option("--trace", o->trace, "Chrome trace JSON of the run, .json or .json.gz, kernels attributed")->required();
+  cmd->add_option("--trace", o->trace, "Chrome trace JSON of the run, .json or .json.gz, kernels attributed")
+      ->required();
   cmd->add_option("--hardware", o->hardware, "hardware whose peaks define the roofline (name or path)");
   cmd->add_option("--json", o->json, "write the full comparison as JSON");
   cmd->add_option("--csv", o->csv, "write the per-op table as CSV");

@@ -36,8 +36,8 @@ class ThreadRanges {
 
   // The innermost range open at `t` (start <= t < end), as an index into the ranges, or -1.
   long innermost(std::int64_t t, const std::vector<Range>& ranges) const {
-    const auto after = std::upper_bound(order_.begin(), order_.end(),
-                                        std::pair<std::int64_t, std::size_t>{t, std::numeric_limits<std::size_t>::max()});
+    const auto after = std::upper_bound(
+        order_.begin(), order_.end(), std::pair<std::int64_t, std::size_t>{t, std::numeric_limits<std::size_t>::max()});
     const long k = enclosing(static_cast<long>(after - order_.begin()) - 1, t, ranges);
     return k < 0 ? -1 : static_cast<long>(order_[k].second);
   }
@@ -228,7 +228,8 @@ Attribution attribute(const ActivityRecords& rec) {
                 a.correlation, 0, 0, "", kNone});
   }
   for (const Range& r : ranges) {
-    const std::int64_t end = r.end_ns == std::numeric_limits<std::int64_t>::max() ? std::max(last_ns, r.start_ns) : r.end_ns;
+    const std::int64_t end =
+        r.end_ns == std::numeric_limits<std::int64_t>::max() ? std::max(last_ns, r.start_ns) : r.end_ns;
     t.add(Event{EventKind::range, r.name, r.start_ns, end, kNone, kNone, r.thread, 0, 0, 0, "", kNone});
   }
   t.metadata = rec.metadata;

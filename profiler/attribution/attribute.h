@@ -22,7 +22,7 @@ namespace k3::profiler {
 
 struct AttributionReport {
   std::size_t kernels = 0;
-  std::size_t attributed_through_ranges = 0;      // eager launches
+  std::size_t attributed_through_ranges = 0;       // eager launches
   std::size_t attributed_through_graph_nodes = 0;  // graph replays
   std::size_t without_launch_record = 0;           // no API call with the kernel's correlation id (dropped)
   std::size_t outside_op_ranges = 0;               // launched with no range open on the thread

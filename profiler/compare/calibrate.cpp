@@ -4,9 +4,9 @@
 #include "profiler/trace/chrome_json.h"
 #include "sim/roofline.h"
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+#include <Eigen/Dense>
 
 #include <algorithm>
 #include <cmath>
@@ -94,8 +94,8 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
     }
     const std::vector<Sample> s = samples_of(compare(r.prediction, r.trace, base), base);
     if (s.empty()) {
-      throw InputError(fmt::format("{} + {}: no measured op to fit (are the kernels attributed?)", r.prediction_path,
-                                   r.trace_path));
+      throw InputError(
+          fmt::format("{} + {}: no measured op to fit (are the kernels attributed?)", r.prediction_path, r.trace_path));
     }
     samples->insert(samples->end(), s.begin(), s.end());
     names->push_back(describe(r));
@@ -119,7 +119,8 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
   for (cal.iterations = 1; cal.iterations <= kMaxIterations; ++cal.iterations) {
     // Columns: (class, memory) and (class, compute) that have samples, then the overhead.
     std::map<std::pair<int, bool>, int> column;
-    for (std::size_t i = 0; i < train.size(); ++i) column.emplace(std::make_pair(train[i].cls, bool(compute_bound[i])), 0);
+    for (std::size_t i = 0; i < train.size(); ++i)
+      column.emplace(std::make_pair(train[i].cls, bool(compute_bound[i])), 0);
     int n = 0;
     for (auto& [key, col] : column) col = n++;
     const int overhead_col = with_overhead ? n++ : -1;
@@ -132,14 +133,17 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
       const Sample& s = train[i];
       const auto row = static_cast<Eigen::Index>(i);
       const double w = 1 / s.measured_us;
-      a(row, column.at({s.cls, bool(compute_bound[i])})) = w * (compute_bound[i] ? s.compute_us_at_peak : s.memory_us_at_peak);
+      a(row, column.at({s.cls, bool(compute_bound[i])})) =
+          w * (compute_bound[i] ? s.compute_us_at_peak : s.memory_us_at_peak);
       if (with_overhead) a(row, overhead_col) = w * s.op->kernels;
       b(row) = 1.0;
     }
     const Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(a);
     if (qr.rank() < n) {
-      throw InputError(fmt::format("calibrate: the measured ops do not determine the {} unknowns (rank {}); "
-                                   "give ops of more sizes per class", n, qr.rank()));
+      throw InputError(
+          fmt::format("calibrate: the measured ops do not determine the {} unknowns (rank {}); "
+                      "give ops of more sizes per class",
+                      n, qr.rank()));
     }
     const Eigen::VectorXd x = qr.solve(b);
     if (with_overhead && x(overhead_col) < 0) {  // a negative per-kernel cost is no cost: refit without it
@@ -151,9 +155,10 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
     for (const auto& [key, col] : column) {
       const auto [cls, compute] = key;
       if (x(col) <= 0) {
-        throw InputError(fmt::format("calibrate: class {} gets a non-positive time per {} ({}); the runs contradict "
-                                     "the roofline model", to_string(kAllEfficiencyClasses[cls]),
-                                     compute ? "FLOP" : "byte", x(col)));
+        throw InputError(
+            fmt::format("calibrate: class {} gets a non-positive time per {} ({}); the runs contradict "
+                        "the roofline model",
+                        to_string(kAllEfficiencyClasses[cls]), compute ? "FLOP" : "byte", x(col)));
       }
       (compute ? inv_compute : inv_memory)[cls] = x(col);
     }
@@ -232,8 +237,8 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
     const auto fit = std::find_if(c.classes.begin(), c.classes.end(), [&](const ClassFit& f) { return f.cls == cls; });
     const Efficiency e = calibrated_hardware(base, c).efficiency_of(cls);
     if (fit != c.classes.end()) {
-      std::string what = to_string(cls) + " (" + (fit->memory ? "memory" : "") + (fit->memory && fit->compute ? " and " : "") +
-                         (fit->compute ? "compute" : "") + ")";
+      std::string what = to_string(cls) + " (" + (fit->memory ? "memory" : "") +
+                         (fit->memory && fit->compute ? " and " : "") + (fit->compute ? "compute" : "") + ")";
       fitted.push_back(what);
     } else if (!(base_block && base_block[to_string(cls)])) {
       continue;  // a default in the base file: stays a default
@@ -251,12 +256,13 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
       "overhead to the per-op medians over steps of the runs {}; held out: {}; median |error| on held-out ops "
       "{:.2f}% before, {:.2f}% after ({} ops). Fitted: {}.",
       c.cuda_graphs ? "graph-replay" : "eager-launch", join(c.training_runs, ", "),
-      c.held_out_runs.empty() ? "none" : join(c.held_out_runs, ", "), c.held_out.before_percent, c.held_out.after_percent,
-      c.held_out.ops, join(fitted, ", "));
+      c.held_out_runs.empty() ? "none" : join(c.held_out_runs, ", "), c.held_out.before_percent,
+      c.held_out.after_percent, c.held_out.ops, join(fitted, ", "));
   for (const ClassFit& f : c.classes) {
     if (!f.compute || !f.memory) {
-      citation += fmt::format(" {} {} carried over from {} (its value or the documented default; no {}-bound op measured).",
-                              to_string(f.cls), f.compute ? "memory" : "compute", base_name, f.compute ? "memory" : "compute");
+      citation +=
+          fmt::format(" {} {} carried over from {} (its value or the documented default; no {}-bound op measured).",
+                      to_string(f.cls), f.compute ? "memory" : "compute", base_name, f.compute ? "memory" : "compute");
     }
   }
   if (!carried.empty()) citation += fmt::format(" Carried over unchanged from {}: {}.", base_name, join(carried, ", "));
@@ -270,8 +276,8 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
   root["overheads"][c.cuda_graphs ? "graph_kernel_overhead_us" : "kernel_launch_overhead_us"] = overhead;
   YAML::Emitter out;
   out << root;
-  return fmt::format("# Generated by `k3perf calibrate` from {} and measured runs; see docs/profile.md.\n{}\n", base_name,
-                     out.c_str());
+  return fmt::format("# Generated by `k3perf calibrate` from {} and measured runs; see docs/profile.md.\n{}\n",
+                     base_name, out.c_str());
 }
 
 nlohmann::ordered_json to_json(const Calibration& c) {
@@ -285,22 +291,19 @@ nlohmann::ordered_json to_json(const Calibration& c) {
                        {"clamped", f.clamped}});
   }
   auto fit_check = [](const FitCheck& f) {
-    return nlohmann::ordered_json{{"ops", f.ops}, {"median_abs_error_percent_before", f.before_percent},
+    return nlohmann::ordered_json{{"ops", f.ops},
+                                  {"median_abs_error_percent_before", f.before_percent},
                                   {"median_abs_error_percent_after", f.after_percent}};
   };
-  return {{"cuda_graphs", c.cuda_graphs},
-          {"overhead_us_per_kernel", c.overhead_us_per_kernel},
-          {"iterations", c.iterations},
-          {"classes", classes},
-          {"training", fit_check(c.training)},
-          {"held_out", fit_check(c.held_out)},
-          {"training_runs", c.training_runs},
-          {"held_out_runs", c.held_out_runs}};
+  return {{"cuda_graphs", c.cuda_graphs},      {"overhead_us_per_kernel", c.overhead_us_per_kernel},
+          {"iterations", c.iterations},        {"classes", classes},
+          {"training", fit_check(c.training)}, {"held_out", fit_check(c.held_out)},
+          {"training_runs", c.training_runs},  {"held_out_runs", c.held_out_runs}};
 }
 
 std::string to_text(const Calibration& c) {
-  std::string out = fmt::format("{:<14} {:>8} {:>8} {:>11} {:>12}\n", "class", "memory", "compute", "memory ops",
-                                "compute ops");
+  std::string out =
+      fmt::format("{:<14} {:>8} {:>8} {:>11} {:>12}\n", "class", "memory", "compute", "memory ops", "compute ops");
   for (const ClassFit& f : c.classes) {
     out += fmt::format("{:<14} {:>8} {:>8} {:>11} {:>12}{}\n", to_string(f.cls), f.memory ? number(*f.memory) : "-",
                        f.compute ? number(*f.compute) : "-", f.memory_samples, f.compute_samples,

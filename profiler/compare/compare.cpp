@@ -248,15 +248,18 @@ std::string to_text(const Comparison& c, int top_ops) {
   line(fmt::format("coverage {:.1f}% of kernel time ({} of {} kernels on predicted ops); median |error| {:.1f}%",
                    c.coverage_percent(), c.kernels_on_predicted_ops, c.kernels, c.median_abs_error_percent));
   const auto meta = c.trace_metadata.find("dropped_records");
-  if (meta != c.trace_metadata.end() && meta->second != "0") line(fmt::format("CUPTI dropped {} records", meta->second));
+  if (meta != c.trace_metadata.end() && meta->second != "0")
+    line(fmt::format("CUPTI dropped {} records", meta->second));
   line("");
-  line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by op kind", "ops", "predicted us", "measured us", "median |err|"));
+  line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by op kind", "ops", "predicted us", "measured us",
+                   "median |err|"));
   for (const GroupError& g : c.by_kind) {
     line(fmt::format("{:<18} {:>5} {:>14.3f} {:>14.3f} {:>11.1f}%", g.group, g.ops, g.predicted_us, g.measured_us,
                      g.median_abs_error_percent));
   }
   line("");
-  line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by step", "ops", "predicted us", "measured us", "median |err|"));
+  line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by step", "ops", "predicted us", "measured us",
+                   "median |err|"));
   for (const GroupError& g : c.by_step) {
     line(fmt::format("{:<18} {:>5} {:>14.3f} {:>14.3f} {:>11.1f}%", g.group, g.ops, g.predicted_us, g.measured_us,
                      g.median_abs_error_percent));

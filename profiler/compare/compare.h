@@ -23,7 +23,7 @@
 namespace k3::profiler {
 
 struct OpComparison {
-  const PredictedOp* predicted = nullptr;  // into the PredictionFile
+  const PredictedOp* predicted = nullptr;       // into the PredictionFile
   std::vector<double> measured_us_by_instance;  // index = instance (step)
   double measured_us = 0;                       // median over instances
   double error_percent = 0;
@@ -57,17 +57,19 @@ struct GroupError {  // per op kind, or per step
 struct Comparison {
   std::string prediction_origin;
   std::map<std::string, std::string> trace_metadata;
-  std::vector<OpComparison> ops;              // measured ops, in prediction order
-  std::vector<std::string> not_measured;      // predicted, no kernel attributed
-  std::vector<MeasuredOnlyOp> not_predicted;  // sorted by name
+  std::vector<OpComparison> ops;                 // measured ops, in prediction order
+  std::vector<std::string> not_measured;         // predicted, no kernel attributed
+  std::vector<MeasuredOnlyOp> not_predicted;     // sorted by name
   std::vector<UnattributedKernel> unattributed;  // by total time, largest first
   std::size_t kernels = 0;
   std::size_t kernels_on_predicted_ops = 0;
   double kernel_time_us = 0;
   double kernel_time_on_predicted_ops_us = 0;
-  double coverage_percent() const { return kernel_time_us > 0 ? 100 * kernel_time_on_predicted_ops_us / kernel_time_us : 0; }
-  std::vector<GroupError> by_kind;  // in order of first appearance in the prediction
-  std::vector<GroupError> by_step;  // "0", "1", ...
+  double coverage_percent() const {
+    return kernel_time_us > 0 ? 100 * kernel_time_on_predicted_ops_us / kernel_time_us : 0;
+  }
+  std::vector<GroupError> by_kind;      // in order of first appearance in the prediction
+  std::vector<GroupError> by_step;      // "0", "1", ...
   double median_abs_error_percent = 0;  // over all measured ops
 };
 
@@ -77,7 +79,7 @@ double median(std::vector<double> values);  // mean of the middle two for even c
 Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw);
 
 nlohmann::ordered_json to_json(const Comparison& c);
-std::string to_csv(const Comparison& c);  // one row per measured op
+std::string to_csv(const Comparison& c);                // one row per measured op
 std::string to_text(const Comparison& c, int top_ops);  // summary + the `top_ops` largest errors
 
 }  // namespace k3::profiler

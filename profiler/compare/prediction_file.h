@@ -15,10 +15,10 @@ struct PredictedOp {
   OpKind kind = OpKind::gemm;
   ComputeType compute = ComputeType::bf16;
   double flops = 0;
-  double bytes = 0;   // read + written, every class
+  double bytes = 0;  // read + written, every class
   int kernels = 1;
-  std::string bound;  // compute, memory, communication, overhead
-  double time_us = 0; // the op alone (not its exposed share)
+  std::string bound;   // compute, memory, communication, overhead
+  double time_us = 0;  // the op alone (not its exposed share)
   bool collective() const { return kind == OpKind::collective; }
 };
 

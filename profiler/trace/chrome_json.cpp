@@ -43,8 +43,8 @@ void append_us(std::string& out, std::int64_t ns) {
 }
 
 void append_metadata_event(std::string& out, const char* what, int pid, std::int64_t tid, const std::string& label) {
-  fmt::format_to(std::back_inserter(out), "{{\"ph\":\"M\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":", what,
-                 pid, tid);
+  fmt::format_to(std::back_inserter(out),
+                 "{{\"ph\":\"M\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":", what, pid, tid);
   append_escaped(out, label);
   out += "}},\n";
 }
@@ -57,7 +57,8 @@ std::string to_chrome_json(const Trace& t) {
   std::string out;
   out.reserve(256 + t.size() * 200);
   out += "{\"schemaVersion\":1,\"displayTimeUnit\":\"ns\",";
-  fmt::format_to(std::back_inserter(out), "\"baseTimeNanoseconds\":{},\n\"k3perf\":{{\"format\":\"k3perf-trace-1\"", base);
+  fmt::format_to(std::back_inserter(out), "\"baseTimeNanoseconds\":{},\n\"k3perf\":{{\"format\":\"k3perf-trace-1\"",
+                 base);
   for (const auto& [key, value] : t.metadata) {
     out += ',';
     append_escaped(out, key);
@@ -76,7 +77,8 @@ std::string to_chrome_json(const Trace& t) {
     } else if (t.kind[i] == EventKind::range) {
       range_threads.insert({kOpRangePid, t.thread[i]});
     } else {
-      K3_CHECK(t.device[i] >= 0 && t.device[i] < kMaxDevices, "event {} ('{}') has device {}", i, t.name_of(i), t.device[i]);
+      K3_CHECK(t.device[i] >= 0 && t.device[i] < kMaxDevices, "event {} ('{}') has device {}", i, t.name_of(i),
+               t.device[i]);
       devices.insert(t.device[i]);
       streams.insert({t.device[i], t.stream[i]});
     }
@@ -84,9 +86,12 @@ std::string to_chrome_json(const Trace& t) {
   for (int d : devices) append_metadata_event(out, "process_name", d, 0, fmt::format("GPU {}", d));
   if (!api_threads.empty()) append_metadata_event(out, "process_name", kHostPid, 0, "host: CUDA API");
   if (!range_threads.empty()) append_metadata_event(out, "process_name", kOpRangePid, 0, "ops (NVTX ranges)");
-  for (const auto& [pid, tid] : streams) append_metadata_event(out, "thread_name", pid, tid, fmt::format("stream {}", tid));
-  for (const auto& [pid, tid] : api_threads) append_metadata_event(out, "thread_name", pid, tid, fmt::format("thread {}", tid));
-  for (const auto& [pid, tid] : range_threads) append_metadata_event(out, "thread_name", pid, tid, fmt::format("thread {}", tid));
+  for (const auto& [pid, tid] : streams)
+    append_metadata_event(out, "thread_name", pid, tid, fmt::format("stream {}", tid));
+  for (const auto& [pid, tid] : api_threads)
+    append_metadata_event(out, "thread_name", pid, tid, fmt::format("thread {}", tid));
+  for (const auto& [pid, tid] : range_threads)
+    append_metadata_event(out, "thread_name", pid, tid, fmt::format("thread {}", tid));
 
   for (std::size_t i = 0; i < t.size(); ++i) {
     const EventKind k = t.kind[i];
@@ -105,8 +110,8 @@ std::string to_chrome_json(const Trace& t) {
     if (host) {
       if (k == EventKind::api) fmt::format_to(std::back_inserter(out), "\"correlation\":{}", t.correlation[i]);
     } else {
-      fmt::format_to(std::back_inserter(out), "\"device\":{},\"stream\":{},\"correlation\":{}", t.device[i], t.stream[i],
-                     t.correlation[i]);
+      fmt::format_to(std::back_inserter(out), "\"device\":{},\"stream\":{},\"correlation\":{}", t.device[i],
+                     t.stream[i], t.correlation[i]);
       if (t.graph_node[i] != 0) fmt::format_to(std::back_inserter(out), ",\"graph_node\":{}", t.graph_node[i]);
       if (k != EventKind::kernel) fmt::format_to(std::back_inserter(out), ",\"bytes\":{}", t.bytes[i]);
       if (t.op[i] != kNone) {
@@ -125,7 +130,8 @@ namespace {
 
 class EventReader {
  public:
-  EventReader(const nlohmann::json& e, const std::string& origin, std::size_t index) : e_(e), origin_(origin), index_(index) {}
+  EventReader(const nlohmann::json& e, const std::string& origin, std::size_t index)
+      : e_(e), origin_(origin), index_(index) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
     std::string who = fmt::format("{}: traceEvents[{}]", origin_, index_);
@@ -152,11 +158,13 @@ class EventReader {
     const nlohmann::json& v = required(e_, key, key);
     if (!v.is_number()) fail(key, fmt::format("expected a number of microseconds, got {}", v.dump()));
     const double us = v.get<double>();
-    if (!std::isfinite(us) || us < 0 || us > 9.0e12) fail(key, fmt::format("expected microseconds in [0, 9e12], got {}", v.dump()));
+    if (!std::isfinite(us) || us < 0 || us > 9.0e12)
+      fail(key, fmt::format("expected microseconds in [0, 9e12], got {}", v.dump()));
     return std::llround(us * 1000.0);
   }
 
-  std::int64_t integer(const nlohmann::json& obj, const std::string& key, const std::string& path, std::int64_t lowest) const {
+  std::int64_t integer(const nlohmann::json& obj, const std::string& key, const std::string& path,
+                       std::int64_t lowest) const {
     const nlohmann::json& v = required(obj, key, path);
     if (!v.is_number_integer()) fail(path, fmt::format("expected an integer, got {}", v.dump()));
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) {
@@ -239,7 +247,8 @@ Trace parse_chrome_json(const std::string& text, const std::string& origin) {
       if (e.kind == EventKind::api) e.correlation = r.unsigned_arg(args, "correlation");
     } else {
       e.device = static_cast<std::int32_t>(r.integer(args, "device", "args.device", 0));
-      if (e.device >= kMaxDevices) r.fail("args.device", fmt::format("expected a device id below {}, got {}", kMaxDevices, e.device));
+      if (e.device >= kMaxDevices)
+        r.fail("args.device", fmt::format("expected a device id below {}, got {}", kMaxDevices, e.device));
       const std::int64_t stream = r.integer(args, "stream", "args.stream", 0);
       if (stream > INT32_MAX) r.fail("args.stream", fmt::format("stream id {} out of range", stream));
       e.stream = static_cast<std::int32_t>(stream);

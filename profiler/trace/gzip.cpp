@@ -24,7 +24,8 @@ std::string gzip_compress(const std::string& data, int level) {
   z_stream z{};
   K3_CHECK(deflateInit2(&z, level, Z_DEFLATED, kGzipWindowBits, 8, Z_DEFAULT_STRATEGY) == Z_OK, "deflateInit2 failed");
   std::string out;
-  out.resize(deflateBound(&z, static_cast<uLong>(std::min<std::size_t>(data.size(), std::numeric_limits<uLong>::max()))) + 64);
+  out.resize(
+      deflateBound(&z, static_cast<uLong>(std::min<std::size_t>(data.size(), std::numeric_limits<uLong>::max()))) + 64);
   std::size_t in_pos = 0;
   int status = Z_OK;
   while (status != Z_STREAM_END) {

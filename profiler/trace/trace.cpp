@@ -66,8 +66,8 @@ void Trace::add(const Event& e) {
 }
 
 Event Trace::event(std::size_t i) const {
-  return Event{kind[i],   name_of(i),        start_ns[i], end_ns[i], device[i], stream[i], thread[i],
-               correlation[i], graph_node[i], bytes[i],    op_of(i),  op_instance[i]};
+  return Event{kind[i],   name_of(i),     start_ns[i],   end_ns[i], device[i], stream[i],
+               thread[i], correlation[i], graph_node[i], bytes[i],  op_of(i),  op_instance[i]};
 }
 
 bool Trace::is_sorted() const {

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <map>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace k3::profiler {
@@ -22,16 +22,16 @@ inline constexpr std::int32_t kNone = -1;
 // One event, as handed to Trace::add (the columns below hold the same fields).
 struct Event {
   EventKind kind = EventKind::kernel;
-  std::string name;              // kernel (mangled or not), "cudaLaunchKernel", "memcpy_htod", op name
+  std::string name;  // kernel (mangled or not), "cudaLaunchKernel", "memcpy_htod", op name
   std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;       // >= start_ns
-  std::int32_t device = kNone;   // GPU events
-  std::int32_t stream = kNone;   // GPU events
-  std::int64_t thread = kNone;   // host events (API calls, ranges)
-  std::uint64_t correlation = 0; // 0: none; links an API call to the GPU work it launched
-  std::uint64_t graph_node = 0;  // 0: not replayed from a CUDA graph
-  std::int64_t bytes = 0;        // memcpy, memset
-  std::string op;                // kernels, memcpys, memsets: the attributed op, "" if none
+  std::int64_t end_ns = 0;           // >= start_ns
+  std::int32_t device = kNone;       // GPU events
+  std::int32_t stream = kNone;       // GPU events
+  std::int64_t thread = kNone;       // host events (API calls, ranges)
+  std::uint64_t correlation = 0;     // 0: none; links an API call to the GPU work it launched
+  std::uint64_t graph_node = 0;      // 0: not replayed from a CUDA graph
+  std::int64_t bytes = 0;            // memcpy, memset
+  std::string op;                    // kernels, memcpys, memsets: the attributed op, "" if none
   std::int64_t op_instance = kNone;  // which occurrence of the op (0, 1, ... in time order)
 };
 
@@ -44,8 +44,8 @@ class Trace {
   std::vector<std::int64_t> thread;
   std::vector<std::uint64_t> correlation, graph_node;
   std::vector<std::int64_t> bytes;
-  std::vector<std::uint32_t> name;       // index into names()
-  std::vector<std::int32_t> op;          // index into names(), kNone when unattributed
+  std::vector<std::uint32_t> name;  // index into names()
+  std::vector<std::int32_t> op;     // index into names(), kNone when unattributed
   std::vector<std::int64_t> op_instance;
 
   // Run-level facts in `args` of the JSON: commit, capture date, GPU, command, dropped records, ...

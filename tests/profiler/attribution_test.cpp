@@ -15,7 +15,9 @@ namespace {
 void push(ActivityRecords& r, std::int64_t t, std::int64_t thread, const std::string& name) {
   r.markers.push_back({MarkerPhase::push, t, thread, 0, name});
 }
-void pop(ActivityRecords& r, std::int64_t t, std::int64_t thread) { r.markers.push_back({MarkerPhase::pop, t, thread, 0, ""}); }
+void pop(ActivityRecords& r, std::int64_t t, std::int64_t thread) {
+  r.markers.push_back({MarkerPhase::pop, t, thread, 0, ""});
+}
 // A launch API call at t on `thread` and its kernel at t + 1000 on `stream`, 500 ns long.
 void launch(ActivityRecords& r, std::int64_t t, std::int64_t thread, std::uint64_t corr, int stream = 7,
             const std::string& kernel = "k") {
@@ -137,7 +139,8 @@ TEST(Attribution, GraphReplaysThroughCapturedAndClonedNodes) {
   EXPECT_EQ(a.graph_node_ops.count(103), 0u);
   for (int step = 0; step < 2; ++step) {
     const std::uint64_t corr = 20 + step;
-    EXPECT_EQ(op_of_kernel(a.trace, corr, 200), std::make_pair(std::string("L002.mla.attn_decode"), std::int64_t{step}));
+    EXPECT_EQ(op_of_kernel(a.trace, corr, 200),
+              std::make_pair(std::string("L002.mla.attn_decode"), std::int64_t{step}));
     EXPECT_EQ(op_of_kernel(a.trace, corr, 201), std::make_pair(std::string("head.lm_head"), std::int64_t{step}));
     EXPECT_EQ(op_of_kernel(a.trace, corr, 203), std::make_pair(std::string(""), std::int64_t{-1}));
   }

@@ -1,7 +1,7 @@
 // compare and calibrate on the committed fixtures (profiler/fixtures/make_fixtures.py: synthetic,
 // not GPU measurements), with the answers worked out by hand from the numbers in that script.
-#include "profiler/compare/calibrate.h"
 #include "profiler/compare/compare.h"
+#include "profiler/compare/calibrate.h"
 #include "profiler/trace/chrome_json.h"
 
 #include "core/atomic_file.h"
@@ -35,9 +35,9 @@ TEST(Compare, DecodeFixtureByHand) {
   EXPECT_EQ(kda.predicted->name, "L001.kda.recurrent");
   EXPECT_EQ(kda.measured_us_by_instance, (std::vector<double>{120, 125, 140}));
   EXPECT_DOUBLE_EQ(kda.measured_us, 125);
-  EXPECT_DOUBLE_EQ(kda.error_percent, 4.0);                     // (130 - 125) / 125
-  EXPECT_DOUBLE_EQ(kda.achieved_bytes_per_s, 4.8e8 / 125e-6);   // 3.84 TB/s
-  EXPECT_NEAR(kda.roofline_us, 100, 1e-9);                      // 4.8e8 B / 4.8e12 B/s
+  EXPECT_DOUBLE_EQ(kda.error_percent, 4.0);                    // (130 - 125) / 125
+  EXPECT_DOUBLE_EQ(kda.achieved_bytes_per_s, 4.8e8 / 125e-6);  // 3.84 TB/s
+  EXPECT_NEAR(kda.roofline_us, 100, 1e-9);                     // 4.8e8 B / 4.8e12 B/s
   EXPECT_NEAR(*kda.roofline_percent, 80, 1e-9);
   EXPECT_EQ(kda.kernels, 6u);
   // The collective: 40 us each step, predicted 50: +25 %; no roofline.
@@ -88,8 +88,9 @@ TEST(Compare, DecodeFixtureByHand) {
   EXPECT_TRUE(j["ops"][1]["roofline_percent"].is_null());
   EXPECT_EQ(j["trace_metadata"]["commit"], "fixture");
   const std::string csv = to_csv(c);
-  EXPECT_NE(csv.find("L001.kda.recurrent,kda_recurrent,memory,130,125,4,3,6,6.69e+08,4.8e+08,3.84e+12,5.352e+12,100,80\n"),
-            std::string::npos)
+  EXPECT_NE(
+      csv.find("L001.kda.recurrent,kda_recurrent,memory,130,125,4,3,6,6.69e+08,4.8e+08,3.84e+12,5.352e+12,100,80\n"),
+      std::string::npos)
       << csv;
   EXPECT_NE(to_text(c, 5).find("coverage 97.2% of kernel time (12 of 17 kernels on predicted ops)"), std::string::npos);
 }
@@ -100,10 +101,11 @@ TEST(Compare, PredictionFileErrorsNameTheKey) {
                      {"p.json", "'ops'"});
   const std::string head = R"({"scenario":{"hardware":"x","cuda_graphs":true},"ops":[)";
   const std::string zero = R"({"weights":0,"kv":0,"state":0,"activations":0})";
-  const std::string good = R"({"name":"a","kind":"gemm","compute":"bf16","flops":1,"read":)" + zero + R"(,"written":)" + zero +
-                           R"(,"kernels":1,"bound":"memory","time_us":1})";
+  const std::string good = R"({"name":"a","kind":"gemm","compute":"bf16","flops":1,"read":)" + zero + R"(,"written":)" +
+                           zero + R"(,"kernels":1,"bound":"memory","time_us":1})";
   EXPECT_EQ(parse_prediction(head + good + "]}", "ok.json").ops.size(), 1u);
-  expect_input_error([&] { parse_prediction(head + good + "," + good + "]}", "q.json"); }, {"q.json", "ops[1].name", "twice"});
+  expect_input_error([&] { parse_prediction(head + good + "," + good + "]}", "q.json"); },
+                     {"q.json", "ops[1].name", "twice"});
   std::string bad_kind = good;
   bad_kind.replace(bad_kind.find("\"gemm\""), 6, "\"gemmm\"");
   expect_input_error([&] { parse_prediction(head + bad_kind + "]}", "r.json"); }, {"r.json", "ops[0].kind", "gemmm"});
@@ -152,7 +154,8 @@ TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
   EXPECT_EQ(hw.name, "H200 SXM (validated)");
   EXPECT_NEAR(hw.efficiency_of(EfficiencyClass::gemm).memory, 0.80, 1e-4);
   EXPECT_NEAR(hw.efficiency_of(EfficiencyClass::attention).compute, 0.60, 1e-4);
-  EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::elementwise).compute, base.efficiency_of(EfficiencyClass::elementwise).compute);
+  EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::elementwise).compute,
+                   base.efficiency_of(EfficiencyClass::elementwise).compute);
   EXPECT_EQ(hw.efficiency_of(EfficiencyClass::recurrent).memory, default_efficiency(EfficiencyClass::recurrent).memory);
   EXPECT_NEAR(hw.graph_kernel_overhead_us, 0.6, 1e-3);
   EXPECT_DOUBLE_EQ(hw.kernel_launch_overhead_us, base.kernel_launch_overhead_us);
@@ -165,7 +168,8 @@ TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
 
 TEST(Calibrate, RefusesMixedLaunchModesAndTooFewOps) {
   const Hardware base = h200();
-  CalibrationRun a = load_calibration_run(kFixtures + "calib_micro_prediction.json", kFixtures + "calib_micro_trace.json.gz");
+  CalibrationRun a =
+      load_calibration_run(kFixtures + "calib_micro_prediction.json", kFixtures + "calib_micro_trace.json.gz");
   CalibrationRun b = a;
   b.prediction.cuda_graphs = false;
   test::expect_input_error([&] { calibrate({a, b}, {}, base); }, {"cuda_graphs", "one launch mode"});

@@ -21,7 +21,8 @@ Trace sample_trace() {
   t.metadata["dropped_records"] = "2";
   const std::int64_t base = 1'712'345'678'901'234'567;  // a CUPTI-like absolute clock, ns
   // Added out of order on purpose.
-  t.add({EventKind::kernel, "void k<\"q\">(int)", base + 2'001, base + 9'999, 0, 7, -1, 11, 0, 0, "L001.kda.recurrent", 0});
+  t.add({EventKind::kernel, "void k<\"q\">(int)", base + 2'001, base + 9'999, 0, 7, -1, 11, 0, 0, "L001.kda.recurrent",
+         0});
   t.add({EventKind::range, "L001.kda.recurrent", base, base + 12'345, -1, -1, 4242, 0, 0, 0, "", -1});
   t.add({EventKind::api, "cudaLaunchKernel", base + 1, base + 1'500, -1, -1, 4242, 11, 0, 0, "", -1});
   t.add({EventKind::memcpy, "memcpy_htod", base + 20'000, base + 20'001, 1, 3, -1, 12, 0, 4096, "", -1});
@@ -68,12 +69,17 @@ TEST(ChromeJson, WritesMicrosecondsWithNanosecondDecimalsAndTracks) {
   EXPECT_EQ(doc["baseTimeNanoseconds"].get<std::int64_t>(), 1'712'345'678'901'234'567);
   EXPECT_EQ(doc["k3perf"]["commit"], "abc123");
   // The kernel: 2.001 us after the base, 7.998 us long, on pid = device 0, tid = stream 7.
-  EXPECT_NE(text.find("\"cat\":\"kernel\",\"name\":\"void k<\\\"q\\\">(int)\",\"pid\":0,\"tid\":7,\"ts\":2.001,\"dur\":7.998"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "\"cat\":\"kernel\",\"name\":\"void k<\\\"q\\\">(int)\",\"pid\":0,\"tid\":7,\"ts\":2.001,\"dur\":7.998"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find("\"cat\":\"nvtx\",\"name\":\"L001.kda.recurrent\",\"pid\":1001,\"tid\":4242,\"ts\":0.000,\"dur\":12.345"),
+  EXPECT_NE(
+      text.find(
+          "\"cat\":\"nvtx\",\"name\":\"L001.kda.recurrent\",\"pid\":1001,\"tid\":4242,\"ts\":0.000,\"dur\":12.345"),
+      std::string::npos);
+  EXPECT_NE(text.find("\"name\":\"thread_name\",\"pid\":0,\"tid\":7,\"args\":{\"name\":\"stream 7\"}"),
             std::string::npos);
-  EXPECT_NE(text.find("\"name\":\"thread_name\",\"pid\":0,\"tid\":7,\"args\":{\"name\":\"stream 7\"}"), std::string::npos);
   EXPECT_NE(text.find("\"name\":\"process_name\",\"pid\":1000,\"tid\":0,\"args\":{\"name\":\"host: CUDA API\"}"),
             std::string::npos);
   EXPECT_NE(text.find("\"graph_node\":77,\"op\":\"head.lm_head\",\"op_instance\":3"), std::string::npos);
@@ -138,31 +144,61 @@ TEST(ChromeJson, MalformedTracesNameFileEventAndKey) {
   expect_input_error([] { parse_chrome_json("[1,2]", "b.json"); }, {"b.json", "traceEvents"});
   expect_input_error([] { parse_chrome_json("{\"traceEvents\":{}}", "c.json"); }, {"c.json", "'traceEvents'", "array"});
   const std::string head = "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0},";
-  expect_input_error([&] { parse_chrome_json(head + "3]}", "d.json"); }, {"d.json", "traceEvents[1]", "expected an object"});
+  expect_input_error([&] { parse_chrome_json(head + "3]}", "d.json"); },
+                     {"d.json", "traceEvents[1]", "expected an object"});
   expect_input_error(
-      [&] { parse_chrome_json(head + R"({"ph":"X","cat":"kernel","name":"k","ts":1,"args":{"device":0,"stream":1,"correlation":1}}]})", "e.json"); },
+      [&] {
+        parse_chrome_json(
+            head + R"({"ph":"X","cat":"kernel","name":"k","ts":1,"args":{"device":0,"stream":1,"correlation":1}}]})",
+            "e.json");
+      },
       {"e.json", "traceEvents[1] ('k')", "'dur'", "missing"});
   expect_input_error(
-      [&] { parse_chrome_json(head + R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":-2,"args":{"device":0,"stream":1,"correlation":1}}]})", "f.json"); },
+      [&] {
+        parse_chrome_json(
+            head +
+                R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":-2,"args":{"device":0,"stream":1,"correlation":1}}]})",
+            "f.json");
+      },
       {"f.json", "traceEvents[1] ('k')", "'dur'", "-2"});
   expect_input_error(
-      [&] { parse_chrome_json(head + R"({"ph":"X","cat":"kernel","name":"k","ts":"1","dur":2,"args":{"device":0,"stream":1,"correlation":1}}]})", "g.json"); },
+      [&] {
+        parse_chrome_json(
+            head +
+                R"({"ph":"X","cat":"kernel","name":"k","ts":"1","dur":2,"args":{"device":0,"stream":1,"correlation":1}}]})",
+            "g.json");
+      },
       {"g.json", "'ts'", "expected a number"});
   expect_input_error(
-      [&] { parse_chrome_json(head + R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"stream":1,"correlation":1}}]})", "h.json"); },
+      [&] {
+        parse_chrome_json(
+            head + R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"stream":1,"correlation":1}}]})",
+            "h.json");
+      },
       {"h.json", "('k')", "'args.device'", "missing"});
   expect_input_error(
-      [&] { parse_chrome_json(head + R"({"ph":"X","cat":"cuda_api","name":"cudaLaunchKernel","ts":1,"dur":2,"tid":3,"args":{"correlation":-4}}]})", "i.json"); },
+      [&] {
+        parse_chrome_json(
+            head +
+                R"({"ph":"X","cat":"cuda_api","name":"cudaLaunchKernel","ts":1,"dur":2,"tid":3,"args":{"correlation":-4}}]})",
+            "i.json");
+      },
       {"i.json", "('cudaLaunchKernel')", "'args.correlation'", "-4"});
   expect_input_error(
-      [&] { parse_chrome_json(head + R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"device":0,"stream":1,"correlation":1,"op":"L001.x"}}]})", "j.json"); },
+      [&] {
+        parse_chrome_json(
+            head +
+                R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"device":0,"stream":1,"correlation":1,"op":"L001.x"}}]})",
+            "j.json");
+      },
       {"j.json", "'args.op_instance'", "missing"});
   expect_input_error(
       [&] { parse_chrome_json(head + R"({"ph":"X","cat":"nvtx","name":7,"ts":1,"dur":2,"tid":1}]})", "k.json"); },
       {"k.json", "traceEvents[1]", "'name'", "expected a string"});
-  expect_input_error(
-      [&] { parse_chrome_json(R"({"k3perf":{"commit":5},"traceEvents":[]})", "l.json"); }, {"l.json", "k3perf.commit"});
-  expect_input_error([] { read_chrome_trace("/nonexistent/trace.json.gz"); }, {"/nonexistent/trace.json.gz", "cannot open"});
+  expect_input_error([&] { parse_chrome_json(R"({"k3perf":{"commit":5},"traceEvents":[]})", "l.json"); },
+                     {"l.json", "k3perf.commit"});
+  expect_input_error([] { read_chrome_trace("/nonexistent/trace.json.gz"); },
+                     {"/nonexistent/trace.json.gz", "cannot open"});
 }
 
 }  // namespace
