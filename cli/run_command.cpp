@@ -4,6 +4,9 @@
 #include "core/error.h"
 #include "core/scenario.h"
 #include "engine/runtime/run_loop.h"
+#include "profiler/attribution/attribute.h"
+#include "profiler/cupti/cupti_source.h"
+#include "profiler/trace/chrome_json.h"
 #include "sim/predict.h"
 
 #include <fmt/format.h>
@@ -17,7 +20,8 @@ namespace {
 
 // The simulator's roofline for the run's shapes: one decode step at the run's batch and context, and one
 // sequence's prompt prefill in the run's chunks, on the given hardware file.
-void predict_beside(runtime::RunSummary& summary, const std::string& hardware_name, const DataPaths& data) {
+void predict_beside(runtime::RunSummary& summary, const std::string& hardware_name, const DataPaths& data,
+                    const std::string& prediction_json) {
   Scenario s;
   s.name = "k3perf run";
   s.source = "k3perf run";
@@ -29,7 +33,9 @@ void predict_beside(runtime::RunSummary& summary, const std::string& hardware_na
   s.runtime.cuda_graphs = summary.options.use_cuda_graph;
   const runtime::RunOptions& o = summary.options;
   s.phase = Phase::decode(o.batch, std::max(o.context_tokens, o.prompt_tokens));
-  summary.predicted_step_ms = predict(s).step_ms();
+  const Prediction decode = predict(s);
+  summary.predicted_step_ms = decode.step_ms();
+  if (!prediction_json.empty()) write_file_atomically(prediction_json, to_json(decode).dump(2) + "\n");
   s.runtime.cuda_graphs = false;  // prefill runs eagerly
   s.phase = Phase::prefill(1, o.prompt_tokens, 0, o.chunk_tokens);
   summary.predicted_prefill_ms = predict(s).step_ms();
@@ -43,6 +49,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto json_path = std::make_shared<std::string>();
   auto eager = std::make_shared<bool>(false);
   auto hardware = std::make_shared<std::string>("h200-sxm");
+  auto trace_path = std::make_shared<std::string>();
+  auto prediction_path = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("run", "Run a K3-family model (or its first N layers) on the GPU and time it");
   cmd->add_option("--model", o->model_path,
                   "config.json, or a model name in the data folder (kimi-k3); default: the checkpoint's config.json");
@@ -61,10 +69,15 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", o->prompt_seed, "seed of the random prompt token ids");
   cmd->add_flag("--eager", *eager, "decode without a CUDA graph");
   cmd->add_option("--json", *json_path, "write the summary as JSON to this file");
+  cmd->add_option("--trace", *trace_path,
+                  "record the decode steps with CUPTI (kernels attributed to the op graph's names through NVTX "
+                  "ranges and CUDA-graph nodes) and write a Chrome/Perfetto trace (.json or .json.gz)");
+  cmd->add_option("--prediction-json", *prediction_path,
+                  "write sim/'s prediction of one decode step of this run (for k3perf compare)");
   cmd->add_option("--hardware", *hardware,
                   "hardware file (or name in the data folder) whose roofline prediction is printed beside the "
                   "measurement; 'none' to skip");
-  cmd->callback([o, json_path, eager, hardware, &global] {
+  cmd->callback([o, json_path, eager, hardware, trace_path, prediction_path, &global] {
     runtime::RunOptions options = *o;
     options.use_cuda_graph = !*eager;
     if (!options.model_path.empty() && !std::filesystem::exists(options.model_path)) {
@@ -76,8 +89,36 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
       options.model_path = by_name;
     }
     options.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+    std::unique_ptr<profiler::CuptiActivitySource> collector;
+    profiler::ActivityRecords records;
+    if (!trace_path->empty()) {
+      if (profiler::enable_nvtx_injection().empty()) {
+        fmt::print(stderr, "warning: libcupti's path not found: NVTX op ranges will be missing from the trace\n");
+      }
+      collector = std::make_unique<profiler::CuptiActivitySource>();
+      options.before_decode = [&] { collector->start(); };
+      options.after_decode = [&] { records = collector->stop(); };
+    }
     runtime::RunSummary summary = runtime::run_engine(options);
-    if (*hardware != "none") predict_beside(summary, *hardware, DataPaths::resolve(global.data_dir));
+    if (*hardware != "none") {
+      predict_beside(summary, *hardware, DataPaths::resolve(global.data_dir), *prediction_path);
+    } else if (!prediction_path->empty()) {
+      throw InputError("--prediction-json needs --hardware");
+    }
+    if (collector) {
+      records.metadata["gpu"] = summary.gpu;
+      records.metadata["command"] = "k3perf run";
+      records.metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
+      records.metadata["shape"] = fmt::format("batch {}, context {}, {} decode steps{}", options.batch,
+                                              std::max(options.context_tokens, options.prompt_tokens),
+                                              options.decode_tokens, options.use_cuda_graph ? ", CUDA graph" : "");
+      profiler::Attribution attribution = profiler::attribute(records);
+      profiler::write_report_metadata(attribution.report, &attribution.trace.metadata);
+      profiler::write_chrome_trace(attribution.trace, *trace_path);
+      const profiler::AttributionReport& r = attribution.report;
+      fmt::print(stderr, "trace: {} kernels, {} attributed to ops ({} through CUDA-graph nodes), {} dropped records -> {}\n",
+                 r.kernels, r.attributed(), r.attributed_through_graph_nodes, r.dropped_records, *trace_path);
+    }
     fmt::print("{}", runtime::summary_text(summary));
     if (!json_path->empty()) write_file_atomically(*json_path, runtime::summary_json(summary));
   });

@@ -221,6 +221,7 @@ RunSummary run_engine(const RunOptions& o) {
     for (int s = 0; s < o.batch; ++s) summary.generated[s].push_back(tokens[s]);
   };
   collect();  // the prompt's greedy next token is the first decode input
+  if (o.before_decode) o.before_decode();
   {
     EventTimer timer(model.stream());
     model.decode_step(o.batch);
@@ -241,6 +242,7 @@ RunSummary run_engine(const RunOptions& o) {
       say(o, fmt::format("decode step {}/{}: {:.3f} ms", step + 1, o.decode_tokens, summary.decode_step_ms.back()));
     }
   }
+  if (o.after_decode) o.after_decode();
   summary.median_step_ms = percentile(summary.decode_step_ms, 0.5);
   summary.p10_step_ms = percentile(summary.decode_step_ms, 0.1);
   summary.p90_step_ms = percentile(summary.decode_step_ms, 0.9);

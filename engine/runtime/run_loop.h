@@ -35,6 +35,9 @@ struct RunOptions {
   bool use_cuda_graph = true;
   uint64_t prompt_seed = 1;
   std::function<void(const std::string&)> progress;  // progress lines (may be empty)
+  // Called right before the first decode step and right after the last (e.g. to start and stop a
+  // profiler: the window holds the eager step, the graph capture and every replay). May be empty.
+  std::function<void()> before_decode, after_decode;
 };
 
 struct RunSummary {

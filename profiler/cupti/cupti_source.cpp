@@ -1,0 +1,267 @@
+#include "profiler/cupti/cupti_source.h"
+
+#include "core/error.h"
+
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace k3::profiler {
+
+namespace {
+
+constexpr std::size_t kBufferBytes = 8u << 20;
+constexpr std::size_t kBufferAlign = 8;
+
+void check(CUptiResult status, const char* call) {
+  if (status != CUPTI_SUCCESS) {
+    const char* text = nullptr;
+    cuptiGetResultString(status, &text);
+    throw Error(fmt::format("CUPTI {} failed: {}", call, text ? text : "unknown error"));
+  }
+}
+
+std::string demangled(const char* name) {
+  if (!name) return "?";
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || !out) return name;
+  std::string result(out);
+  std::free(out);
+  return result;
+}
+
+}  // namespace
+
+struct CuptiActivitySource::State {
+  std::mutex mutex;
+  std::size_t max_buffers = 0;
+  std::size_t buffers_given = 0;
+  ActivityRecords records;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::vector<std::string> errors;
+};
+
+namespace {
+
+// CUPTI's callbacks have no user data for the buffer requests: one collector at a time.
+CuptiActivitySource::State* g_state = nullptr;
+// Correlation ids of the API calls in progress on this thread (a runtime call may enter the driver).
+thread_local std::vector<uint32_t> t_api_stack;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;
+  CuptiActivitySource::State* s = g_state;
+  if (!s) return;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (s->buffers_given >= s->max_buffers) return;  // records beyond the cap are dropped and counted
+    ++s->buffers_given;
+  }
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+}
+
+void convert(CUpti_Activity* record, ActivityRecords& out) {
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(record);
+      out.kernels.push_back({demangled(k->name), int64_t(k->start), int64_t(k->end), int32_t(k->deviceId),
+                             int32_t(k->streamId), k->correlationId, k->graphNodeId});
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
+      MemoryActivity a;
+      a.name = fmt::format("memcpy_kind{}", int(m->copyKind));
+      switch (m->copyKind) {
+        case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: a.name = "memcpy_htod"; break;
+        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: a.name = "memcpy_dtoh"; break;
+        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: a.name = "memcpy_dtod"; break;
+        default: break;
+      }
+      a.start_ns = int64_t(m->start);
+      a.end_ns = int64_t(m->end);
+      a.device = int32_t(m->deviceId);
+      a.stream = int32_t(m->streamId);
+      a.correlation = m->correlationId;
+      a.graph_node = m->graphNodeId;
+      a.bytes = int64_t(m->bytes);
+      out.memory.push_back(a);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
+      MemoryActivity a;
+      a.is_set = true;
+      a.name = "memset";
+      a.start_ns = int64_t(m->start);
+      a.end_ns = int64_t(m->end);
+      a.device = int32_t(m->deviceId);
+      a.stream = int32_t(m->streamId);
+      a.correlation = m->correlationId;
+      a.graph_node = m->graphNodeId;
+      a.bytes = int64_t(m->bytes);
+      out.memory.push_back(a);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto* a = reinterpret_cast<CUpti_ActivityAPI*>(record);
+      const char* name = nullptr;
+      cuptiGetCallbackName(record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                       : CUPTI_CB_DOMAIN_DRIVER_API,
+                           a->cbid, &name);
+      out.api_calls.push_back({name ? name : fmt::format("api{}", a->cbid), int64_t(a->start), int64_t(a->end),
+                               int64_t(a->threadId), a->correlationId});
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MARKER: {
+      const auto* m = reinterpret_cast<CUpti_ActivityMarker2*>(record);
+      MarkerActivity a;
+      a.timestamp_ns = int64_t(m->timestamp);
+      a.id = m->id;
+      a.thread = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? int64_t(m->objectId.pt.threadId) : 0;
+      if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+        a.phase = MarkerPhase::start;
+        a.name = m->name ? m->name : "";
+      } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+        a.phase = MarkerPhase::end;
+      } else {
+        break;  // instantaneous markers carry no range
+      }
+      out.markers.push_back(a);
+      break;
+    }
+    default: break;
+  }
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_size) {
+  CuptiActivitySource::State* s = g_state;
+  if (s && valid_size > 0) {
+    ActivityRecords local;
+    CUpti_Activity* record = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) convert(record, local);
+    std::lock_guard<std::mutex> lock(s->mutex);
+    auto append = [](auto& to, auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+    append(s->records.kernels, local.kernels);
+    append(s->records.memory, local.memory);
+    append(s->records.api_calls, local.api_calls);
+    append(s->records.markers, local.markers);
+    --s->buffers_given;
+  }
+  std::free(buffer);
+}
+
+void CUPTIAPI on_callback(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  auto* s = static_cast<CuptiActivitySource::State*>(user);
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    const auto* api = static_cast<const CUpti_CallbackData*>(data);
+    if (api->callbackSite == CUPTI_API_ENTER) {
+      t_api_stack.push_back(api->correlationId);
+    } else if (!t_api_stack.empty()) {
+      t_api_stack.pop_back();
+    }
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
+  const auto* resource = static_cast<const CUpti_ResourceData*>(data);
+  const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
+  if (!graph) return;
+  if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+    uint64_t node = 0;
+    if (cuptiGetGraphNodeId(graph->node, &node) != CUPTI_SUCCESS || t_api_stack.empty()) return;
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->records.graph_node_captures.push_back({node, t_api_stack.back()});
+  } else if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
+    uint64_t original = 0, clone = 0;
+    if (cuptiGetGraphNodeId(graph->originalNode, &original) != CUPTI_SUCCESS ||
+        cuptiGetGraphNodeId(graph->node, &clone) != CUPTI_SUCCESS) {
+      return;
+    }
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->records.graph_node_clones.push_back({original, clone});
+  }
+}
+
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
+                                         CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_MARKER};
+
+}  // namespace
+
+CuptiActivitySource::CuptiActivitySource(std::size_t max_buffers) : state_(std::make_unique<State>()) {
+  state_->max_buffers = max_buffers;
+}
+
+CuptiActivitySource::~CuptiActivitySource() {
+  if (running_) {
+    try {
+      stop();
+    } catch (...) {
+    }
+  }
+}
+
+void CuptiActivitySource::start() {
+  K3_CHECK(!running_, "the CUPTI collector is already running");
+  K3_CHECK(g_state == nullptr, "another CUPTI collector is running in this process");
+  state_->records = ActivityRecords{};
+  g_state = state_.get();
+  try {
+    check(cuptiSubscribe(&state_->subscriber, on_callback, state_.get()), "cuptiSubscribe");
+    check(cuptiEnableDomain(1, state_->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API), "cuptiEnableDomain(runtime)");
+    check(cuptiEnableDomain(1, state_->subscriber, CUPTI_CB_DOMAIN_DRIVER_API), "cuptiEnableDomain(driver)");
+    check(cuptiEnableCallback(1, state_->subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED),
+          "cuptiEnableCallback(GRAPHNODE_CREATED)");
+    check(cuptiEnableCallback(1, state_->subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
+          "cuptiEnableCallback(GRAPHNODE_CLONED)");
+    check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    for (CUpti_ActivityKind kind : kKinds) check(cuptiActivityEnable(kind), "cuptiActivityEnable");
+  } catch (...) {
+    if (state_->subscriber) cuptiUnsubscribe(state_->subscriber);
+    state_->subscriber = nullptr;
+    g_state = nullptr;
+    throw;
+  }
+  running_ = true;
+}
+
+ActivityRecords CuptiActivitySource::stop() {
+  K3_CHECK(running_, "the CUPTI collector was not started");
+  running_ = false;
+  cudaDeviceSynchronize();
+  // Outside our mutex: buffer_completed takes it while the flush runs.
+  check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+  for (CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);
+  size_t dropped = 0;
+  cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+  cuptiUnsubscribe(state_->subscriber);
+  state_->subscriber = nullptr;
+  g_state = nullptr;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  ActivityRecords out = std::move(state_->records);
+  out.dropped_records += dropped;
+  state_->records = ActivityRecords{};
+  return out;
+}
+
+std::string enable_nvtx_injection() {
+  if (const char* set = std::getenv("NVTX_INJECTION64_PATH"); set && *set) return set;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuptiSubscribe), &info) == 0 || !info.dli_fname) return "";
+  setenv("NVTX_INJECTION64_PATH", info.dli_fname, 1);
+  return info.dli_fname;
+}
+
+}  // namespace k3::profiler

@@ -1,0 +1,40 @@
+// The CUPTI collector: an ActivitySource (profiler/attribution/activity.h) that records, in-process,
+// what a CUDA program does between start() and stop():
+//   activity records  CONCURRENT_KERNEL (never KERNEL, which serialises kernels), MEMCPY, MEMSET,
+//                     RUNTIME and DRIVER API calls, MARKER (NVTX push/pop and start/end ranges);
+//   callbacks         RESOURCE GRAPHNODE_CREATED (the node id tied to the correlation id of the API
+//                     call that created it during stream capture, so replayed kernels find their op
+//                     range) and GRAPHNODE_CLONED (instantiated graphs copy their nodes);
+// into a pool of 8 MB buffers (at most `max_buffers`; CUPTI drops records beyond it and the count of
+// dropped records is reported, never silent). Kernel names are demangled. Timestamps are CUPTI's
+// (ns), one clock for GPU and host records.
+// NVTX ranges reach CUPTI only through NVTX's injection: call enable_nvtx_injection() before the
+// program's first NVTX call (it points NVTX_INJECTION64_PATH at the loaded libcupti).
+#pragma once
+
+#include "profiler/attribution/activity.h"
+
+#include <cstddef>
+#include <memory>
+
+namespace k3::profiler {
+
+class CuptiActivitySource final : public ActivitySource {
+ public:
+  explicit CuptiActivitySource(std::size_t max_buffers = 256);
+  ~CuptiActivitySource() override;
+  void start() override;             // Error naming the CUPTI call that failed (e.g. another subscriber)
+  ActivityRecords stop() override;   // synchronises the device, flushes every buffer
+
+  struct State;  // buffers and records, shared with CUPTI's callbacks (cupti_source.cpp)
+
+ private:
+  std::unique_ptr<State> state_;
+  bool running_ = false;
+};
+
+// Sets NVTX_INJECTION64_PATH to the libcupti this process loaded (unless already set); returns the
+// path, or "" when it cannot be found (NVTX ranges are then not recorded).
+std::string enable_nvtx_injection();
+
+}  // namespace k3::profiler
