@@ -445,12 +445,200 @@ __global__ void __launch_bounds__(kThreads, 3)
   for (int e = tid; e < kD * kValueBlock; e += kThreads) s_global[(e / kValueBlock) * kD + e % kValueBlock] = Ss[e];
 }
 
+// ---- ut_tensorcore_staged's state pass: one block of 16 warps per head carries the whole S (128 × 128) in shared
+// memory, and each chunk's W, Qg, Kd, U, A_qk and e^{G_last} are copied into shared memory with cp.async (every
+// product then reads shared memory only, and W, Qg, Kd are read once per head instead of once per value block).
+// The copies run in two groups per chunk, each issued as soon as its buffers are free: G1 = {W, Qg} for chunk c + 1
+// right after chunk c's V' = U − W S and Qg S (barrier S1), in flight during the rest of chunk c; G2 = {U, Kd, A_qk,
+// e^{G_last}} for chunk c + 1 once chunk c's O has left (barrier S4), in flight during chunk c + 1's W S and Qg S,
+// which do not need them. The same products in the same order as the other versions.
+constexpr int kStagedThreads = 512;  // 16 warps
+constexpr int kLdRows = kD + 4;      // shared row stride of W, Qg, Kd, U (floats; +4 spreads rows over banks)
+constexpr int kLdScore = kChunk + 4;  // A_qk
+constexpr int kLdState = kD + 8;      // S
+constexpr int kStagedW = 0;
+constexpr int kStagedQg = kStagedW + kChunk * kLdRows;
+constexpr int kStagedKd = kStagedQg + kChunk * kLdRows;
+constexpr int kStagedU = kStagedKd + kChunk * kLdRows;  // U, then V' in place, then O for the bounded store
+constexpr int kStagedAqk = kStagedU + kChunk * kLdRows;
+constexpr int kStagedDecay = kStagedAqk + kChunk * kLdScore;
+constexpr int kStagedS = kStagedDecay + kD;
+constexpr int kStagedSmemFloats = kStagedS + kD * kLdState;
+constexpr size_t kStagedSmemBytes = size_t(kStagedSmemFloats) * sizeof(float);  // 222,720
+static_assert(kStagedSmemBytes <= 227 * 1024, "staged state pass must fit sm_90's opt-in shared memory");
+// WMMA needs 32-byte aligned tile pointers: every region, row tile and 8-row step starts on a multiple of 8 floats.
+static_assert(kStagedQg % 8 == 0 && kStagedKd % 8 == 0 && kStagedU % 8 == 0 && kStagedAqk % 8 == 0 &&
+                  kStagedDecay % 8 == 0 && kStagedS % 8 == 0,
+              "staged regions must be 32-byte aligned");
+static_assert((8 * kLdRows) % 8 == 0 && (8 * kLdScore) % 8 == 0 && (8 * kLdState) % 8 == 0 && kLdRows % 4 == 0 &&
+                  kLdScore % 4 == 0 && kLdState % 4 == 0,
+              "staged strides must keep WMMA's alignment");
+
+// 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
+__device__ __forceinline__ void cp_async_16(float* dst_shared, const float* src_global) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(__cvta_generic_to_global(src_global))
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most kPending of this thread's most recent groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+// rows × cols floats (cols a multiple of 4), dense and 16-byte aligned in global memory, into shared memory with row
+// stride ld; the block's threads share the 16-byte pieces.
+__device__ __forceinline__ void stage_async(float* dst, int ld, const float* src, int rows, int cols, int tid) {
+  const int per_row = cols / 4;
+  for (int idx = tid; idx < rows * per_row; idx += kStagedThreads) {
+    const int r = idx / per_row, c = 4 * (idx % per_row);
+    cp_async_16(dst + r * ld + c, src + r * cols + c);
+  }
+}
+
+// Phase 2, staged: block h carries S[h] through every chunk in order. Warp w computes, of V' and O, row tile
+// I = w / 4 and column tiles 2(w % 4), 2(w % 4) + 1; of the new S, key row tile w % 8 and column tiles
+// 4(w / 8) .. 4(w / 8) + 3.
+__global__ void __launch_bounds__(kStagedThreads, 1)
+    kda_chunk_state_pass_staged(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens,
+                                int heads, int chunks) {
+  extern __shared__ __align__(128) float smem[];
+  float* Wb = smem + kStagedW;
+  float* Qb = smem + kStagedQg;
+  float* Kb = smem + kStagedKd;
+  float* Ub = smem + kStagedU;
+  float* Ab = smem + kStagedAqk;
+  float* Db = smem + kStagedDecay;
+  float* Ss = smem + kStagedS;  // S[i][j] at Ss[i·kLdState + j]
+
+  const int h = blockIdx.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int I = warp / 4, ct = 2 * (warp % 4);  // V' and O tiles (I, ct), (I, ct + 1)
+  const int R = warp % 8, cs = 4 * (warp / 8);  // S tiles (R, cs .. cs + 3)
+  const int64_t P = int64_t(heads) * kD;
+  float* s_global = state + int64_t(h) * kD * kD;
+  float* out_h = out + int64_t(h) * kD;
+  const int64_t blk0 = int64_t(h) * chunks;
+
+  const auto stage_g1 = [&](int64_t b) {
+    stage_async(Wb, kLdRows, ws.w(b), kChunk, kD, tid);
+    stage_async(Qb, kLdRows, ws.qg(b), kChunk, kD, tid);
+  };
+  const auto stage_g2 = [&](int64_t b) {
+    stage_async(Ub, kLdRows, ws.u(b), kChunk, kD, tid);
+    stage_async(Kb, kLdRows, ws.kd(b), kChunk, kD, tid);
+    stage_async(Ab, kLdScore, ws.a_qk(b), kChunk, kChunk, tid);
+    stage_async(Db, kD, ws.decay(b), 1, kD, tid);
+  };
+  stage_g1(blk0);
+  cp_async_commit();
+  stage_g2(blk0);
+  cp_async_commit();
+  for (int e = tid; e < kD * kD; e += kStagedThreads) Ss[(e / kD) * kLdState + e % kD] = s_global[e];
+
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t blk = blk0 + chunk;
+    const bool has_next = chunk + 1 < chunks;
+    cp_async_wait<1>();  // this chunk's G1 (its G2 may still be in flight)
+    __syncthreads();
+
+    // W S and Qg S, sharing the S fragments.
+    FragC v0, v1, o0, o1;
+    wmma::fill_fragment(v0, 0.0f);
+    wmma::fill_fragment(v1, 0.0f);
+    wmma::fill_fragment(o0, 0.0f);
+    wmma::fill_fragment(o1, 0.0f);
+#pragma unroll 4
+    for (int ks = 0; ks < kD / 8; ++ks) {
+      FragA a;
+      FragB b0, b1;
+      load_tf32(b0, Ss + 8 * ks * kLdState + kTile * ct, kLdState);
+      load_tf32(b1, Ss + 8 * ks * kLdState + kTile * (ct + 1), kLdState);
+      load_tf32(a, Wb + kTile * I * kLdRows + 8 * ks, kLdRows);
+      wmma::mma_sync(v0, a, b0, v0);
+      wmma::mma_sync(v1, a, b1, v1);
+      load_tf32(a, Qb + kTile * I * kLdRows + 8 * ks, kLdRows);
+      wmma::mma_sync(o0, a, b0, o0);
+      wmma::mma_sync(o1, a, b1, o1);
+    }
+    cp_async_wait<0>();  // this chunk's G2: U, Kd, A_qk, e^{G_last}
+    __syncthreads();
+    // V' = U − W S, in place over this warp's own U tiles.
+    {
+      FragC u;
+      float* u0 = Ub + kTile * I * kLdRows + kTile * ct;
+      wmma::load_matrix_sync(u, u0, kLdRows, wmma::mem_row_major);
+#pragma unroll
+      for (int t = 0; t < u.num_elements; ++t) u.x[t] -= v0.x[t];
+      wmma::store_matrix_sync(u0, u, kLdRows, wmma::mem_row_major);
+      wmma::load_matrix_sync(u, u0 + kTile, kLdRows, wmma::mem_row_major);
+#pragma unroll
+      for (int t = 0; t < u.num_elements; ++t) u.x[t] -= v1.x[t];
+      wmma::store_matrix_sync(u0 + kTile, u, kLdRows, wmma::mem_row_major);
+    }
+    __syncthreads();  // S1: V' complete; W, Qg and S no longer read by this chunk's W S, Qg S
+    if (has_next) stage_g1(blk + 1);
+    cp_async_commit();
+
+    // O += A_qk V' over the key tiles J ≤ I (A_qk is zero above).
+    for (int ks = 0; ks < 2 * (I + 1); ++ks) {
+      FragA a;
+      FragB b;
+      load_tf32(a, Ab + kTile * I * kLdScore + 8 * ks, kLdScore);
+      load_tf32(b, Ub + 8 * ks * kLdRows + kTile * ct, kLdRows);
+      wmma::mma_sync(o0, a, b, o0);
+      load_tf32(b, Ub + 8 * ks * kLdRows + kTile * (ct + 1), kLdRows);
+      wmma::mma_sync(o1, a, b, o1);
+    }
+
+    // S ← Diag(e^{G_last}) S + Kdᵀ V' on this warp's tiles (no other warp touches them until the next chunk).
+    {
+      float* s_tiles = Ss + kTile * R * kLdState + kTile * cs;
+      for (int e = lane; e < kTile * 4 * kTile; e += 32) {
+        const int r = e / (4 * kTile), c = e % (4 * kTile);
+        s_tiles[r * kLdState + c] *= Db[kTile * R + r];
+      }
+      __syncwarp();
+      FragC s[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wmma::load_matrix_sync(s[j], s_tiles + kTile * j, kLdState, wmma::mem_row_major);
+#pragma unroll 2
+      for (int ks = 0; ks < kChunk / 8; ++ks) {
+        FragATransposed a;  // a(i, t) = Kd[8ks + t][16R + i]
+        load_tf32(a, Kb + 8 * ks * kLdRows + kTile * R, kLdRows);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          FragB b;
+          load_tf32(b, Ub + 8 * ks * kLdRows + kTile * (cs + j), kLdRows);
+          wmma::mma_sync(s[j], a, b, s[j]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wmma::store_matrix_sync(s_tiles + kTile * j, s[j], kLdState, wmma::mem_row_major);
+    }
+    __syncthreads();  // S2: V', Kd, A_qk, e^{G_last} no longer read
+    wmma::store_matrix_sync(Ub + kTile * I * kLdRows + kTile * ct, o0, kLdRows, wmma::mem_row_major);
+    wmma::store_matrix_sync(Ub + kTile * I * kLdRows + kTile * (ct + 1), o1, kLdRows, wmma::mem_row_major);
+    __syncthreads();  // S3: O complete
+    const int64_t t0 = int64_t(chunk) * kChunk;
+    const int n = tokens - t0 < kChunk ? int(tokens - t0) : kChunk;
+    for (int e = tid; e < n * kD; e += kStagedThreads)
+      out_h[(t0 + e / kD) * P + e % kD] = Ub[(e / kD) * kLdRows + e % kD];
+    __syncthreads();  // S4: O read out, so U's buffer may be refilled
+    if (has_next) stage_g2(blk + 1);
+    cp_async_commit();
+  }
+  cp_async_wait<0>();  // nothing is in flight after the last chunk (its groups are empty); kept for symmetry
+
+  for (int e = tid; e < kD * kD; e += kStagedThreads) s_global[e] = Ss[(e / kD) * kLdState + e % kD];
+}
+
 // Which launches a call makes.
 struct Launches {
   bool intra, state_pass;
 };
 
-template <bool kTensorDiagonal, bool kPrefetch>
+template <bool kTensorDiagonal, bool kPrefetch, bool kStaged>
 cudaError_t launch(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
                    float* out, int tokens, int heads, int chunks, Workspace ws, Launches which, cudaStream_t stream) {
   if (which.intra) {
@@ -467,6 +655,14 @@ cudaError_t launch(const float* q, const float* k, const float* v, const float* 
                                                                                           heads, ws);
     status = cudaGetLastError();
     if (status != cudaSuccess) return status;
+  }
+  if (which.state_pass && kStaged) {
+    const auto pass = kda_chunk_state_pass_staged;
+    const cudaError_t status =
+        cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStagedSmemBytes));
+    if (status != cudaSuccess) return status;
+    pass<<<dim3(unsigned(heads)), kStagedThreads, kStagedSmemBytes, stream>>>(ws, state, out, tokens, heads, chunks);
+    return cudaGetLastError();
   }
   if (which.state_pass) {
     kda_chunk_state_pass<kPrefetch>
@@ -486,6 +682,7 @@ const char* kda_chunk_variant_name(KdaChunkVariant variant) {
   switch (variant) {
     case KdaChunkVariant::ut_tensorcore: return "kda_chunk_ut_tensorcore";
     case KdaChunkVariant::ut_tensorcore_prefetch: return "kda_chunk_ut_tensorcore_prefetch";
+    case KdaChunkVariant::ut_tensorcore_staged: return "kda_chunk_ut_tensorcore_staged";
   }
   return "unknown";
 }
@@ -506,16 +703,23 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (!q || !k || !v || !g || !beta || !state || !out || !workspace) return cudaErrorInvalidValue;
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
-  if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch)
+  if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch &&
+      variant != KdaChunkVariant::ut_tensorcore_staged)
     return cudaErrorInvalidValue;
   const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
   const Workspace ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
   const bool tensor_diagonal = gate_lower_bound < 0.0f && gate_lower_bound >= kTensorDiagonalMinLowerBound;
+  if (variant == KdaChunkVariant::ut_tensorcore_staged)
+    return tensor_diagonal
+               ? launch<true, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
+               : launch<false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
   if (variant == KdaChunkVariant::ut_tensorcore_prefetch)
-    return tensor_diagonal ? launch<true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
-                           : launch<false, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
-  return tensor_diagonal ? launch<true, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
-                         : launch<false, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
+    return tensor_diagonal
+               ? launch<true, true, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
+               : launch<false, true, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
+  return tensor_diagonal
+             ? launch<true, false, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
+             : launch<false, false, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@
 // Precision: TF32 products give ≈ 5e-4 normalised error against the fp64 recurrence (a CPU model of this algorithm
 // with TF32 operand rounding: 3.3e-4 to 4.8e-4 for 1 to 8192 tokens); the state itself accumulates in fp32.
 // Versions (KdaChunkVariant; the same workspace, the same two launches and the same arithmetic in the same order —
-// only when data is requested differs, so both give the same results):
+// only when data is requested and how the state pass's work is split over blocks differ):
 //   ut_tensorcore: as above; every global operand read when it is needed, so the state pass waits one L2/HBM round
 //     trip per group of fragment loads, ≈ 15 dependent round trips per chunk, 128 chunks in a row at 8K tokens.
 //   ut_tensorcore_prefetch (the default): the same kernels, plus (a) the state pass asks the L2 for the next chunk's
@@ -40,6 +40,17 @@
 //     while it builds the current one. Chosen as default because it only moves loads earlier: the serial chain of
 //     the state pass (the part that cannot be spread over more blocks) is dominated by memory latency, and this
 //     takes HBM's share out of it.
+//   ut_tensorcore_staged: phase 1 as ut_tensorcore_prefetch; the state pass is one block of 16 warps per head
+//     (96 blocks for K3, one per SM) holding the head's whole S (128 × 128, fp32) in shared memory, and copying each
+//     chunk's W, Qg, Kd, U, A_qk and e^{G_last} into shared memory with cp.async (217.5 KB of shared memory in all),
+//     so that no product waits on a global load: {W, Qg} of chunk c + 1 are requested as soon as chunk c's
+//     V' = U − W S and Qg S are done and arrive under the rest of chunk c; {U, Kd, A_qk, e^{G_last}} of chunk c + 1
+//     are requested once chunk c's O is stored and arrive under chunk c + 1's W S and Qg S, which do not need them.
+//     W, Qg, Kd are read from the workspace once per head instead of once per value block (4×), and the per-chunk
+//     chain is six block barriers around shared-memory products (≈ 7 MFLOP per chunk and head). The products and
+//     their order are those of the other versions. Not yet measured on a GPU.
+// Measured (H200, 8K tokens × 96 heads, before ut_tensorcore_staged): ut_tensorcore_prefetch 8.37 ms = phase 1
+// 4.52 ms + phase 2 3.86 ms (30 µs per chunk step); ut_tensorcore 9.18 ms (5.31 + 3.88).
 // Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
 // "phase 1" and "phase 2"): the workspace is 1.8 GB written then read back (≈ 0.9 ms at 4 TB/s, the floor of the
 // two-launch design); phase 1 runs 12288 blocks two per SM (112 KB shared memory each), ≈ 47 waves of a chain of
@@ -62,6 +73,7 @@ size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 enum class KdaChunkVariant {
   ut_tensorcore,           // every operand read when needed
   ut_tensorcore_prefetch,  // the next chunk's operands prefetched into the L2 (the default)
+  ut_tensorcore_staged,    // phase 1 as ut_tensorcore_prefetch; state pass one block per head, operands in shared memory
 };
 constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_tensorcore_prefetch;
 const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...

@@ -27,7 +27,8 @@ constexpr double kTf32Tolerance = 2e-3;
 
 // Every version of the kernel runs every check.
 const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tensorcore,
-                                              kernels::KdaChunkVariant::ut_tensorcore_prefetch};
+                                              kernels::KdaChunkVariant::ut_tensorcore_prefetch,
+                                              kernels::KdaChunkVariant::ut_tensorcore_staged};
 
 enum class Gate {
   bounded_sigmoid,  // g = lb·sigmoid(z), z uniform in [-9, 3]: the K3 gate's form, slow and fast channels
@@ -341,6 +342,8 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore), "kda_chunk_ut_tensorcore");
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore_prefetch),
                "kda_chunk_ut_tensorcore_prefetch");
+  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore_staged),
+               "kda_chunk_ut_tensorcore_staged");
   const size_t enough = kernels::kda_chunk_prefill_workspace_bytes(100, 4, 128);
   for (int d : {0, 64, 127, 256})
     EXPECT_EQ(call(100, 4, d, -5.0f, aligned, enough), cudaErrorInvalidValue) << "d " << d;
