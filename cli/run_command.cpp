@@ -9,8 +9,11 @@
 #include "profiler/trace/chrome_json.h"
 #include "sim/predict.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 
@@ -108,6 +111,9 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
     if (collector) {
       records.metadata["gpu"] = summary.gpu;
       records.metadata["command"] = "k3perf run";
+      records.metadata["date"] = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
+      const char* commit = std::getenv("K3PERF_COMMIT");  // set by the scripts that run a bundle built elsewhere
+      records.metadata["commit"] = commit && *commit ? commit : "unknown";
       records.metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
       records.metadata["shape"] = fmt::format("batch {}, context {}, {} decode steps{}", options.batch,
                                               std::max(options.context_tokens, options.prompt_tokens),
