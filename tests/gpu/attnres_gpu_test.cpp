@@ -25,7 +25,7 @@ constexpr float kEpsMix = 1e-5f, kEpsNorm = 1e-6f;
 TEST(GpuAttnResMix, MatchesReference) {
   std::mt19937 rng(20261202);
   for (const int n : {1, 2, 5, 9}) {
-    for (const int64_t h : {64, 7168, 1000}) {
+    for (const int64_t h : {64, 7168, 1000, 999, 9000}) {  // 999, 9000: the scalar path
       for (const int64_t tokens : {1, 7}) {
         for (const Variant& variant : kVariants) {
           const std::string label = fmt::format("n={} h={} T={} {}", n, h, tokens, variant.name);
