@@ -36,20 +36,37 @@ std::string scale_name_of(const std::string& packed_name) {
 
 void DeviceWeights::check_supported(const ModelConfig& c) {
   const std::string what = fmt::format("{} ({})", c.name, c.source_file);
-  if (!c.kda) throw InputError(fmt::format("{}: the GPU runtime runs the KDA/MLA hybrid family; this model has no KDA layers", what));
-  if (!c.moe || c.moe->latent_dim <= 0 || c.routed_expert_format != StorageFormat::mxfp4) {
-    throw InputError(fmt::format("{}: the GPU runtime runs latent MoE layers with MXFP4 routed experts (K3); "
-                                 "this model's experts are {} without a latent projection",
-                                 what, c.moe ? to_string(c.routed_expert_format) : std::string("absent")));
+  if (!c.kda)
+    throw InputError(
+        fmt::format("{}: the GPU runtime runs the KDA/MLA hybrid family; this model has no KDA layers", what));
+  if (c.moe) {
+    const bool latent_mxfp4 = c.moe->latent_dim > 0 && c.routed_expert_format == StorageFormat::mxfp4;
+    const bool hidden_bf16 = c.moe->latent_dim <= 0 && c.routed_expert_format == StorageFormat::bf16;
+    if (!latent_mxfp4 && !hidden_bf16) {
+      throw InputError(
+          fmt::format("{}: the GPU runtime runs latent MoE layers with MXFP4 routed experts (K3) or MoE "
+                      "layers at hidden width with bf16 experts (Kimi Linear); this model's experts are {} "
+                      "{} a latent projection",
+                      what, to_string(c.routed_expert_format), c.moe->latent_dim > 0 ? "with" : "without"));
+    }
   }
-  if (c.residual != ResidualKind::block_attnres) {
-    throw InputError(fmt::format("{}: the GPU runtime runs Block Attention Residuals (K3); this model has plain residuals", what));
+  if (c.mla.rotary)
+    throw InputError(fmt::format("{}: the GPU runtime runs NoPE MLA; this model rotates its rope dims", what));
+  // The attention kernels are specialised to the family's per-head widths (kernels/kda_chunk_prefill.h,
+  // mla_decode_paged.h, mla_prefill.h).
+  const KdaSpec& k = *c.kda;
+  if (k.head_dim != 128) {
+    throw InputError(
+        fmt::format("{}: the GPU runtime's KDA kernels need head_dim 128; this model has {}", what, k.head_dim));
   }
-  if (c.activation != Activation::situ) throw InputError(fmt::format("{}: the GPU runtime's MLPs are SiTU-GLU (K3)", what));
-  if (c.mla.rotary || c.mla.q_lora_rank <= 0) {
-    throw InputError(fmt::format("{}: the GPU runtime runs NoPE MLA with a q_lora projection (K3)", what));
+  const MlaSpec& m = c.mla;
+  if (c.count_layers(AttentionKind::mla) > 0 &&
+      (m.kv_lora_rank != 512 || m.qk_rope_head_dim != 64 || m.qk_nope_head_dim != 128 || m.v_head_dim != 128)) {
+    throw InputError(
+        fmt::format("{}: the GPU runtime's MLA kernels need kv_lora_rank 512, qk_rope_head_dim 64, "
+                    "qk_nope_head_dim 128 and v_head_dim 128; this model has {}, {}, {} and {}",
+                    what, m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim));
   }
-  if (!c.kda->full_rank_output_gate) throw InputError(fmt::format("{}: the GPU runtime's KDA output gate is full rank (K3)", what));
 }
 
 uint64_t DeviceWeights::device_bytes(const ModelConfig& config) {
@@ -79,7 +96,7 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
   const int64_t h = c.hidden_size;
   auto place = [&](const std::string& name, void* ptr, TensorDtype dtype, int64_t elements, int64_t keep = -1) {
     const TensorSpec* spec = layout_.find(name);
-    K3_CHECK(spec != nullptr, "the K3 layout has no tensor {}", name);
+    K3_CHECK(spec != nullptr, "the checkpoint layout of {} has no tensor {}", config_.name, name);
     slots_.push_back({spec, ptr, dtype, elements, keep});
   };
   auto bf = [&](const std::string& name, int64_t n) {
@@ -119,15 +136,22 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
     const std::string p = fmt::format("{}layers.{}.", p0, l);
     L.input_norm = bf(p + "input_layernorm.weight", h);
     L.post_norm = bf(p + "post_attention_layernorm.weight", h);
-    L.attn_res = attnres(p + "self_attention_res_norm.weight", p + "self_attention_res_proj.weight");
-    L.mlp_res = attnres(p + "mlp_res_norm.weight", p + "mlp_res_proj.weight");
+    if (c.residual == ResidualKind::block_attnres) {
+      L.attn_res = attnres(p + "self_attention_res_norm.weight", p + "self_attention_res_proj.weight");
+      L.mlp_res = attnres(p + "mlp_res_norm.weight", p + "mlp_res_proj.weight");
+    }
     const std::string a = p + "self_attn.";
     if (c.layer_attention[l] == AttentionKind::kda) {
       const KdaSpec& k = *c.kda;
       const int64_t P = k.projection_dim(), H = k.num_heads, K = k.conv_kernel, r = k.gate_rank;
       KdaDeviceWeights& w = L.kda;
       w.qkv_proj = stacked({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, {P, P, P}, h);
-      w.g_proj = bf(a + "g_proj.weight", P * h);
+      if (k.full_rank_output_gate) {
+        w.g_proj = bf(a + "g_proj.weight", P * h);
+      } else {
+        w.g_a = bf(a + "g_a_proj.weight", r * h);
+        w.g_b = bf(a + "g_b_proj.weight", P * r);
+      }
       w.f_a = bf(a + "f_a_proj.weight", r * h);
       w.f_b = bf(a + "f_b_proj.weight", P * r);
       w.b_proj = bf(a + "b_proj.weight", H * h);
@@ -144,10 +168,15 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
       const MlaSpec& s = c.mla;
       const int64_t H = s.num_heads, qk = s.qk_head_dim(), r = s.kv_lora_rank;
       MlaDeviceWeights& w = L.mla;
-      w.qkv_a = stacked({a + "q_a_proj.weight", a + "kv_a_proj_with_mqa.weight"},
-                        {s.q_lora_rank, s.cache_values_per_token()}, h);
-      w.q_a_norm = bf(a + "q_a_layernorm.weight", s.q_lora_rank);
-      w.q_b = bf(a + "q_b_proj.weight", H * qk * s.q_lora_rank);
+      if (s.q_lora_rank > 0) {
+        w.qkv_a = stacked({a + "q_a_proj.weight", a + "kv_a_proj_with_mqa.weight"},
+                          {s.q_lora_rank, s.cache_values_per_token()}, h);
+        w.q_a_norm = bf(a + "q_a_layernorm.weight", s.q_lora_rank);
+        w.q_b = bf(a + "q_b_proj.weight", H * qk * s.q_lora_rank);
+      } else {
+        w.q_proj = bf(a + "q_proj.weight", H * qk * h);
+        w.qkv_a = bf(a + "kv_a_proj_with_mqa.weight", s.cache_values_per_token() * h);
+      }
       w.kv_a_norm = bf(a + "kv_a_layernorm.weight", r);
       w.kv_b = bf(a + "kv_b_proj.weight", H * (s.qk_nope_head_dim + s.v_head_dim) * r);
       if (s.output_gate) w.g_proj = bf(a + "g_proj.weight", H * s.v_head_dim * h);
@@ -159,30 +188,46 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
       L.dense.down = bf(p + "mlp.down_proj.weight", h * I);
     } else {
       const MoeSpec& e = *c.moe;
-      const int64_t E = e.num_experts, I = e.expert_intermediate, z = e.latent_dim, S = e.shared_intermediate;
+      const int64_t E = e.num_experts, I = e.expert_intermediate, z = e.expert_input_dim(c.hidden_size);
+      const int64_t S = e.shared_intermediate;
       MoeDeviceWeights& w = L.moe;
       const std::string q = p + "block_sparse_moe.";
       w.router = bf(q + "gate.weight", E * h);
       if (e.score_correction_bias) w.correction_bias = f32(q + "gate.e_score_correction_bias", E);
-      // w1 | w3 of each expert as one [2I, z] matrix; w2 [z, I]; packed bytes and block scales alike.
-      w.w13_packed = arena.take_n<uint8_t>(E * 2 * I * z / 2);
-      w.w13_scales = arena.take_n<uint8_t>(E * 2 * I * z / 32);
-      w.w2_packed = arena.take_n<uint8_t>(E * z * I / 2);
-      w.w2_scales = arena.take_n<uint8_t>(E * z * I / 32);
-      auto at = [](uint8_t* base, int64_t offset) { return base ? base + offset : nullptr; };
-      for (int64_t x = 0; x < E; ++x) {
-        const std::string ex = fmt::format("{}experts.{}.", q, x);
-        for (int part = 0; part < 2; ++part) {
-          const std::string name = ex + (part == 0 ? "w1" : "w3");
-          place(name + kPackedSuffix, at(w.w13_packed, (x * 2 + part) * I * z / 2), TensorDtype::u8, I * z / 2);
-          place(name + kScaleSuffix, at(w.w13_scales, (x * 2 + part) * I * z / 32), TensorDtype::u8, I * z / 32);
+      if (c.routed_expert_format == StorageFormat::mxfp4) {
+        // w1 | w3 of each expert as one [2I, z] matrix; w2 [z, I]; packed bytes and block scales alike.
+        w.w13_packed = arena.take_n<uint8_t>(E * 2 * I * z / 2);
+        w.w13_scales = arena.take_n<uint8_t>(E * 2 * I * z / 32);
+        w.w2_packed = arena.take_n<uint8_t>(E * z * I / 2);
+        w.w2_scales = arena.take_n<uint8_t>(E * z * I / 32);
+        auto at = [](uint8_t* base, int64_t offset) { return base ? base + offset : nullptr; };
+        for (int64_t x = 0; x < E; ++x) {
+          const std::string ex = fmt::format("{}experts.{}.", q, x);
+          for (int part = 0; part < 2; ++part) {
+            const std::string name = ex + (part == 0 ? "w1" : "w3");
+            place(name + kPackedSuffix, at(w.w13_packed, (x * 2 + part) * I * z / 2), TensorDtype::u8, I * z / 2);
+            place(name + kScaleSuffix, at(w.w13_scales, (x * 2 + part) * I * z / 32), TensorDtype::u8, I * z / 32);
+          }
+          place(ex + "w2" + kPackedSuffix, at(w.w2_packed, x * z * I / 2), TensorDtype::u8, z * I / 2);
+          place(ex + "w2" + kScaleSuffix, at(w.w2_scales, x * z * I / 32), TensorDtype::u8, z * I / 32);
         }
-        place(ex + "w2" + kPackedSuffix, at(w.w2_packed, x * z * I / 2), TensorDtype::u8, z * I / 2);
-        place(ex + "w2" + kScaleSuffix, at(w.w2_scales, x * z * I / 32), TensorDtype::u8, z * I / 32);
+      } else {
+        // bf16 experts at hidden width: w1 | w3 of each expert as one [2I, z] matrix, w2 [z, I].
+        w.w13 = arena.take_n<bf16>(E * 2 * I * z);
+        w.w2 = arena.take_n<bf16>(E * z * I);
+        auto at = [](bf16* base, int64_t offset) { return base ? base + offset : nullptr; };
+        for (int64_t x = 0; x < E; ++x) {
+          const std::string ex = fmt::format("{}experts.{}.", q, x);
+          place(ex + "w1.weight", at(w.w13, (x * 2 + 0) * I * z), TensorDtype::bf16, I * z);
+          place(ex + "w3.weight", at(w.w13, (x * 2 + 1) * I * z), TensorDtype::bf16, I * z);
+          place(ex + "w2.weight", at(w.w2, x * z * I), TensorDtype::bf16, z * I);
+        }
       }
-      w.latent_down = bf(q + "routed_expert_down_proj.weight", z * h);
-      w.latent_up = bf(q + "routed_expert_up_proj.weight", h * z);
-      if (e.latent_norm) w.latent_norm = bf(q + "routed_expert_norm.weight", z);
+      if (e.latent_dim > 0) {
+        w.latent_down = bf(q + "routed_expert_down_proj.weight", z * h);
+        w.latent_up = bf(q + "routed_expert_up_proj.weight", h * z);
+        if (e.latent_norm) w.latent_norm = bf(q + "routed_expert_norm.weight", z);
+      }
       if (S > 0) {
         w.shared.gate_up =
             stacked({q + "shared_experts.gate_proj.weight", q + "shared_experts.up_proj.weight"}, {S, S}, h);
@@ -191,15 +236,17 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
     }
   }
   final_norm = bf(p0 + "norm.weight", h);
-  final_res = attnres(p0 + "output_attn_res_norm.weight", p0 + "output_attn_res_proj.weight");
+  if (c.residual == ResidualKind::block_attnres) {
+    final_res = attnres(p0 + "output_attn_res_norm.weight", p0 + "output_attn_res_proj.weight");
+  }
   if (c.tie_word_embeddings) {
     lm_head = embed;
   } else {
     const std::string head_prefix = p0.substr(0, p0.size() - std::strlen("model."));
     lm_head = bf(head_prefix + "lm_head.weight", int64_t(c.vocab_size) * h);
   }
-  K3_CHECK(slots_.size() == layout_.tensors.size(), "{}: {} of the layout's {} tensors have a place on the GPU",
-           c.name, slots_.size(), layout_.tensors.size());
+  K3_CHECK(slots_.size() == layout_.tensors.size(), "{}: {} of the layout's {} tensors have a place on the GPU", c.name,
+           slots_.size(), layout_.tensors.size());
 }
 
 void DeviceWeights::fill_random(uint64_t seed) {
@@ -246,11 +293,12 @@ void DeviceWeights::fill_random(uint64_t seed) {
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void DeviceWeights::load(const weights::Checkpoint& checkpoint, const std::function<void(const std::string&)>& progress) {
+void DeviceWeights::load(const weights::Checkpoint& checkpoint,
+                         const std::function<void(const std::string&)>& progress) {
   const weights::LayoutProblems problems = weights::check_layout(layout_, checkpoint);
   if (!problems.ok()) {
-    throw InputError(fmt::format("{} does not match the layout of {}:\n{}", checkpoint.source(), config_.name,
-                                 problems.describe()));
+    throw InputError(
+        fmt::format("{} does not match the layout of {}:\n{}", checkpoint.source(), config_.name, problems.describe()));
   }
   uint64_t copied = 0, next_report = 1ull << 30;
   for (const Slot& s : slots_) {
@@ -278,7 +326,8 @@ void DeviceWeights::load(const weights::Checkpoint& checkpoint, const std::funct
     }
     copied += bytes;
     if (progress && copied >= next_report) {
-      progress(fmt::format("loaded {:.1f} GiB of {:.1f} GiB", copied / 1073741824.0, arena_.used_bytes() / 1073741824.0));
+      progress(
+          fmt::format("loaded {:.1f} GiB of {:.1f} GiB", copied / 1073741824.0, arena_.used_bytes() / 1073741824.0));
       next_report += 1ull << 30;
     }
   }

@@ -1,14 +1,17 @@
 // A K3-family model's weights on the GPU, laid out for the engine's kernels rather than as stored:
 //   - projections that read the same input and feed the same kernel are adjacent rows of one matrix,
-//     so one GEMM computes them: KDA q|k|v ([3P, h], the conv input), MLA q_a|kv_a ([q_lora + 576, h]),
-//     a dense or shared MLP's gate|up ([2I, h], the GLU input);
+//     so one GEMM computes them: KDA q|k|v ([3P, h], the conv input), MLA q_a|kv_a ([q_lora + 576, h];
+//     without q_lora just kv_a, with q_proj on its own), a dense or shared MLP's gate|up ([2I, h]);
 //   - routed experts of a layer are stacked by expert, and each expert's w1 (gate) and w3 (up) are one
-//     [2I, z] MXFP4 matrix, so one grouped launch computes gate|up for every routed token;
+//     [2I, z] matrix — MXFP4 (K3: one grouped launch computes gate|up for every routed token) or bf16
+//     (Kimi Linear: one GEMM per active expert);
 //   - KDA conv weights q|k|v are one [3P, K] fp32 matrix; A_log keeps its first H values.
 // Filled from a checkpoint (any float dtype converted to the device dtype; MXFP4 copied packed) or
 // from seeded random values generated on the GPU (kernels/random_fill.h: make-checkpoint's
-// distributions and scaling). The GPU runtime runs the K3 family with MXFP4 routed experts and a
-// latent MoE; other configs are refused with the reason.
+// distributions and scaling). The GPU runtime runs K3 (Block AttnRes, SiTU, full-rank KDA output gate,
+// MLA with q_lora and output gate, latent MoE with MXFP4 experts) and Kimi Linear (plain residuals, SiLU,
+// low-rank KDA output gate, MLA with a direct q_proj, MoE at hidden width with bf16 experts) at the
+// kernels' per-head widths; other configs are refused with the reason.
 #pragma once
 
 #include "core/model_config.h"
@@ -34,7 +37,9 @@ struct AttnResDeviceWeights {
 
 struct KdaDeviceWeights {
   bf16* qkv_proj = nullptr;  // [3P, h]
-  bf16* g_proj = nullptr;    // [P, h] (full-rank output gate)
+  bf16* g_proj = nullptr;    // [P, h] (full-rank output gate), or null
+  bf16* g_a = nullptr;       // [r, h] (low-rank output gate: g_b · g_a), or null
+  bf16* g_b = nullptr;       // [P, r]
   bf16* f_a = nullptr;       // [r, h]
   bf16* f_b = nullptr;       // [P, r]
   bf16* b_proj = nullptr;    // [H, h]
@@ -46,9 +51,10 @@ struct KdaDeviceWeights {
 };
 
 struct MlaDeviceWeights {
-  bf16* qkv_a = nullptr;      // q_a | kv_a_proj_with_mqa: [q_lora + r + dr, h]
+  bf16* qkv_a = nullptr;      // q_a | kv_a_proj_with_mqa: [q_lora + r + dr, h] (q_lora may be 0)
   bf16* q_a_norm = nullptr;   // [q_lora]
   bf16* q_b = nullptr;        // [H·(dn+dr), q_lora]
+  bf16* q_proj = nullptr;     // [H·(dn+dr), h] when q_lora is 0 (Kimi Linear), else null
   bf16* kv_a_norm = nullptr;  // [r]
   bf16* kv_b = nullptr;       // [H·(dn+dv), r]
   bf16* g_proj = nullptr;     // [H·dv, h]
@@ -61,26 +67,28 @@ struct GluDeviceWeights {
 };
 
 struct MoeDeviceWeights {
-  bf16* router = nullptr;           // [E, h]
-  float* correction_bias = nullptr; // [E]
-  bf16* latent_down = nullptr;      // [z, h]
-  bf16* latent_up = nullptr;        // [h, z]
-  bf16* latent_norm = nullptr;      // [z]
-  GluDeviceWeights shared;          // [2S, h], [h, S]
-  uint8_t* w13_packed = nullptr;    // [E, 2I, z/2]
-  uint8_t* w13_scales = nullptr;    // [E, 2I, z/32]
-  uint8_t* w2_packed = nullptr;     // [E, z, I/2]
-  uint8_t* w2_scales = nullptr;     // [E, z, I/32]
+  bf16* router = nullptr;            // [E, h]
+  float* correction_bias = nullptr;  // [E]
+  bf16* latent_down = nullptr;       // [z, h]; null without a latent (z = h)
+  bf16* latent_up = nullptr;         // [h, z]
+  bf16* latent_norm = nullptr;       // [z]
+  GluDeviceWeights shared;           // [2S, h], [h, S]
+  uint8_t* w13_packed = nullptr;     // [E, 2I, z/2]
+  uint8_t* w13_scales = nullptr;     // [E, 2I, z/32]
+  uint8_t* w2_packed = nullptr;      // [E, z, I/2]
+  uint8_t* w2_scales = nullptr;      // [E, z, I/32]
+  bf16* w13 = nullptr;               // bf16 experts: [E, 2I, z] (w1 rows then w3 rows per expert)
+  bf16* w2 = nullptr;                // bf16 experts: [E, z, I]
 };
 
 struct LayerDeviceWeights {
-  bf16* input_norm = nullptr;  // [h]
-  bf16* post_norm = nullptr;   // [h]
-  AttnResDeviceWeights attn_res, mlp_res;
-  KdaDeviceWeights kda;  // KDA layers
-  MlaDeviceWeights mla;  // MLA layers
-  GluDeviceWeights dense;  // dense-MLP layers
-  MoeDeviceWeights moe;    // MoE layers
+  bf16* input_norm = nullptr;              // [h]
+  bf16* post_norm = nullptr;               // [h]
+  AttnResDeviceWeights attn_res, mlp_res;  // Block AttnRes only
+  KdaDeviceWeights kda;                    // KDA layers
+  MlaDeviceWeights mla;                    // MLA layers
+  GluDeviceWeights dense;                  // dense-MLP layers
+  MoeDeviceWeights moe;                    // MoE layers
 };
 
 class DeviceWeights {
@@ -93,14 +101,13 @@ class DeviceWeights {
   explicit DeviceWeights(const ModelConfig& config);  // allocates; values are undefined until filled
   void fill_random(uint64_t seed);
   // Every tensor of the layout must be present with its shape (check_layout's problems otherwise).
-  void load(const weights::Checkpoint& checkpoint,
-            const std::function<void(const std::string&)>& progress = {});
+  void load(const weights::Checkpoint& checkpoint, const std::function<void(const std::string&)>& progress = {});
 
   const ModelConfig& config() const { return config_; }
-  bf16* embed = nullptr;       // [V, h]
-  bf16* lm_head = nullptr;     // [V, h]
-  bf16* final_norm = nullptr;  // [h]
-  AttnResDeviceWeights final_res;
+  bf16* embed = nullptr;           // [V, h]
+  bf16* lm_head = nullptr;         // [V, h]
+  bf16* final_norm = nullptr;      // [h]
+  AttnResDeviceWeights final_res;  // Block AttnRes only
   std::vector<LayerDeviceWeights> layers;
   uint64_t bytes() const { return arena_.used_bytes(); }
 

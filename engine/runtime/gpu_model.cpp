@@ -5,6 +5,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/gather_rows.h"
 #include "kernels/kda_chunk_prefill.h"
 #include "kernels/kda_decode.h"
 #include "kernels/kda_output_gate.h"
@@ -54,16 +55,17 @@ void check(cudaError_t status, const char* what) {
 
 // Every activation buffer, sized for T = max(max_chunk_tokens, max_batch) tokens.
 struct GpuModel::Workspace {
-  int64_t T = 0, S = 0;  // tokens per call; prefix + chunk tokens of an MLA prefill
-  int32_t* token_ids = nullptr;     // [T]
-  int32_t* next_tokens = nullptr;   // [max_batch]
-  int32_t* iota = nullptr;          // [max(T·top_k, max_batch)]: 0, 1, 2, …
-  int* embed_error = nullptr;       // [1]
-  bf16* pool[kMaxBlocks] = {};      // AttnRes blocks and the partial sum, [T, h] each
+  int64_t T = 0, S = 0;            // tokens per call; prefix + chunk tokens of an MLA prefill
+  int32_t* token_ids = nullptr;    // [T]
+  int32_t* next_tokens = nullptr;  // [max_batch]
+  int32_t* iota = nullptr;         // [max(T·top_k, max_batch)]: 0, 1, 2, …
+  int* embed_error = nullptr;      // [1]
+  bf16* pool[kMaxBlocks] = {};     // AttnRes blocks and the partial sum, [T, h] each
   bf16 *mix = nullptr, *normed = nullptr, *sub_out = nullptr;  // [T, h]
   // KDA
   bf16 *qkv = nullptr, *gate = nullptr, *fa = nullptr, *o_gated = nullptr;
-  float *f = nullptr, *b = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *o = nullptr;
+  float *f = nullptr, *b = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr,
+        *o = nullptr;
   void* kda_ws = nullptr;
   size_t kda_ws_bytes = 0;
   // MLA
@@ -77,6 +79,7 @@ struct GpuModel::Workspace {
   float *router_logits = nullptr, *route_weights = nullptr, *gate_up = nullptr, *expert_out = nullptr,
         *combined = nullptr;
   int32_t* expert_ids = nullptr;
+  bf16* gathered = nullptr;  // bf16 experts: each slot's input row, expert-major [T·top_k, h]
   kernels::MoeBuckets buckets{};
   void* bucket_ws = nullptr;
   size_t bucket_ws_bytes = 0;
@@ -87,11 +90,11 @@ struct GpuModel::Workspace {
 };
 
 struct GpuModel::Pass {
-  int64_t tokens = 0;     // T
-  bool decode = false;    // a decode batch (one token per sequence in slots 0..T−1) or a prefill chunk
-  int sequence = 0;       // prefill: the slot
-  int64_t start = 0;      // prefill: tokens cached before this chunk
-  bool logits = false;    // prefill: the chunk holds the prompt's last token
+  int64_t tokens = 0;   // T
+  bool decode = false;  // a decode batch (one token per sequence in slots 0..T−1) or a prefill chunk
+  int sequence = 0;     // prefill: the slot
+  int64_t start = 0;    // prefill: tokens cached before this chunk
+  bool logits = false;  // prefill: the chunk holds the prompt's last token
 };
 
 namespace {
@@ -105,6 +108,10 @@ uint64_t GpuModel::workspace_bytes(const ModelConfig& config, const ModelRunShap
   DeviceArena measuring = DeviceArena::measuring();
   lay_out_workspace(w, config, shape, measuring);
   return measuring.used_bytes() + (32ull << 20);  // + the GEMM runner's workspace
+}
+
+bool GpuModel::decode_capturable(const ModelConfig& config) {
+  return !(config.moe && config.count_layers(MlpKind::moe) > 0 && config.routed_expert_format != StorageFormat::mxfp4);
 }
 
 namespace {
@@ -166,7 +173,7 @@ void lay_out_workspace(GpuModel::Workspace& w, const ModelConfig& c, const Model
   int64_t intermediate = c.dense_intermediate;
   if (c.moe) {
     const MoeSpec& e = *c.moe;
-    const int64_t E = e.num_experts, slots = T * e.top_k;
+    const int64_t E = e.num_experts, slots = T * e.top_k, z = e.expert_input_dim(c.hidden_size);
     intermediate = std::max<int64_t>(intermediate, std::max<int64_t>(e.expert_intermediate, e.shared_intermediate));
     w.router_logits = a.take_n<float>(T * E);
     w.expert_ids = a.take_n<int32_t>(slots);
@@ -180,10 +187,11 @@ void lay_out_workspace(GpuModel::Workspace& w, const ModelConfig& c, const Model
     w.bucket_ws_bytes = kernels::moe_bucket_workspace_bytes(int(T), e.top_k, int(E));
     w.bucket_ws = a.take(w.bucket_ws_bytes);
     w.z_in = a.take_n<bf16>(T * e.latent_dim);
+    if (e.latent_dim <= 0) w.gathered = a.take_n<bf16>(slots * h);
     w.gate_up = a.take_n<float>(std::max(slots * 2 * e.expert_intermediate, T * 2 * intermediate));
     w.act = a.take_n<bf16>(std::max(slots * e.expert_intermediate, T * intermediate));
-    w.expert_out = a.take_n<float>(slots * e.latent_dim);
-    w.combined = a.take_n<float>(T * e.latent_dim);
+    w.expert_out = a.take_n<float>(slots * z);
+    w.combined = a.take_n<float>(T * z);
     w.combined_bf16 = a.take_n<bf16>(T * e.latent_dim);
     w.shared_gate_up = a.take_n<float>(T * 2 * std::max<int64_t>(e.shared_intermediate, 1));
     w.shared_act = a.take_n<bf16>(T * std::max<int64_t>(e.shared_intermediate, 1));
@@ -200,8 +208,9 @@ GpuModel::GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRun
     : weights_(weights), config_(weights.config()), cache_(cache), shape_(shape), arena_(DeviceArena::measuring()) {
   K3_CHECK(shape.max_batch <= cache.shape().max_sequences, "decode batch {} exceeds the cache's {} sequence slots",
            shape.max_batch, cache.shape().max_sequences);
-  K3_CHECK(shape.page_tokens == cache.shape().page_tokens && shape.max_context_tokens == cache.shape().max_context_tokens,
-           "the run shape's page size and context must be the cache's");
+  K3_CHECK(
+      shape.page_tokens == cache.shape().page_tokens && shape.max_context_tokens == cache.shape().max_context_tokens,
+      "the run shape's page size and context must be the cache's");
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<kernels::GemmRunner>();
   ws_ = std::make_unique<Workspace>();
@@ -212,7 +221,8 @@ GpuModel::GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRun
     arena_ = DeviceArena(measuring.used_bytes(), "the activation workspace");
   }
   lay_out_workspace(*ws_, config_, shape_, arena_);
-  const int64_t iota_n = std::max<int64_t>(ws_->T * std::max(config_.moe ? config_.moe->top_k : 1, 1), shape_.max_batch);
+  const int64_t iota_n =
+      std::max<int64_t>(ws_->T * std::max(config_.moe ? config_.moe->top_k : 1, 1), shape_.max_batch);
   std::vector<int32_t> iota(iota_n);
   std::iota(iota.begin(), iota.end(), 0);
   CUDA_CHECK(cudaMemcpy(ws_->iota, iota.data(), iota.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
@@ -235,8 +245,8 @@ void GpuModel::gemm(const bf16* x, int64_t x_stride, const bf16* w, bf16* y, int
   }
 }
 
-void GpuModel::gemm_f32(const bf16* x, int64_t x_stride, const bf16* w, float* y, int64_t y_stride, int64_t m, int64_t n,
-                        int64_t k) {
+void GpuModel::gemm_f32(const bf16* x, int64_t x_stride, const bf16* w, float* y, int64_t y_stride, int64_t m,
+                        int64_t n, int64_t k) {
   if (gemm_->bf16_to_f32(x, x_stride, w, nullptr, 1.0f, 0.0f, y, y_stride, m, n, k, stream_) != cudaSuccess) {
     throw Error(fmt::format("GEMM [{} x {}] x [{} x {}]ᵀ (fp32 out): {}", m, k, n, k, gemm_->last_error()));
   }
@@ -262,8 +272,8 @@ void GpuModel::prefill(int sequence, const std::vector<int32_t>& tokens, int64_t
   }
   for (int64_t done = 0; done < int64_t(tokens.size()); done += shape_.max_chunk_tokens) {
     const int64_t n = std::min<int64_t>(shape_.max_chunk_tokens, int64_t(tokens.size()) - done);
-    CUDA_CHECK(cudaMemcpyAsync(ws_->token_ids, tokens.data() + done, n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                               stream_));
+    CUDA_CHECK(
+        cudaMemcpyAsync(ws_->token_ids, tokens.data() + done, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     Pass pass;
     pass.tokens = n;
     pass.sequence = sequence;
@@ -274,7 +284,8 @@ void GpuModel::prefill(int sequence, const std::vector<int32_t>& tokens, int64_t
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   int embed_error = 0;
   CUDA_CHECK(cudaMemcpy(&embed_error, ws_->embed_error, sizeof(int), cudaMemcpyDeviceToHost));
-  if (embed_error) throw InputError(fmt::format("a prompt token is outside the vocabulary of {} tokens", config_.vocab_size));
+  if (embed_error)
+    throw InputError(fmt::format("a prompt token is outside the vocabulary of {} tokens", config_.vocab_size));
 }
 
 void GpuModel::begin_decode(const std::vector<int64_t>& cached_tokens) {
@@ -293,8 +304,8 @@ void GpuModel::begin_decode(const std::vector<int64_t>& cached_tokens) {
 void GpuModel::decode_step(int batch) {
   K3_CHECK(batch >= 1 && batch <= shape_.max_batch, "decode batch {} outside [1, {}]", batch, shape_.max_batch);
   // This step's tokens are the previous step's samples.
-  CUDA_CHECK(cudaMemcpyAsync(ws_->token_ids, ws_->next_tokens, batch * sizeof(int32_t), cudaMemcpyDeviceToDevice,
-                             stream_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(ws_->token_ids, ws_->next_tokens, batch * sizeof(int32_t), cudaMemcpyDeviceToDevice, stream_));
   Pass pass;
   pass.tokens = batch;
   pass.decode = true;
@@ -307,6 +318,13 @@ void GpuModel::decode_step(int batch) {
 
 void GpuModel::capture_decode(int batch) {
   K3_CHECK(!tap_, "a tapped forward cannot be captured");
+  if (!decode_capturable(config_)) {
+    throw InputError(
+        fmt::format("{}: its decode step cannot be captured as a CUDA graph: the MoE layers' {} routed "
+                    "experts run one GEMM per active expert, sized from expert offsets copied to the "
+                    "host (one sync per MoE layer); decode it eagerly (k3perf run --eager)",
+                    config_.name, to_string(config_.routed_expert_format)));
+  }
   if (decode_graph_) {
     CUDA_CHECK(cudaGraphExecDestroy(decode_graph_));
     decode_graph_ = nullptr;
@@ -340,7 +358,11 @@ void GpuModel::forward(const Pass& pass) {
                                          w.embed_error, stream_),
           "embedding");
   }
-  int blocks = 0;          // stored AttnRes blocks: pool[0 .. blocks)
+  if (c.residual == ResidualKind::plain) {
+    forward_plain(pass);
+    return;
+  }
+  int blocks = 0;            // stored AttnRes blocks: pool[0 .. blocks)
   bool have_partial = true;  // pool[blocks] holds the partial sum p
   auto mixer = [&](const AttnResDeviceWeights& mix, const bf16* norm, const char* op, int layer) {
     OpRange range(layer, op);
@@ -393,6 +415,43 @@ void GpuModel::forward(const Pass& pass) {
   head(pass, blocks);
 }
 
+void GpuModel::forward_plain(const Pass& pass) {
+  const ModelConfig& c = config_;
+  const int64_t T = pass.tokens, h = c.hidden_size;
+  Workspace& w = *ws_;
+  bf16* x = w.pool[0];  // the residual stream, from the embedding on
+  auto norm = [&](const bf16* weight, int layer, const char* op) {
+    OpRange range(layer, op);
+    check(kernels::rmsnorm_bf16(x, h, weight, float(c.rms_norm_eps), w.normed, h, T, h, stream_), "RMSNorm");
+  };
+  auto add = [&](int layer, const char* op) {  // x ← x + f(x); f's output is in sub_out
+    OpRange range(layer, op);
+    check(kernels::add_bf16(x, w.sub_out, x, T * h, stream_), "residual add");
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerDeviceWeights& L = weights_.layers[l];
+    norm(L.input_norm, l, "norm.attn_in");
+    tap("attention_in", l, w.normed, T);
+    if (c.layer_attention[l] == AttentionKind::kda) {
+      kda_layer(pass, l, w.normed, w.sub_out);
+    } else {
+      mla_layer(pass, l, w.normed, w.sub_out);
+    }
+    tap("attention_out", l, w.sub_out, T);
+    add(l, "attn.residual");
+    norm(L.post_norm, l, "norm.mlp_in");
+    tap("mlp_in", l, w.normed, T);
+    if (c.layer_mlp[l] == MlpKind::dense) {
+      dense_mlp(pass, l, w.normed, w.sub_out);
+    } else {
+      moe_mlp(pass, l, w.normed, w.sub_out);
+    }
+    tap("mlp_out", l, w.sub_out, T);
+    add(l, "mlp.residual");
+  }
+  head(pass, 0);
+}
+
 void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
   const ModelConfig& c = config_;
   const KdaSpec& k = *c.kda;
@@ -413,7 +472,12 @@ void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
   }
   {
     OpRange range(l, "kda.out_gate_proj");
-    gemm(x, h, W.g_proj, w.gate, P, T, P, h);
+    if (W.g_proj) {
+      gemm(x, h, W.g_proj, w.gate, P, T, P, h);
+    } else {  // low rank: g_b · (g_a · x), through the forget gate's rank-r buffer (f_b has read it)
+      gemm(x, h, W.g_a, w.fa, r, T, r, h);
+      gemm(w.fa, r, W.g_b, w.gate, P, T, P, r);
+    }
   }
   {
     OpRange range(l, "kda.preprocess");
@@ -421,17 +485,15 @@ void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
     cudaError_t status;
     if (pass.decode) {
       status = bounded ? kernels::kda_preprocess_bounded_sigmoid_gate_decode_batch(
-                             w.qkv, w.f, w.b, W.conv, conv, W.a_log, W.dt_bias, lower_bound, w.q, w.k, w.v, w.g,
-                             w.beta, int(T), int(H), k.head_dim, k.conv_kernel, stream_)
-                       : kernels::kda_preprocess_softplus_gate_decode_batch(w.qkv, w.f, w.b, W.conv, conv, W.a_log,
-                                                                            W.dt_bias, w.q, w.k, w.v, w.g, w.beta,
-                                                                            int(T), int(H), k.head_dim, k.conv_kernel,
-                                                                            stream_);
+                             w.qkv, w.f, w.b, W.conv, conv, W.a_log, W.dt_bias, lower_bound, w.q, w.k, w.v, w.g, w.beta,
+                             int(T), int(H), k.head_dim, k.conv_kernel, stream_)
+                       : kernels::kda_preprocess_softplus_gate_decode_batch(
+                             w.qkv, w.f, w.b, W.conv, conv, W.a_log, W.dt_bias, w.q, w.k, w.v, w.g, w.beta, int(T),
+                             int(H), k.head_dim, k.conv_kernel, stream_);
     } else {
-      status = bounded ? kernels::kda_preprocess_bounded_sigmoid_gate(w.qkv, w.f, w.b, W.conv, conv, W.a_log,
-                                                                      W.dt_bias, lower_bound, w.q, w.k, w.v, w.g,
-                                                                      w.beta, int(T), int(H), k.head_dim,
-                                                                      k.conv_kernel, stream_)
+      status = bounded ? kernels::kda_preprocess_bounded_sigmoid_gate(w.qkv, w.f, w.b, W.conv, conv, W.a_log, W.dt_bias,
+                                                                      lower_bound, w.q, w.k, w.v, w.g, w.beta, int(T),
+                                                                      int(H), k.head_dim, k.conv_kernel, stream_)
                        : kernels::kda_preprocess_softplus_gate(w.qkv, w.f, w.b, W.conv, conv, W.a_log, W.dt_bias, w.q,
                                                                w.k, w.v, w.g, w.beta, int(T), int(H), k.head_dim,
                                                                k.conv_kernel, stream_);
@@ -445,10 +507,10 @@ void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
           "KDA decode step");
   } else {
     OpRange range(l, "kda.chunk");
-    check(kernels::kda_chunk_prefill_f32state(w.q, w.k, w.v, w.g, w.beta, cache_.kda_state(l, pass.sequence), w.o,
-                                              int(T), int(H), k.head_dim, lower_bound, w.kda_ws, w.kda_ws_bytes,
-                                              stream_),
-          "KDA chunked prefill");
+    check(
+        kernels::kda_chunk_prefill_f32state(w.q, w.k, w.v, w.g, w.beta, cache_.kda_state(l, pass.sequence), w.o, int(T),
+                                            int(H), k.head_dim, lower_bound, w.kda_ws, w.kda_ws_bytes, stream_),
+        "KDA chunked prefill");
   }
   {
     OpRange range(l, "kda.out_norm");
@@ -478,25 +540,30 @@ void GpuModel::mla_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
   }
   {
     OpRange range(l, "mla.latent_norm");
-    check(kernels::rmsnorm_bf16(w.qkv_a, qa_width, W.q_a_norm, float(kMlaLatentNormEps), w.q_a_normed, m.q_lora_rank, T,
-                                m.q_lora_rank, stream_),
-          "MLA q_a norm");
+    if (m.q_lora_rank > 0) {
+      check(kernels::rmsnorm_bf16(w.qkv_a, qa_width, W.q_a_norm, float(kMlaLatentNormEps), w.q_a_normed, m.q_lora_rank,
+                                  T, m.q_lora_rank, stream_),
+            "MLA q_a norm");
+    }
     const bf16* kv = w.qkv_a + m.q_lora_rank;
     const cudaError_t status =
         pass.decode ? kernels::mla_cache_append_bf16(kv, qa_width, W.kv_a_norm, float(kMlaLatentNormEps), int(r),
                                                      m.qk_rope_head_dim, int(T), cache_.step_positions(), 0, w.iota,
                                                      cache_.page_table(), cache_.max_pages_per_sequence(),
                                                      cs.page_tokens, cache_.mla_pages(l), stream_)
-                    : kernels::mla_cache_append_bf16(kv, qa_width, W.kv_a_norm, float(kMlaLatentNormEps), int(r),
-                                                     m.qk_rope_head_dim, int(T), nullptr, pass.start, nullptr,
-                                                     cache_.page_table_row(pass.sequence),
-                                                     cache_.max_pages_per_sequence(), cs.page_tokens,
-                                                     cache_.mla_pages(l), stream_);
+                    : kernels::mla_cache_append_bf16(
+                          kv, qa_width, W.kv_a_norm, float(kMlaLatentNormEps), int(r), m.qk_rope_head_dim, int(T),
+                          nullptr, pass.start, nullptr, cache_.page_table_row(pass.sequence),
+                          cache_.max_pages_per_sequence(), cs.page_tokens, cache_.mla_pages(l), stream_);
     check(status, "MLA cache append");
   }
   {
     OpRange range(l, "mla.q_proj");
-    gemm(w.q_a_normed, m.q_lora_rank, W.q_b, w.mla_q, H * qk, T, H * qk, m.q_lora_rank);
+    if (m.q_lora_rank > 0) {
+      gemm(w.q_a_normed, m.q_lora_rank, W.q_b, w.mla_q, H * qk, T, H * qk, m.q_lora_rank);
+    } else {
+      gemm(x, h, W.q_proj, w.mla_q, H * qk, T, H * qk, h);
+    }
   }
   const bf16* gate = nullptr;
   if (m.output_gate) {
@@ -513,10 +580,10 @@ void GpuModel::mla_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
       OpRange range(l, "mla.attn_decode");
       const kernels::MlaDecodeShape shape{int(T), int(H), cs.page_tokens, cache_.max_pages_per_sequence(),
                                           cs.max_context_tokens};
-      check(kernels::mla_decode_paged_bf16(w.q_abs, cache_.mla_pages(l), cache_.page_table(),
-                                           cache_.step_positions() + T, scale, shape, w.latent_out, w.mla_ws,
-                                           w.mla_ws_bytes, stream_),
-            "MLA decode attention");
+      check(
+          kernels::mla_decode_paged_bf16(w.q_abs, cache_.mla_pages(l), cache_.page_table(), cache_.step_positions() + T,
+                                         scale, shape, w.latent_out, w.mla_ws, w.mla_ws_bytes, stream_),
+          "MLA decode attention");
     }
     {
       OpRange range(l, "mla.v_absorb");
@@ -564,52 +631,101 @@ void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
                                         w.bucket_ws_bytes, stream_),
           "MoE bucketing");
   }
-  {
-    OpRange range(l, "moe.latent_down");
-    gemm(x, h, W.latent_down, w.z_in, z, T, z, h);
-  }
-  {
-    OpRange range(l, "moe.experts");
-    const int max_active = int(std::min<int64_t>(E, slots));
-    const kernels::ExpertRouting by_token{w.buckets.expert_offsets, w.buckets.slot_token, w.buckets.active_experts,
-                                          w.buckets.active_count, int(slots), max_active};
-    const kernels::Mxfp4ExpertWeights w13{W.w13_packed, W.w13_scales, int(E), 2 * I, z};
-    check(kernels::mxfp4_grouped_bf16_to_f32(w13, by_token, w.z_in, z, T, w.gate_up, 2 * I, stream_),
-          "MoE experts gate|up");
-    check(kernels::situ_glu_bf16(w.gate_up, 2 * I, float(c.situ_beta), float(c.situ_linear_beta), w.act, I, slots, I,
-                                 stream_),
-          "MoE SiTU-GLU");
-    // The down projection reads its own slot's row.
-    const kernels::ExpertRouting by_slot{w.buckets.expert_offsets, w.iota, w.buckets.active_experts,
-                                         w.buckets.active_count, int(slots), max_active};
-    const kernels::Mxfp4ExpertWeights w2{W.w2_packed, W.w2_scales, int(E), z, I};
-    check(kernels::mxfp4_grouped_bf16_to_f32(w2, by_slot, w.act, I, slots, w.expert_out, z, stream_),
-          "MoE experts down");
-  }
-  {
-    OpRange range(l, e.latent_norm ? "moe.latent_norm" : "moe.weighted_sum");
-    check(kernels::moe_combine_f32(w.expert_out, w.buckets.slot_of, w.route_weights, int(T), int(k), int(z), w.combined,
+  if (e.latent_dim <= 0) {  // Kimi Linear: bf16 experts at hidden width, no latent projections
+    bf16_experts(pass, l, x);
+    OpRange range(l, "moe.weighted_sum");
+    check(kernels::moe_combine_f32(w.expert_out, w.buckets.slot_of, w.route_weights, int(T), int(k), int(h), w.combined,
                                    stream_),
           "MoE combine");
-    if (e.latent_norm) {
-      check(kernels::rmsnorm_f32(w.combined, z, W.latent_norm, float(c.rms_norm_eps), w.combined, z, T, z, stream_),
-            "MoE latent norm");
+    check(kernels::convert_f32_to_bf16(w.combined, out, T * h, stream_), "MoE output to bf16");
+  } else {
+    {
+      OpRange range(l, "moe.latent_down");
+      gemm(x, h, W.latent_down, w.z_in, z, T, z, h);
     }
-    check(kernels::convert_f32_to_bf16(w.combined, w.combined_bf16, T * z, stream_), "MoE latent to bf16");
-  }
-  {
-    OpRange range(l, "moe.latent_up");
-    gemm(w.combined_bf16, z, W.latent_up, out, h, T, h, z);
+    {
+      OpRange range(l, "moe.experts");
+      const int max_active = int(std::min<int64_t>(E, slots));
+      const kernels::ExpertRouting by_token{w.buckets.expert_offsets, w.buckets.slot_token, w.buckets.active_experts,
+                                            w.buckets.active_count,   int(slots),           max_active};
+      const kernels::Mxfp4ExpertWeights w13{W.w13_packed, W.w13_scales, int(E), 2 * I, z};
+      check(kernels::mxfp4_grouped_bf16_to_f32(w13, by_token, w.z_in, z, T, w.gate_up, 2 * I, stream_),
+            "MoE experts gate|up");
+      glu(w.gate_up, 2 * I, w.act, slots, I, "MoE expert GLU");
+      // The down projection reads its own slot's row.
+      const kernels::ExpertRouting by_slot{w.buckets.expert_offsets, w.iota,     w.buckets.active_experts,
+                                           w.buckets.active_count,   int(slots), max_active};
+      const kernels::Mxfp4ExpertWeights w2{W.w2_packed, W.w2_scales, int(E), z, I};
+      check(kernels::mxfp4_grouped_bf16_to_f32(w2, by_slot, w.act, I, slots, w.expert_out, z, stream_),
+            "MoE experts down");
+    }
+    {
+      OpRange range(l, e.latent_norm ? "moe.latent_norm" : "moe.weighted_sum");
+      check(kernels::moe_combine_f32(w.expert_out, w.buckets.slot_of, w.route_weights, int(T), int(k), int(z),
+                                     w.combined, stream_),
+            "MoE combine");
+      if (e.latent_norm) {
+        check(kernels::rmsnorm_f32(w.combined, z, W.latent_norm, float(c.rms_norm_eps), w.combined, z, T, z, stream_),
+              "MoE latent norm");
+      }
+      check(kernels::convert_f32_to_bf16(w.combined, w.combined_bf16, T * z, stream_), "MoE latent to bf16");
+    }
+    {
+      OpRange range(l, "moe.latent_up");
+      gemm(w.combined_bf16, z, W.latent_up, out, h, T, h, z);
+    }
   }
   if (e.shared_intermediate > 0) {
     OpRange range(l, "moe.shared");
     const int64_t S = e.shared_intermediate;
     gemm_f32(x, h, W.shared.gate_up, w.shared_gate_up, 2 * S, T, 2 * S, h);
-    check(kernels::situ_glu_bf16(w.shared_gate_up, 2 * S, float(c.situ_beta), float(c.situ_linear_beta), w.shared_act,
-                                 S, T, S, stream_),
-          "shared expert SiTU-GLU");
+    glu(w.shared_gate_up, 2 * S, w.shared_act, T, S, "shared expert GLU");
     gemm(w.shared_act, S, W.shared.down, out, h, T, h, S, /*beta=*/1.0f);
   }
+}
+
+void GpuModel::bf16_experts(const Pass& pass, int l, const bf16* x) {
+  const ModelConfig& c = config_;
+  const MoeSpec& e = *c.moe;
+  const MoeDeviceWeights& W = weights_.layers[l].moe;
+  Workspace& w = *ws_;
+  const int64_t T = pass.tokens, h = c.hidden_size, E = e.num_experts, I = e.expert_intermediate;
+  const int64_t slots = T * e.top_k;
+  OpRange range(l, "moe.experts");
+  // The routing stays on the device up to here; the per-expert GEMM shapes need its offsets on the host.
+  host_expert_offsets_.resize(E + 1);
+  CUDA_CHECK(cudaMemcpyAsync(host_expert_offsets_.data(), w.buckets.expert_offsets, (E + 1) * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const std::vector<int32_t>& offsets = host_expert_offsets_;
+  K3_CHECK(offsets[0] == 0 && offsets[E] == slots, "layer {}: the router filled slots [{}, {}) of {}", l + 1,
+           offsets[0], offsets[E], slots);
+  check(kernels::gather_rows_bf16(x, h, T, w.buckets.slot_token, slots, w.gathered, h, h, stream_), "MoE gather");
+  // gate|up of every slot: one GEMM per active expert over its contiguous rows.
+  for (int64_t x_id = 0; x_id < E; ++x_id) {
+    const int64_t first = offsets[x_id], rows = offsets[x_id + 1] - first;
+    K3_CHECK(rows >= 0 && first + rows <= slots, "layer {}: expert {} owns slots [{}, {})", l + 1, x_id, first,
+             first + rows);
+    if (rows == 0) continue;
+    gemm_f32(w.gathered + first * h, h, W.w13 + x_id * 2 * I * h, w.gate_up + first * 2 * I, 2 * I, rows, 2 * I, h);
+  }
+  glu(w.gate_up, 2 * I, w.act, slots, I, "MoE expert GLU");
+  for (int64_t x_id = 0; x_id < E; ++x_id) {
+    const int64_t first = offsets[x_id], rows = offsets[x_id + 1] - first;
+    if (rows == 0) continue;
+    gemm_f32(w.act + first * I, I, W.w2 + x_id * h * I, w.expert_out + first * h, h, rows, h, I);
+  }
+}
+
+void GpuModel::glu(const float* gate_up, int64_t stride, bf16* out, int64_t rows, int64_t intermediate,
+                   const char* what) {
+  const ModelConfig& c = config_;
+  const cudaError_t status =
+      c.activation == Activation::situ
+          ? kernels::situ_glu_bf16(gate_up, stride, float(c.situ_beta), float(c.situ_linear_beta), out, intermediate,
+                                   rows, intermediate, stream_)
+          : kernels::silu_glu_bf16(gate_up, stride, out, intermediate, rows, intermediate, stream_);
+  check(status, what);
 }
 
 void GpuModel::dense_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
@@ -623,9 +739,7 @@ void GpuModel::dense_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
   }
   {
     OpRange range(l, "mlp.act");
-    check(kernels::situ_glu_bf16(w.gate_up, 2 * I, float(c.situ_beta), float(c.situ_linear_beta), w.act, I, T, I,
-                                 stream_),
-          "dense SiTU-GLU");
+    glu(w.gate_up, 2 * I, w.act, T, I, "dense MLP GLU");
   }
   {
     OpRange range(l, "mlp.down_proj");
@@ -637,7 +751,11 @@ void GpuModel::head(const Pass& pass, int blocks) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const int64_t T = pass.tokens, h = c.hidden_size, V = c.vocab_size;
-  {
+  if (c.residual == ResidualKind::plain) {
+    OpRange range(-1, "head.norm");
+    check(kernels::rmsnorm_bf16(w.pool[0], h, weights_.final_norm, float(c.rms_norm_eps), w.normed, h, T, h, stream_),
+          "final RMSNorm");
+  } else {
     OpRange range(-1, "head.attnres");
     kernels::AttnResCandidates cand;
     cand.count = blocks + 1;
@@ -646,8 +764,8 @@ void GpuModel::head(const Pass& pass, int blocks) {
       cand.row_stride[i] = h;
     }
     check(kernels::attnres_mix_rmsnorm_bf16(cand, weights_.final_res.query, weights_.final_res.key_norm,
-                                            float(c.rms_norm_eps), weights_.final_norm, float(c.rms_norm_eps), w.mix,
-                                            h, w.normed, h, T, h, stream_),
+                                            float(c.rms_norm_eps), weights_.final_norm, float(c.rms_norm_eps), w.mix, h,
+                                            w.normed, h, T, h, stream_),
           "final AttnRes mixer");
   }
   tap("final_hidden", -1, w.normed, T);

@@ -1,6 +1,6 @@
-// The K3 forward pass on one GPU, op by op as the op graph names them (core/op_graph.h): every op runs
-// inside an NVTX range "L004.mla.attn_decode", "head.lm_head", … so Nsight Systems and the profiler
-// attribute its kernels. Two entry points:
+// The forward pass of a K3-family model (K3, Kimi Linear) on one GPU, op by op as the op graph names them
+// (core/op_graph.h): every op runs inside an NVTX range "L004.mla.attn_decode", "head.lm_head", … so Nsight Systems and
+// the profiler attribute its kernels. Two entry points:
 //   prefill(sequence, tokens, start)  one sequence's prompt after `start` cached tokens, in chunks of
 //                                     max_chunk_tokens (KDA chunked kernel, MLA expanded attention over
 //                                     the cached prefix and the chunk); leaves the last token's logits and
@@ -9,7 +9,12 @@
 //                                     MLA over the paged cache, recurrent KDA), reading the tokens that
 //                                     next_tokens() holds and writing the next ones there — device-driven
 //                                     throughout, so capture_decode() records it once as a CUDA graph and
-//                                     launch_decode() replays it.
+//                                     launch_decode() replays it. Kimi Linear's bf16 routed experts are the
+//                                     exception: each MoE layer copies the expert offsets to the host (one
+//                                     sync) and runs one GEMM per active expert, so such models decode eager
+//                                     and capture_decode() refuses them (decode_capturable()).
+// Residuals: Block AttnRes (K3: mixer fused with the norm) or plain x + f(x) (Kimi Linear: RMSNorm before
+// each sublayer, an add after).
 // Activations are bf16 between ops; KDA, router, MoE accumulation and logits fp32 (as the reference).
 // A tap (eager runs only) receives each layer's attention/MLP inputs and outputs and the final hidden
 // state, for the layer-by-layer comparison with the CPU reference.
@@ -31,8 +36,8 @@
 namespace k3::runtime {
 
 struct ModelRunShape {
-  int max_batch = 1;                 // decode sequences per step
-  int max_chunk_tokens = 4096;       // prefill tokens per forward call
+  int max_batch = 1;                   // decode sequences per step
+  int max_chunk_tokens = 4096;         // prefill tokens per forward call
   int64_t max_prefill_context = 4096;  // prefix + chunk tokens an MLA prefill attends (expanded K/V buffers)
   int page_tokens = 64;                // the cache's (CacheShape)
   int64_t max_context_tokens = 4096;   // the cache's
@@ -40,7 +45,8 @@ struct ModelRunShape {
 
 // what: "attention_in", "attention_out", "mlp_in", "mlp_out" (layer ≥ 0) or "final_hidden" (layer −1);
 // rows × cols bf16 on the device, valid during the call.
-using ForwardTap = std::function<void(const std::string& what, int layer, const bf16* device, int64_t rows, int64_t cols)>;
+using ForwardTap =
+    std::function<void(const std::string& what, int layer, const bf16* device, int64_t rows, int64_t cols)>;
 
 class GpuModel {
  public:
@@ -49,6 +55,8 @@ class GpuModel {
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
   static uint64_t workspace_bytes(const ModelConfig& config, const ModelRunShape& shape);
+  // False when a decode step synchronises with the host (MoE layers with bf16 routed experts).
+  static bool decode_capturable(const ModelConfig& config);
 
   void prefill(int sequence, const std::vector<int32_t>& tokens, int64_t start);
   // Sets the device positions of slots [0, batch) to their cached lengths before the first decode step.
@@ -67,9 +75,12 @@ class GpuModel {
  private:
   struct Pass;  // one forward call: T tokens of a prefill chunk or a decode batch
   void forward(const Pass& pass);
+  void forward_plain(const Pass& pass);  // plain residuals (Kimi Linear)
   void kda_layer(const Pass& pass, int layer, const bf16* x, bf16* out);
   void mla_layer(const Pass& pass, int layer, const bf16* x, bf16* out);
   void moe_mlp(const Pass& pass, int layer, const bf16* x, bf16* out);
+  void bf16_experts(const Pass& pass, int layer, const bf16* x);  // routed experts → ws combined [T, h] fp32
+  void glu(const float* gate_up, int64_t stride, bf16* out, int64_t rows, int64_t intermediate, const char* what);
   void dense_mlp(const Pass& pass, int layer, const bf16* x, bf16* out);
   void head(const Pass& pass, int blocks);
   void gemm(const bf16* x, int64_t x_stride, const bf16* w, bf16* y, int64_t y_stride, int64_t m, int64_t n, int64_t k,
@@ -87,6 +98,7 @@ class GpuModel {
   DeviceArena arena_;
   std::unique_ptr<Workspace> ws_;
   ForwardTap tap_;
+  std::vector<int32_t> host_expert_offsets_;  // bf16 experts: the routing's offsets, copied per MoE layer
   cudaGraphExec_t decode_graph_ = nullptr;
   int captured_batch_ = 0;
 };

@@ -100,6 +100,12 @@ RunSummary run_engine(const RunOptions& o) {
   const WeightsSource source = parse_weights(o.weights);
   const ModelConfig config = load_config(o, source);
   DeviceWeights::check_supported(config);
+  if (o.use_cuda_graph && !GpuModel::decode_capturable(config)) {
+    throw InputError(fmt::format("{}: the decode step of a model with {} routed experts synchronises with the host once "
+                                 "per MoE layer (per-expert GEMMs sized on the host), so it cannot be captured as a "
+                                 "CUDA graph; run it with --eager",
+                                 config.name, to_string(config.routed_expert_format)));
+  }
   const int64_t decode_start = std::max(o.context_tokens, o.prompt_tokens);
   RunSummary summary;
   summary.options = o;

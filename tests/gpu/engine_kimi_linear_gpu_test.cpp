@@ -1,0 +1,425 @@
+// The GPU engine on Kimi Linear (plain residuals, SiLU, low-rank KDA output gate and softplus forget gate,
+// MLA with a direct q_proj and no output gate, MoE at hidden width with bf16 routed experts):
+//   1. against the CPU reference, layer by layer, on the wide Kimi Linear twin
+//      (scenarios/models/kimi-linear-twin-wide.json: the kernels' per-head widths, 5 small layers) written by
+//      make-checkpoint — a prompt prefilled in chunks, then decode steps of two sequences of different lengths
+//      batched together, every sublayer checked on the GPU's own inputs (as engine_twin_gpu_test.cpp does for
+//      K3; with plain residuals the mixer check becomes the norm of the GPU's residual stream);
+//   2. against transformers, when tests/data/kimi_linear_oracle_wide/ exists (scripts/make-oracle-wide.sh
+//      writes it): the logits of the prompt and of greedy decode steps of a random model that transformers'
+//      own Kimi Linear implementation built and ran.
+#include "engine/reference/attnres.h"
+#include "engine/reference/basic_ops.h"
+#include "engine/reference/checkpoint_loader.h"
+#include "engine/reference/kda.h"
+#include "engine/reference/mla.h"
+#include "engine/reference/model.h"
+#include "engine/reference/moe.h"
+#include "engine/runtime/device_weights.h"
+#include "engine/runtime/gpu_cache.h"
+#include "engine/runtime/gpu_model.h"
+#include "engine/weights/checkpoint.h"
+#include "engine/weights/synthetic_checkpoint.h"
+#include "gpu_harness.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace k3::gpu_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One sublayer with bf16 inputs and outputs (TF32 inside the KDA chunk kernel) against the fp32/fp64
+// reference on the same inputs, as in engine_twin_gpu_test.cpp.
+constexpr double kSublayerTolerance = 2e-2;
+// Logits after the whole model against the reference's own forward: the bf16 roundings compound through the
+// layers and can flip a near-tied expert choice; unrelated logits would be near √2 (see the K3 twin's
+// kEndToEndLogitsTolerance, whose measured values were 0.18-0.54 through 9 layers with AttnRes).
+constexpr double kEndToEndLogitsTolerance = 0.6;
+
+// Against transformers (fp32 weights and activations there; bf16 weights and activations here), per row of
+// logits (normalised error):
+//   - most rows: bf16 keeps 8 significant bits (unit roundoff u = 2^-9 ≈ 2e-3); a token passes ≈ 12 bf16
+//     roundings per layer (weights and activations of each projection, the residual stream) over 5 layers,
+//     which add up like a random walk to ≈ √60 · u ≈ 1.5e-2; the median row must stay within 3× that;
+//   - every row: a near-tied top-4 expert choice that the bf16 router logits (error ≈ 4e-3 for the twin's
+//     sigmoid scores) flip swaps one of 4 experts of weight ≈ 0.6 for that token and layer, which moves the
+//     row's logits by ≈ 0.2 (one MoE output in ≈ 10 sublayer outputs); a row may carry about two such flips.
+// A layout or semantic error (a transposed gate, a wrong A_log, a missing scaling) moves every row by O(1).
+constexpr double kOracleMedianRowTolerance = 5e-2;
+constexpr double kOracleWorstRowTolerance = 0.4;
+
+struct Taps {
+  std::map<std::string, ref::Matrix> m;  // "L3.mlp_out" -> [rows, h]
+};
+
+std::string key(const std::string& what, int layer) { return fmt::format("{}.{}", what, layer); }
+
+runtime::ForwardTap collector(Taps& taps) {
+  return [&taps](const std::string& what, int layer, const runtime::bf16* device, int64_t rows, int64_t cols) {
+    std::vector<__nv_bfloat16> host(rows * cols);
+    CUDA_CHECK(cudaMemcpy(host.data(), device, host.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+    taps.m[key(what, layer)] = from_bf16(host, rows, cols);
+  };
+}
+
+// The reference run on the GPU's own inputs, sublayer by sublayer, its states (KDA, MLA cache) carried
+// across calls. The plain residual stream is rebuilt from the embedding and the GPU's sublayer outputs, so
+// each norm check is on the GPU's own residual stream.
+class IsolatedReference {
+ public:
+  explicit IsolatedReference(const ref::ReferenceModel& model)
+      : model_(model), state_(ref::ModelState::empty(model.config())) {}
+
+  // GPU taps rows [row0, row0 + n) are this sequence's `tokens`.
+  void check(const Taps& gpu, int64_t row0, const std::vector<int32_t>& tokens, const std::string& label) {
+    const ModelConfig& m = model_.config();
+    const ref::ModelWeights& w = model_.weights();
+    const int64_t n = int64_t(tokens.size());
+    auto rows = [&](const std::string& what, int layer) -> ref::Matrix {
+      const auto it = gpu.m.find(key(what, layer));
+      EXPECT_NE(it, gpu.m.end()) << label << ": no GPU tap " << key(what, layer);
+      return it == gpu.m.end() ? ref::Matrix::Zero(n, m.hidden_size) : ref::Matrix(it->second.middleRows(row0, n));
+    };
+    auto expect_close = [&](const ref::Matrix& g, const ref::Matrix& r, const char* what, int layer) {
+      EXPECT_LE(normalized_error(g, r), kSublayerTolerance) << label << ": " << what << " of layer " << layer + 1;
+    };
+    ref::Matrix x(n, m.hidden_size);
+    for (int64_t t = 0; t < n; ++t) x.row(t) = w.embed.row(tokens[t]);
+    ref::AttnResStack stack(m);
+    stack.begin(x);
+    for (int l = 0; l < m.num_layers; ++l) {
+      const ref::LayerWeights& L = w.layers[l];
+      ref::LayerState& s = state_.layers[l];
+      const ref::Matrix a_in = rows("attention_in", l), a_out = rows("attention_out", l);
+      expect_close(a_in, ref::rmsnorm(stack.attention_input(l, L.attn_res), L.input_norm, m.rms_norm_eps),
+                   "attention input (norm of the residual stream)", l);
+      const ref::Matrix a_ref = L.kda ? ref::kda_layer(*m.kda, m.rms_norm_eps, *L.kda, a_in, s.kda,
+                                                       n > 1 ? ref::KdaMode::chunked : ref::KdaMode::recurrent)
+                                      : ref::mla_absorbed(m.mla, 1e-6, *L.mla, a_in, s.mla);
+      expect_close(a_out, a_ref, L.kda ? "KDA output" : "MLA output", l);
+      stack.add_attention_output(l, a_out);
+      const ref::Matrix m_in = rows("mlp_in", l), m_out = rows("mlp_out", l);
+      expect_close(m_in, ref::rmsnorm(stack.mlp_input(l, L.mlp_res), L.post_norm, m.rms_norm_eps),
+                   "MLP input (norm of the residual stream)", l);
+      const ref::Matrix m_ref = L.dense ? ref::glu_mlp_silu(m_in, L.dense->gate, L.dense->up, L.dense->down)
+                                        : ref::moe_forward(m, *L.moe, m_in);
+      expect_close(m_out, m_ref, L.dense ? "dense MLP output" : "MoE output", l);
+      stack.add_mlp_output(m_out);
+    }
+    expect_close(rows("final_hidden", -1), ref::rmsnorm(stack.final_input(w.final_res), w.final_norm, m.rms_norm_eps),
+                 "final hidden state", -1);
+  }
+
+ private:
+  const ref::ReferenceModel& model_;
+  ref::ModelState state_;
+};
+
+// The head on the GPU's own final hidden state: logits = final_hidden · lm_headᵀ.
+void expect_head_matches(const Taps& gpu, int64_t row, const ref::Matrix& gpu_logits, const ref::ModelWeights& w,
+                         const std::string& label) {
+  const auto it = gpu.m.find(key("final_hidden", -1));
+  ASSERT_NE(it, gpu.m.end());
+  const ref::Matrix hidden = it->second.row(row);
+  const ref::Matrix expected = hidden * w.lm_head.transpose();
+  EXPECT_LE(normalized_error(gpu_logits, expected), 1e-2) << label << ": lm_head";
+}
+
+ref::Matrix download_logits(const runtime::GpuModel& model, int row, int vocab) {
+  std::vector<float> host(vocab);
+  CUDA_CHECK(
+      cudaMemcpy(host.data(), model.logits() + int64_t(row) * vocab, vocab * sizeof(float), cudaMemcpyDeviceToHost));
+  return from_f32(host, 1, vocab);
+}
+
+int32_t argmax_of_last_row(const ref::Matrix& logits) {
+  Eigen::Index best = 0;
+  logits.row(logits.rows() - 1).maxCoeff(&best);
+  return int32_t(best);
+}
+
+const std::string kWideTwin = std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/kimi-linear-twin-wide.json";
+
+class EngineKimiLinear : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = (fs::temp_directory_path() / fmt::format("k3perf-engine-kimi-linear-{}", ::getpid())).string();
+    weights::SyntheticCheckpointOptions o;
+    o.config_path = kWideTwin;
+    o.out_dir = dir_;
+    o.seed = 2027;
+    weights::write_synthetic_checkpoint(o);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string dir_;
+};
+std::string EngineKimiLinear::dir_;
+
+TEST_F(EngineKimiLinear, ReferenceRunsTheWideTwinAndTheRuntimeAcceptsIt) {
+  // The CPU side: the wide twin is Kimi Linear in every feature the runtime must handle, loads and runs in
+  // the reference (what the GPU side compares with), and the runtime accepts it but refuses graph capture.
+  const ref::LoadedModel loaded = ref::load_reference_model(dir_);
+  const ModelConfig& c = loaded.config;
+  EXPECT_EQ(c.residual, ResidualKind::plain);
+  EXPECT_EQ(c.activation, Activation::silu);
+  EXPECT_EQ(c.kda->gate_form, KdaGateForm::softplus);
+  EXPECT_FALSE(c.kda->full_rank_output_gate);
+  EXPECT_EQ(c.mla.q_lora_rank, 0);
+  EXPECT_FALSE(c.mla.output_gate);
+  EXPECT_EQ(c.moe->latent_dim, 0);
+  EXPECT_EQ(c.routed_expert_format, StorageFormat::bf16);
+  EXPECT_DOUBLE_EQ(c.moe->routed_scaling_factor, 2.446);
+  EXPECT_GT(c.moe->shared_intermediate, 0);
+  ref::ModelState state = ref::ModelState::empty(c);
+  const ref::Matrix logits = loaded.model.forward({5, 17, 300, 42, 7}, state);
+  EXPECT_EQ(logits.rows(), 5);
+  EXPECT_EQ(logits.cols(), 512);
+  EXPECT_TRUE(logits.allFinite());
+  EXPECT_GT(logits.norm(), 0.0f);
+  EXPECT_NO_THROW(runtime::DeviceWeights::check_supported(c));
+  EXPECT_FALSE(runtime::GpuModel::decode_capturable(c));
+  EXPECT_TRUE(runtime::GpuModel::decode_capturable(
+      load_model_config(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json")));
+}
+
+TEST(EngineKimiLinearWeights, AcceptsThePublishedModelAndRefusesOtherWidths) {
+  // The published Kimi-Linear-48B-A3B has the kernels' per-head widths; the narrow twin does not.
+  EXPECT_NO_THROW(runtime::DeviceWeights::check_supported(
+      load_model_config(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/kimi-linear-48b-a3b.json")));
+  try {
+    runtime::DeviceWeights::check_supported(
+        load_model_config(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/kimi-linear-twin.json"));
+    FAIL() << "the narrow Kimi Linear twin (KDA head_dim 16) was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 128"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EngineKimiLinearWeights, DeviceLayoutHoldsExactlyTheStoredBytes) {
+  // Every tensor of the Kimi Linear layout has one place; the device size is the stored bytes plus at most
+  // one 256-byte alignment per buffer.
+  const ModelConfig config = load_model_config(kWideTwin);
+  uint64_t stored = 0, tensors = 0;
+  for (const weights::TensorSpec& t : weights::checkpoint_layout(config).tensors) {
+    uint64_t n = weights::element_size_bytes(t.dtype);
+    for (int64_t d : t.shape) n *= uint64_t(d);
+    stored += n;
+    ++tensors;
+  }
+  const uint64_t device = runtime::DeviceWeights::device_bytes(config);
+  EXPECT_GE(device, stored);
+  EXPECT_LE(device, stored + 256 * tensors);
+}
+
+TEST_F(EngineKimiLinear, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
+  K3_REQUIRE_GPU();
+  const ref::LoadedModel loaded = ref::load_reference_model(dir_);
+  const ModelConfig& config = loaded.config;
+  const int vocab = config.vocab_size;
+  const std::vector<int32_t> prompt_a = {5, 17, 300, 42, 7, 99, 1, 511, 256, 3, 64, 65, 200, 13, 8, 21, 34, 55, 89};
+  const std::vector<int32_t> prompt_b = {400, 2, 9, 77, 130, 6, 250, 11, 480};  // 9 tokens: chunks of 8 and 1
+
+  runtime::DeviceWeights weights(config);
+  weights.load(weights::Checkpoint::open(dir_));
+  runtime::CacheShape cache_shape{2, 64, 16};
+  runtime::GpuCache cache(config, cache_shape);
+  runtime::ModelRunShape shape;
+  shape.max_batch = 2;
+  shape.max_chunk_tokens = 8;  // the 19-token prompt runs as chunks of 8, 8 and 3
+  shape.max_prefill_context = 32;
+  shape.page_tokens = cache_shape.page_tokens;
+  shape.max_context_tokens = cache_shape.max_context_tokens;
+  runtime::GpuModel model(weights, cache, shape);
+  cache.admit(0, 64);
+  cache.admit(1, 64);
+
+  // Prefill in chunks of 8: every sublayer on the GPU's inputs, state carried from chunk to chunk.
+  IsolatedReference isolated_a(loaded.model), isolated_b(loaded.model);
+  for (size_t start = 0; start < prompt_a.size(); start += 8) {
+    const size_t n = std::min<size_t>(8, prompt_a.size() - start);
+    const std::vector<int32_t> chunk(prompt_a.begin() + start, prompt_a.begin() + start + n);
+    Taps taps;
+    model.set_tap(collector(taps));
+    model.prefill(0, chunk, int64_t(start));
+    model.set_tap(nullptr);
+    isolated_a.check(taps, 0, chunk, fmt::format("prefill chunk at {}", start));
+  }
+  for (size_t start = 0; start < prompt_b.size(); start += 8) {
+    const size_t n = std::min<size_t>(8, prompt_b.size() - start);
+    const std::vector<int32_t> chunk(prompt_b.begin() + start, prompt_b.begin() + start + n);
+    Taps taps;
+    model.set_tap(collector(taps));
+    model.prefill(1, chunk, int64_t(start));
+    model.set_tap(nullptr);
+    isolated_b.check(taps, 0, chunk, fmt::format("prompt B chunk at {}", start));
+  }
+  // End to end: the prompts' last logits against the reference's own forward.
+  ref::ModelState state_a = ref::ModelState::empty(config), state_b = ref::ModelState::empty(config);
+  const ref::Matrix logits_a = loaded.model.forward(prompt_a, state_a);
+  const ref::Matrix logits_b = loaded.model.forward(prompt_b, state_b);
+  EXPECT_LE(normalized_error(download_logits(model, 0, vocab), logits_a.bottomRows(1)), kEndToEndLogitsTolerance);
+  EXPECT_LE(normalized_error(download_logits(model, 1, vocab), logits_b.bottomRows(1)), kEndToEndLogitsTolerance);
+
+  // Decode: three steps of both sequences together (contexts 19 and 9), each fed the same token on both sides.
+  model.begin_decode({int64_t(prompt_a.size()), int64_t(prompt_b.size())});
+  int32_t next_a = argmax_of_last_row(logits_a), next_b = argmax_of_last_row(logits_b);
+  for (int step = 0; step < 3; ++step) {
+    const int32_t tokens[2] = {next_a, next_b};
+    CUDA_CHECK(cudaMemcpy(model.next_tokens(), tokens, sizeof(tokens), cudaMemcpyHostToDevice));
+    Taps taps;
+    model.set_tap(collector(taps));
+    model.decode_step(2);
+    model.set_tap(nullptr);
+    CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+    isolated_a.check(taps, 0, {next_a}, fmt::format("decode step {} of sequence A", step));
+    isolated_b.check(taps, 1, {next_b}, fmt::format("decode step {} of sequence B", step));
+    expect_head_matches(taps, 0, download_logits(model, 0, vocab), loaded.model.weights(), "decode A");
+    expect_head_matches(taps, 1, download_logits(model, 1, vocab), loaded.model.weights(), "decode B");
+    const ref::Matrix la = loaded.model.forward({next_a}, state_a);
+    const ref::Matrix lb = loaded.model.forward({next_b}, state_b);
+    EXPECT_LE(normalized_error(download_logits(model, 0, vocab), la), kEndToEndLogitsTolerance) << "step " << step;
+    EXPECT_LE(normalized_error(download_logits(model, 1, vocab), lb), kEndToEndLogitsTolerance) << "step " << step;
+    next_a = argmax_of_last_row(la);
+    next_b = argmax_of_last_row(lb);
+  }
+}
+
+TEST_F(EngineKimiLinear, EagerDecodeRunsAndCaptureIsRefused) {
+  K3_REQUIRE_GPU();
+  const ref::LoadedModel loaded = ref::load_reference_model(dir_);
+  const ModelConfig& config = loaded.config;
+  runtime::DeviceWeights weights(config);
+  weights.load(weights::Checkpoint::open(dir_));
+  const std::vector<int32_t> prompt = {5, 17, 300, 42, 7, 99, 1, 511, 256, 3};
+  runtime::GpuCache cache(config, {1, 64, 16});
+  runtime::ModelRunShape shape;
+  shape.max_chunk_tokens = 16;
+  shape.max_prefill_context = 16;
+  shape.page_tokens = 16;
+  shape.max_context_tokens = 64;
+  runtime::GpuModel model(weights, cache, shape);
+  cache.admit(0, 64);
+  model.prefill(0, prompt, 0);
+  model.begin_decode({int64_t(prompt.size())});
+  // Greedy eager decode gives the reference's greedy tokens while no choice is near-tied (the first steps).
+  std::vector<int32_t> gpu_tokens;
+  int32_t t = 0;
+  CUDA_CHECK(cudaMemcpy(&t, model.next_tokens(), sizeof(t), cudaMemcpyDeviceToHost));
+  gpu_tokens.push_back(t);
+  model.decode_step(1);
+  CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+  CUDA_CHECK(cudaMemcpy(&t, model.next_tokens(), sizeof(t), cudaMemcpyDeviceToHost));
+  gpu_tokens.push_back(t);
+  EXPECT_EQ(gpu_tokens, loaded.model.generate(prompt, 2));
+  try {
+    model.capture_decode(1);
+    FAIL() << "a decode step with bf16 experts (host sync per MoE layer) was captured";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--eager"), std::string::npos) << e.what();
+  }
+  // The refused capture left the stream usable: another eager step runs.
+  EXPECT_NO_THROW(model.decode_step(1));
+  CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+}
+
+// transformers' logits (tests/data/kimi_linear_oracle_wide/expected_logits.json) for the rows the GPU gave.
+struct OracleRows {
+  std::vector<double> errors;  // normalised error per row
+  void add(const ref::Matrix& gpu, const std::vector<double>& theirs) {
+    ref::Matrix expected(1, Eigen::Index(theirs.size()));
+    for (size_t i = 0; i < theirs.size(); ++i) expected(0, Eigen::Index(i)) = float(theirs[i]);
+    errors.push_back(normalized_error(gpu, expected));
+  }
+  double median() const {
+    std::vector<double> v = errors;
+    std::sort(v.begin(), v.end());
+    return v.empty() ? INFINITY : v[v.size() / 2];
+  }
+  double worst() const { return errors.empty() ? INFINITY : *std::max_element(errors.begin(), errors.end()); }
+};
+
+TEST(EngineKimiLinearOracle, PromptAndDecodeLogitsMatchTransformers) {
+  const std::string dir = std::string(K3PERF_SOURCE_DIR) + "/tests/data/kimi_linear_oracle_wide";
+  if (!fs::exists(dir + "/expected_logits.json")) {
+    GTEST_SKIP() << dir << " is absent: scripts/make-oracle-wide.sh writes it on a machine with PyTorch and "
+                 << "transformers";
+  }
+  // The CPU side: the oracle's files load (config, weights in the published layout, expected logits).
+  std::ifstream in(dir + "/expected_logits.json");
+  const nlohmann::json e = nlohmann::json::parse(in);
+  const std::vector<int32_t> prompt = e["prompt"].get<std::vector<int32_t>>();
+  const auto prefill = e["prefill_logits"].get<std::vector<std::vector<double>>>();
+  const auto tokens = e["decode_tokens"].get<std::vector<int32_t>>();
+  const auto steps = e["decode_logits"].get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(prefill.size(), prompt.size());
+  ASSERT_EQ(steps.size(), tokens.size());
+  const ref::LoadedModel loaded = ref::load_reference_model(dir);
+  const ModelConfig& config = loaded.config;
+  ASSERT_NO_THROW(runtime::DeviceWeights::check_supported(config));
+  K3_REQUIRE_GPU();
+
+  runtime::DeviceWeights weights(config);
+  weights.load(weights::Checkpoint::open(dir));
+  const int64_t context = int64_t(prompt.size() + tokens.size());
+  runtime::GpuCache cache(config, {1, context, 16});
+  runtime::ModelRunShape shape;
+  shape.max_chunk_tokens = 16;  // the prompt runs in chunks of 16, state carried
+  shape.max_prefill_context = int64_t(prompt.size());
+  shape.page_tokens = 16;
+  shape.max_context_tokens = context;
+  runtime::GpuModel model(weights, cache, shape);
+  cache.admit(0, context);
+
+  // Every prompt row's logits: the GPU's final hidden states (tapped per chunk) through lm_head on the host
+  // (bf16 weights as on the GPU); the GPU's own head is checked on the last row.
+  std::vector<ref::Matrix> hidden_chunks;
+  model.set_tap([&](const std::string& what, int, const runtime::bf16* device, int64_t rows, int64_t cols) {
+    if (what != "final_hidden") return;
+    std::vector<__nv_bfloat16> host(rows * cols);
+    CUDA_CHECK(cudaMemcpy(host.data(), device, host.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+    hidden_chunks.push_back(from_bf16(host, rows, cols));
+  });
+  model.prefill(0, prompt, 0);
+  model.set_tap(nullptr);
+  const ref::Matrix lm_head = round_to_bf16(loaded.model.weights().lm_head);
+  OracleRows rows;
+  int64_t row = 0;
+  ref::Matrix last_logits;
+  for (const ref::Matrix& hidden : hidden_chunks) {
+    const ref::Matrix logits = hidden * lm_head.transpose();
+    for (Eigen::Index r = 0; r < logits.rows(); ++r, ++row) {
+      ASSERT_LT(row, int64_t(prefill.size()));
+      rows.add(logits.row(r), prefill[size_t(row)]);
+    }
+    last_logits = logits.bottomRows(1);
+  }
+  ASSERT_EQ(row, int64_t(prompt.size()));
+  EXPECT_LE(normalized_error(download_logits(model, 0, config.vocab_size), last_logits), 1e-2) << "prompt lm_head";
+
+  // Decode steps fed transformers' greedy tokens.
+  model.begin_decode({int64_t(prompt.size())});
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    CUDA_CHECK(cudaMemcpy(model.next_tokens(), &tokens[i], sizeof(int32_t), cudaMemcpyHostToDevice));
+    model.decode_step(1);
+    CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+    rows.add(download_logits(model, 0, config.vocab_size), steps[i]);
+  }
+  ::testing::Test::RecordProperty("median_row_error", std::to_string(rows.median()));
+  ::testing::Test::RecordProperty("worst_row_error", std::to_string(rows.worst()));
+  EXPECT_LE(rows.median(), kOracleMedianRowTolerance) << "per-row errors: " << fmt::format("{}", rows.errors.size());
+  EXPECT_LE(rows.worst(), kOracleWorstRowTolerance);
+  for (size_t i = 0; i < rows.errors.size(); ++i) {
+    EXPECT_LE(rows.errors[i], kOracleWorstRowTolerance)
+        << (i < prompt.size() ? fmt::format("prompt row {}", i) : fmt::format("decode step {}", i - prompt.size()));
+  }
+}
+
+}  // namespace
+}  // namespace k3::gpu_test
