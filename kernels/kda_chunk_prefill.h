@@ -55,9 +55,9 @@
 // "phase 1" and "phase 2"): the workspace is 1.8 GB written then read back (≈ 0.9 ms at 4 TB/s, the floor of the
 // two-launch design); phase 1 runs 12288 blocks two per SM (112 KB shared memory each), ≈ 47 waves of a chain of
 // ≈ 40 dependent global round trips per block; the state pass is 128 chunks × ≈ 15 dependent round trips in every
-// block, 384 blocks in one wave. Not done: staging each chunk's operands in shared memory with cp.async double
-// buffering (120 KB per chunk per block does not fit twice beside 3 blocks per SM), and one block per head reading
-// W, Qg, Kd, A_qk once instead of 4 times (thread-block clusters with multicast would do it).
+// block, 384 blocks in one wave (ut_tensorcore_staged answers this part). Not done: full double buffering of a
+// chunk's operands (144 KB per chunk does not fit twice beside the 64 KB state), a blocked UT inverse on tensor
+// cores in phase 1, and a workspace in a narrower type.
 #pragma once
 
 #include <cuda_runtime.h>
