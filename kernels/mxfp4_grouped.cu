@@ -59,6 +59,41 @@ __device__ __forceinline__ void dequantize_word(uint32_t q, const BlockScale& s,
   }
 }
 
+// ---- Dequantisation by byte lookup (mxfp4_grouped_gemv_mma_rows16_lut) -------------------------------
+// The same bf16 bits as e2m1_pair_times_2_pow_minus_126, sign | magnitude << 6, but in the natural k order
+// (pairs (0, 1), (2, 3), (4, 5), (6, 7) of a word) and from byte permutes: of an E2M1 code s e1 e0 m, the
+// low bf16 byte is e0 m << 6, a function of bits 1..0, and the high byte s << 7 | e1, a function of bits
+// 3..2. So q & 0x33333333 and (q >> 2) & 0x33333333 are, four elements at a time, prmt selectors into the
+// 4-byte tables below (nibble bit 3, prmt's sign mode, is always 0), and two more prmt interleave the low
+// and high bytes into bf16 pairs: 13 integer instructions per word against about 18 for the shifts and
+// masks plus the x permutation, which the natural order does not need.
+constexpr uint32_t kLowByteTable = 0xC0804000u;   // e0 m = 0, 1, 2, 3 → 0x00, 0x40, 0x80, 0xC0
+constexpr uint32_t kHighByteTable = 0x81800100u;  // s e1 = 0, 1, 2, 3 → 0x00, 0x01, 0x80, 0x81
+
+// Bytes of (b:a) picked by the low 16 bits of selector (nibble n picks output byte n; bit 3 of each nibble 0).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
+}
+
+// One word (8 elements) dequantised to bf16 pairs in the natural order: out[j] = elements (2j, 2j + 1)
+// times the scale, bit for bit dequantize_word's values.
+__device__ __forceinline__ void dequantize_word_lut(uint32_t q, const BlockScale& s, uint32_t (&out)[4]) {
+  const uint32_t low_index = q & 0x33333333u, high_index = (q >> 2) & 0x33333333u;
+  const uint32_t low_0123 = prmt(kLowByteTable, 0u, low_index), low_4567 = prmt(kLowByteTable, 0u, low_index >> 16);
+  const uint32_t high_0123 = prmt(kHighByteTable, 0u, high_index);
+  const uint32_t high_4567 = prmt(kHighByteTable, 0u, high_index >> 16);
+  out[0] = bf16x2_mul(prmt(low_0123, high_0123, 0x5140u), s.first2);  // low 0, high 0, low 1, high 1
+  out[1] = bf16x2_mul(prmt(low_0123, high_0123, 0x7362u), s.first2);
+  out[2] = bf16x2_mul(prmt(low_4567, high_4567, 0x5140u), s.first2);
+  out[3] = bf16x2_mul(prmt(low_4567, high_4567, 0x7362u), s.first2);
+  if (s.twice) {  // only at scales above 2, i.e. block maxima ≥ 16
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[j] = bf16x2_mul(out[j], s.second2);
+  }
+}
+
 // 8 consecutive bf16 x values (words = element pairs (0,1), (2,3), (4,5), (6,7)) in the permuted order:
 // pairs (0,4), (1,5), (2,6), (3,7).
 __device__ __forceinline__ uint4 permute_x8(uint4 v) {
@@ -102,7 +137,9 @@ constexpr int kGemvLoads = 2;  // 16-byte weight loads per row and lane issued t
 // rows g and g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 4·kGemvLoads
 // blocks, and the same blocks of x for slot g of the pass: every mma then covers 16 k of one word position
 // of four different blocks, whose scales are already folded into the bf16 weights.
-template <typename OutT>
+// kLut picks the decode: shifts and masks in the permuted k order (rows16), or the byte lookup in the
+// natural order (mxfp4_grouped_gemv_mma_rows16_lut: x words go to the mma as loaded).
+template <typename OutT, bool kLut>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -163,11 +200,18 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
         const uint32_t words_hi[4] = {q_hi[u].x, q_hi[u].y, q_hi[u].z, q_hi[u].w};
         const BlockScale scale_lo = block_scale(s_lo[u]), scale_hi = block_scale(s_hi[u]);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
+        for (int k = 0; k < 4; ++k) {  // word k of the block: (rows16) permuted positions 0..3, then 4..7
           uint32_t a_lo[4], a_hi[4];
-          dequantize_word(words_lo[k], scale_lo, a_lo);
-          dequantize_word(words_hi[k], scale_hi, a_hi);
-          const uint4 bx = permute_x8(xv[k]);
+          uint4 bx;
+          if constexpr (kLut) {  // elements 8k..8k+3, then 8k+4..8k+7, in order
+            dequantize_word_lut(words_lo[k], scale_lo, a_lo);
+            dequantize_word_lut(words_hi[k], scale_hi, a_hi);
+            bx = xv[k];
+          } else {
+            dequantize_word(words_lo[k], scale_lo, a_lo);
+            dequantize_word(words_hi[k], scale_hi, a_hi);
+            bx = permute_x8(xv[k]);
+          }
           mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
           mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
         }
@@ -558,7 +602,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_cp_async && algorithm != Mxfp4GroupedAlgorithm::gemm) {
+      algorithm != Mxfp4GroupedAlgorithm::gemv_lut && algorithm != Mxfp4GroupedAlgorithm::gemv_cp_async &&
+      algorithm != Mxfp4GroupedAlgorithm::gemm) {
     return cudaErrorInvalidValue;
   }
   if (algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async && !gemv_cp_async_fits(w)) return cudaErrorInvalidValue;
@@ -570,13 +615,17 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_lut ||
+      algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
     if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
-      mxfp4_grouped_gemv_mma_rows16<OutT>
-          <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+      mxfp4_grouped_gemv_mma_rows16<OutT, false><<<grid, kGemvThreads, 0, stream>>>(
+          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_lut) {
+      mxfp4_grouped_gemv_mma_rows16<OutT, true><<<grid, kGemvThreads, 0, stream>>>(
+          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     } else {
       const size_t shared = gemv_cp_async_shared_bytes(w.in_features / kMxBlockElements);
       mxfp4_grouped_gemv_mma_rows16_cp_async<OutT><<<grid, kGemvThreads, shared, stream>>>(
