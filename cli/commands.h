@@ -19,6 +19,7 @@ void add_inspect_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 // Only in builds with CUDA (K3PERF_HAVE_CUDA): the GPU engine.
 void add_run_command(CLI::App& app, const GlobalOptions& global);
+void add_profile_command(CLI::App& app);
 void add_serve_command(CLI::App& app, const GlobalOptions& global);
 void add_plan_command(CLI::App& app, const GlobalOptions& global);
 void add_cache_command(CLI::App& app, const GlobalOptions& global);
