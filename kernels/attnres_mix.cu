@@ -7,8 +7,7 @@ namespace k3::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;  // the block reductions below assume exactly this many threads
-constexpr int kWarps = kThreads / 32;
+constexpr int kThreads = 256;  // the scalar version's block
 constexpr int kMaxSums = 2 * kAttnResMaxCandidates;
 
 __device__ float warp_sum(float v) {
@@ -16,13 +15,13 @@ __device__ float warp_sum(float v) {
   return v;
 }
 
-// Replaces v[0, count) of every thread by its sum over the block. count must be the same in every
-// thread (it is: the candidate count), so the shuffles below are warp-uniform.
+// Replaces v[0, count) of every thread by its sum over the block (any multiple of 32 threads up to 1024).
+// count must be the same in every thread (it is: the candidate count), so the shuffles are warp-uniform.
 template <int N>
 __device__ void block_sums(float (&v)[N], int count) {
-  __shared__ float partial[kWarps][N];
+  __shared__ float partial[32][N];
   __shared__ float total[N];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     if (k < count) {
@@ -33,7 +32,7 @@ __device__ void block_sums(float (&v)[N], int count) {
   __syncthreads();
   if (int(threadIdx.x) < count) {
     float s = 0.0f;
-    for (int w = 0; w < kWarps; ++w) s += partial[w][threadIdx.x];
+    for (int w = 0; w < warps; ++w) s += partial[w][threadIdx.x];
     total[threadIdx.x] = s;
   }
   __syncthreads();
@@ -132,32 +131,6 @@ __device__ void unpack8(const uint4& raw, float (&out)[8]) {
   }
 }
 
-// Sums of v[0, count) over a block of any multiple of 32 threads up to 1024.
-template <int N>
-__device__ void block_sums_any(float (&v)[N], int count) {
-  __shared__ float partial[32][N];
-  __shared__ float total[N];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    if (k < count) {
-      const float s = warp_sum(v[k]);
-      if (lane == 0) partial[warp][k] = s;
-    }
-  }
-  __syncthreads();
-  if (int(threadIdx.x) < count) {
-    float s = 0.0f;
-    for (int w = 0; w < warps; ++w) s += partial[w][threadIdx.x];
-    total[threadIdx.x] = s;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    if (k < count) v[k] = total[k];
-  }
-}
-
 __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, const __nv_bfloat16* query,
                                                  const __nv_bfloat16* key_norm, float eps_mix,
                                                  const __nv_bfloat16* norm_weight, float eps_norm,
@@ -190,7 +163,7 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
       }
     }
   }
-  block_sums_any(sums, 2 * n);
+  block_sums(sums, 2 * n);
 
   float prob[kAttnResMaxCandidates];
   float max_score = -INFINITY;
@@ -237,7 +210,7 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
     }
     *reinterpret_cast<uint4*>(mix + token * mix_stride + i) = packed;
   }
-  block_sums_any(mix_sq, 1);
+  block_sums(mix_sq, 1);
   if (active) {
     const float inv_rms = rsqrtf(mix_sq[0] / float(width) + eps_norm);
     float w[8];

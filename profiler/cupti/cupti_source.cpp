@@ -71,6 +71,22 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *size = *buffer ? kBufferBytes : 0;
 }
 
+// The fields copies and sets share (CUpti_ActivityMemcpy6, CUpti_ActivityMemset4).
+template <typename Record>
+MemoryActivity memory_activity(const Record& m, bool is_set, const char* name) {
+  MemoryActivity a;
+  a.is_set = is_set;
+  a.name = name;
+  a.start_ns = int64_t(m.start);
+  a.end_ns = int64_t(m.end);
+  a.device = int32_t(m.deviceId);
+  a.stream = int32_t(m.streamId);
+  a.correlation = m.correlationId;
+  a.graph_node = m.graphNodeId;
+  a.bytes = int64_t(m.bytes);
+  return a;
+}
+
 void convert(CUpti_Activity* record, ActivityRecords& out) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -81,39 +97,16 @@ void convert(CUpti_Activity* record, ActivityRecords& out) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
-      MemoryActivity a;
-      a.name = fmt::format("memcpy_kind{}", int(m->copyKind));
-      switch (m->copyKind) {
-        case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: a.name = "memcpy_htod"; break;
-        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: a.name = "memcpy_dtoh"; break;
-        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: a.name = "memcpy_dtod"; break;
-        default: break;
-      }
-      a.start_ns = int64_t(m->start);
-      a.end_ns = int64_t(m->end);
-      a.device = int32_t(m->deviceId);
-      a.stream = int32_t(m->streamId);
-      a.correlation = m->correlationId;
-      a.graph_node = m->graphNodeId;
-      a.bytes = int64_t(m->bytes);
-      out.memory.push_back(a);
+      const char* name = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "memcpy_htod"
+                         : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "memcpy_dtoh"
+                         : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "memcpy_dtod"
+                                                                          : "memcpy";
+      out.memory.push_back(memory_activity(*m, false, name));
       break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
-      MemoryActivity a;
-      a.is_set = true;
-      a.name = "memset";
-      a.start_ns = int64_t(m->start);
-      a.end_ns = int64_t(m->end);
-      a.device = int32_t(m->deviceId);
-      a.stream = int32_t(m->streamId);
-      a.correlation = m->correlationId;
-      a.graph_node = m->graphNodeId;
-      a.bytes = int64_t(m->bytes);
-      out.memory.push_back(a);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      out.memory.push_back(memory_activity(*reinterpret_cast<CUpti_ActivityMemset4*>(record), true, "memset"));
       break;
-    }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto* a = reinterpret_cast<CUpti_ActivityAPI*>(record);
