@@ -1,6 +1,7 @@
 // `k3perf cache`: a request trace (Mooncake JSONL, Azure CSV) or a synthetic session workload
 // through the hybrid prefix cache (docs/cache.md); a table on the terminal, JSON and CSV on request.
 #include "cli/commands.h"
+#include "plot/chart.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/scenario.h"
@@ -35,7 +36,7 @@ struct CacheOptions {
   double dram_gb_per_s = 50, ssd_gb_per_s = 5;
   cache::Prices prices{0.30, 3.00, 0};
   bool curve = false;
-  std::string json_path, csv_path, curve_csv_path;
+  std::string json_path, csv_path, curve_csv_path, plot_path;
 };
 
 StorageFormat storage(const std::string& flag, const std::string& value, const std::vector<std::string>& allowed) {
@@ -123,6 +124,21 @@ void run(CacheOptions& o, const GlobalOptions& global) {
       write_file_atomically(o.curve_csv_path, cache::curve_csv(curve));
       fmt::print(stderr, "wrote {}\n", o.curve_csv_path);
     }
+    if (!o.plot_path.empty()) {
+      plot::Chart chart;
+      chart.title = fmt::format("Token hit rate vs {} capacity: {} ({})", o.config.tiers[0].name, label, model.name);
+      chart.x_label = "log10 of the capacity in tokens of KV";
+      chart.y_label = "token hit rate (%)";
+      plot::Series hybrid{"hybrid: KV and KDA state at the same boundary", {}, plot::SeriesStyle::line_and_markers};
+      plot::Series kv_only{"KV only (a hit needing no state)", {}, plot::SeriesStyle::line_and_markers};
+      for (const cache::CurvePoint& p : curve) {
+        hybrid.points.emplace_back(std::log10(p.capacity_tokens), 100.0 * p.token_hit_rate);
+        kv_only.points.emplace_back(std::log10(p.capacity_tokens), 100.0 * p.kv_only_hit_rate);
+      }
+      chart.series = {hybrid, kv_only};
+      plot::write_chart(chart, o.plot_path);
+      fmt::print(stderr, "wrote {}\n", o.plot_path);
+    }
   }
   if (!o.json_path.empty()) {
     write_file_atomically(o.json_path, json.dump(2) + "\n");
@@ -171,6 +187,7 @@ void add_cache_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--price-output", o->prices.output_per_mtok, "USD per M output tokens (default 0)");
   cmd->add_flag("--curve", o->curve, "also the hit rate at 1e4 ... 1e9 tokens of HBM");
   cmd->add_option("--curve-csv", o->curve_csv_path, "write the curve as CSV (with --curve)");
+  cmd->add_option("--plot", o->plot_path, "draw the curve as SVG or PNG (by the file's extension; with --curve)");
   cmd->add_option("--json", o->json_path, "write the summary (and curve) as JSON");
   cmd->add_option("--csv", o->csv_path, "write one row per request as CSV");
   cmd->callback([o, &global] { run(*o, global); });

@@ -185,3 +185,23 @@ TEST_F(CliTest, MakeCheckpointInspectGenerate) {
 
 }  // namespace
 
+
+namespace {
+
+TEST_F(CliTest, CacheCurvePlotsBothHitRates) {
+  const fs::path svg = dir_ / "curve.svg";
+  const CommandResult r =
+      run("cache --trace " + std::string(K3PERF_SOURCE_DIR) + "/data/traces/synthetic_trace.jsonl --curve --plot " +
+          svg.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string text = slurp(svg);
+  EXPECT_EQ(text.rfind("<svg", 0), 0u) << text.substr(0, 80);
+  EXPECT_NE(text.find("hybrid: KV and KDA state at the same boundary"), std::string::npos);
+  EXPECT_NE(text.find("KV only"), std::string::npos);
+  const CommandResult bad = run("cache --trace " + std::string(K3PERF_SOURCE_DIR) +
+                                "/data/traces/synthetic_trace.jsonl --curve --plot " + (dir_ / "curve.gif").string());
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "curve.gif"));
+}
+
+}  // namespace
