@@ -4,6 +4,8 @@
 #include "core/error.h"
 #include "core/scenario.h"
 #include "engine/runtime/run_loop.h"
+
+#include <cuda_runtime.h>
 #include "profiler/attribution/attribute.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/trace/chrome_json.h"
@@ -100,7 +102,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
       }
       collector = std::make_unique<profiler::CuptiActivitySource>();
       options.before_decode = [&] { collector->start(); };
-      options.after_decode = [&] { records = collector->stop(); };
+      options.after_decode = [&] {
+        cudaDeviceSynchronize();
+        records = collector->stop();
+      };
     }
     runtime::RunSummary summary = runtime::run_engine(options);
     if (*hardware != "none") {

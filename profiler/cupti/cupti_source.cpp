@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 
-#include <cuda_runtime.h>
 #include <cupti.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -233,7 +232,8 @@ void CuptiActivitySource::start() {
 ActivityRecords CuptiActivitySource::stop() {
   K3_CHECK(running_, "the CUPTI collector was not started");
   running_ = false;
-  cudaDeviceSynchronize();
+  // The caller has synchronised with its work (no CUDA runtime call here: as an injection library this code
+  // may share a process with another copy of the runtime, linked statically into the program).
   // Outside our mutex: buffer_completed takes it while the flush runs.
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
   for (CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);

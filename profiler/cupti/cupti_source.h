@@ -24,7 +24,7 @@ class CuptiActivitySource final : public ActivitySource {
   explicit CuptiActivitySource(std::size_t max_buffers = 256);
   ~CuptiActivitySource() override;
   void start() override;             // Error naming the CUPTI call that failed (e.g. another subscriber)
-  ActivityRecords stop() override;   // synchronises the device, flushes every buffer
+  ActivityRecords stop() override;   // flushes every buffer (synchronise with the device first)
 
   struct State;  // buffers and records, shared with CUPTI's callbacks (cupti_source.cpp)
 
