@@ -127,25 +127,28 @@ __global__ void moe_bucket_scatter(const int32_t* expert_ids, const float* weigh
 __device__ float to_float(float v) { return v; }
 __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+// One thread per (token, column): blockIdx.y is the token, blockIdx.x a span of kThreads columns, so even one
+// token spreads over width / kThreads blocks (one block per token left a decode step latency-bound on one SM).
+// The sum runs over the choices in order c = 0, 1, …, so the result does not depend on the schedule.
 template <typename T>
-__global__ void moe_combine_block_per_token(const T* expert_out, const int32_t* slot_of, const float* weight,
-                                            int top_k, int width, float* y) {
+__global__ void moe_combine_thread_per_column(const T* expert_out, const int32_t* slot_of, const float* weight,
+                                              int top_k, int width, float* y) {
   __shared__ int32_t slots[kMoeCombineMaxTopK];
   __shared__ float weights[kMoeCombineMaxTopK];
-  const int64_t token = blockIdx.x;
+  const int64_t token = blockIdx.y;
   if (int(threadIdx.x) < top_k) {
     slots[threadIdx.x] = slot_of[token * top_k + threadIdx.x];
     weights[threadIdx.x] = weight[token * top_k + threadIdx.x];
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    float sum = 0.0f;
-#pragma unroll 4
-    for (int c = 0; c < top_k; ++c) {
-      if (slots[c] >= 0) sum = fmaf(weights[c], to_float(expert_out[int64_t(slots[c]) * width + i]), sum);
-    }
-    y[token * width + i] = sum;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= width) return;
+  float sum = 0.0f;
+#pragma unroll 8
+  for (int c = 0; c < top_k; ++c) {
+    if (slots[c] >= 0) sum = fmaf(weights[c], to_float(expert_out[int64_t(slots[c]) * width + i]), sum);
   }
+  y[token * width + i] = sum;
 }
 
 template <typename T>
@@ -156,8 +159,9 @@ cudaError_t combine(const T* expert_out, const int32_t* slot_of, const float* we
       slot_of == nullptr || weight == nullptr || y == nullptr) {
     return cudaErrorInvalidValue;
   }
-  moe_combine_block_per_token<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(expert_out, slot_of, weight,
-                                                                                      top_k, width, y);
+  if (tokens > 65535) return cudaErrorInvalidValue;  // grid.y
+  const dim3 grid(static_cast<unsigned>((width + kThreads - 1) / kThreads), static_cast<unsigned>(tokens));
+  moe_combine_thread_per_column<<<grid, kThreads, 0, stream>>>(expert_out, slot_of, weight, top_k, width, y);
   return cudaGetLastError();
 }
 

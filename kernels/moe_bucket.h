@@ -22,8 +22,9 @@
 // shared memory (__match_any_sync groups equal ids, the group's last lane adds its size); (2) one 1024-thread block
 // turns the [chunks, experts] counts into per-expert offsets (a scan down each expert's column, then a block scan
 // over experts) and the active list; (3) each warp walks its chunk again and places every pair at its expert's
-// cursor plus its rank among equal ids in the 32-pair round. moe_combine_block_per_token — one block per token,
-// threads over the width.
+// cursor plus its rank among equal ids in the 32-pair round. moe_combine_thread_per_column — one thread per
+// (token, column), the token's width spread over blocks (one block per token took 19 µs per MoE layer at decode
+// on an H200); at most 65535 tokens.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -19,6 +19,7 @@ TEST(GpuEmbedding, GathersRowsAndFlagsInvalidIds) {
       {1000, 7168, 0, 0, {}, false},
       {163, 1000, 3, 5, {0, 162, 5, 5, 77}, false},
       {50, 64, 1, 0, {-1, 0, 50, 49, INT32_MIN, INT32_MAX, 3}, true},
+      {50, 64, 0, 8, {-1, 0, 50, 49, 3}, true},  // 16-byte copies with invalid ids among them
   };
   std::mt19937 rng(20261201);
   for (const Case& c : cases) {
