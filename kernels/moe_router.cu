@@ -40,10 +40,24 @@ __global__ void moe_route_warp_per_token(const float* logits, const float* bias,
   if (token >= tokens) return;  // the whole warp; the block never synchronises
   const float* row = logits + int64_t(token) * experts;
   float* choice = choice_values[warp];
-  for (int e = lane; e < experts; e += 32) {
-    const float s = sigmoid_as_reference(row[e]);
-    const float c = bias != nullptr ? s + bias[e] : s;
-    choice[e] = isnan(c) ? -INFINITY : c;
+  // Every load first (logits and biases into registers, all in flight together), then the fp64 sigmoids: a load
+  // per sigmoid kept one HBM/L2 round trip in flight per lane, 38 µs per token on an H200.
+  constexpr int kPerLane = kMoeRouterMaxExperts / 32;
+  float logit[kPerLane], bias_value[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    logit[j] = e < experts ? row[e] : 0.0f;
+    bias_value[j] = bias != nullptr && e < experts ? bias[e] : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    if (e < experts) {
+      const float sig = sigmoid_as_reference(logit[j]);
+      const float c = bias != nullptr ? sig + bias_value[j] : sig;
+      choice[e] = isnan(c) ? -INFINITY : c;
+    }
   }
   __syncwarp();
 
