@@ -75,12 +75,26 @@ __device__ uint64_t block_exclusive_sum(uint64_t v, uint64_t* total) {
   return before + inclusive - v;
 }
 
-__global__ void sample_greedy_block_per_row(const float* logits, int vocab, int32_t* out_tokens) {
+__global__ void sample_greedy_block_per_row(const float* logits, int vocab, int32_t* out_tokens, bool vec4) {
   const float* row = logits + int64_t(blockIdx.x) * vocab;
   uint64_t best = 0;  // below every packed (key, id): the key of −∞ is not 0
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const uint64_t candidate = pack_key_id(order_key(row[i]), i);
-    best = candidate > best ? candidate : best;
+  if (vec4) {  // 16-byte loads, several in flight per thread
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+#pragma unroll 4
+    for (int j = threadIdx.x; j < vocab / 4; j += kThreads) {
+      const float4 v = row4[j];
+      const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint64_t candidate = pack_key_id(order_key(x[k]), 4 * j + k);
+        best = candidate > best ? candidate : best;
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      const uint64_t candidate = pack_key_id(order_key(row[i]), i);
+      best = candidate > best ? candidate : best;
+    }
   }
   best = block_reduce(best, Max{});
   if (threadIdx.x == 0) out_tokens[blockIdx.x] = packed_id(best);
@@ -209,7 +223,8 @@ __global__ void sample_top_p_radix_select(const float* logits, int vocab, float 
 cudaError_t sample_greedy(const float* logits, int batch, int vocab, int32_t* out_tokens, cudaStream_t stream) {
   if (batch == 0) return cudaSuccess;
   if (batch < 0 || vocab < 1 || logits == nullptr || out_tokens == nullptr) return cudaErrorInvalidValue;
-  sample_greedy_block_per_row<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(logits, vocab, out_tokens);
+  const bool vec4 = vocab % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0;
+  sample_greedy_block_per_row<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(logits, vocab, out_tokens, vec4);
   return cudaGetLastError();
 }
 

@@ -12,7 +12,8 @@
 // 2^40), so every sum is exact and independent of the order of summation: the result is deterministic, and a
 // token's probability is off by less than 2^-40 / Σm of the total. The nucleus reaches
 // ⌈top_p · Σm⌉ (at least 1), so top_p → 0 gives the greedy token.
-// Versions: sample_greedy_block_per_row — one 1024-thread block per row, a (value, id) max packed into 64 bits.
+// Versions: sample_greedy_block_per_row — one 1024-thread block per row, a (value, id) max packed into 64 bits,
+// read with 16-byte loads when the vocabulary is a multiple of 4 and the logits 16-byte aligned.
 // sample_top_p_radix_select — one 1024-thread block per row: max; masses and their sum; the threshold value of the
 // nucleus found by a 4-pass radix select over the 32-bit order-preserving key of x (a 256-bin mass histogram per
 // byte, integer atomics); then per-thread contiguous id ranges: nucleus mass and ties at the threshold, block
