@@ -42,6 +42,30 @@ __device__ void block_sums(float (&v)[N], int count) {
   }
 }
 
+// The candidates' softmax weights from the block sums (sums[2c] = Σ v_c², sums[2c + 1] = Σ v_c · γ · w), in every
+// thread (n ≤ 9 exponentials): prob[c] = exp(s_c − max s); returns 1 / Σ prob.
+__device__ float softmax_weights(const float (&sums)[kMaxSums], int n, int64_t width, float eps_mix,
+                                 float (&prob)[kAttnResMaxCandidates]) {
+  float max_score = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+    prob[c] = 0.0f;
+    if (c < n) {
+      prob[c] = sums[2 * c + 1] * rsqrtf(sums[2 * c] / float(width) + eps_mix);
+      max_score = fmaxf(max_score, prob[c]);
+    }
+  }
+  float prob_total = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+    if (c < n) {
+      prob[c] = expf(prob[c] - max_score);
+      prob_total += prob[c];
+    }
+  }
+  return 1.0f / prob_total;
+}
+
 __global__ void attnres_mix_block_per_token(AttnResCandidates candidates, const __nv_bfloat16* query,
                                             const __nv_bfloat16* key_norm, float eps_mix,
                                             const __nv_bfloat16* norm_weight, float eps_norm, __nv_bfloat16* mix,
@@ -72,26 +96,8 @@ __global__ void attnres_mix_block_per_token(AttnResCandidates candidates, const 
   }
   block_sums(sums, 2 * n);
 
-  // Softmax over the n scores, in every thread (n ≤ 9 exponentials).
   float prob[kAttnResMaxCandidates];
-  float max_score = -INFINITY;
-#pragma unroll
-  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
-    prob[c] = 0.0f;
-    if (c < n) {
-      prob[c] = sums[2 * c + 1] * rsqrtf(sums[2 * c] / float(width) + eps_mix);
-      max_score = fmaxf(max_score, prob[c]);
-    }
-  }
-  float prob_total = 0.0f;
-#pragma unroll
-  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
-    if (c < n) {
-      prob[c] = expf(prob[c] - max_score);
-      prob_total += prob[c];
-    }
-  }
-  const float inv_total = 1.0f / prob_total;
+  const float inv_total = softmax_weights(sums, n, width, eps_mix, prob);
 
   // Pass 2: the mix over the raw candidates, stored bf16; Σ mix² of the stored values.
   __nv_bfloat16* mix_row = mix + token * mix_stride;
@@ -166,24 +172,7 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
   block_sums(sums, 2 * n);
 
   float prob[kAttnResMaxCandidates];
-  float max_score = -INFINITY;
-#pragma unroll
-  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
-    prob[c] = 0.0f;
-    if (c < n) {
-      prob[c] = sums[2 * c + 1] * rsqrtf(sums[2 * c] / float(width) + eps_mix);
-      max_score = fmaxf(max_score, prob[c]);
-    }
-  }
-  float prob_total = 0.0f;
-#pragma unroll
-  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
-    if (c < n) {
-      prob[c] = expf(prob[c] - max_score);
-      prob_total += prob[c];
-    }
-  }
-  const float inv_total = 1.0f / prob_total;
+  const float inv_total = softmax_weights(sums, n, width, eps_mix, prob);
 
   // The mix, rounded to bf16 as stored, kept in registers for the norm.
   float m[8] = {};

@@ -348,6 +348,29 @@ void GpuModel::launch_decode() {
   CUDA_CHECK(cudaGraphLaunch(decode_graph_, stream_));
 }
 
+// The layer's attention (KDA or MLA) and MLP (dense or MoE): w.normed in, w.sub_out out, both tapped.
+void GpuModel::attention_sublayer(const Pass& pass, int l) {
+  Workspace& w = *ws_;
+  tap("attention_in", l, w.normed, pass.tokens);
+  if (config_.layer_attention[l] == AttentionKind::kda) {
+    kda_layer(pass, l, w.normed, w.sub_out);
+  } else {
+    mla_layer(pass, l, w.normed, w.sub_out);
+  }
+  tap("attention_out", l, w.sub_out, pass.tokens);
+}
+
+void GpuModel::mlp_sublayer(const Pass& pass, int l) {
+  Workspace& w = *ws_;
+  tap("mlp_in", l, w.normed, pass.tokens);
+  if (config_.layer_mlp[l] == MlpKind::dense) {
+    dense_mlp(pass, l, w.normed, w.sub_out);
+  } else {
+    moe_mlp(pass, l, w.normed, w.sub_out);
+  }
+  tap("mlp_out", l, w.sub_out, pass.tokens);
+}
+
 void GpuModel::forward(const Pass& pass) {
   const ModelConfig& c = config_;
   const int64_t T = pass.tokens, h = c.hidden_size;
@@ -389,27 +412,15 @@ void GpuModel::forward(const Pass& pass) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerDeviceWeights& L = weights_.layers[l];
     mixer(L.attn_res, L.input_norm, "attnres.pre_attn", l);
-    tap("attention_in", l, w.normed, T);
     if (l % c.attn_res_block_layers == 0) {  // close a block: p becomes blocks[n]
       K3_CHECK(blocks + 1 < kMaxBlocks, "more than {} AttnRes blocks", kMaxBlocks - 1);
       ++blocks;
       have_partial = false;
     }
-    if (c.layer_attention[l] == AttentionKind::kda) {
-      kda_layer(pass, l, w.normed, w.sub_out);
-    } else {
-      mla_layer(pass, l, w.normed, w.sub_out);
-    }
-    tap("attention_out", l, w.sub_out, T);
+    attention_sublayer(pass, l);
     accumulate(l, "attn.residual");
     mixer(L.mlp_res, L.post_norm, "attnres.pre_mlp", l);
-    tap("mlp_in", l, w.normed, T);
-    if (c.layer_mlp[l] == MlpKind::dense) {
-      dense_mlp(pass, l, w.normed, w.sub_out);
-    } else {
-      moe_mlp(pass, l, w.normed, w.sub_out);
-    }
-    tap("mlp_out", l, w.sub_out, T);
+    mlp_sublayer(pass, l);
     accumulate(l, "mlp.residual");
   }
   head(pass, blocks);
@@ -431,22 +442,10 @@ void GpuModel::forward_plain(const Pass& pass) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerDeviceWeights& L = weights_.layers[l];
     norm(L.input_norm, l, "norm.attn_in");
-    tap("attention_in", l, w.normed, T);
-    if (c.layer_attention[l] == AttentionKind::kda) {
-      kda_layer(pass, l, w.normed, w.sub_out);
-    } else {
-      mla_layer(pass, l, w.normed, w.sub_out);
-    }
-    tap("attention_out", l, w.sub_out, T);
+    attention_sublayer(pass, l);
     add(l, "attn.residual");
     norm(L.post_norm, l, "norm.mlp_in");
-    tap("mlp_in", l, w.normed, T);
-    if (c.layer_mlp[l] == MlpKind::dense) {
-      dense_mlp(pass, l, w.normed, w.sub_out);
-    } else {
-      moe_mlp(pass, l, w.normed, w.sub_out);
-    }
-    tap("mlp_out", l, w.sub_out, T);
+    mlp_sublayer(pass, l);
     add(l, "mlp.residual");
   }
   head(pass, 0);

@@ -76,6 +76,8 @@ class GpuModel {
   struct Pass;  // one forward call: T tokens of a prefill chunk or a decode batch
   void forward(const Pass& pass);
   void forward_plain(const Pass& pass);  // plain residuals (Kimi Linear)
+  void attention_sublayer(const Pass& pass, int layer);
+  void mlp_sublayer(const Pass& pass, int layer);
   void kda_layer(const Pass& pass, int layer, const bf16* x, bf16* out);
   void mla_layer(const Pass& pass, int layer, const bf16* x, bf16* out);
   void moe_mlp(const Pass& pass, int layer, const bf16* x, bf16* out);
