@@ -30,61 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The reference run on the GPU's own inputs, sublayer by sublayer, its states (KDA, MLA cache) carried
-// across calls: each GPU sublayer is checked on identical inputs (so one bf16 rounding cannot cascade
-// through the layers), and each AttnRes mixer + norm on the GPU's own residual stream.
-class IsolatedReference {
- public:
-  explicit IsolatedReference(const ref::ReferenceModel& model)
-      : model_(model), state_(ref::ModelState::empty(model.config())) {}
-
-  // GPU taps rows [row0, row0 + n) are this sequence's `tokens`.
-  void check(const Taps& gpu, int64_t row0, const std::vector<int32_t>& tokens, const std::string& label) {
-    const ModelConfig& m = model_.config();
-    const ref::ModelWeights& w = model_.weights();
-    const int64_t n = int64_t(tokens.size());
-    auto rows = [&](const std::string& what, int layer) -> ref::Matrix {
-      const auto it = gpu.m.find(key(what, layer));
-      EXPECT_NE(it, gpu.m.end()) << label << ": no GPU tap " << key(what, layer);
-      return it == gpu.m.end() ? ref::Matrix::Zero(n, m.hidden_size) : ref::Matrix(it->second.middleRows(row0, n));
-    };
-    auto expect_close = [&](const ref::Matrix& g, const ref::Matrix& r, const char* what, int layer) {
-      EXPECT_LE(normalized_error(g, r), kSublayerTolerance) << label << ": " << what << " of layer " << layer + 1;
-    };
-    ref::Matrix x(n, m.hidden_size);
-    for (int64_t t = 0; t < n; ++t) x.row(t) = w.embed.row(tokens[t]);
-    ref::AttnResStack stack(m);
-    stack.begin(x);
-    for (int l = 0; l < m.num_layers; ++l) {
-      const ref::LayerWeights& L = w.layers[l];
-      ref::LayerState& s = state_.layers[l];
-      const ref::Matrix a_in = rows("attention_in", l), a_out = rows("attention_out", l);
-      expect_close(a_in, ref::rmsnorm(stack.attention_input(l, L.attn_res), L.input_norm, m.rms_norm_eps),
-                   "attention input (AttnRes mixer + norm)", l);
-      const ref::Matrix a_ref =
-          L.kda ? ref::kda_layer(*m.kda, m.rms_norm_eps, *L.kda, a_in, s.kda,
-                                 n > 1 ? ref::KdaMode::chunked : ref::KdaMode::recurrent)
-                : ref::mla_absorbed(m.mla, 1e-6, *L.mla, a_in, s.mla);
-      expect_close(a_out, a_ref, L.kda ? "KDA output" : "MLA output", l);
-      stack.add_attention_output(l, a_out);
-      const ref::Matrix m_in = rows("mlp_in", l), m_out = rows("mlp_out", l);
-      expect_close(m_in, ref::rmsnorm(stack.mlp_input(l, L.mlp_res), L.post_norm, m.rms_norm_eps),
-                   "MLP input (AttnRes mixer + norm)", l);
-      const ref::Matrix m_ref = L.dense ? ref::glu_mlp_situ(m_in, L.dense->gate, L.dense->up, L.dense->down,
-                                                            m.situ_beta, m.situ_linear_beta)
-                                        : ref::moe_forward(m, *L.moe, m_in);
-      expect_close(m_out, m_ref, L.dense ? "dense MLP output" : "MoE output", l);
-      stack.add_mlp_output(m_out);
-    }
-    expect_close(rows("final_hidden", -1), ref::rmsnorm(stack.final_input(w.final_res), w.final_norm, m.rms_norm_eps),
-                 "final hidden state", -1);
-  }
-
- private:
-  const ref::ReferenceModel& model_;
-  ref::ModelState state_;
-};
-
 class EngineTwin : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -115,7 +60,7 @@ TEST_F(EngineTwin, ReferenceRunsTheWideTwin) {
 
 TEST_F(EngineTwin, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
   K3_REQUIRE_GPU();
-  check_prefill_and_batched_decode<IsolatedReference>(ref::load_reference_model(dir_), dir_);
+  check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_);
 }
 
 TEST_F(EngineTwin, CapturedDecodeEqualsEagerDecode) {
