@@ -55,14 +55,7 @@ const std::string kWideTwin = std::string(K3PERF_SOURCE_DIR) + "/scenarios/model
 
 class EngineKimiLinear : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = (fs::temp_directory_path() / fmt::format("k3perf-engine-kimi-linear-{}", ::getpid())).string();
-    weights::SyntheticCheckpointOptions o;
-    o.config_path = kWideTwin;
-    o.out_dir = dir_;
-    o.seed = 2027;
-    weights::write_synthetic_checkpoint(o);
-  }
+  static void SetUpTestSuite() { dir_ = write_test_checkpoint(kWideTwin, "engine-kimi-linear", 2027); }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string dir_;
 };

@@ -15,15 +15,30 @@
 #include "engine/runtime/gpu_cache.h"
 #include "engine/runtime/gpu_model.h"
 #include "engine/weights/checkpoint.h"
+#include "engine/weights/synthetic_checkpoint.h"
 #include "gpu_harness.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace k3::gpu_test {
+
+// A make-checkpoint checkpoint of `config_path` in a fresh temporary directory (returned); the caller removes it.
+inline std::string write_test_checkpoint(const std::string& config_path, const std::string& name, uint64_t seed) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / fmt::format("k3perf-{}-{}", name, ::getpid())).string();
+  weights::SyntheticCheckpointOptions o;
+  o.config_path = config_path;
+  o.out_dir = dir;
+  o.seed = seed;
+  weights::write_synthetic_checkpoint(o);
+  return dir;
+}
 
 // One sublayer with bf16 inputs and outputs (TF32 inside the KDA chunk kernel) against the fp32/fp64
 // reference on the same inputs.

@@ -33,12 +33,8 @@ namespace fs = std::filesystem;
 class EngineTwin : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = (fs::temp_directory_path() / fmt::format("k3perf-engine-twin-{}", ::getpid())).string();
-    weights::SyntheticCheckpointOptions o;
-    o.config_path = std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json";
-    o.out_dir = dir_;
-    o.seed = 2026;
-    weights::write_synthetic_checkpoint(o);
+    dir_ = write_test_checkpoint(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json",
+                                 "engine-twin", 2026);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string dir_;
