@@ -7,15 +7,8 @@
 # Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-bench.sh [quick | long]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-bench/results/incoming}"
-mkdir -p "$out"
-if [ -n "${K3PERF_GPU_BUNDLE:-}" ]; then
-  k3perf="$K3PERF_GPU_BUNDLE/bin/k3perf"
-  cuda_lib="$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64"
-  export LD_LIBRARY_PATH="$K3PERF_GPU_BUNDLE/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  k3perf=build/gpu/cli/k3perf
-fi
+source scripts/gpu-programs.sh
+k3perf="$bin/k3perf"
 common=(--model kimi-k3 --weights random:7 --layers 4 --hardware h200-sxm)
 status=0
 run() {  # name, then k3perf run options

@@ -7,19 +7,7 @@
 # bench/results/<date>-<gpu>-<what>/ with date, GPU, commit and command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-bench/results/incoming}"
-mkdir -p "$out"
-if [ -n "${K3PERF_GPU_BUNDLE:-}" ]; then
-  bin="$K3PERF_GPU_BUNDLE/bin"
-  cuda_lib="$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64"
-  export LD_LIBRARY_PATH="$K3PERF_GPU_BUNDLE/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  cmake --preset gpu && cmake --build build/gpu -j "$(nproc)" || exit 1
-  mkdir -p build/gpu/bin
-  ln -sf ../tests/gpu_tests ../cli/k3perf ../bench/gpu/device_probe build/gpu/bin/
-  for bench in build/gpu/bench/gpu/*_bench; do ln -sf "../bench/gpu/$(basename "$bench")" build/gpu/bin/; done
-  bin=build/gpu/bin
-fi
+source scripts/gpu-programs.sh
 status=0
 git rev-parse --short HEAD > "$out/commit.txt" 2>/dev/null || echo "unknown" > "$out/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/nvidia-smi.csv" || status=1
