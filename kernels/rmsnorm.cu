@@ -28,11 +28,11 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-template <typename T>
-__global__ void rmsnorm_block_per_row(const T* x, int64_t x_stride, const __nv_bfloat16* w, float eps, T* y,
+template <typename T, typename OutT>
+__global__ void rmsnorm_block_per_row(const T* x, int64_t x_stride, const __nv_bfloat16* w, float eps, OutT* y,
                                       int64_t y_stride, int64_t width) {
   const T* row = x + blockIdx.x * x_stride;
-  T* out = y + blockIdx.x * y_stride;
+  OutT* out = y + blockIdx.x * y_stride;
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
     const float v = to_float(row[i]);
@@ -77,13 +77,121 @@ __global__ void rmsnorm_block_per_row_vec8(const __nv_bfloat16* x, int64_t x_str
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// V consecutive values: fp32 in, fp32 or bf16 out, bf16 weights (V = 4: one 16-byte, 8-byte or 8-byte access).
+template <int V>
+__device__ void load_row(const float* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const float4 f = *reinterpret_cast<const float4*>(p);
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int V>
+__device__ void load_weights(const __nv_bfloat16* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+    v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+  } else {
+    v[0] = __bfloat162float(*p);
+  }
+}
+template <int V>
+__device__ void store_row(float* p, const float (&v)[V]) {
+  if constexpr (V == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    *p = v[0];
+  }
+}
+template <int V>
+__device__ void store_row(__nv_bfloat16* p, const float (&v)[V]) {
+  if constexpr (V == 4) {
+    const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]), b = __floats2bfloat162_rn(v[2], v[3]);
+    uint2 u;
+    u.x = *reinterpret_cast<const uint32_t*>(&a);
+    u.y = *reinterpret_cast<const uint32_t*>(&b);
+    *reinterpret_cast<uint2*>(p) = u;
+  } else {
+    *p = __float2bfloat16_rn(v[0]);
+  }
+}
+
+// One block per row, the row in registers: vector i (V values) of the row goes to thread i % kThreads, slot
+// i / kThreads. Every element is read and written by the same thread, so y may be x.
+template <typename OutT, int V>
+__global__ void rmsnorm_row_in_registers(const float* x, int64_t x_stride, const __nv_bfloat16* w, float eps, OutT* y,
+                                         int64_t y_stride, int64_t width) {
+  constexpr int kSlots = int(kRmsNormRowInRegistersMaxWidth) / (kThreads * V);
+  const float* row = x + blockIdx.x * x_stride;
+  OutT* out = y + blockIdx.x * y_stride;
+  const int vectors = int(width / V);  // width is a multiple of V
+  float v[kSlots][V], g[kSlots][V];
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int i = threadIdx.x + s * kThreads;
+    if (i < vectors) {
+      load_row<V>(row + int64_t(i) * V, v[s]);
+      load_weights<V>(w + int64_t(i) * V, g[s]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[s][k] = g[s][k] = 0.0f;
+    }
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) sum_sq += v[s][k] * v[s][k];
+  }
+  const float inv = rsqrtf(block_sum(sum_sq) / float(width) + eps);
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int i = threadIdx.x + s * kThreads;
+    if (i < vectors) {
+      float o[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) o[k] = v[s][k] * inv * g[s][k];
+      store_row<V>(out + int64_t(i) * V, o);
+    }
+  }
+}
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+bool aligned16(const void* p) { return aligned(p, 16); }
 
 template <typename T>
 cudaError_t launch(const T* x, int64_t xs, const __nv_bfloat16* w, float eps, T* y, int64_t ys, int64_t rows,
                    int64_t width, cudaStream_t stream) {
   if (rows <= 0 || width <= 0) return rows == 0 ? cudaSuccess : cudaErrorInvalidValue;
   rmsnorm_block_per_row<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, xs, w, eps, y, ys, width);
+  return cudaGetLastError();
+}
+
+template <typename OutT>
+cudaError_t launch_f32(const float* x, int64_t xs, const __nv_bfloat16* w, float eps, OutT* y, int64_t ys, int64_t rows,
+                       int64_t width, cudaStream_t stream, RmsNormF32Algorithm algorithm) {
+  if (rows <= 0 || width <= 0) return rows == 0 ? cudaSuccess : cudaErrorInvalidValue;
+  if (rows > int64_t(0x7FFFFFFF) || x == nullptr || w == nullptr || y == nullptr) return cudaErrorInvalidValue;
+  if (algorithm == RmsNormF32Algorithm::automatic) {
+    algorithm = width <= kRmsNormRowInRegistersMaxWidth ? RmsNormF32Algorithm::row_in_registers
+                                                        : RmsNormF32Algorithm::block_per_row;
+  }
+  const auto grid = static_cast<unsigned>(rows);
+  if (algorithm == RmsNormF32Algorithm::block_per_row) {
+    rmsnorm_block_per_row<float, OutT><<<grid, kThreads, 0, stream>>>(x, xs, w, eps, y, ys, width);
+    return cudaGetLastError();
+  }
+  if (algorithm != RmsNormF32Algorithm::row_in_registers || width > kRmsNormRowInRegistersMaxWidth) {
+    return cudaErrorInvalidValue;
+  }
+  if (width % 4 == 0 && xs % 4 == 0 && ys % 4 == 0 && aligned16(x) && aligned(y, 4 * sizeof(OutT)) && aligned(w, 8)) {
+    rmsnorm_row_in_registers<OutT, 4><<<grid, kThreads, 0, stream>>>(x, xs, w, eps, y, ys, width);
+  } else {
+    rmsnorm_row_in_registers<OutT, 1><<<grid, kThreads, 0, stream>>>(x, xs, w, eps, y, ys, width);
+  }
   return cudaGetLastError();
 }
 
@@ -100,8 +208,14 @@ cudaError_t rmsnorm_bf16(const __nv_bfloat16* x, int64_t xs, const __nv_bfloat16
 }
 
 cudaError_t rmsnorm_f32(const float* x, int64_t xs, const __nv_bfloat16* w, float eps, float* y, int64_t ys,
-                        int64_t rows, int64_t width, cudaStream_t stream) {
-  return launch(x, xs, w, eps, y, ys, rows, width, stream);
+                        int64_t rows, int64_t width, cudaStream_t stream, RmsNormF32Algorithm algorithm) {
+  return launch_f32(x, xs, w, eps, y, ys, rows, width, stream, algorithm);
+}
+
+cudaError_t rmsnorm_f32_to_bf16(const float* x, int64_t xs, const __nv_bfloat16* w, float eps, __nv_bfloat16* y,
+                                int64_t ys, int64_t rows, int64_t width, cudaStream_t stream,
+                                RmsNormF32Algorithm algorithm) {
+  return launch_f32(x, xs, w, eps, y, ys, rows, width, stream, algorithm);
 }
 
 }  // namespace k3::kernels

@@ -1,21 +1,65 @@
 // kernel_bench: the decode-time elementwise and recurrent kernels of kernels/ against the
 // speed of light on the GPU it runs on (method and output: bench/gpu/bench_harness.h).
+// The decode step's small ops (MoE router selection and bucketing, the fp32 MoE latent RMSNorm, greedy sampling)
+// are latency-bound: their inputs are the L2-resident outputs of the kernel before them, so they are timed on one
+// buffer set, each variant both as one launch and per launch of 32 replayed from one CUDA graph (as in the decode
+// step, where launch gaps of the host API are gone).
 //
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
 #include "kernels/kda_decode.h"
+#include "kernels/moe_bucket.h"
+#include "kernels/moe_router.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/sampling.h"
 
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 using k3::EfficiencyClass;
 using k3::bench::Result;
 using k3::bench::device_alloc;
 using k3::bench::time_us;
+
+namespace {
+
+// Median µs per launch when `count` launches of `launch(stream)` are replayed from one CUDA graph.
+double graph_us_per_launch(const std::function<void(cudaStream_t)>& launch, int count, int repeats) {
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < count; ++i) launch(stream);
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / count;
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return us;
+}
+
+// Both timings of a latency-bound op (see the top of the file) appended to `results`.
+void time_small_op(const k3::bench::Session& session, std::vector<Result>& results, const std::string& name,
+                   double bytes, double flops, const std::function<void(cudaStream_t)>& launch) {
+  constexpr int kGraphLaunches = 32;
+  Result single{name + " (one launch)", bytes, flops};
+  single.median_us = time_us([&](int) { launch(nullptr); }, session.repeats);
+  single.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
+  Result graph = single;
+  graph.name = fmt::format("{} (per launch, {} in a CUDA graph)", name, kGraphLaunches);
+  graph.median_us = graph_us_per_launch(launch, kGraphLaunches, session.repeats);
+  results.push_back(single);
+  results.push_back(graph);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const k3::bench::Session session(argc, argv);
@@ -107,6 +151,96 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamDestroy(stream));
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
+  }
+
+  // MoE router selection, K3's top 16 of 896 (sigmoid, bias, selection, renormalisation), T = 1 … 64 tokens.
+  for (const int tokens : {1, 8, 64}) {
+    constexpr int kExperts = 896, kTopK = 16;
+    float* logits = device_alloc<float>(size_t(tokens) * kExperts, 0);
+    float* bias = device_alloc<float>(kExperts, 0);
+    int32_t* ids = device_alloc<int32_t>(size_t(tokens) * kTopK, 0);
+    float* weights = device_alloc<float>(size_t(tokens) * kTopK, 0);
+    std::vector<float> host(size_t(tokens) * kExperts);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = float((i * 7919) % 1000) / 250.0f - 2.0f;  // varied scores
+    CUDA_CHECK(cudaMemcpy(logits, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    const double bytes = tokens * kExperts * 4.0 + kExperts * 4.0 + tokens * kTopK * 8.0;
+    for (const auto& [algorithm_value, label] :
+         {std::pair{k3::kernels::MoeRouterAlgorithm::block_per_token, "block_per_token"},
+          std::pair{k3::kernels::MoeRouterAlgorithm::warp_per_token, "warp_per_token"}}) {
+      const k3::kernels::MoeRouterAlgorithm algorithm = algorithm_value;  // a lambda cannot capture a binding
+      time_small_op(session, results, fmt::format("moe_route_{} T={} top 16 of 896", label, tokens), bytes,
+                    5.0 * tokens * kExperts, [&](cudaStream_t stream) {
+                      CUDA_CHECK(k3::kernels::moe_route_topk_sigmoid(logits, bias, tokens, kExperts, kTopK, 1.0f, ids,
+                                                                     weights, stream, algorithm));
+                    });
+    }
+    // The token→expert bucketing of that routing (three launches).
+    const size_t slots = size_t(tokens) * kTopK;
+    CUDA_CHECK(k3::kernels::moe_route_topk_sigmoid(logits, bias, tokens, kExperts, kTopK, 1.0f, ids, weights, nullptr));
+    k3::kernels::MoeBuckets buckets{device_alloc<int32_t>(kExperts + 1, 0), device_alloc<int32_t>(slots, 0),
+                                    device_alloc<float>(slots, 0),          device_alloc<int32_t>(slots, 0),
+                                    device_alloc<int32_t>(kExperts, 0),     device_alloc<int32_t>(1, 0)};
+    const size_t workspace_bytes = k3::kernels::moe_bucket_workspace_bytes(tokens, kTopK, kExperts);
+    uint8_t* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
+    time_small_op(session, results, fmt::format("moe_bucket_by_expert T={} top 16 of 896", tokens),
+                  slots * 8.0 + (kExperts + 1) * 4.0 + slots * 12.0 + kExperts * 4.0 + 4.0, 0.0,
+                  [&](cudaStream_t stream) {
+                    CUDA_CHECK(k3::kernels::moe_bucket_by_expert(ids, weights, tokens, kTopK, kExperts, buckets,
+                                                                 workspace, workspace_bytes, stream));
+                  });
+    for (void* p : {static_cast<void*>(logits), static_cast<void*>(bias), static_cast<void*>(ids),
+                    static_cast<void*>(weights), static_cast<void*>(buckets.expert_offsets),
+                    static_cast<void*>(buckets.slot_token), static_cast<void*>(buckets.slot_weight),
+                    static_cast<void*>(buckets.slot_of), static_cast<void*>(buckets.active_experts),
+                    static_cast<void*>(buckets.active_count), static_cast<void*>(workspace)}) {
+      CUDA_CHECK(cudaFree(p));
+    }
+  }
+
+  // The MoE latent RMSNorm: fp32 rows of 3584, in place (fp32 out) and to the bf16 input of the up projection.
+  for (const int64_t rows : {1, 8, 64}) {
+    constexpr int64_t kWidth = 3584;
+    float* x = device_alloc<float>(size_t(rows * kWidth), 0x3F);
+    __nv_bfloat16* y = device_alloc<__nv_bfloat16>(size_t(rows * kWidth), 0);
+    __nv_bfloat16* w = device_alloc<__nv_bfloat16>(kWidth, 0x3F);
+    using k3::kernels::RmsNormF32Algorithm;
+    for (const auto& [algorithm_value, label] :
+         {std::pair{RmsNormF32Algorithm::block_per_row, "block_per_row"},
+          std::pair{RmsNormF32Algorithm::row_in_registers, "row_in_registers"}}) {
+      const RmsNormF32Algorithm algorithm = algorithm_value;
+      time_small_op(
+          session, results, fmt::format("rmsnorm_f32_{} in place {}x{}", label, rows, kWidth),
+          rows * kWidth * 8.0 + kWidth * 2.0, 4.0 * rows * kWidth, [&](cudaStream_t stream) {
+            CUDA_CHECK(k3::kernels::rmsnorm_f32(x, kWidth, w, 1e-5f, x, kWidth, rows, kWidth, stream, algorithm));
+          });
+      time_small_op(session, results, fmt::format("rmsnorm_f32_to_bf16_{} {}x{}", label, rows, kWidth),
+                    rows * kWidth * 6.0 + kWidth * 2.0, 4.0 * rows * kWidth, [&](cudaStream_t stream) {
+                      CUDA_CHECK(k3::kernels::rmsnorm_f32_to_bf16(x, kWidth, w, 1e-5f, y, kWidth, rows, kWidth, stream,
+                                                                  algorithm));
+                    });
+    }
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+    CUDA_CHECK(cudaFree(w));
+  }
+
+  // Greedy sampling over K3's 163,840 logits, batch 1, 8, 64.
+  for (const int batch : {1, 8, 64}) {
+    constexpr int kVocab = 163840;
+    float* logits = device_alloc<float>(size_t(batch) * kVocab, 0x3F);
+    int32_t* tokens = device_alloc<int32_t>(size_t(batch), 0);
+    using k3::kernels::SampleGreedyAlgorithm;
+    for (const auto& [algorithm_value, label] :
+         {std::pair{SampleGreedyAlgorithm::block_per_row, "block_per_row"},
+          std::pair{SampleGreedyAlgorithm::cluster_per_row, "cluster_per_row"}}) {
+      const SampleGreedyAlgorithm algorithm = algorithm_value;
+      time_small_op(session, results, fmt::format("sample_greedy_{} batch {} vocab {}", label, batch, kVocab),
+                    batch * kVocab * 4.0 + batch * 4.0, double(batch) * kVocab, [&](cudaStream_t stream) {
+                      CUDA_CHECK(k3::kernels::sample_greedy(logits, batch, kVocab, tokens, stream, algorithm));
+                    });
+    }
+    CUDA_CHECK(cudaFree(logits));
+    CUDA_CHECK(cudaFree(tokens));
   }
 
   session.print(results);

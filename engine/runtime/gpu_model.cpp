@@ -663,11 +663,13 @@ void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
       check(kernels::moe_combine_f32(w.expert_out, w.buckets.slot_of, w.route_weights, int(T), int(k), int(z),
                                      w.combined, stream_),
             "MoE combine");
-      if (e.latent_norm) {
-        check(kernels::rmsnorm_f32(w.combined, z, W.latent_norm, float(c.rms_norm_eps), w.combined, z, T, z, stream_),
+      if (e.latent_norm) {  // the norm writes the bf16 input of the up projection itself
+        check(kernels::rmsnorm_f32_to_bf16(w.combined, z, W.latent_norm, float(c.rms_norm_eps), w.combined_bf16, z, T,
+                                           z, stream_),
               "MoE latent norm");
+      } else {
+        check(kernels::convert_f32_to_bf16(w.combined, w.combined_bf16, T * z, stream_), "MoE latent to bf16");
       }
-      check(kernels::convert_f32_to_bf16(w.combined, w.combined_bf16, T * z, stream_), "MoE latent to bf16");
     }
     {
       OpRange range(l, "moe.latent_up");

@@ -1,5 +1,6 @@
-// MoE router, bucketing and combine against the CPU: the router against ref::route (the same experts in the same
-// order, ties to the lower id, weights to fp32 rounding) at K3's 896/16, Kimi Linear's 256/8, top-1 and odd sizes;
+// MoE router, bucketing and combine against the CPU: the router (every MoeRouterAlgorithm) against ref::route (the
+// same experts in the same order, ties to the lower id, weights to fp32 rounding) at K3's 896/16, Kimi Linear's
+// 256/8, top-1, top_k = experts, warps with fewer experts than top_k, and odd sizes;
 // the bucketing against a stable counting sort written here (every slot once, offsets, the active list; invalid
 // ids; one expert taking everything); the combine against a CPU loop; and the three together, with the expert
 // outputs computed per slot on the CPU, against ref::moe_forward.
@@ -145,9 +146,11 @@ struct RouterCase {
 
 TEST(GpuMoeRouter, MatchesReferenceRoute) {
   const RouterCase cases[] = {
-      {64, 896, 16, 48, true, 1.0, 0},   {1, 896, 16, 48, true, 1.0, 0},  {200, 37, 5, 24, true, 1.0, 6},
-      {1, 37, 5, 24, true, 1.0, 3},      {33, 256, 8, 32, false, 2.446, 0}, {9, 40, 1, 16, false, 2.446, 2},
-      {8, 1024, 32, 16, true, 1.0, 100},
+      {64, 896, 16, 48, true, 1.0, 0},       {1, 896, 16, 48, true, 1.0, 0},    {200, 37, 5, 24, true, 1.0, 6},
+      {1, 37, 5, 24, true, 1.0, 3},          {33, 256, 8, 32, false, 2.446, 0}, {9, 40, 1, 16, false, 2.446, 2},
+      {8, 1024, 32, 16, true, 1.0, 100},     {7, 897, 16, 24, true, 1.0, 40},   {3, 33, 32, 16, true, 1.0, 4},
+      {5, 32, 32, 16, false, 1.0, 0},        {4, 1, 1, 8, true, 1.0, 0},        {2, 300, 17, 16, true, 1.0, 120},
+      {11, 1023, 31, 16, false, 2.446, 200},
   };
   std::mt19937 rng(20261205);
   struct Prepared {
@@ -185,25 +188,32 @@ TEST(GpuMoeRouter, MatchesReferenceRoute) {
   EXPECT_GT(boundary_ties, 0) << "the planted ties never decide a selection";
   K3_REQUIRE_GPU();
   for (const Prepared& p : prepared) {
-    const RouterCase& c = p.c;
-    const std::string label = fmt::format("T={} E={} k={}", c.tokens, c.experts, c.top_k);
-    DeviceBuffer<float> dlogits(to_f32(p.logits));
-    DeviceBuffer<float> dbias(std::vector<float>(p.bias.data(), p.bias.data() + p.bias.size()));
-    DeviceBuffer<int32_t> dids(size_t(c.tokens) * c.top_k);
-    DeviceBuffer<float> dweights(size_t(c.tokens) * c.top_k);
-    CUDA_CHECK(kernels::moe_route_topk_sigmoid(dlogits.get(), c.bias ? dbias.get() : nullptr, c.tokens, c.experts,
-                                               c.top_k, float(c.scaling), dids.get(), dweights.get(), nullptr));
-    const std::vector<int32_t> ids = dids.download();
-    const std::vector<float> weights = dweights.download();
-    for (int t = 0; t < c.tokens; ++t) {
-      for (int k = 0; k < c.top_k; ++k) {
-        const size_t i = size_t(t) * c.top_k + k;
-        ASSERT_EQ(ids[i], p.routing.experts[size_t(t)][size_t(k)]) << label << " token " << t << " choice " << k;
-        const float want = p.routing.weights[size_t(t)][size_t(k)];
-        ASSERT_NEAR(weights[i], want, 1e-6 * std::abs(want)) << label << " token " << t << " choice " << k;
+    for (const kernels::MoeRouterAlgorithm algorithm :
+         {kernels::MoeRouterAlgorithm::block_per_token, kernels::MoeRouterAlgorithm::warp_per_token}) {
+      const RouterCase& c = p.c;
+      const std::string label =
+          fmt::format("{} T={} E={} k={}",
+                      algorithm == kernels::MoeRouterAlgorithm::block_per_token ? "block_per_token" : "warp_per_token",
+                      c.tokens, c.experts, c.top_k);
+      DeviceBuffer<float> dlogits(to_f32(p.logits));
+      DeviceBuffer<float> dbias(std::vector<float>(p.bias.data(), p.bias.data() + p.bias.size()));
+      DeviceBuffer<int32_t> dids(size_t(c.tokens) * c.top_k);
+      DeviceBuffer<float> dweights(size_t(c.tokens) * c.top_k);
+      CUDA_CHECK(kernels::moe_route_topk_sigmoid(dlogits.get(), c.bias ? dbias.get() : nullptr, c.tokens, c.experts,
+                                                 c.top_k, float(c.scaling), dids.get(), dweights.get(), nullptr,
+                                                 algorithm));
+      const std::vector<int32_t> ids = dids.download();
+      const std::vector<float> weights = dweights.download();
+      for (int t = 0; t < c.tokens; ++t) {
+        for (int k = 0; k < c.top_k; ++k) {
+          const size_t i = size_t(t) * c.top_k + k;
+          ASSERT_EQ(ids[i], p.routing.experts[size_t(t)][size_t(k)]) << label << " token " << t << " choice " << k;
+          const float want = p.routing.weights[size_t(t)][size_t(k)];
+          ASSERT_NEAR(weights[i], want, 1e-6 * std::abs(want)) << label << " token " << t << " choice " << k;
+        }
       }
+      check_bucketing(ids, weights, c.tokens, c.top_k, c.experts, label + " (bucketing the routed ids)");
     }
-    check_bucketing(ids, weights, c.tokens, c.top_k, c.experts, label + " (bucketing the routed ids)");
   }
 }
 

@@ -1,8 +1,9 @@
-// Sampling against the CPU: greedy against a CPU argmax with planted ties, NaN and −∞; top-p with a tiny top_p
-// against greedy; the empirical distribution of many (seed, step, row) draws against the renormalised nucleus by a
-// chi-square bound (a tie group split by the nucleus boundary, and a temperature ≠ 1 over a whole vocabulary);
-// draws over K3's vocabulary staying inside a nucleus computed on the CPU; replay determinism, and the step read
-// from device memory inside a CUDA graph.
+// Sampling against the CPU: greedy (every SampleGreedyAlgorithm) against a CPU argmax with planted ties (across the
+// cluster's parts too), NaN and −∞, at K3's vocabulary and odd ones, and replayed in a CUDA graph; top-p with a tiny
+// top_p against greedy; the empirical distribution of many (seed, step, row) draws against the renormalised nucleus by
+// a chi-square bound (a tie group split by the nucleus boundary, and a temperature ≠ 1 over a whole vocabulary); draws
+// over K3's vocabulary staying inside a nucleus computed on the CPU; replay determinism, and the step read from device
+// memory inside a CUDA graph.
 #include "gpu_harness.h"
 #include "kernels/sampling.h"
 
@@ -68,7 +69,8 @@ TEST(GpuSampling, GreedyMatchesCpuArgmaxWithPlantedTies) {
   struct Case {
     int batch, vocab;
   };
-  const Case cases[] = {{6, kK3Vocab}, {3, 1}, {4, 1000}, {64, 37}};
+  const Case cases[] = {{6, kK3Vocab}, {3, 1},          {4, 1000},     {64, 37}, {5, kK3Vocab + 1},
+                        {4, 9},        {70, 8192 + 12}, {1, kK3Vocab}, {4, 8},   {300, 4099}};
   for (const Case& c : cases) {
     std::vector<float> logits = to_f32(random_matrix(c.batch, c.vocab, rng, -10.0f, 10.0f));
     const auto row = [&](int b) { return logits.data() + size_t(b) * c.vocab; };
@@ -82,6 +84,16 @@ TEST(GpuSampling, GreedyMatchesCpuArgmaxWithPlantedTies) {
         row(3)[2] = NAN;
       }
     }
+    if (c.vocab > 3 && c.batch > 4) {
+      // The same maximum at the last id of each of the cluster's parts but the first (16-byte units when the
+      // vocabulary allows): the lowest of them wins.
+      const int64_t units = c.vocab % 4 == 0 ? c.vocab / 4 : c.vocab, unit = c.vocab % 4 == 0 ? 4 : 1;
+      const int64_t per_part = (units + kernels::kSampleGreedyClusterBlocks - 1) / kernels::kSampleGreedyClusterBlocks;
+      for (int part = 2; part <= kernels::kSampleGreedyClusterBlocks; ++part) {
+        const int64_t last = std::min<int64_t>(part * per_part, units) * unit - 1;
+        if (last >= 0) row(4)[last] = 40.0f;
+      }
+    }
     std::vector<int32_t> expected(static_cast<size_t>(c.batch));
     for (int b = 0; b < c.batch; ++b) expected[size_t(b)] = cpu_argmax(row(b), c.vocab);
     if (c.vocab > 3) {
@@ -90,10 +102,47 @@ TEST(GpuSampling, GreedyMatchesCpuArgmaxWithPlantedTies) {
     }
     K3_REQUIRE_GPU();
     DeviceBuffer<float> dlogits(logits);
-    DeviceBuffer<int32_t> out(static_cast<size_t>(c.batch));
-    CUDA_CHECK(kernels::sample_greedy(dlogits.get(), c.batch, c.vocab, out.get(), nullptr));
-    EXPECT_EQ(out.download(), expected) << "batch " << c.batch << " vocab " << c.vocab;
+    using kernels::SampleGreedyAlgorithm;
+    for (const SampleGreedyAlgorithm algorithm :
+         {SampleGreedyAlgorithm::automatic, SampleGreedyAlgorithm::block_per_row,
+          SampleGreedyAlgorithm::cluster_per_row}) {
+      DeviceBuffer<int32_t> out(static_cast<size_t>(c.batch));
+      CUDA_CHECK(kernels::sample_greedy(dlogits.get(), c.batch, c.vocab, out.get(), nullptr, algorithm));
+      EXPECT_EQ(out.download(), expected)
+          << "batch " << c.batch << " vocab " << c.vocab << " algorithm " << int(algorithm);
+    }
   }
+}
+
+TEST(GpuSampling, GreedyClusterPerRowReplaysInAGraph) {
+  std::mt19937 rng(20261215);
+  const int batch = 8;
+  std::vector<float> logits = to_f32(random_matrix(batch, kK3Vocab, rng, -10.0f, 10.0f));
+  K3_REQUIRE_GPU();
+  DeviceBuffer<float> dlogits(logits);
+  DeviceBuffer<int32_t> out(static_cast<size_t>(batch));
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  CUDA_CHECK(kernels::sample_greedy(dlogits.get(), batch, kK3Vocab, out.get(), stream,
+                                    kernels::SampleGreedyAlgorithm::cluster_per_row));
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    // New logits between replays: the maximum moves to a different part of each row every time.
+    for (int b = 0; b < batch; ++b) logits[size_t(b) * kK3Vocab + size_t(replay * 50000 + b * 997)] = 50.0f + replay;
+    dlogits.upload(logits);
+    std::vector<int32_t> expected(static_cast<size_t>(batch));
+    for (int b = 0; b < batch; ++b) expected[size_t(b)] = cpu_argmax(logits.data() + size_t(b) * kK3Vocab, kK3Vocab);
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(out.download(), expected) << "replay " << replay;
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 // Runs sample_top_p for `steps` consecutive steps; all draws, step-major.
