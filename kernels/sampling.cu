@@ -131,8 +131,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   cluster.sync();  // no block exits while block 0 may still read its shared memory
 #else
-  // Built for a device without clusters (the launcher does not run this version there): block 0 of the row
-  // alone scans it, so the result stays right.
+  // Code for a device without clusters (reached only through a JIT of older PTX on a newer device): block 0 of
+  // the row alone scans it, so the result stays right.
   if (blockIdx.x != 0) return;
   const uint64_t best = block_reduce(range_max(row, 0, units, vec4), Max{});
   if (threadIdx.x == 0) block_best = best;
