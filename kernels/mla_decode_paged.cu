@@ -1,4 +1,5 @@
 #include "kernels/mla_decode_paged.h"
+#include "kernels/mla_decode_wgmma.h"
 #include "kernels/ptx_mma.h"
 
 #include <algorithm>
@@ -489,31 +490,35 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                   void* workspace, size_t workspace_bytes, cudaStream_t stream,
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
-  if (algorithm != MlaDecodeAlgorithm::shared_q && algorithm != MlaDecodeAlgorithm::register_q)
+  if (algorithm != MlaDecodeAlgorithm::shared_q && algorithm != MlaDecodeAlgorithm::register_q &&
+      algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
-  const int splits = mla_decode_num_splits(shape);
+  const bool wgmma = algorithm == MlaDecodeAlgorithm::wgmma;
+  const int splits = wgmma ? mla_decode_wgmma_num_splits(shape) : mla_decode_num_splits(shape);
   const size_t needed = mla_decode_workspace_bytes(shape);
   if (needed > 0 && (workspace == nullptr || workspace_bytes < needed || !aligned16(workspace)))
     return cudaErrorInvalidValue;
   const int groups = head_groups(shape.heads);
   float* partial_out = static_cast<float*>(workspace);
-  float2* partial_stats = needed > 0 ? reinterpret_cast<float2*>(partial_out + size_t(shape.batch) * splits *
+  float2* partial_stats = splits > 1 ? reinterpret_cast<float2*>(partial_out + size_t(shape.batch) * splits *
                                                                                    shape.heads * kLatent)
                                      : nullptr;
 
   const bool register_q = algorithm == MlaDecodeAlgorithm::register_q;
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
-      register_q ? launch_split_kernel<true>(grid, stream, q, cache_pages, page_table, context_tokens,
+      wgmma        ? mla_decode_wgmma_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
+                                                 splits, partial_out, partial_stats, out, stream)
+      : register_q ? launch_split_kernel<true>(grid, stream, q, cache_pages, page_table, context_tokens,
                                              scale * kLog2e, shape, groups, splits, partial_out, partial_stats, out)
                  : launch_split_kernel<false>(grid, stream, q, cache_pages, page_table, context_tokens,
                                               scale * kLog2e, shape, groups, splits, partial_out, partial_stats, out);
   if (status != cudaSuccess) return status;
   if (splits > 1) {
     const dim3 combine_grid(unsigned(shape.heads), unsigned(shape.batch));
-    if (register_q) {
+    if (register_q || wgmma) {
       mla_decode_combine_splits_batched<<<combine_grid, kLatent / 4, 0, stream>>>(partial_out, partial_stats,
                                                                                  shape.heads, splits, out);
     } else {

@@ -27,14 +27,16 @@
 //                tile this reads a quarter of the score operands from shared memory that shared_q does (72 instead
 //                of 288 ldmatrix.x4), roughly a third less shared-memory traffic in all; its combine pass loads the
 //                splits' partial rows 8 at a time instead of one after another.
+//   wgmma      — kernels/mla_decode_wgmma.h (Hopper's warpgroup MMA, sm_90a; compute capability 9.0 only, other devices
+//                throw k3::Error): blocks of 64 heads, 64-token tiles, its own split count (one wave of 132 blocks,
+//                never more splits than the others use, so the same workspace), then register_q's combine.
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
 // and a split with no tokens contributes nothing. With one split the block normalises and writes out directly (no
 // workspace). The kernels' shared-memory attributes are set once per device, not on every call.
-// Faster (not done): 3 head groups of 32 each bring the same token rows from L2, and mma.sync cannot issue near the
-// tensor peak; wgmma with operands read straight from shared memory (64-head tiles per warpgroup) is the step to
-// the roofline.
+// Faster (not done in shared_q / register_q): 3 head groups of 32 each bring the same token rows from L2, and mma.sync
+// cannot issue near the tensor peak; the wgmma algorithm is the step to the roofline.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -49,7 +51,7 @@ inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
 inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
-enum class MlaDecodeAlgorithm { shared_q, register_q };
+enum class MlaDecodeAlgorithm { shared_q, register_q, wgmma };
 
 struct MlaDecodeShape {
   int batch;
@@ -59,7 +61,8 @@ struct MlaDecodeShape {
   int64_t max_context_tokens;  // ≤ max_pages_per_sequence · page_tokens and ≤ 2^30
 };
 
-// Splits of the context per sequence for this shape (1 for an invalid or empty shape).
+// Splits of the context per sequence for this shape (1 for an invalid or empty shape); wgmma uses
+// mla_decode_wgmma_num_splits, never more.
 int mla_decode_num_splits(const MlaDecodeShape& shape);
 // Workspace the launch needs (0 with one split or an invalid shape): per split, sequence and head the unnormalised
 // 512-value output and its (max, sum). The same for every MlaDecodeAlgorithm.

@@ -1,12 +1,13 @@
 // MLA attention kernels against direct fp64 computations and engine/reference/mla: the absorbed decode over a
-// paged latent cache (mla_decode_paged_bf16, every MlaDecodeAlgorithm: scattered pages, mixed lengths in one batch,
-// empty splits, a CUDA graph replayed with new lengths) and the causal prefill in the expanded form
+// paged latent cache (mla_decode_paged_bf16, every MlaDecodeAlgorithm: scattered pages, mixed and empty lengths in one
+// batch, empty splits, a CUDA graph replayed with new lengths) and the causal prefill in the expanded form
 // (mla_prefill_attention_bf16, with a cached prefix); both also end to end through the layer (ref::mla_absorbed,
 // ref::mla_naive) on K3's attention widths.
 #include "engine/reference/basic_ops.h"
 #include "engine/reference/mla.h"
 #include "gpu_harness.h"
 #include "kernels/mla_decode_paged.h"
+#include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_prefill.h"
 
 #include <fmt/format.h>
@@ -31,9 +32,20 @@ constexpr int kQk = kernels::kMlaPrefillQkDim;          // 192
 constexpr int kValue = kernels::kMlaPrefillValueDim;    // 128
 const double kK3Scale = 1.0 / std::sqrt(double(kQk));  // 192^-1/2
 
-const MlaDecodeAlgorithm kDecodeAlgorithms[] = {MlaDecodeAlgorithm::shared_q, MlaDecodeAlgorithm::register_q};
+// Every algorithm the current device runs: wgmma only on compute capability 9.0 (on an H200 all three run).
+std::vector<MlaDecodeAlgorithm> decode_algorithms() {
+  std::vector<MlaDecodeAlgorithm> algorithms = {MlaDecodeAlgorithm::shared_q, MlaDecodeAlgorithm::register_q};
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device))
+    algorithms.push_back(MlaDecodeAlgorithm::wgmma);
+  else
+    fmt::print(stderr, "note: this device is not compute capability 9.0, so the wgmma algorithm is not tested\n");
+  return algorithms;
+}
 
-std::string name(MlaDecodeAlgorithm a) { return a == MlaDecodeAlgorithm::shared_q ? "shared_q" : "register_q"; }
+std::string name(MlaDecodeAlgorithm a) {
+  return a == MlaDecodeAlgorithm::shared_q ? "shared_q" : a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
+}
 
 // out[h, :] = Σ_t softmax_t(scale · q[h] · rows[t]) rows[t, 0:512] in fp64; q [heads, 576], rows [tokens, 576].
 ref::MatrixD absorbed_attention(const ref::MatrixD& q, const ref::MatrixD& rows, double scale) {
@@ -75,11 +87,15 @@ struct DecodeCase {
   std::vector<int> contexts;  // one sequence each
 };
 // Contexts 1, 63, 64, 65 sit around a page and a tile; 1000 and 5000 span many splits; the order differs per case.
-// 35 heads leave the second group of 32 part-filled; the last case (max context 100) runs as one split.
+// 35 heads leave the second group of 32 part-filled (and wgmma's one group of 64); the case with max context 100
+// runs as one split.
 const DecodeCase kDecodeCases[] = {
     {3, 64, {1, 63, 64, 65, 1000, 5000}},  {35, 16, {5000, 65, 1, 1000, 64, 63}},
     {96, 16, {63, 1, 5000, 64, 1000, 65}}, {96, 64, {1000, 5000, 1, 65, 63, 64}},
     {96, 16, {1, 17, 63, 64, 65, 100}},
+    // Empty sequences among odd lengths, batch 8: 127/129/191 sit around wgmma's 64-token tiles, 4097 and 8191 span
+    // many of its splits.
+    {96, 64, {0, 129, 4097, 1, 0, 191, 8191, 127}},
 };
 
 std::string describe(const DecodeCase& c) {
@@ -209,13 +225,15 @@ TEST(GpuMla, DecodeMatchesDirectComputationOverScatteredPages) {
     }
     cases.push_back(std::move(d));
   }
-  EXPECT_EQ(kernels::mla_decode_num_splits(cases.back().cache.shape), 1);
+  EXPECT_EQ(kernels::mla_decode_num_splits(cases[4].cache.shape), 1);
   EXPECT_GT(kernels::mla_decode_num_splits(cases.front().cache.shape), 6);  // 1-token sequences get empty splits
+  EXPECT_GT(kernels::mla_decode_wgmma_num_splits(cases.front().cache.shape), 6);
+  EXPECT_GT(kernels::mla_decode_wgmma_num_splits(cases.back().cache.shape), 1);
 
   K3_REQUIRE_GPU();
   for (const DecodeData& d : cases) {
     DecodeDevice dev(d);
-    for (const MlaDecodeAlgorithm algorithm : kDecodeAlgorithms) {
+    for (const MlaDecodeAlgorithm algorithm : decode_algorithms()) {
       CUDA_CHECK(cudaMemset(dev.out.get(), 0xFF, dev.out.size() * sizeof(float)));  // NaN: every row must be written
       CUDA_CHECK(dev.launch(d.cache.shape, nullptr, algorithm));
       const ref::Matrix got = from_f32(dev.out.download(), d.q.rows(), kLatent);
@@ -239,7 +257,7 @@ TEST(GpuMla, DecodeGraphServesNewLengths) {
   const ref::Matrix want_shorter = decode_reference(d.q, d.rows, shorter, d.c.heads, kK3Scale);
 
   K3_REQUIRE_GPU();
-  for (const MlaDecodeAlgorithm algorithm : kDecodeAlgorithms) {
+  for (const MlaDecodeAlgorithm algorithm : decode_algorithms()) {
     DecodeDevice dev(d);  // fresh lengths per algorithm
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreate(&stream));
@@ -276,6 +294,15 @@ TEST(GpuMla, DecodeSplitsAndWorkspaceFollowTheShape) {
   EXPECT_EQ(kernels::mla_decode_num_splits({64, 96, 64, 16384, 1 << 20}), 2);
   EXPECT_EQ(kernels::mla_decode_num_splits({4, 96, 16, 8, 100}), 1);
   EXPECT_EQ(kernels::mla_decode_workspace_bytes({4, 96, 16, 8, 100}), 0u);
+  // wgmma: ⌊132 / (batch · ⌈heads / 64⌉)⌋ within [1, the splits above], so the same workspace always suffices.
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits(one_m), 66);
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({2, 96, 64, 16384, 1 << 20}), 33);
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({4, 96, 64, 16384, 1 << 20}), 16);
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({8, 96, 64, 128, 8192}), 8);
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({1, 96, 64, 32, 2048}), 16);  // 2048 / 128 caps it
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({1, 3, 64, 16384, 1 << 20}), 128);
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({64, 96, 64, 16384, 1 << 20}), 1);
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({4, 96, 16, 8, 100}), 1);
 }
 
 TEST(GpuMla, DecodeRejectsInvalidArguments) {
@@ -475,7 +502,7 @@ TEST(GpuMla, EndToEndThroughTheLayerReference) {
   d.rows = {round_to_bf16(cache.latent)};
   d.cache = build_paged_cache(d.rows, heads, 16, cache.latent.rows() + 5, rng);
   DecodeDevice dev(d);
-  for (const MlaDecodeAlgorithm algorithm : kDecodeAlgorithms) {
+  for (const MlaDecodeAlgorithm algorithm : decode_algorithms()) {
     CUDA_CHECK(dev.launch(d.cache.shape, nullptr, algorithm));
     const ref::Matrix latent_gpu = from_f32(dev.out.download(), heads, kLatent);
     EXPECT_LE(normalized_error(decode_output(latent_gpu), y_absorbed), tolerance_for<__nv_bfloat16>())

@@ -1,0 +1,164 @@
+#include "kernels/wgmma_sm90.h"
+#include "kernels/wgmma_tile_product.h"
+
+#include "core/error.h"
+
+#include <cstdint>
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr int kM = 64;
+constexpr int kThreads = 128;                 // one warpgroup
+constexpr int kOperandBytes = 64 * 576 * 2;  // the largest operand: 64 rows of 576 bf16
+constexpr int kSmemBytes = 2 * kOperandBytes + 1024;  // A and B, plus slack to align them to 1024 bytes
+
+// Copies a row-major bf16 [rows, cols] matrix into SW128 blocks at `dst` (16 bytes per thread and step).
+__device__ void store_sw128(unsigned char* dst, const __nv_bfloat16* src, int rows, int cols) {
+  const int chunks_per_row = cols / 8;
+  for (int i = threadIdx.x; i < rows * chunks_per_row; i += kThreads) {
+    const int row = i / chunks_per_row, chunk = i % chunks_per_row;
+    *reinterpret_cast<uint4*>(dst + wgmma::sw128_offset(rows, row, chunk)) =
+        *reinterpret_cast<const uint4*>(src + int64_t(row) * cols + chunk * 8);
+  }
+}
+
+// The A fragment of k16 step `ks` of a row-major bf16 [64, k] matrix (wgmma_sm90.h: rows 16w + g (+8), columns
+// 16ks + 2t (+1, +8, +9)).
+__device__ void load_a_fragment(uint32_t (&a)[4], const __nv_bfloat16* src, int k, int ks) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int row = 16 * warp + g + 8 * (r & 1), column = 16 * ks + 2 * t + 8 * (r >> 1);
+    a[r] = *reinterpret_cast<const uint32_t*>(src + int64_t(row) * k + column);
+  }
+}
+
+template <int kN>
+__device__ void store_accumulators(float* d, const float (&acc)[kN / 2]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) {
+    const int row = 16 * warp + g + 8 * ((i & 3) >> 1), column = 8 * (i >> 2) + 2 * t + (i & 1);
+    d[row * kN + column] = acc[i];
+  }
+}
+
+template <WgmmaTileForm kForm>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_tile_product(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ b, float* __restrict__ d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool kKMajor = kForm == WgmmaTileForm::ss_n64_k_major || kForm == WgmmaTileForm::rs_n64_k_major;
+  constexpr int kN = kForm == WgmmaTileForm::rs_n256_mn_major ? 256 : 64;
+  constexpr int kK = kKMajor ? 576 : 64;
+  constexpr int kKSteps = kK / 16;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t a_smem = (raw + 1023) & ~1023u, b_smem = a_smem + kOperandBytes;
+  unsigned char* a_ptr = smem_raw + (a_smem - raw);
+  unsigned char* b_ptr = a_ptr + kOperandBytes;
+
+  if constexpr (kForm == WgmmaTileForm::ss_n64_k_major) store_sw128(a_ptr, a, kM, kK);
+  if constexpr (kKMajor) {
+    store_sw128(b_ptr, b, kN, kK);  // rows = N (tokens), columns = K
+  } else {
+    store_sw128(b_ptr, b, kK, kN);  // rows = K (tokens), columns = N
+  }
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  float acc[kN / 2];
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+  [[maybe_unused]] uint32_t a_frag[kForm == WgmmaTileForm::ss_n64_k_major ? 1 : kKSteps][4];
+  if constexpr (kForm != WgmmaTileForm::ss_n64_k_major) {
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) load_a_fragment(a_frag[ks], a, kK, ks);
+  }
+  wgmma::fence_registers(acc);
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    if constexpr (kKMajor) {
+      const uint32_t offset = (ks >> 2) * (64 * 128) + (ks & 3) * 32;  // block ks / 4 of 64 rows, 32 bytes per k16
+      const uint64_t b_desc = wgmma::sw128_descriptor(b_smem + offset, 16, 1024);
+      if constexpr (kForm == WgmmaTileForm::ss_n64_k_major) {
+        wgmma::wgmma_m64n64k16_ss<0>(acc, wgmma::sw128_descriptor(a_smem + offset, 16, 1024), b_desc);
+      } else {
+        wgmma::wgmma_m64n64k16_rs<0>(acc, a_frag[ks], b_desc);
+      }
+    } else {
+      // Rows 16ks … 16ks+15 of B (two 8-row groups of 1024 bytes); 64-column blocks kK · 128 bytes apart.
+      const uint64_t b_desc = wgmma::sw128_descriptor(b_smem + ks * 2048, kK * 128, 1024);
+      if constexpr (kN == 256) {
+        wgmma::wgmma_m64n256k16_rs<1>(acc, a_frag[ks], b_desc);
+      } else {
+        wgmma::wgmma_m64n64k16_rs<1>(acc, a_frag[ks], b_desc);
+      }
+    }
+  }
+  wgmma::commit_group();
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(acc);
+  store_accumulators<kN>(d, acc);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built without sm_90a: the host side refuses before launching
+#endif
+}
+
+template <WgmmaTileForm kForm>
+cudaError_t launch(const __nv_bfloat16* a, const __nv_bfloat16* b, float* d, cudaStream_t stream) {
+  const cudaError_t status =
+      cudaFuncSetAttribute(wgmma_tile_product<kForm>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (status != cudaSuccess) return status;
+  wgmma_tile_product<kForm><<<1, kThreads, kSmemBytes, stream>>>(a, b, d);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+WgmmaTileShape wgmma_tile_shape(WgmmaTileForm form) {
+  switch (form) {
+    case WgmmaTileForm::ss_n64_k_major:
+    case WgmmaTileForm::rs_n64_k_major:
+      return {64, 576, true};
+    case WgmmaTileForm::rs_n64_mn_major:
+      return {64, 64, false};
+    case WgmmaTileForm::rs_n256_mn_major:
+      return {256, 64, false};
+  }
+  K3_CHECK(false, "unknown WgmmaTileForm {}", int(form));
+}
+
+bool wgmma_device_supported(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
+
+cudaError_t wgmma_tile_product_bf16(WgmmaTileForm form, const __nv_bfloat16* a, const __nv_bfloat16* b, float* d,
+                                    cudaStream_t stream) {
+  if (reinterpret_cast<uintptr_t>(a) % 16 != 0 || reinterpret_cast<uintptr_t>(b) % 16 != 0)
+    return cudaErrorInvalidValue;
+  int device = 0;
+  const cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  K3_CHECK(wgmma_device_supported(device),
+           "wgmma_tile_product_bf16: device {} is not compute capability 9.0; wgmma is built for sm_90a only", device);
+  switch (form) {
+    case WgmmaTileForm::ss_n64_k_major:
+      return launch<WgmmaTileForm::ss_n64_k_major>(a, b, d, stream);
+    case WgmmaTileForm::rs_n64_k_major:
+      return launch<WgmmaTileForm::rs_n64_k_major>(a, b, d, stream);
+    case WgmmaTileForm::rs_n64_mn_major:
+      return launch<WgmmaTileForm::rs_n64_mn_major>(a, b, d, stream);
+    case WgmmaTileForm::rs_n256_mn_major:
+      return launch<WgmmaTileForm::rs_n256_mn_major>(a, b, d, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace k3::kernels
