@@ -181,6 +181,7 @@ RunSummary run_engine(const RunOptions& o) {
     say(o, fmt::format("warm-up prefill: {:.2f} ms (untimed below)", summary.warmup_prefill_ms));
   }
   double prefill_total_ms = 0;
+  if (o.before_prefill) o.before_prefill();
   for (int s = 0; s < o.batch; ++s) {
     cache.admit(s, cache_shape.max_context_tokens);
     const std::vector<int32_t> prompt = prompt_of(s);
@@ -191,6 +192,7 @@ RunSummary run_engine(const RunOptions& o) {
     say(o, fmt::format("prefill sequence {}/{}: {} tokens in {:.2f} ms", s + 1, o.batch, o.prompt_tokens,
                        summary.prefill_ms.back()));
   }
+  if (o.after_prefill) o.after_prefill();
   summary.prefill_tokens_per_s = double(o.prompt_tokens) * o.batch / (prefill_total_ms * 1e-3);
 
   // 4. A synthetic prefix up to the context.
@@ -228,20 +230,30 @@ RunSummary run_engine(const RunOptions& o) {
   };
   collect();  // the prompt's greedy next token is the first decode input
   if (o.before_decode) o.before_decode();
+  auto begin_step = [&](int step) {
+    if (o.begin_step) o.begin_step(step);
+  };
+  auto end_step = [&] {
+    if (o.end_step) o.end_step();
+  };
   {
     EventTimer timer(model.stream());
+    begin_step(0);
     model.decode_step(o.batch);
+    end_step();
     summary.first_decode_step_ms = timer.stop_ms();
     collect();
   }
   if (o.use_cuda_graph) model.capture_decode(o.batch);
   for (int step = 1; step < o.decode_tokens; ++step) {
     EventTimer timer(model.stream());
+    begin_step(step);
     if (o.use_cuda_graph) {
       model.launch_decode();
     } else {
       model.decode_step(o.batch);
     }
+    end_step();
     summary.decode_step_ms.push_back(timer.stop_ms());
     collect();
     if (step % 16 == 0 || step + 1 == o.decode_tokens) {

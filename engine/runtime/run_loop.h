@@ -38,6 +38,12 @@ struct RunOptions {
   // Called right before the first decode step and right after the last (e.g. to start and stop a
   // profiler: the window holds the eager step, the graph capture and every replay). May be empty.
   std::function<void()> before_decode, after_decode;
+  // The same around the timed prefills (after the untimed warm-up prefill). May be empty.
+  std::function<void()> before_prefill, after_prefill;
+  // Called around the launches of each decode step (0 = the eager first step; e.g. to tag them with a
+  // profiler's external correlation id). May be empty.
+  std::function<void(int step)> begin_step;
+  std::function<void()> end_step;
 };
 
 struct RunSummary {

@@ -68,6 +68,14 @@ struct GraphNodeClone {
   std::uint64_t clone = 0;
 };
 
+// EXTERNAL_CORRELATION: the program tagged an API call with its own id (cuptiActivityPushExternalCorrelationId;
+// the engine pushes the decode step's number around each step's launches), so GPU work launched by that call
+// belongs to that step.
+struct ExternalCorrelation {
+  std::uint64_t correlation = 0;  // the CUDA API call's correlation id
+  std::uint64_t external_id = 0;  // the program's id (a decode step number)
+};
+
 struct ActivityRecords {
   std::vector<KernelActivity> kernels;
   std::vector<MemoryActivity> memory;
@@ -75,6 +83,7 @@ struct ActivityRecords {
   std::vector<MarkerActivity> markers;  // in the order they were recorded
   std::vector<GraphNodeCapture> graph_node_captures;
   std::vector<GraphNodeClone> graph_node_clones;  // in the order they were made
+  std::vector<ExternalCorrelation> external_correlations;
   std::uint64_t dropped_records = 0;              // cuptiActivityGetNumDroppedRecords, summed
   std::map<std::string, std::string> metadata;    // commit, date, GPU, command: kept in the trace
 };

@@ -117,6 +117,8 @@ void write_report_metadata(const AttributionReport& r, std::map<std::string, std
   (*m)["unmatched_markers"] = std::to_string(r.unmatched_markers);
   (*m)["unclosed_ranges"] = std::to_string(r.unclosed_ranges);
   (*m)["dropped_records"] = std::to_string(r.dropped_records);
+  (*m)["steps"] = std::to_string(r.steps);
+  (*m)["kernels_in_steps"] = std::to_string(r.kernels_in_steps);
 }
 
 Attribution attribute(const ActivityRecords& rec) {
@@ -231,6 +233,25 @@ Attribution attribute(const ActivityRecords& rec) {
     const std::int64_t end =
         r.end_ns == std::numeric_limits<std::int64_t>::max() ? std::max(last_ns, r.start_ns) : r.end_ns;
     t.add(Event{EventKind::range, r.name, r.start_ns, end, kNone, kNone, r.thread, 0, 0, 0, "", kNone});
+  }
+  // Steps from external correlation: the span of the GPU work each step's launches made.
+  std::unordered_map<std::uint64_t, std::uint64_t> step_of_correlation;
+  for (const ExternalCorrelation& x : rec.external_correlations) step_of_correlation[x.correlation] = x.external_id;
+  std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> step_span;
+  for (const Work& w : work) {
+    const auto it = step_of_correlation.find(w.event.correlation);
+    if (w.event.correlation == 0 || it == step_of_correlation.end()) continue;
+    auto [span, inserted] = step_span.emplace(it->second, std::pair{w.event.start_ns, w.event.end_ns});
+    if (!inserted) {
+      span->second.first = std::min(span->second.first, w.event.start_ns);
+      span->second.second = std::max(span->second.second, w.event.end_ns);
+    }
+    report.kernels_in_steps += w.event.kind == EventKind::kernel;
+  }
+  report.steps = step_span.size();
+  for (const auto& [step, span] : step_span) {
+    t.add(Event{EventKind::range, "step " + std::to_string(step), span.first, span.second, kNone, kNone,
+                kStepTrackThread, 0, 0, 0, "", kNone});
   }
   t.metadata = rec.metadata;
   write_report_metadata(report, &t.metadata);

@@ -49,18 +49,81 @@ double roofline_us(const PredictedOp& op, const Hardware& hw) {
   return std::max(compute, op.bytes / hw.hbm_bandwidth_bytes_per_s) * 1e6;
 }
 
+
+// The predicted ops to join with the measured ones, in prediction order, after the fusions of kFusedOps
+// (compare.h). Merged ops live in c->fused_predictions.
+template <typename Spans>
+std::vector<const PredictedOp*> fuse_into_measured(const PredictionFile& prediction, const Spans& spans,
+                                                   Comparison* c) {
+  auto prefix_of = [](const std::string& name) { return name.substr(0, name.find('.') + 1); };
+  std::map<std::string, std::size_t> predicted;
+  for (std::size_t i = 0; i < prediction.ops.size(); ++i) predicted[prediction.ops[i].name] = i;
+  // host name -> the predicted ops it carries, the host's own first (when predicted).
+  std::map<std::string, std::vector<std::size_t>> carried;
+  std::vector<bool> absorbed(prediction.ops.size(), false);
+  for (std::size_t i = 0; i < prediction.ops.size(); ++i) {
+    const std::string& name = prediction.ops[i].name;
+    if (spans.count(name)) continue;
+    const std::string prefix = prefix_of(name);
+    for (const FusedOp& f : kFusedOps) {
+      if (name != prefix + f.suffix) continue;
+      const std::string host = prefix + f.host_suffix;
+      if (!spans.count(host)) continue;
+      std::vector<std::size_t>& parts = carried[host];
+      if (parts.empty() && predicted.count(host)) parts.push_back(predicted.at(host));
+      parts.push_back(i);
+      absorbed[i] = true;
+      c->fused.push_back(name + " -> " + host);
+    }
+  }
+  auto merged = std::make_shared<std::vector<PredictedOp>>();
+  merged->reserve(carried.size());
+  std::map<std::string, const PredictedOp*> merged_of;
+  for (const auto& [host, parts] : carried) {
+    PredictedOp m = prediction.ops[parts.front()];
+    m.name = host;
+    for (std::size_t k = 1; k < parts.size(); ++k) {
+      const PredictedOp& p = prediction.ops[parts[k]];
+      m.time_us += p.time_us;
+      m.flops += p.flops;
+      m.bytes += p.bytes;
+    }
+    merged->push_back(std::move(m));
+    merged_of[host] = &merged->back();
+  }
+  std::vector<const PredictedOp*> joined;
+  for (std::size_t i = 0; i < prediction.ops.size(); ++i) {
+    const PredictedOp& p = prediction.ops[i];
+    std::string name = p.name;
+    if (absorbed[i]) {  // stands for a host the prediction lacks; else its host is listed in its own place
+      const std::string host = [&] {
+        for (const auto& [h, parts] : carried) {
+          if (std::find(parts.begin(), parts.end(), i) != parts.end()) return h;
+        }
+        return std::string();
+      }();
+      if (predicted.count(host)) continue;
+      if (carried.at(host)[0] != i) continue;
+      joined.push_back(merged_of.at(host));
+      continue;
+    }
+    const auto m = merged_of.find(name);
+    joined.push_back(m != merged_of.end() ? m->second : &p);
+  }
+  c->fused_predictions = std::move(merged);
+  return joined;
+}
 }  // namespace
 
 Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw) {
   Comparison c;
   c.prediction_origin = prediction.origin;
   c.trace_metadata = trace.metadata;
-  std::map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < prediction.ops.size(); ++i) index[prediction.ops[i].name] = i;
 
   // Per op name: intervals per instance, and kernel counts.
   std::map<std::string, std::map<std::int64_t, std::vector<Interval>>> spans;
   std::map<std::string, std::size_t> kernels_of;
+  std::map<std::string, double> kernel_us_of;
   std::map<std::string, UnattributedKernel> unattributed;
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const EventKind k = trace.kind[i];
@@ -85,14 +148,22 @@ Comparison compare(const PredictionFile& prediction, const Trace& trace, const H
     spans[op][trace.op_instance[i]].push_back({trace.start_ns[i], trace.end_ns[i]});
     if (kernel) {
       ++kernels_of[op];
-      if (index.count(op)) {
-        ++c.kernels_on_predicted_ops;
-        c.kernel_time_on_predicted_ops_us += us;
-      }
+      kernel_us_of[op] += us;
     }
   }
 
-  for (const PredictedOp& p : prediction.ops) {
+  // The ops joined with the trace, after fusions: pointers into the prediction, or into the merged copies.
+  std::vector<const PredictedOp*> joined = fuse_into_measured(prediction, spans, &c);
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < joined.size(); ++i) index[joined[i]->name] = i;
+  for (const auto& [op, n] : kernels_of) {
+    if (!index.count(op)) continue;
+    c.kernels_on_predicted_ops += n;
+    c.kernel_time_on_predicted_ops_us += kernel_us_of[op];
+  }
+
+  for (const PredictedOp* joined_op : joined) {
+    const PredictedOp& p = *joined_op;
     const auto it = spans.find(p.name);
     if (it == spans.end()) {
       c.not_measured.push_back(p.name);
@@ -212,6 +283,7 @@ nlohmann::ordered_json to_json(const Comparison& c) {
   }
   j["ops"] = std::move(ops);
   j["not_measured"] = c.not_measured;
+  j["fused"] = c.fused;
   nlohmann::ordered_json extra = nlohmann::ordered_json::array();
   for (const MeasuredOnlyOp& m : c.not_predicted) {
     extra.push_back({{"name", m.name}, {"instances", m.instances}, {"measured_us", m.measured_us}});

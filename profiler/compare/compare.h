@@ -7,6 +7,11 @@
 //   roofline_us = max(flops / peak[compute type], bytes / HBM bandwidth) at 100 % of the hardware's
 //     peaks; % of roofline = roofline_us / measured · 100 (none for collectives);
 //   coverage = kernel time attributed to predicted ops / all kernel time.
+// Fused ops: an engine may run a predicted op inside its neighbour's kernel and range (the AttnRes
+// mixer with the RMSNorm after it). When the trace has no range of a predicted op of kFusedOps but has
+// its host's (same prefix: "L001.", "head."), the op's prediction (time, FLOPs, bytes) is added to the
+// host's, or stands for the host when the prediction has none (the first layer's norm, which has no
+// mixer in the op graph); the comparison lists each such fusion.
 #pragma once
 
 #include "core/hardware.h"
@@ -16,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +39,14 @@ struct OpComparison {
   std::optional<double> roofline_percent;  // none for collectives or ops that move nothing
   std::size_t kernels = 0;                 // attributed kernels, all instances
 };
+
+// (suffix of the predicted op, suffix of the measured op it runs inside)
+struct FusedOp {
+  const char* suffix;
+  const char* host_suffix;
+};
+inline constexpr FusedOp kFusedOps[] = {
+    {"norm.attn_in", "attnres.pre_attn"}, {"norm.mlp_in", "attnres.pre_mlp"}, {"norm", "attnres"}};
 
 struct UnattributedKernel {
   std::string name;
@@ -58,6 +72,8 @@ struct Comparison {
   std::string prediction_origin;
   std::map<std::string, std::string> trace_metadata;
   std::vector<OpComparison> ops;                 // measured ops, in prediction order
+  std::vector<std::string> fused;                // "L001.norm.attn_in -> L001.attnres.pre_attn", ...
+  std::shared_ptr<const std::vector<PredictedOp>> fused_predictions;  // what ops[i].predicted may point to
   std::vector<std::string> not_measured;         // predicted, no kernel attributed
   std::vector<MeasuredOnlyOp> not_predicted;     // sorted by name
   std::vector<UnattributedKernel> unattributed;  // by total time, largest first

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -42,6 +43,7 @@ std::string demangled(const char* name) {
 struct CuptiActivitySource::State {
   std::mutex mutex;
   std::size_t max_buffers = 0;
+  std::uint32_t flush_period_ms = 0;
   std::size_t buffers_given = 0;
   ActivityRecords records;
   CUpti_SubscriberHandle subscriber = nullptr;
@@ -134,8 +136,21 @@ void convert(CUpti_Activity* record, ActivityRecords& out) {
       out.markers.push_back(a);
       break;
     }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      const auto* x = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(record);
+      if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+        out.external_correlations.push_back({x->correlationId, x->externalId});
+      }
+      break;
+    }
     default: break;
   }
+}
+
+uint64_t CUPTIAPI steady_clock_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_size) {
@@ -150,6 +165,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     append(s->records.memory, local.memory);
     append(s->records.api_calls, local.api_calls);
     append(s->records.markers, local.markers);
+    append(s->records.external_correlations, local.external_correlations);
     --s->buffers_given;
   }
   std::free(buffer);
@@ -188,12 +204,25 @@ void CUPTIAPI on_callback(void* user, CUpti_CallbackDomain domain, CUpti_Callbac
 
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
-                                         CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_MARKER};
+                                         CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_MARKER,
+                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 }  // namespace
 
-CuptiActivitySource::CuptiActivitySource(std::size_t max_buffers) : state_(std::make_unique<State>()) {
+CuptiActivitySource::CuptiActivitySource(std::size_t max_buffers, std::uint32_t flush_period_ms)
+    : state_(std::make_unique<State>()) {
+  K3_CHECK(max_buffers > 0, "the CUPTI collector needs at least one buffer");
   state_->max_buffers = max_buffers;
+  state_->flush_period_ms = flush_period_ms;
+}
+
+void CuptiActivitySource::push_step(std::uint64_t step) {
+  if (g_state) cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, step);
+}
+
+void CuptiActivitySource::pop_step() {
+  uint64_t popped = 0;
+  if (g_state) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
 }
 
 CuptiActivitySource::~CuptiActivitySource() {
@@ -219,7 +248,10 @@ void CuptiActivitySource::start() {
     check(cuptiEnableCallback(1, state_->subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
           "cuptiEnableCallback(GRAPHNODE_CLONED)");
     check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    // Before any kind is enabled (CUPTI's rule), so every record uses it.
+    check(cuptiActivityRegisterTimestampCallback(steady_clock_ns), "cuptiActivityRegisterTimestampCallback");
     for (CUpti_ActivityKind kind : kKinds) check(cuptiActivityEnable(kind), "cuptiActivityEnable");
+    check(cuptiActivityFlushPeriod(state_->flush_period_ms), "cuptiActivityFlushPeriod");
   } catch (...) {
     if (state_->subscriber) cuptiUnsubscribe(state_->subscriber);
     state_->subscriber = nullptr;
@@ -235,6 +267,7 @@ ActivityRecords CuptiActivitySource::stop() {
   // The caller has synchronised with its work (no CUDA runtime call here: as an injection library this code
   // may share a process with another copy of the runtime, linked statically into the program).
   // Outside our mutex: buffer_completed takes it while the flush runs.
+  cuptiActivityFlushPeriod(0);  // back to CUPTI's own flushing
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
   for (CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);
   size_t dropped = 0;
@@ -245,6 +278,8 @@ ActivityRecords CuptiActivitySource::stop() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   ActivityRecords out = std::move(state_->records);
   out.dropped_records += dropped;
+  out.metadata["clock"] = "steady_clock ns (CUPTI timestamp callback)";
+  out.metadata["flush_period_ms"] = std::to_string(state_->flush_period_ms);
   state_->records = ActivityRecords{};
   return out;
 }

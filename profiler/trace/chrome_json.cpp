@@ -90,8 +90,10 @@ std::string to_chrome_json(const Trace& t) {
     append_metadata_event(out, "thread_name", pid, tid, fmt::format("stream {}", tid));
   for (const auto& [pid, tid] : api_threads)
     append_metadata_event(out, "thread_name", pid, tid, fmt::format("thread {}", tid));
-  for (const auto& [pid, tid] : range_threads)
-    append_metadata_event(out, "thread_name", pid, tid, fmt::format("thread {}", tid));
+  for (const auto& [pid, tid] : range_threads) {
+    append_metadata_event(out, "thread_name", pid, tid,
+                          tid == kStepTrackThread ? std::string("steps") : fmt::format("thread {}", tid));
+  }
 
   for (std::size_t i = 0; i < t.size(); ++i) {
     const EventKind k = t.kind[i];
@@ -243,7 +245,7 @@ Trace parse_chrome_json(const std::string& text, const std::string& origin) {
     const nlohmann::json& args = ej.contains("args") ? ej["args"] : empty;
     if (!args.is_object()) r.fail("args", fmt::format("expected an object, got {}", args.dump()));
     if (e.kind == EventKind::api || e.kind == EventKind::range) {
-      e.thread = r.integer(ej, "tid", "tid", 0);
+      e.thread = r.integer(ej, "tid", "tid", e.kind == EventKind::range ? kStepTrackThread : 0);
       if (e.kind == EventKind::api) e.correlation = r.unsigned_arg(args, "correlation");
     } else {
       e.device = static_cast<std::int32_t>(r.integer(args, "device", "args.device", 0));

@@ -18,6 +18,8 @@ std::string to_string(EventKind k);
 bool parse_event_kind(const std::string& name, EventKind* out);
 
 inline constexpr std::int32_t kNone = -1;
+// The host "thread" of step ranges (profiler/attribution: from external correlation ids; no real thread has it).
+inline constexpr std::int64_t kStepTrackThread = -2;
 
 // One event, as handed to Trace::add (the columns below hold the same fields).
 struct Event {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 namespace k3::profiler {
@@ -149,6 +150,52 @@ TEST(Attribution, GraphReplaysThroughCapturedAndClonedNodes) {
   EXPECT_EQ(a.report.attributed_through_graph_nodes, 6u);
   EXPECT_EQ(a.report.graph_node_not_captured, 2u);
   EXPECT_EQ(a.trace.metadata.at("unattributed_kernels_graph_node_not_captured"), "2");
+}
+
+TEST(Attribution, ExternalCorrelationIdsBecomeStepRanges) {
+  ActivityRecords r;
+  // Step 0 eager (two launches), steps 1 and 2 graph replays (one launch each, three kernels); a launch
+  // outside any step and an external id of another launch whose records were dropped.
+  push(r, 0, 1, "L001.kda.recurrent");
+  launch(r, 10, 1, 1);
+  launch(r, 20, 1, 2);
+  pop(r, 30, 1);
+  r.external_correlations.push_back({1, 0});
+  r.external_correlations.push_back({2, 0});
+  for (int step = 1; step <= 2; ++step) {
+    const std::int64_t t0 = step * 10'000;
+    const std::uint64_t corr = 10 + step;
+    r.api_calls.push_back({"cudaGraphLaunch", t0, t0 + 20, 1, corr});
+    r.kernels.push_back({"a", t0 + 100, t0 + 200, 0, 7, corr, 0});
+    r.kernels.push_back({"b", t0 + 250, t0 + 400, 0, 7, corr, 0});
+    r.kernels.push_back({"c", t0 + 400, t0 + 900, 0, 8, corr, 0});
+    r.external_correlations.push_back({corr, std::uint64_t(step)});
+  }
+  launch(r, 50'000, 1, 99);
+  r.external_correlations.push_back({12345, 7});
+  const Attribution a = attribute(r);
+  EXPECT_EQ(a.report.steps, 3u);
+  EXPECT_EQ(a.report.kernels_in_steps, 8u);
+  EXPECT_EQ(a.trace.metadata.at("steps"), "3");
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> steps;
+  for (std::size_t i = 0; i < a.trace.size(); ++i) {
+    if (a.trace.kind[i] == EventKind::range && a.trace.thread[i] == kStepTrackThread) {
+      steps[a.trace.name_of(i)] = {a.trace.start_ns[i], a.trace.end_ns[i]};
+    }
+  }
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps.at("step 0"), std::make_pair(std::int64_t{1010}, std::int64_t{1520}));  // the two kernels
+  EXPECT_EQ(steps.at("step 1"), std::make_pair(std::int64_t{10'100}, std::int64_t{10'900}));
+  EXPECT_EQ(steps.at("step 2"), std::make_pair(std::int64_t{20'100}, std::int64_t{20'900}));
+  // The step track survives the Chrome JSON round trip with its name.
+  const std::string json = to_chrome_json(a.trace);
+  EXPECT_NE(json.find("{\"name\":\"steps\"}"), std::string::npos);
+  const Trace back = parse_chrome_json(json, "test");
+  std::size_t step_ranges = 0;
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    step_ranges += back.kind[i] == EventKind::range && back.thread[i] == kStepTrackThread;
+  }
+  EXPECT_EQ(step_ranges, 3u);
 }
 
 TEST(Attribution, TwoThreadsOverlappingStreamsAndRanges) {
