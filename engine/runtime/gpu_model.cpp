@@ -1,6 +1,7 @@
 #include "engine/runtime/gpu_model.h"
 
 #include "core/error.h"
+#include "engine/runtime/op_range_listener.h"
 #include "kernels/attnres_mix.h"
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
@@ -38,13 +39,20 @@ constexpr int kMaxBlocks = 9;               // AttnRes: 8 stored blocks + the pa
 // An NVTX range named like the op graph's op: "L004.mla.attn_decode" (1-based layer) or "head.lm_head".
 class OpRange {
  public:
-  OpRange(int layer, const char* op) {
+  OpRange(int layer, const char* op) : listener_(op_range_listener()) {
     const std::string name = layer >= 0 ? fmt::format("L{:03d}.{}", layer + 1, op) : std::string(op);
+    if (listener_) listener_->push(name);  // counter mode (op_range_listener.h); null otherwise
     nvtxRangePushA(name.c_str());
   }
-  ~OpRange() { nvtxRangePop(); }
+  ~OpRange() {
+    nvtxRangePop();
+    if (listener_) listener_->pop();
+  }
   OpRange(const OpRange&) = delete;
   OpRange& operator=(const OpRange&) = delete;
+
+ private:
+  OpRangeListener* listener_;
 };
 
 void check(cudaError_t status, const char* what) {

@@ -184,14 +184,16 @@ nlohmann::ordered_json to_json(const CounterComparison& c) {
 std::string to_text(const CounterComparison& c) {
   std::string out;
   auto line = [&out](const std::string& s) { out += s + "\n"; };
-  line(fmt::format("DRAM bytes: {} ops measured of {} predicted; {} predicted ops not measured, {} measured ops not "
-                   "predicted; {} ranges lost",
-                   c.ops.size(), c.ops.size() + c.not_measured.size(), c.not_measured.size(), c.not_predicted.size(),
-                   c.lost_ranges));
-  line(fmt::format("one step on the measured ops: predicted {:.3f} MB, measured {:.3f} MB; median |error| {} (bytes), "
-                   "{} (tensor FLOPs)",
-                   c.predicted_bytes / 1e6, c.measured_bytes / 1e6, percent_text(c.median_abs_bytes_error_percent),
-                   percent_text(c.median_abs_flops_error_percent)));
+  line(
+      fmt::format("DRAM bytes: {} ops measured of {} predicted; {} predicted ops not measured, {} measured ops not "
+                  "predicted; {} ranges lost",
+                  c.ops.size(), c.ops.size() + c.not_measured.size(), c.not_measured.size(), c.not_predicted.size(),
+                  c.lost_ranges));
+  line(
+      fmt::format("one step on the measured ops: predicted {:.3f} MB, measured {:.3f} MB; median |error| {} (bytes), "
+                  "{} (tensor FLOPs)",
+                  c.predicted_bytes / 1e6, c.measured_bytes / 1e6, percent_text(c.median_abs_bytes_error_percent),
+                  percent_text(c.median_abs_flops_error_percent)));
   line("");
   line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12} {:>10} {:>12}", "by op kind", "ops", "predicted MB",
                    "measured MB", "median |err|", "FLOP ops", "median |err|"));

@@ -56,11 +56,11 @@ struct CounterComparison {
   std::string counters_origin;
   std::map<std::string, std::string> counters_metadata;
   int64_t lost_ranges = 0;
-  std::vector<OpCounterComparison> ops;             // measured ops, in prediction order
-  std::vector<std::string> not_measured;            // predicted, no range of that name
+  std::vector<OpCounterComparison> ops;              // measured ops, in prediction order
+  std::vector<std::string> not_measured;             // predicted, no range of that name
   std::vector<MeasuredOnlyCounterOp> not_predicted;  // sorted by name
-  std::vector<CounterGroupError> by_kind;           // in order of first appearance in the prediction
-  double predicted_bytes = 0;                       // sums over the measured ops (one step)
+  std::vector<CounterGroupError> by_kind;            // in order of first appearance in the prediction
+  double predicted_bytes = 0;                        // sums over the measured ops (one step)
   double measured_bytes = 0;
   std::optional<double> median_abs_bytes_error_percent;
   std::optional<double> median_abs_flops_error_percent;

@@ -49,8 +49,8 @@ void write_range_counters(const RangeCounters& counters, const std::string& path
 RangeCounters parse_range_counters(const std::string& text, const std::string& origin) {
   const JsonNode root = JsonNode::parse(text, origin);
   if (root["format"].as_string() != kFormat) {
-    root["format"].fail(fmt::format("expected '{}' (a file of k3perf run --counters), got '{}'", kFormat,
-                                    root["format"].as_string()));
+    root["format"].fail(
+        fmt::format("expected '{}' (a file of k3perf run --counters), got '{}'", kFormat, root["format"].as_string()));
   }
   if (root["version"].as_int() != kVersion) {
     root["version"].fail(fmt::format("expected version {}, got {}", kVersion, root["version"].as_int()));

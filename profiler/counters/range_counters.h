@@ -13,11 +13,11 @@
 namespace k3::profiler {
 
 // The metrics counter mode collects, all in one pass on GH100 (checked at run time by the collector).
-inline constexpr const char* kDramBytesRead = "dram__bytes_read.sum";     // bytes read from DRAM (HBM)
-inline constexpr const char* kDramBytesWrite = "dram__bytes_write.sum";   // bytes written to DRAM
+inline constexpr const char* kDramBytesRead = "dram__bytes_read.sum";    // bytes read from DRAM (HBM)
+inline constexpr const char* kDramBytesWrite = "dram__bytes_write.sum";  // bytes written to DRAM
 inline constexpr const char* kTensorOpsBf16 = "sm__ops_path_tensor_src_bf16_dst_fp32.sum";  // tensor math ops
-inline constexpr const char* kTensorOpsFp8 = "sm__ops_path_tensor_src_fp8.sum";              // tensor math ops
-inline constexpr const char* kGpuTimeNs = "gpu__time_duration.sum";       // the range's GPU time, ns
+inline constexpr const char* kTensorOpsFp8 = "sm__ops_path_tensor_src_fp8.sum";             // tensor math ops
+inline constexpr const char* kGpuTimeNs = "gpu__time_duration.sum";                         // the range's GPU time, ns
 std::vector<std::string> counter_mode_metrics();  // the five above, in this order
 
 // FLOPs per tensor "math op" of the sm__ops_path_tensor_* counters: one op is one FLOP (a multiply-add
@@ -25,9 +25,9 @@ std::vector<std::string> counter_mode_metrics();  // the five above, in this ord
 inline constexpr double kTensorFlopsPerMathOp = 1.0;
 
 struct CounterRange {
-  std::string name;                       // the op's name, "L003.moe.experts"
-  int occurrence = 0;                     // 0, 1, … among the ranges of this name (one per decode step)
-  std::map<std::string, double> values;   // metric name → value
+  std::string name;                      // the op's name, "L003.moe.experts"
+  int occurrence = 0;                    // 0, 1, … among the ranges of this name (one per decode step)
+  std::map<std::string, double> values;  // metric name → value
 };
 
 struct RangeCounters {

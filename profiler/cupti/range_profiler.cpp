@@ -8,6 +8,7 @@
 #include <cupti_range_profiler.h>
 #include <cupti_result.h>
 #include <cupti_target.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -53,13 +54,36 @@ std::string hint(CUptiResult status) {
 }
 
 void check(CUptiResult status, const char* call) {
-  if (status != CUPTI_SUCCESS) throw Error(fmt::format("CUPTI {} failed: {}{}", call, status_text(status), hint(status)));
+  if (status != CUPTI_SUCCESS)
+    throw Error(fmt::format("CUPTI {} failed: {}{}", call, status_text(status), hint(status)));
 }
 
-void check_driver(CUresult status, const char* call) {
+// The three driver calls the collector makes, looked up in the libcuda the process has loaded: linking
+// libcuda would keep k3perf from starting on a machine without a GPU driver.
+struct Driver {
+  decltype(&cuCtxGetCurrent) ctx_get_current = nullptr;
+  decltype(&cuCtxGetDevice) ctx_get_device = nullptr;
+  decltype(&cuGetErrorName) get_error_name = nullptr;
+};
+
+Driver load_driver() {
+  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!lib) lib = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (!lib) throw Error(fmt::format("the range profiler needs the CUDA driver (libcuda.so.1): {}", dlerror()));
+  Driver d;
+  d.ctx_get_current = reinterpret_cast<decltype(&cuCtxGetCurrent)>(dlsym(lib, "cuCtxGetCurrent"));
+  d.ctx_get_device = reinterpret_cast<decltype(&cuCtxGetDevice)>(dlsym(lib, "cuCtxGetDevice"));
+  d.get_error_name = reinterpret_cast<decltype(&cuGetErrorName)>(dlsym(lib, "cuGetErrorName"));
+  if (!d.ctx_get_current || !d.ctx_get_device || !d.get_error_name) {
+    throw Error("libcuda.so.1 lacks cuCtxGetCurrent, cuCtxGetDevice or cuGetErrorName");
+  }
+  return d;
+}
+
+void check_driver(const Driver& driver, CUresult status, const char* call) {
   if (status == CUDA_SUCCESS) return;
   const char* name = nullptr;
-  cuGetErrorName(status, &name);
+  driver.get_error_name(status, &name);
   throw Error(fmt::format("CUDA driver {} failed: {}", call, name ? name : fmt::format("status {}", int(status))));
 }
 
@@ -82,11 +106,11 @@ struct CuptiRangeProfiler::State {
   bool profiler_initialized = false;      // cuptiProfilerInitialize
   CUpti_Profiler_Host_Object* host = nullptr;
   CUpti_RangeProfiler_Object* profiler = nullptr;
-  bool started = false;                   // cuptiRangeProfilerStart
-  std::vector<bool> open;                 // per open push: whether it went to CUPTI
-  std::size_t forwarded = 0;              // top-level ranges pushed to CUPTI
-  int64_t not_profiled = 0;               // top-level pushes beyond max_ranges
-  std::string pop_error;                  // the first error of pop_range
+  bool started = false;       // cuptiRangeProfilerStart
+  std::vector<bool> open;     // per open push: whether it went to CUPTI
+  std::size_t forwarded = 0;  // top-level ranges pushed to CUPTI
+  int64_t not_profiled = 0;   // top-level pushes beyond max_ranges
+  std::string pop_error;      // the first error of pop_range
 
   // Releases everything CUPTI holds, in reverse order; errors are ignored (this runs on error paths).
   void release() noexcept {
@@ -130,13 +154,15 @@ void CuptiRangeProfiler::start() {
   auto state = std::make_unique<State>();
   State& s = *state;
   try {
-    check_driver(cuCtxGetCurrent(&s.context), "cuCtxGetCurrent");
+    const Driver driver = load_driver();
+    check_driver(driver, driver.ctx_get_current(&s.context), "cuCtxGetCurrent");
     if (!s.context) {
-      throw Error("the range profiler needs a current CUDA context: initialise CUDA (e.g. allocate or launch once) "
-                  "before start()");
+      throw Error(
+          "the range profiler needs a current CUDA context: initialise CUDA (e.g. allocate or launch once) "
+          "before start()");
     }
     CUdevice device = 0;
-    check_driver(cuCtxGetDevice(&device), "cuCtxGetDevice");
+    check_driver(driver, driver.ctx_get_device(&device), "cuCtxGetDevice");
 
     auto init = K3_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params);
     check(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize");
@@ -150,9 +176,8 @@ void CuptiRangeProfiler::start() {
       throw Error(fmt::format(
           "CUPTI: device {} does not support range profiling: architecture {}, SLI {}, vGPU {}, confidential "
           "compute {}, CMP {}, WSL {}",
-          int(device), support_text(supported.architecture), support_text(supported.sli),
-          support_text(supported.vGpu), support_text(supported.confidentialCompute), support_text(supported.cmp),
-          support_text(supported.wsl)));
+          int(device), support_text(supported.architecture), support_text(supported.sli), support_text(supported.vGpu),
+          support_text(supported.confidentialCompute), support_text(supported.cmp), support_text(supported.wsl)));
     }
 
     auto chip = K3_CUPTI_PARAMS(CUpti_Device_GetChipName_Params);
@@ -210,9 +235,10 @@ void CuptiRangeProfiler::start() {
     passes.pConfigImage = s.config.data();
     check(cuptiProfilerHostGetNumOfPasses(&passes), "cuptiProfilerHostGetNumOfPasses");
     if (passes.numOfPasses != 1) {
-      throw Error(fmt::format("the metrics {{{}}} need {} passes on chip {}; counter mode collects in one pass (the "
-                              "work is not replayed): collect fewer metrics",
-                              fmt::join(options_.metrics, ", "), passes.numOfPasses, s.chip));
+      throw Error(
+          fmt::format("the metrics {{{}}} need {} passes on chip {}; counter mode collects in one pass (the "
+                      "work is not replayed): collect fewer metrics",
+                      fmt::join(options_.metrics, ", "), passes.numOfPasses, s.chip));
     }
 
     auto enable = K3_CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params);

@@ -9,7 +9,8 @@
 //   ranges CUPTI reports dropped when decoding; nested pushes fold into their outermost range.
 // Ranges are kept per occurrence (never summed); compare_counters takes the median per op.
 // Failures throw k3::Error naming the CUPTI call and its status; no permission to read the counters
-// (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) says how to allow it. Driver API only: no CUDA runtime call.
+// (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) says how to allow it. No CUDA runtime call: the two driver calls
+// it makes are looked up in the loaded libcuda (k3perf links no libcuda and starts without a driver).
 // One collector per context at a time; not together with the activity collector (cupti_source.h).
 #pragma once
 

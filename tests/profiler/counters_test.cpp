@@ -20,10 +20,14 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("k3perf_counters_test_" + name)).string();
 }
 
-CounterRange range(const std::string& name, int occurrence, double read, double write, double bf16 = 0,
-                   double fp8 = 0, double time_ns = 1000) {
-  return {name, occurrence,
-          {{kDramBytesRead, read}, {kDramBytesWrite, write}, {kTensorOpsBf16, bf16}, {kTensorOpsFp8, fp8},
+CounterRange range(const std::string& name, int occurrence, double read, double write, double bf16 = 0, double fp8 = 0,
+                   double time_ns = 1000) {
+  return {name,
+          occurrence,
+          {{kDramBytesRead, read},
+           {kDramBytesWrite, write},
+           {kTensorOpsBf16, bf16},
+           {kTensorOpsFp8, fp8},
            {kGpuTimeNs, time_ns}}};
 }
 
@@ -34,15 +38,15 @@ RangeCounters three_steps() {
   c.lost_ranges = 0;
   c.metadata["gpu"] = "test GPU";
   c.ranges = {
-      range("L001.kda.qkv_proj", 0, 9.0e7, 1.0e7, 1.6e9),  // step 0: 1.0e8 bytes
-      range("L001.kda.recurrent", 0, 4.0e7, 4.0e7),        //         8.0e7
-      range("L001.moe.all_to_all", 0, 1.0e6, 1.0e6),       //         2.0e6
-      range("decode.advance", 0, 100, 100),                //         200
+      range("L001.kda.qkv_proj", 0, 9.0e7, 1.0e7, 1.6e9),         // step 0: 1.0e8 bytes
+      range("L001.kda.recurrent", 0, 4.0e7, 4.0e7),               //         8.0e7
+      range("L001.moe.all_to_all", 0, 1.0e6, 1.0e6),              //         2.0e6
+      range("decode.advance", 0, 100, 100),                       //         200
       range("L001.kda.qkv_proj", 1, 1.1e8, 2.0e7, 1.0e9, 0.6e9),  // step 1: 1.3e8 bytes, 1.6e9 ops
-      range("L001.kda.recurrent", 1, 4.0e7, 6.0e7),        //         1.0e8
-      range("decode.advance", 1, 300, 100),                //         400
-      range("L001.kda.qkv_proj", 2, 1.0e8, 2.0e7, 2.5e9),  // step 2: 1.2e8 bytes
-      range("decode.advance", 2, 200, 200),                //         400
+      range("L001.kda.recurrent", 1, 4.0e7, 6.0e7),               //         1.0e8
+      range("decode.advance", 1, 300, 100),                       //         400
+      range("L001.kda.qkv_proj", 2, 1.0e8, 2.0e7, 2.5e9),         // step 2: 1.2e8 bytes
+      range("decode.advance", 2, 200, 200),                       //         400
   };
   return c;
 }
@@ -118,19 +122,16 @@ TEST(RangeCounters, MalformedFilesNameTheKey) {
                      {"key 'lost_ranges'", "expected an integer >= 0, got -1"});
   expect_input_error([&] { parse_range_counters(file(two, "{}"), "c.json"); }, {"key 'ranges'", "array of ranges"});
   expect_input_error(
-      [&] {
-        parse_range_counters(file(two, R"([{"name": "", "occurrence": 0, "values": {}}])"), "c.json");
-      },
+      [&] { parse_range_counters(file(two, R"([{"name": "", "occurrence": 0, "values": {}}])"), "c.json"); },
       {"key 'ranges[0].name'", "expected a range name"});
   // The second range of name 'a' must be occurrence 1.
   expect_input_error([&] { parse_range_counters(file(two, "[" + ok_range + "," + ok_range + "]"), "c.json"); },
                      {"key 'ranges[1].occurrence'", "expected 1", "got 0"});
   expect_input_error(
       [&] {
-        parse_range_counters(
-            file(two, R"([{"name": "a", "occurrence": 0, "values": {"dram__bytes_read.sum": -5,
+        parse_range_counters(file(two, R"([{"name": "a", "occurrence": 0, "values": {"dram__bytes_read.sum": -5,
                  "dram__bytes_write.sum": 2}}])"),
-            "c.json");
+                             "c.json");
       },
       {"key 'ranges[0].values.dram__bytes_read.sum'", "expected a count >= 0, got -5"});
   expect_input_error(
@@ -141,10 +142,9 @@ TEST(RangeCounters, MalformedFilesNameTheKey) {
       {"c.json", "missing required key 'ranges[0].values.dram__bytes_write.sum'"});
   expect_input_error(
       [&] {
-        parse_range_counters(
-            file(two, R"([{"name": "a", "occurrence": 0, "values": {"dram__bytes_read.sum": 1,
+        parse_range_counters(file(two, R"([{"name": "a", "occurrence": 0, "values": {"dram__bytes_read.sum": 1,
                  "dram__bytes_write.sum": 2, "lts__t_bytes.sum": 3}}])"),
-            "c.json");
+                             "c.json");
       },
       {"key 'ranges[0].values'", "metric 'lts__t_bytes.sum' is not in 'metrics'"});
   expect_input_error([] { read_range_counters(temp_path("no_such_file.json")); }, {"no_such_file.json"});
