@@ -3,11 +3,13 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/scenario.h"
+#include "engine/runtime/op_range_listener.h"
 #include "engine/runtime/run_loop.h"
 
 #include <cuda_runtime.h>
 #include "profiler/attribution/attribute.h"
 #include "profiler/cupti/cupti_source.h"
+#include "profiler/cupti/range_profiler.h"
 #include "profiler/trace/chrome_json.h"
 #include "sim/predict.h"
 
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 namespace k3::cli {
@@ -47,6 +50,43 @@ void predict_beside(runtime::RunSummary& summary, const std::string& hardware_na
   summary.predicted_hardware = s.hardware.name;
 }
 
+// Counter mode (--counters): during the decode, every op range of the engine is also a Range Profiler range
+// of the same name (engine/runtime/op_range_listener.h).
+class CounterMode final : public runtime::OpRangeListener {
+ public:
+  explicit CounterMode(std::size_t max_ranges)
+      : session_(profiler::RangeProfilerOptions{profiler::counter_mode_metrics(), max_ranges}) {}
+  ~CounterMode() override {
+    if (runtime::op_range_listener() == this) runtime::op_range_listener() = nullptr;
+  }
+  void start() {
+    session_.start();
+    runtime::op_range_listener() = this;
+  }
+  profiler::RangeCounters stop() {
+    runtime::op_range_listener() = nullptr;
+    return session_.stop();
+  }
+  void push(const std::string& name) override { session_.push_range(name); }
+  void pop() noexcept override { session_.pop_range(); }
+
+ private:
+  profiler::CuptiRangeProfiler session_;
+};
+
+// What a counters file records about its run.
+void add_run_metadata(const runtime::RunSummary& summary, std::map<std::string, std::string>& metadata) {
+  const runtime::RunOptions& o = summary.options;
+  metadata["gpu"] = summary.gpu;
+  metadata["command"] = "k3perf run --counters";
+  metadata["date"] = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
+  const char* commit = std::getenv("K3PERF_COMMIT");  // set by the scripts that run a bundle built elsewhere
+  metadata["commit"] = commit && *commit ? commit : "unknown";
+  metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
+  metadata["shape"] = fmt::format("batch {}, context {}, {} decode steps, eager", o.batch,
+                                  std::max(o.context_tokens, o.prompt_tokens), o.decode_tokens);
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, const GlobalOptions& global) {
@@ -56,6 +96,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto hardware = std::make_shared<std::string>("h200-sxm");
   auto trace_path = std::make_shared<std::string>();
   auto prediction_path = std::make_shared<std::string>();
+  auto counters_path = std::make_shared<std::string>();
+  auto counters_steps = std::make_shared<int>(0);
   CLI::App* cmd = app.add_subcommand("run", "Run a K3-family model (or its first N layers) on the GPU and time it");
   cmd->add_option("--model", o->model_path,
                   "config.json, or a model name in the data folder (kimi-k3); default: the checkpoint's config.json");
@@ -77,14 +119,33 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--trace", *trace_path,
                   "record the decode steps with CUPTI (kernels attributed to the op graph's names through NVTX "
                   "ranges and CUDA-graph nodes) and write a Chrome/Perfetto trace (.json or .json.gz)");
+  cmd->add_option("--counters", *counters_path,
+                  "a separate run of the same workload for hardware counters: DRAM bytes read and written and "
+                  "tensor math ops per op range of the decode steps (CUPTI Range Profiler, one pass, eager decode), "
+                  "written as JSON for k3perf compare --counters");
+  cmd->add_option("--counters-steps", *counters_steps, "decode steps measured by --counters (sets --decode-tokens)")
+      ->check(CLI::Range(2, 1024));
   cmd->add_option("--prediction-json", *prediction_path,
                   "write sim/'s prediction of one decode step of this run (for k3perf compare)");
   cmd->add_option("--hardware", *hardware,
                   "hardware file (or name in the data folder) whose roofline prediction is printed beside the "
                   "measurement; 'none' to skip");
-  cmd->callback([o, json_path, eager, hardware, trace_path, prediction_path, &global] {
+  cmd->callback([o, json_path, eager, hardware, trace_path, prediction_path, counters_path, counters_steps, &global] {
     runtime::RunOptions options = *o;
     options.use_cuda_graph = !*eager;
+    if (!counters_path->empty() && !trace_path->empty()) {
+      throw InputError(
+          "--trace and --counters are separate runs of the same workload (CUPTI's activity tracing and "
+          "its Range Profiler do not share a process): run once with --trace, once with --counters");
+    }
+    if (*counters_steps > 0 && counters_path->empty()) throw InputError("--counters-steps needs --counters");
+    if (!counters_path->empty()) {
+      if (options.use_cuda_graph) {
+        fmt::print(stderr, "counters: decoding eagerly (op ranges are not re-emitted inside CUDA-graph replays)\n");
+      }
+      options.use_cuda_graph = false;
+      if (*counters_steps > 0) options.decode_tokens = *counters_steps;
+    }
     if (!options.model_path.empty() && !std::filesystem::exists(options.model_path)) {
       const std::string by_name = DataPaths::resolve(global.data_dir).models_dir + "/" + options.model_path + ".json";
       if (!std::filesystem::exists(by_name)) {
@@ -106,6 +167,15 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
         cudaDeviceSynchronize();
         records = collector->stop();
       };
+    }
+    std::unique_ptr<CounterMode> counter_mode;
+    profiler::RangeCounters counters;
+    if (!counters_path->empty()) {
+      // Room for every op range of every step: K3's 93 layers open about 1,900 per decode step.
+      counter_mode =
+          std::make_unique<CounterMode>(std::max<std::size_t>(4096, std::size_t(options.decode_tokens) * 2048));
+      options.before_decode = [&] { counter_mode->start(); };
+      options.after_decode = [&] { counters = counter_mode->stop(); };
     }
     runtime::RunSummary summary = runtime::run_engine(options);
     if (*hardware != "none") {
@@ -129,6 +199,13 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
       const profiler::AttributionReport& r = attribution.report;
       fmt::print(stderr, "trace: {} kernels, {} attributed to ops ({} through CUDA-graph nodes), {} dropped records -> {}\n",
                  r.kernels, r.attributed(), r.attributed_through_graph_nodes, r.dropped_records, *trace_path);
+    }
+    if (counter_mode) {
+      add_run_metadata(summary, counters.metadata);
+      profiler::write_range_counters(counters, *counters_path);
+      fmt::print(stderr, "counters: {} ranges over {} decode steps (chip {}), {} ranges lost -> {}\n",
+                 counters.ranges.size(), options.decode_tokens, counters.metadata["chip"], counters.lost_ranges,
+                 *counters_path);
     }
     fmt::print("{}", runtime::summary_text(summary));
     if (!json_path->empty()) write_file_atomically(*json_path, runtime::summary_json(summary));
