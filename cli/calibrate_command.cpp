@@ -1,6 +1,7 @@
-// `k3perf calibrate`: fits per-class efficiencies and the per-kernel overhead to measured runs
-// (prediction + attributed trace pairs), checks the fit on held-out runs and writes a hardware
-// file citing the runs (docs/profile.md). All the work is in profiler/compare/calibrate.
+// `k3perf calibrate`: fits per-class efficiencies and per-op-kind kernel latencies to measured runs
+// (prediction + attributed trace pairs), checks the fit per op and per step on the training and
+// held-out runs and writes a hardware file citing the runs (docs/profile.md). All the work is in
+// profiler/compare/calibrate.
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -38,7 +39,7 @@ std::vector<profiler::CalibrationRun> load_runs(const std::vector<std::string>& 
 void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd =
-      app.add_subcommand("calibrate", "Fit efficiencies and overheads to measured runs; write hardware YAML");
+      app.add_subcommand("calibrate", "Fit efficiencies and kernel latencies to measured runs; write hardware YAML");
   cmd->add_option("--run", o->runs, "a training run: PREDICTION.json,TRACE.json[.gz] (repeat)")->required();
   cmd->add_option("--held-out", o->held_out, "a run the fit is checked on, not fitted to (repeat)");
   cmd->add_option("--base", o->base, "hardware the runs were measured on (name or path)");

@@ -1,6 +1,7 @@
 #include "core/hardware.h"
 
 #include "core/error.h"
+#include "core/op_graph.h"
 #include "core/yaml_reader.h"
 
 #include <algorithm>
@@ -64,7 +65,8 @@ class HardwareParser {
   explicit HardwareParser(const YamlNode& root) : root_(root) {}
 
   Hardware parse() {
-    root_.expect_keys({"name", "sources", "gpu", "interconnect", "overheads", "efficiency", "collectives"});
+    root_.expect_keys(
+        {"name", "sources", "gpu", "interconnect", "overheads", "efficiency", "collectives", "kernel_latency_us"});
     Hardware hw;
     hw.source_file = root_.file();
     hw.name = root_["name"].as_string();
@@ -75,6 +77,7 @@ class HardwareParser {
     parse_overheads(root_["overheads"], &hw);
     parse_efficiency(root_.find("efficiency"), &hw);
     if (auto c = root_.find("collectives")) parse_collectives(*c, &hw);
+    if (auto l = root_.find("kernel_latency_us")) parse_kernel_latency(*l, &hw);
     return hw;
   }
 
@@ -232,6 +235,25 @@ class HardwareParser {
     }
   }
 
+  // kernel_latency_us: {source: <id>, <op kind>: <us per kernel, >= 0>, ...}
+  void parse_kernel_latency(const YamlNode& block, Hardware* hw) {
+    std::vector<std::string> kinds;
+    for (int k = 0; k < static_cast<int>(OpKind::collective); ++k) kinds.push_back(to_string(static_cast<OpKind>(k)));
+    if (!block.is_map() || !block.has("source")) {
+      block.fail("expected a mapping: source, then microseconds per kernel by op kind");
+    }
+    hw->kernel_latency_source = source_id(block["source"], *hw);
+    for (const auto& key : block.keys()) {
+      if (key == "source") continue;
+      const auto it = std::find(kinds.begin(), kinds.end(), key);
+      if (it == kinds.end()) {
+        block[key].fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}{}", key, join(kinds),
+                                    key == "collective" ? " (collectives are timed by the link model)" : ""));
+      }
+      hw->kernel_latency_us[static_cast<OpKind>(it - kinds.begin())] = block[key].as_non_negative();
+    }
+  }
+
   // collectives: {source: <id>, curves: [{collective, link, group_size, latency_us,
   //               busbw_knots: [[size_bytes, busbw_bytes_per_s], ...],
   //               measured_us: [[size_bytes, time_us], ...]  (optional: the samples fitted)}, ...]}
@@ -356,6 +378,11 @@ double Hardware::peak(ComputeType c) const {
 const Efficiency& Hardware::efficiency_of(EfficiencyClass c) const {
   const auto it = efficiency.find(c);
   return it != efficiency.end() ? it->second : default_efficiency_ref(c);
+}
+
+double Hardware::kernel_latency_of(OpKind k) const {
+  const auto it = kernel_latency_us.find(k);
+  return it != kernel_latency_us.end() ? it->second : 0.0;
 }
 
 Hardware load_hardware(const std::string& path) {

@@ -12,6 +12,8 @@
 
 namespace k3 {
 
+enum class OpKind;  // core/op_graph.h
+
 // Classes of operation that share an achievable fraction of the peak. Every Op maps to one.
 enum class EfficiencyClass {
   gemm,          // dense matrix products (projections, dense/shared MLP, router, lm_head)
@@ -91,6 +93,13 @@ struct Hardware {
 
   std::map<EfficiencyClass, Efficiency> efficiency;  // every class present after loading
   std::string efficiency_source;                     // "default, uncalibrated" or a calibration
+
+  // Fixed GPU time per kernel of an op kind, added to its roofline time (optional `kernel_latency_us`
+  // block, fitted by `k3perf calibrate`): what a small kernel costs beyond its bytes and FLOPs (ramp-up,
+  // serial reductions, one block per token). Kinds left out add nothing.
+  std::map<OpKind, double> kernel_latency_us;
+  std::string kernel_latency_source;  // the block's source id; empty without the block
+  double kernel_latency_of(OpKind k) const;  // 0 when absent
 
   bool supports(ComputeType c) const { return peak_flops_per_s.count(c) != 0; }
   double peak(ComputeType c) const;  // throws k3::Error naming the hardware when unsupported

@@ -37,11 +37,13 @@ struct Rates {
   double peak[kComputeTypeCount] = {};  // by ComputeType; 0 = unsupported
   Efficiency eff[6];              // by EfficiencyClass
   double overhead_us = 0;
+  double latency_us[static_cast<int>(OpKind::collective) + 1] = {};  // by OpKind
   const Hardware* hw = nullptr;
 
   Rates(const Hardware& h, const Runtime& rt) : hw(&h) {
     for (const auto& [type, rate] : h.peak_flops_per_s) peak[static_cast<int>(type)] = rate;
     for (EfficiencyClass c : kAllEfficiencyClasses) eff[static_cast<int>(c)] = h.efficiency_of(c);
+    for (const auto& [kind, us] : h.kernel_latency_us) latency_us[static_cast<int>(kind)] = us;
     overhead_us = rt.cuda_graphs ? h.graph_kernel_overhead_us : h.kernel_launch_overhead_us;
   }
   double peak_of(ComputeType c) const {
@@ -70,7 +72,7 @@ OpTime time_with(const Op& op, const Rates& r) {
   const Efficiency& eff = r.eff[static_cast<int>(efficiency_class(op.kind))];
   t.compute_us = op.flops / (r.peak_of(op.compute) * eff.compute) * 1e6;
   t.memory_us = op.bytes() / (r.hw->hbm_bandwidth_bytes_per_s * eff.memory) * 1e6;
-  t.overhead_us = op.kernels * r.overhead_us;
+  t.overhead_us = op.kernels * (r.overhead_us + r.latency_us[static_cast<int>(op.kind)]);
   const double roof = std::max(t.compute_us, t.memory_us);
   t.time_us = roof + t.overhead_us;
   t.bound = t.overhead_us > roof ? Bound::overhead : t.compute_us >= t.memory_us ? Bound::compute : Bound::memory;

@@ -1,6 +1,7 @@
 // Roofline timing of an op graph on one GPU type (docs/predict.md):
 //   GPU op:        time = max(FLOPs / (peak[compute] · η_compute), bytes / (HBM bw · η_memory))
-//                         + kernels · per-kernel overhead (eager launch, or CUDA-graph replay)
+//                         + kernels · (per-kernel overhead (eager launch, or CUDA-graph replay)
+//                                      + the op kind's fixed kernel latency, 0 unless the hardware file has one)
 //   collective:    time = calls · α + bytes · busbw_factor / (link bw · η_link)  (alpha-beta)
 //   concurrency:   an op that runs beside another (MLA output gate beside attention) shares the
 //                  GPU: the pair takes max(Σ memory, Σ compute) + the larger overhead.

@@ -1,6 +1,7 @@
 #include "profiler/compare/calibrate.h"
 
 #include "core/error.h"
+#include "profiler/compare/nnls.h"
 #include "profiler/trace/chrome_json.h"
 #include "sim/roofline.h"
 
@@ -11,7 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <map>
+#include <limits>
 
 namespace k3::profiler {
 
@@ -19,30 +20,25 @@ namespace {
 
 constexpr int kMaxIterations = 50;
 constexpr int kClasses = static_cast<int>(std::size(kAllEfficiencyClasses));
+constexpr int kKinds = static_cast<int>(OpKind::collective);  // every kind but collective
 
 struct Sample {
   const PredictedOp* op = nullptr;
+  const OpComparison* measured = nullptr;
   int cls = 0;
+  int kind = 0;
   double memory_us_at_peak = 0;   // bytes / HBM bandwidth
   double compute_us_at_peak = 0;  // flops / peak
   double measured_us = 0;
+  bool cuda_graphs = true;  // the run's launch mode
+  double overhead_us = 0;   // per kernel, the base file's for that launch mode
 };
 
-std::vector<Sample> samples_of(const Comparison& c, const Hardware& hw) {
-  std::vector<Sample> out;
-  for (const OpComparison& o : c.ops) {
-    const PredictedOp& p = *o.predicted;
-    if (p.collective() || o.measured_us <= 0) continue;
-    Sample s;
-    s.op = &p;
-    s.cls = static_cast<int>(efficiency_class(p.kind));
-    s.memory_us_at_peak = p.bytes / hw.hbm_bandwidth_bytes_per_s * 1e6;
-    s.compute_us_at_peak = p.flops > 0 ? p.flops / hw.peak(p.compute) * 1e6 : 0.0;
-    s.measured_us = o.measured_us;
-    out.push_back(s);
-  }
-  return out;
-}
+struct RunSamples {
+  std::string name;
+  Comparison comparison;  // the samples point into it and into the run's prediction
+  std::vector<Sample> samples;
+};
 
 std::string describe(const CalibrationRun& r) {
   const auto get = [&](const char* key) {
@@ -53,7 +49,33 @@ std::string describe(const CalibrationRun& r) {
                      std::filesystem::path(r.trace_path).filename().string(), get("commit"), get("date"));
 }
 
-double time_with(const Sample& s, const Hardware& hw, bool cuda_graphs) {
+RunSamples samples_of(const CalibrationRun& r, const Hardware& hw) {
+  RunSamples out;
+  out.name = describe(r);
+  out.comparison = compare(r.prediction, r.trace, hw);
+  for (const OpComparison& o : out.comparison.ops) {
+    const PredictedOp& p = *o.predicted;
+    if (p.collective() || o.measured_us <= 0) continue;
+    Sample s;
+    s.op = &p;
+    s.measured = &o;
+    s.cls = static_cast<int>(efficiency_class(p.kind));
+    s.kind = static_cast<int>(p.kind);
+    s.memory_us_at_peak = p.bytes / hw.hbm_bandwidth_bytes_per_s * 1e6;
+    s.compute_us_at_peak = p.flops > 0 ? p.flops / hw.peak(p.compute) * 1e6 : 0.0;
+    s.measured_us = o.measured_us;
+    s.cuda_graphs = r.prediction.cuda_graphs;
+    s.overhead_us = s.cuda_graphs ? hw.graph_kernel_overhead_us : hw.kernel_launch_overhead_us;
+    out.samples.push_back(s);
+  }
+  if (out.samples.empty()) {
+    throw InputError(
+        fmt::format("{} + {}: no measured op to fit (are the kernels attributed?)", r.prediction_path, r.trace_path));
+  }
+  return out;
+}
+
+double time_with(const Sample& s, const Hardware& hw) {
   Op op;
   op.kind = s.op->kind;
   op.compute = s.op->compute;
@@ -61,17 +83,100 @@ double time_with(const Sample& s, const Hardware& hw, bool cuda_graphs) {
   op.read.weights = s.op->bytes;
   op.kernels = s.op->kernels;
   Runtime rt;
-  rt.cuda_graphs = cuda_graphs;
+  rt.cuda_graphs = s.cuda_graphs;
   return time_op(op, hw, rt).time_us;
 }
 
-FitCheck check(const std::vector<Sample>& samples, const Hardware& calibrated, bool cuda_graphs) {
+double abs_error_percent(double predicted, double measured) { return 100 * std::fabs(predicted - measured) / measured; }
+
+RunCheck check_run(const RunSamples& run, const Hardware& calibrated) {
+  RunCheck rc;
+  rc.run = run.name;
   std::vector<double> before, after;
-  for (const Sample& s : samples) {
-    before.push_back(100 * std::fabs(s.op->time_us - s.measured_us) / s.measured_us);
-    after.push_back(100 * std::fabs(time_with(s, calibrated, cuda_graphs) - s.measured_us) / s.measured_us);
+  std::size_t steps = std::numeric_limits<std::size_t>::max();
+  for (const Sample& s : run.samples) {
+    OpCheck oc{s.op->name, s.measured_us, s.op->time_us, time_with(s, calibrated)};
+    before.push_back(abs_error_percent(oc.before_us, oc.measured_us));
+    after.push_back(abs_error_percent(oc.after_us, oc.measured_us));
+    rc.predicted_step_before_us += oc.before_us;
+    rc.predicted_step_after_us += oc.after_us;
+    steps = std::min(steps, s.measured->measured_us_by_instance.size());
+    rc.ops.push_back(std::move(oc));
   }
-  return {samples.size(), median(before), median(after)};
+  rc.op_error_before_percent = median(before);
+  rc.op_error_after_percent = median(after);
+  std::vector<double> step_sums(steps, 0.0);
+  for (const Sample& s : run.samples) {
+    for (std::size_t i = 0; i < steps; ++i) step_sums[i] += s.measured->measured_us_by_instance[i];
+  }
+  rc.measured_step_us = median(step_sums);
+  return rc;
+}
+
+FitCheck check(const std::vector<RunSamples>& runs, const Hardware& calibrated) {
+  FitCheck f;
+  std::vector<double> before, after;
+  for (const RunSamples& run : runs) {
+    RunCheck rc = check_run(run, calibrated);
+    for (const OpCheck& o : rc.ops) {
+      before.push_back(abs_error_percent(o.before_us, o.measured_us));
+      after.push_back(abs_error_percent(o.after_us, o.measured_us));
+    }
+    f.worst_step_before_percent = std::max(f.worst_step_before_percent, std::fabs(rc.step_error_before_percent()));
+    f.worst_step_after_percent = std::max(f.worst_step_after_percent, std::fabs(rc.step_error_after_percent()));
+    f.runs.push_back(std::move(rc));
+  }
+  f.ops = before.size();
+  f.before_percent = median(before);
+  f.after_percent = median(after);
+  return f;
+}
+
+// An unknown of the linear fit: λ of a kind, or u = 1/η - 1 of a (class, bound).
+struct Unknown {
+  bool latency = false;
+  int index = 0;  // kind, or class
+  bool compute = false;
+  std::string describe() const {
+    return latency ? fmt::format("{} latency", to_string(static_cast<OpKind>(index)))
+                   : fmt::format("{} {}", to_string(kAllEfficiencyClasses[index]), compute ? "compute" : "memory");
+  }
+};
+
+// The column of `u` for row `s`: the coefficient of the unknown in the relative residual.
+double coefficient(const Unknown& u, const Sample& s, bool compute_bound) {
+  if (u.latency) return s.kind == u.index ? s.op->kernels / s.measured_us : 0.0;
+  if (s.cls != u.index || compute_bound != u.compute) return 0.0;
+  return (compute_bound ? s.compute_us_at_peak : s.memory_us_at_peak) / s.measured_us;
+}
+
+// Rank of the columns after scaling each to unit length: columns equal up to rounding (an efficiency
+// whose ops all have one bytes-per-kernel ratio, like its kind's latency) count once.
+Eigen::Index scaled_rank(Eigen::MatrixXd m) {
+  for (Eigen::Index j = 0; j < m.cols(); ++j) {
+    const double norm = m.col(j).norm();
+    if (norm > 0) m.col(j) /= norm;
+  }
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(m);
+  qr.setThreshold(1e-10);
+  return qr.rank();
+}
+
+// x >= 0 minimising Σ |(A x - b)_i|: the fit the goal (a median |error|) asks for, and one that ops
+// the model cannot describe (a kernel far off its class) do not drag. Iteratively reweighted least
+// squares from the least-squares start: weights 1 / |residual|, floored at 1e-6 so that a row fitted
+// exactly stays finite; until x moves by less than 1e-12.
+Eigen::VectorXd least_absolute_deviations(const Eigen::MatrixXd& a, const Eigen::VectorXd& b) {
+  constexpr int kMaxSteps = 500;
+  Eigen::VectorXd x = nnls(a, b);
+  for (int step = 0; step < kMaxSteps; ++step) {
+    const Eigen::VectorXd w = (a * x - b).cwiseAbs().cwiseMax(1e-6).cwiseInverse().cwiseSqrt();
+    const Eigen::VectorXd next = nnls(w.asDiagonal() * a, w.asDiagonal() * b);
+    const double moved = (next - x).norm();
+    x = next;
+    if (moved < 1e-12 * std::max(1.0, x.norm())) break;
+  }
+  return x;
 }
 
 }  // namespace
@@ -84,89 +189,85 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
                       const Hardware& base) {
   if (training.empty()) throw InputError("calibrate: no training runs given");
   Calibration cal;
-  cal.cuda_graphs = training.front().prediction.cuda_graphs;
-  std::vector<Sample> train, test;  // point into the runs' predictions
-  auto add_run = [&](const CalibrationRun& r, std::vector<Sample>* samples, std::vector<std::string>* names) {
-    if (r.prediction.cuda_graphs != cal.cuda_graphs) {
-      throw InputError(fmt::format("{}: scenario.cuda_graphs is {} but {} says {}: calibrate runs of one launch mode",
-                                   r.prediction_path, r.prediction.cuda_graphs, training.front().prediction_path,
-                                   cal.cuda_graphs));
-    }
-    const std::vector<Sample> s = samples_of(compare(r.prediction, r.trace, base), base);
-    if (s.empty()) {
-      throw InputError(
-          fmt::format("{} + {}: no measured op to fit (are the kernels attributed?)", r.prediction_path, r.trace_path));
-    }
-    samples->insert(samples->end(), s.begin(), s.end());
-    names->push_back(describe(r));
-  };
-  for (const CalibrationRun& r : training) add_run(r, &train, &cal.training_runs);
-  for (const CalibrationRun& r : held_out) add_run(r, &test, &cal.held_out_runs);
+  std::vector<RunSamples> train_runs, test_runs;  // reserved: the samples point into them
+  train_runs.reserve(training.size());
+  test_runs.reserve(held_out.size());
+  for (const CalibrationRun& r : training) train_runs.push_back(samples_of(r, base));
+  for (const CalibrationRun& r : held_out) test_runs.push_back(samples_of(r, base));
+  std::vector<Sample> train;
+  for (const RunSamples& r : train_runs) {
+    train.insert(train.end(), r.samples.begin(), r.samples.end());
+    cal.training_runs.push_back(r.name);
+  }
+  for (const RunSamples& r : test_runs) cal.held_out_runs.push_back(r.name);
 
-  // Unknowns: per class 1/η_memory and 1/η_compute, then o; bounds from the current η.
-  std::vector<double> inv_memory(kClasses), inv_compute(kClasses);
+  // u = 1/η - 1 per class and bound, λ per kind; bounds from the current η.
+  std::vector<double> base_u_memory(kClasses), base_u_compute(kClasses), latency(kKinds, 0.0);
   for (EfficiencyClass c : kAllEfficiencyClasses) {
-    inv_memory[static_cast<int>(c)] = 1 / base.efficiency_of(c).memory;
-    inv_compute[static_cast<int>(c)] = 1 / base.efficiency_of(c).compute;
+    base_u_memory[static_cast<int>(c)] = 1 / base.efficiency_of(c).memory - 1;
+    base_u_compute[static_cast<int>(c)] = 1 / base.efficiency_of(c).compute - 1;
   }
-  double overhead = cal.cuda_graphs ? base.graph_kernel_overhead_us : base.kernel_launch_overhead_us;
+  std::vector<double> u_memory = base_u_memory, u_compute = base_u_compute;
+  const auto is_compute_bound = [&](const Sample& s) {
+    return s.compute_us_at_peak * (1 + u_compute[s.cls]) > s.memory_us_at_peak * (1 + u_memory[s.cls]);
+  };
   std::vector<bool> compute_bound(train.size());
-  for (std::size_t i = 0; i < train.size(); ++i) {
-    const Sample& s = train[i];
-    compute_bound[i] = s.compute_us_at_peak * inv_compute[s.cls] > s.memory_us_at_peak * inv_memory[s.cls];
-  }
-  bool with_overhead = true;
+  for (std::size_t i = 0; i < train.size(); ++i) compute_bound[i] = is_compute_bound(train[i]);
+
+  std::vector<Unknown> fitted;
+  const auto rows = static_cast<Eigen::Index>(train.size());
   for (cal.iterations = 1; cal.iterations <= kMaxIterations; ++cal.iterations) {
-    // Columns: (class, memory) and (class, compute) that have samples, then the overhead.
-    std::map<std::pair<int, bool>, int> column;
-    for (std::size_t i = 0; i < train.size(); ++i)
-      column.emplace(std::make_pair(train[i].cls, bool(compute_bound[i])), 0);
-    int n = 0;
-    for (auto& [key, col] : column) col = n++;
-    const int overhead_col = with_overhead ? n++ : -1;
-    if (static_cast<int>(train.size()) < n) {
-      throw InputError(fmt::format("calibrate: {} measured ops for {} unknowns; give more runs", train.size(), n));
+    // Candidates: every kind's latency, then each (class, bound) with samples. An efficiency is
+    // fitted only where it adds to the rank; otherwise it keeps the base value.
+    std::vector<Unknown> candidates;
+    for (int k = 0; k < kKinds; ++k) candidates.push_back({true, k, false});
+    for (int c = 0; c < kClasses; ++c) {
+      candidates.push_back({false, c, false});
+      candidates.push_back({false, c, true});
     }
-    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(train.size()), n);
-    Eigen::VectorXd b(static_cast<Eigen::Index>(train.size()));
-    for (std::size_t i = 0; i < train.size(); ++i) {
-      const Sample& s = train[i];
-      const auto row = static_cast<Eigen::Index>(i);
-      const double w = 1 / s.measured_us;
-      a(row, column.at({s.cls, bool(compute_bound[i])})) =
-          w * (compute_bound[i] ? s.compute_us_at_peak : s.memory_us_at_peak);
-      if (with_overhead) a(row, overhead_col) = w * s.op->kernels;
-      b(row) = 1.0;
+    fitted.clear();
+    Eigen::MatrixXd a(rows, 0);
+    for (const Unknown& u : candidates) {
+      Eigen::VectorXd col(rows);
+      for (Eigen::Index i = 0; i < rows; ++i)
+        col(i) = coefficient(u, train[static_cast<std::size_t>(i)], compute_bound[static_cast<std::size_t>(i)]);
+      if (col.isZero(0)) continue;  // no samples
+      Eigen::MatrixXd grown(rows, a.cols() + 1);
+      grown << a, col;
+      if (scaled_rank(grown) <= a.cols()) continue;
+      a = std::move(grown);
+      fitted.push_back(u);
     }
-    const Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(a);
-    if (qr.rank() < n) {
-      throw InputError(
-          fmt::format("calibrate: the measured ops do not determine the {} unknowns (rank {}); "
-                      "give ops of more sizes per class",
-                      n, qr.rank()));
+    const auto n = static_cast<Eigen::Index>(fitted.size());
+    if (rows < n) {
+      throw InputError(fmt::format("calibrate: {} measured ops for {} unknowns; give more runs", rows, n));
     }
-    const Eigen::VectorXd x = qr.solve(b);
-    if (with_overhead && x(overhead_col) < 0) {  // a negative per-kernel cost is no cost: refit without it
-      with_overhead = false;
-      overhead = 0;
-      --cal.iterations;
-      continue;
+    // Relative residual: (roofline at peak · (1 + u) + kernels · (o + λ) - measured) / measured.
+    Eigen::VectorXd b(rows);
+    for (Eigen::Index i = 0; i < rows; ++i) {
+      const Sample& s = train[static_cast<std::size_t>(i)];
+      const bool cb = compute_bound[static_cast<std::size_t>(i)];
+      double roof = cb ? s.compute_us_at_peak : s.memory_us_at_peak;
+      const bool u_fitted = std::any_of(fitted.begin(), fitted.end(), [&](const Unknown& u) {
+        return !u.latency && u.index == s.cls && u.compute == cb;
+      });
+      if (!u_fitted) roof *= 1 + (cb ? u_compute : u_memory)[s.cls];  // held at the base value
+      b(i) = (s.measured_us - roof - s.op->kernels * s.overhead_us) / s.measured_us;
     }
-    for (const auto& [key, col] : column) {
-      const auto [cls, compute] = key;
-      if (x(col) <= 0) {
-        throw InputError(
-            fmt::format("calibrate: class {} gets a non-positive time per {} ({}); the runs contradict "
-                        "the roofline model",
-                        to_string(kAllEfficiencyClasses[cls]), compute ? "FLOP" : "byte", x(col)));
+    const Eigen::VectorXd x = least_absolute_deviations(a, b);
+    u_memory = base_u_memory;
+    u_compute = base_u_compute;
+    for (Eigen::Index j = 0; j < n; ++j) {
+      const Unknown& u = fitted[static_cast<std::size_t>(j)];
+      if (u.latency) {
+        latency[u.index] = x(j);
+      } else {
+        (u.compute ? u_compute : u_memory)[u.index] = x(j);
       }
-      (compute ? inv_compute : inv_memory)[cls] = x(col);
     }
-    if (with_overhead) overhead = x(overhead_col);
     bool changed = false;
     for (std::size_t i = 0; i < train.size(); ++i) {
-      const Sample& s = train[i];
-      const bool cb = s.compute_us_at_peak * inv_compute[s.cls] > s.memory_us_at_peak * inv_memory[s.cls];
+      const bool cb = is_compute_bound(train[i]);
       changed |= cb != compute_bound[i];
       compute_bound[i] = cb;
     }
@@ -174,27 +275,41 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
   }
   K3_CHECK(cal.iterations <= kMaxIterations, "calibration bounds did not settle in {} iterations", kMaxIterations);
 
-  cal.overhead_us_per_kernel = overhead;
+  const auto was_fitted = [&](bool is_latency, int index, bool compute) {
+    return std::any_of(fitted.begin(), fitted.end(), [&](const Unknown& u) {
+      return u.latency == is_latency && u.index == index && (is_latency || u.compute == compute);
+    });
+  };
   for (int c = 0; c < kClasses; ++c) {
     ClassFit f;
     f.cls = kAllEfficiencyClasses[c];
     for (std::size_t i = 0; i < train.size(); ++i) {
-      if (train[i].cls != c) continue;
-      ++(compute_bound[i] ? f.compute_samples : f.memory_samples);
+      if (train[i].cls == c) ++(compute_bound[i] ? f.compute_samples : f.memory_samples);
     }
     if (f.compute_samples + f.memory_samples == 0) continue;
-    auto eff = [&f](double inv) {
-      const double e = 1 / inv;
-      f.clamped |= e > 1;
-      return std::min(e, 1.0);
-    };
-    if (f.compute_samples) f.compute = eff(inv_compute[c]);
-    if (f.memory_samples) f.memory = eff(inv_memory[c]);
+    for (const bool compute : {false, true}) {
+      if ((compute ? f.compute_samples : f.memory_samples) == 0) continue;
+      if (!was_fitted(false, c, compute)) {
+        cal.undetermined.push_back(fmt::format("{} {}", to_string(f.cls), compute ? "compute" : "memory"));
+        continue;
+      }
+      const double u = (compute ? u_compute : u_memory)[c];
+      (compute ? f.compute : f.memory) = 1 / (1 + u);
+      (compute ? f.compute_at_peak : f.memory_at_peak) = u == 0;
+    }
     cal.classes.push_back(f);
   }
+  for (int k = 0; k < kKinds; ++k) {
+    LatencyFit f;
+    f.kind = static_cast<OpKind>(k);
+    for (const Sample& s : train) f.samples += s.kind == k;
+    if (f.samples == 0 || !was_fitted(true, k, false)) continue;
+    f.latency_us_per_kernel = latency[k];
+    cal.latencies.push_back(f);
+  }
   const Hardware hw = calibrated_hardware(base, cal);
-  cal.training = check(train, hw, cal.cuda_graphs);
-  if (!test.empty()) cal.held_out = check(test, hw, cal.cuda_graphs);
+  cal.training = check(train_runs, hw);
+  cal.held_out = check(test_runs, hw);
   return cal;
 }
 
@@ -206,7 +321,7 @@ Hardware calibrated_hardware(const Hardware& base, const Calibration& c) {
     if (f.memory) e.memory = *f.memory;
     hw.efficiency[f.cls] = e;
   }
-  (c.cuda_graphs ? hw.graph_kernel_overhead_us : hw.kernel_launch_overhead_us) = c.overhead_us_per_kernel;
+  for (const LatencyFit& l : c.latencies) hw.kernel_latency_us[l.kind] = l.latency_us_per_kernel;
   return hw;
 }
 
@@ -228,18 +343,22 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: cannot read the base hardware file: {}", base.source_file, e.what()));
   }
+  const Hardware hw = calibrated_hardware(base, c);
   const YAML::Node base_block = static_cast<const YAML::Node&>(root)["efficiency"];
   const std::string base_name = std::filesystem::path(base.source_file).filename().string();
-  std::vector<std::string> fitted, carried;
+  std::vector<std::string> fitted, carried, kept;
   YAML::Node block;
   block["source"] = source_id;
   for (EfficiencyClass cls : kAllEfficiencyClasses) {
     const auto fit = std::find_if(c.classes.begin(), c.classes.end(), [&](const ClassFit& f) { return f.cls == cls; });
-    const Efficiency e = calibrated_hardware(base, c).efficiency_of(cls);
-    if (fit != c.classes.end()) {
-      std::string what = to_string(cls) + " (" + (fit->memory ? "memory" : "") +
-                         (fit->memory && fit->compute ? " and " : "") + (fit->compute ? "compute" : "") + ")";
-      fitted.push_back(what);
+    const Efficiency e = hw.efficiency_of(cls);
+    if (fit != c.classes.end() && (fit->memory || fit->compute)) {
+      fitted.push_back(fmt::format("{} {}", to_string(cls),
+                                   fit->memory && fit->compute ? "memory and compute"
+                                   : fit->memory               ? "memory"
+                                                               : "compute"));
+      kept.push_back(fmt::format("{} {}", to_string(cls), fit->memory ? "compute" : "memory"));
+      if (fit->memory && fit->compute) kept.pop_back();
     } else if (!(base_block && base_block[to_string(cls)])) {
       continue;  // a default in the base file: stays a default
     } else {
@@ -251,29 +370,50 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
     entry["memory"] = number(e.memory);
     block[to_string(cls)] = entry;
   }
-  std::string citation = fmt::format(
-      "k3perf calibrate (docs/profile.md): least-squares fit of per-class efficiencies and the per-kernel {} "
-      "overhead to the per-op medians over steps of the runs {}; held out: {}; median |error| on held-out ops "
-      "{:.2f}% before, {:.2f}% after ({} ops). Fitted: {}.",
-      c.cuda_graphs ? "graph-replay" : "eager-launch", join(c.training_runs, ", "),
-      c.held_out_runs.empty() ? "none" : join(c.held_out_runs, ", "), c.held_out.before_percent,
-      c.held_out.after_percent, c.held_out.ops, join(fitted, ", "));
-  for (const ClassFit& f : c.classes) {
-    if (!f.compute || !f.memory) {
-      citation +=
-          fmt::format(" {} {} carried over from {} (its value or the documented default; no {}-bound op measured).",
-                      to_string(f.cls), f.compute ? "memory" : "compute", base_name, f.compute ? "memory" : "compute");
+  YAML::Node latency;
+  latency["source"] = source_id;
+  std::vector<std::string> latency_carried;
+  for (const auto& [kind, us] : hw.kernel_latency_us) {
+    const bool was_fitted =
+        std::any_of(c.latencies.begin(), c.latencies.end(), [&](const LatencyFit& l) { return l.kind == kind; });
+    if (!was_fitted) latency_carried.push_back(to_string(kind));
+    latency[to_string(kind)] = number(us);
+  }
+  const auto step_errors = [](const FitCheck& f) {
+    std::vector<std::string> out;
+    for (const RunCheck& r : f.runs) {
+      out.push_back(fmt::format("{:+.1f}% -> {:+.1f}%", r.step_error_before_percent(), r.step_error_after_percent()));
     }
+    return join(out, ", ");
+  };
+  std::string citation = fmt::format(
+      "k3perf calibrate (docs/profile.md): least-absolute-deviations fit (relative, non-negative) of per-class "
+      "efficiencies and per-op-kind "
+      "kernel latencies (t = max(FLOPs / (peak * eta_compute), bytes / (HBM bw * eta_memory)) + kernels * "
+      "(overhead + latency[kind])) to the per-op medians over steps of the runs {}. Held out: {}. Median |error| per "
+      "op: training {:.2f}% before, {:.2f}% after ({} ops); held out {:.2f}% before, {:.2f}% after ({} ops). Step "
+      "error per run (sum of the ops, before -> after): training {}; held out {}. Fitted: {}.",
+      join(c.training_runs, ", "), c.held_out_runs.empty() ? "none" : join(c.held_out_runs, ", "),
+      c.training.before_percent, c.training.after_percent, c.training.ops, c.held_out.before_percent,
+      c.held_out.after_percent, c.held_out.ops, step_errors(c.training),
+      c.held_out_runs.empty() ? "none" : step_errors(c.held_out), join(fitted, ", "));
+  if (!kept.empty()) {
+    citation += fmt::format(" Not fitted, kept from {} (its value or the documented default): {}.", base_name,
+                            join(kept, ", "));
+  }
+  if (!c.undetermined.empty()) {
+    citation +=
+        fmt::format(" Kept at {}'s value because their ops do not separate them from their kinds' latencies: {}.",
+                    base_name, join(c.undetermined, ", "));
   }
   if (!carried.empty()) citation += fmt::format(" Carried over unchanged from {}: {}.", base_name, join(carried, ", "));
+  if (!latency_carried.empty()) {
+    citation += fmt::format(" Kernel latencies carried over from {}: {}.", base_name, join(latency_carried, ", "));
+  }
   root["name"] = name;
   root["sources"][source_id] = citation;
   root["efficiency"] = block;
-  YAML::Node overhead;
-  overhead.SetStyle(YAML::EmitterStyle::Flow);
-  overhead["value"] = number(c.overhead_us_per_kernel);
-  overhead["source"] = source_id;
-  root["overheads"][c.cuda_graphs ? "graph_kernel_overhead_us" : "kernel_launch_overhead_us"] = overhead;
+  root["kernel_latency_us"] = latency;
   YAML::Emitter out;
   out << root;
   return fmt::format("# Generated by `k3perf calibrate` from {} and measured runs; see docs/profile.md.\n{}\n",
@@ -281,22 +421,49 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
 }
 
 nlohmann::ordered_json to_json(const Calibration& c) {
-  nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+  using json = nlohmann::ordered_json;
+  json classes = json::array();
   for (const ClassFit& f : c.classes) {
     classes.push_back({{"class", to_string(f.cls)},
-                       {"memory", f.memory ? nlohmann::ordered_json(*f.memory) : nullptr},
-                       {"compute", f.compute ? nlohmann::ordered_json(*f.compute) : nullptr},
+                       {"memory", f.memory ? json(*f.memory) : nullptr},
+                       {"compute", f.compute ? json(*f.compute) : nullptr},
                        {"memory_bound_ops", f.memory_samples},
                        {"compute_bound_ops", f.compute_samples},
-                       {"clamped", f.clamped}});
+                       {"memory_at_peak", f.memory_at_peak},
+                       {"compute_at_peak", f.compute_at_peak}});
+  }
+  json latencies = json::array();
+  for (const LatencyFit& l : c.latencies) {
+    latencies.push_back(
+        {{"kind", to_string(l.kind)}, {"ops", l.samples}, {"latency_us_per_kernel", l.latency_us_per_kernel}});
   }
   auto fit_check = [](const FitCheck& f) {
-    return nlohmann::ordered_json{{"ops", f.ops},
-                                  {"median_abs_error_percent_before", f.before_percent},
-                                  {"median_abs_error_percent_after", f.after_percent}};
+    json runs = json::array();
+    for (const RunCheck& r : f.runs) {
+      json ops = json::array();
+      for (const OpCheck& o : r.ops) {
+        ops.push_back(
+            {{"name", o.name}, {"measured_us", o.measured_us}, {"before_us", o.before_us}, {"after_us", o.after_us}});
+      }
+      runs.push_back({{"run", r.run},
+                      {"median_abs_error_percent_before", r.op_error_before_percent},
+                      {"median_abs_error_percent_after", r.op_error_after_percent},
+                      {"measured_step_us", r.measured_step_us},
+                      {"predicted_step_us_before", r.predicted_step_before_us},
+                      {"predicted_step_us_after", r.predicted_step_after_us},
+                      {"step_error_percent_before", r.step_error_before_percent()},
+                      {"step_error_percent_after", r.step_error_after_percent()},
+                      {"ops", ops}});
+    }
+    return json{{"ops", f.ops},
+                {"median_abs_error_percent_before", f.before_percent},
+                {"median_abs_error_percent_after", f.after_percent},
+                {"worst_abs_step_error_percent_before", f.worst_step_before_percent},
+                {"worst_abs_step_error_percent_after", f.worst_step_after_percent},
+                {"runs", runs}};
   };
-  return {{"cuda_graphs", c.cuda_graphs},      {"overhead_us_per_kernel", c.overhead_us_per_kernel},
-          {"iterations", c.iterations},        {"classes", classes},
+  return {{"iterations", c.iterations},        {"classes", classes},
+          {"kernel_latencies", latencies},     {"kept_at_base", c.undetermined},
           {"training", fit_check(c.training)}, {"held_out", fit_check(c.held_out)},
           {"training_runs", c.training_runs},  {"held_out_runs", c.held_out_runs}};
 }
@@ -305,19 +472,39 @@ std::string to_text(const Calibration& c) {
   std::string out =
       fmt::format("{:<14} {:>8} {:>8} {:>11} {:>12}\n", "class", "memory", "compute", "memory ops", "compute ops");
   for (const ClassFit& f : c.classes) {
-    out += fmt::format("{:<14} {:>8} {:>8} {:>11} {:>12}{}\n", to_string(f.cls), f.memory ? number(*f.memory) : "-",
-                       f.compute ? number(*f.compute) : "-", f.memory_samples, f.compute_samples,
-                       f.clamped ? "  (clamped to 1)" : "");
+    const auto eta = [](const std::optional<double>& e) { return e ? number(*e) : std::string("-"); };
+    out += fmt::format("{:<14} {:>8} {:>8} {:>11} {:>12}{}\n", to_string(f.cls), eta(f.memory), eta(f.compute),
+                       f.memory_samples, f.compute_samples,
+                       f.memory_at_peak || f.compute_at_peak ? "  (at the peak: eta = 1)" : "");
   }
-  out += fmt::format("per-kernel {} overhead {} us; {} iterations\n", c.cuda_graphs ? "graph-replay" : "eager-launch",
-                     number(c.overhead_us_per_kernel), c.iterations);
-  out += fmt::format("training: {} ops, median |error| {:.2f}% before, {:.2f}% after\n", c.training.ops,
-                     c.training.before_percent, c.training.after_percent);
-  if (c.held_out.ops) {
-    out += fmt::format("held out: {} ops, median |error| {:.2f}% before, {:.2f}% after\n", c.held_out.ops,
-                       c.held_out.before_percent, c.held_out.after_percent);
-  } else {
+  out += fmt::format("{:<16} {:>16} {:>6}\n", "kind", "latency us/kern", "ops");
+  for (const LatencyFit& l : c.latencies) {
+    out += fmt::format("{:<16} {:>16} {:>6}\n", to_string(l.kind), number(l.latency_us_per_kernel), l.samples);
+  }
+  if (!c.undetermined.empty()) {
+    out += fmt::format("kept at the base value (its ops do not separate it from their kinds' latencies): {}\n",
+                       join(c.undetermined, ", "));
+  }
+  out += fmt::format("{} iterations\n", c.iterations);
+  const auto check = [&out](const char* label, const FitCheck& f) {
+    out += fmt::format(
+        "{}: {} ops, median |error| per op {:.2f}% before, {:.2f}% after; largest |step error| "
+        "{:.2f}% before, {:.2f}% after\n",
+        label, f.ops, f.before_percent, f.after_percent, f.worst_step_before_percent, f.worst_step_after_percent);
+    for (const RunCheck& r : f.runs) {
+      out += fmt::format(
+          "  {}\n    {} ops: median |error| {:.2f}% -> {:.2f}%; step {:.1f} us measured, {:.1f} -> "
+          "{:.1f} us predicted ({:+.2f}% -> {:+.2f}%)\n",
+          r.run, r.ops.size(), r.op_error_before_percent, r.op_error_after_percent, r.measured_step_us,
+          r.predicted_step_before_us, r.predicted_step_after_us, r.step_error_before_percent(),
+          r.step_error_after_percent());
+    }
+  };
+  check("training", c.training);
+  if (c.held_out.runs.empty()) {
     out += "held out: none given (the fit is unchecked)\n";
+  } else {
+    check("held out", c.held_out);
   }
   return out;
 }

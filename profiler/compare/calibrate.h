@@ -1,15 +1,21 @@
 // Calibration of the roofline (sim/roofline.h) from measured runs (docs/profile.md):
-//   t_op = max(flops / (peak · η_compute[class]), bytes / (HBM bw · η_memory[class])) + kernels · o
-// For each op the bound is taken from the current efficiencies; given the bounds the model is
-// linear in 1/η_memory, 1/η_compute per efficiency class and in o (per kernel, the launch mode of
-// the runs), so these are fitted by least squares (Eigen, column-pivoting QR) on relative residuals
-// (each row divided by the measured time, so small and large ops weigh alike), bounds reassigned,
-// and refitted until the bounds no longer change. Samples are the per-op medians over steps from
-// compare. The fit is then checked on held-out runs: median |error| before (the prediction files'
-// own times) and after (the calibrated hardware).
+//   t_op = max(flops / (peak · η_compute[class]), bytes / (HBM bw · η_memory[class]))
+//          + kernels · (o + λ[kind])
+// o is the base file's per-kernel launch (eager) or replay (CUDA graph) overhead, by each run's launch
+// mode; λ[kind] is the op kind's fixed GPU latency per kernel (what a small kernel costs beyond its
+// bytes and FLOPs). For each op the bound is taken from the current efficiencies; given the bounds the
+// model is linear in u = 1/η - 1 per (class, bound) and in λ per kind, all >= 0 (so η <= 1), fitted by
+// least absolute deviations of the relative residuals (each row divided by the measured time, so small
+// and large ops weigh alike; iteratively reweighted non-negative least squares); the bounds are
+// reassigned and the fit repeated until they settle. An
+// efficiency the samples cannot separate from its kinds' latencies (all its ops of one size) keeps the
+// base value. Samples are the per-op medians over steps from compare; collectives are left out. The
+// fit is checked per op and per step on the training runs and on held-out runs: before (the
+// prediction files' own times) and after (sim/roofline with the calibrated hardware).
 #pragma once
 
 #include "core/hardware.h"
+#include "core/op_graph.h"
 #include "profiler/compare/compare.h"
 
 #include <nlohmann/json.hpp>
@@ -33,21 +39,56 @@ struct ClassFit {
   EfficiencyClass cls = EfficiencyClass::gemm;
   std::size_t compute_samples = 0;  // ops of the class bound by compute at the fitted efficiencies
   std::size_t memory_samples = 0;
-  std::optional<double> compute;  // fitted η, when the class has compute-bound samples
+  std::optional<double> compute;  // fitted η; none: no such samples, or they do not determine it
   std::optional<double> memory;
-  bool clamped = false;  // a fitted η above 1 was set to 1
+  bool compute_at_peak = false;  // the fit reached the constraint η = 1
+  bool memory_at_peak = false;
 };
 
-struct FitCheck {  // median |error| in % over the ops of some runs
+struct LatencyFit {
+  OpKind kind = OpKind::gemm;
+  std::size_t samples = 0;
+  double latency_us_per_kernel = 0;  // λ, >= 0
+};
+
+struct OpCheck {  // one op of one run
+  std::string name;
+  double measured_us = 0;  // median over steps
+  double before_us = 0;    // the prediction file's time
+  double after_us = 0;     // the calibrated hardware's time
+};
+
+struct RunCheck {
+  std::string run;  // "prediction + trace (commit c, date d)"
+  std::vector<OpCheck> ops;
+  double op_error_before_percent = 0;  // median |error| over its ops
+  double op_error_after_percent = 0;
+  // The step: the sum of its ops' predicted times against the median over steps of the sum of the
+  // same ops' measured times.
+  double measured_step_us = 0;
+  double predicted_step_before_us = 0;
+  double predicted_step_after_us = 0;
+  double step_error_before_percent() const {
+    return 100 * (predicted_step_before_us - measured_step_us) / measured_step_us;
+  }
+  double step_error_after_percent() const {
+    return 100 * (predicted_step_after_us - measured_step_us) / measured_step_us;
+  }
+};
+
+struct FitCheck {  // over the ops of some runs
   std::size_t ops = 0;
-  double before_percent = 0;  // the prediction files' times
-  double after_percent = 0;   // the calibrated hardware's times
+  double before_percent = 0;             // median |error| per op: the prediction files' times
+  double after_percent = 0;              // the calibrated hardware's times
+  double worst_step_before_percent = 0;  // largest |step error| over the runs
+  double worst_step_after_percent = 0;
+  std::vector<RunCheck> runs;
 };
 
 struct Calibration {
-  std::vector<ClassFit> classes;  // classes with samples, in kAllEfficiencyClasses order
-  double overhead_us_per_kernel = 0;
-  bool cuda_graphs = true;  // which per-kernel overhead o is (graph replay or eager launch)
+  std::vector<ClassFit> classes;          // classes with samples, in kAllEfficiencyClasses order
+  std::vector<LatencyFit> latencies;      // kinds with samples, in OpKind order
+  std::vector<std::string> undetermined;  // efficiencies kept at the base value, with the reason
   int iterations = 0;
   FitCheck training;
   FitCheck held_out;
@@ -55,15 +96,15 @@ struct Calibration {
   std::vector<std::string> held_out_runs;
 };
 
-// Throws InputError when the runs disagree on the launch mode, have no usable ops, or the fit is
-// degenerate (too few distinct samples for the unknowns, a non-positive time per byte or FLOP).
+// Throws InputError when a run has no usable ops or the training runs have fewer ops than unknowns.
 Calibration calibrate(const std::vector<CalibrationRun>& training, const std::vector<CalibrationRun>& held_out,
                       const Hardware& base);
 
-// `base` with the fitted efficiencies and overhead.
+// `base` with the fitted efficiencies and kernel latencies.
 Hardware calibrated_hardware(const Hardware& base, const Calibration& c);
-// The hardware file: `base`'s file with the new name, the fitted efficiency block and overhead,
-// all cited to `source_id`, whose citation lists the runs with their commit and date.
+// The hardware file: `base`'s file with the new name, the fitted efficiency and kernel_latency_us
+// blocks, cited to `source_id`, whose citation lists the runs with their commit and date and the
+// checks' errors.
 std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c, const std::string& name,
                                      const std::string& source_id);
 nlohmann::ordered_json to_json(const Calibration& c);

@@ -116,7 +116,8 @@ TEST(Compare, PredictionFileErrorsNameTheKey) {
 
 // The fixture's measured times are built from gemm η (compute 0.70, memory 0.80), attention
 // (0.60, 0.88), elementwise memory 0.75 and 0.6 us per graph-replayed kernel; the median over
-// steps is that time rounded to whole ns, so the fit recovers the truth to rounding.
+// steps is that time rounded to whole ns. The model keeps the base file's 0.5 us replay overhead, so
+// the fit recovers the efficiencies and a latency of 0.1 us per kernel for each kind, to rounding.
 TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
   const Hardware base = h200();
   const std::vector<CalibrationRun> training = {
@@ -135,12 +136,19 @@ TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
   EXPECT_EQ(c.classes[2].cls, EfficiencyClass::elementwise);
   EXPECT_FALSE(c.classes[2].compute.has_value());
   EXPECT_NEAR(*c.classes[2].memory, 0.75, 1e-4);
-  EXPECT_NEAR(c.overhead_us_per_kernel, 0.6, 1e-3);
-  EXPECT_TRUE(c.cuda_graphs);
+  EXPECT_TRUE(c.undetermined.empty());
+  ASSERT_EQ(c.latencies.size(), 3u);  // OpKind order
+  EXPECT_EQ(c.latencies[0].kind, OpKind::rmsnorm);
+  EXPECT_EQ(c.latencies[1].kind, OpKind::gemm);
+  EXPECT_EQ(c.latencies[2].kind, OpKind::mla_attention);
+  for (const LatencyFit& l : c.latencies) EXPECT_NEAR(l.latency_us_per_kernel, 0.1, 1e-3) << to_string(l.kind);
   EXPECT_EQ(c.training.ops, 20u);
   EXPECT_EQ(c.held_out.ops, 6u);
   EXPECT_GT(c.held_out.before_percent, 1.0);  // the base efficiencies are off by several %
   EXPECT_LT(c.held_out.after_percent, 0.05);
+  ASSERT_EQ(c.held_out.runs.size(), 1u);
+  EXPECT_GT(c.held_out.worst_step_before_percent, 1.0);
+  EXPECT_LT(c.held_out.worst_step_after_percent, 0.05);
   ASSERT_EQ(c.training_runs.size(), 2u);
   EXPECT_EQ(c.training_runs[0],
             "calib_micro_prediction.json + calib_micro_trace.json.gz (commit fixture-calib_micro, date fixture)");
@@ -157,26 +165,28 @@ TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
   EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::elementwise).compute,
                    base.efficiency_of(EfficiencyClass::elementwise).compute);
   EXPECT_EQ(hw.efficiency_of(EfficiencyClass::recurrent).memory, default_efficiency(EfficiencyClass::recurrent).memory);
-  EXPECT_NEAR(hw.graph_kernel_overhead_us, 0.6, 1e-3);
+  EXPECT_NEAR(hw.kernel_latency_of(OpKind::gemm), 0.1, 1e-3);
+  EXPECT_NEAR(hw.kernel_latency_of(OpKind::rmsnorm), 0.1, 1e-3);
+  EXPECT_EQ(hw.kernel_latency_of(OpKind::router), 0.0);  // not measured: adds nothing
+  EXPECT_EQ(hw.kernel_latency_source, "k3perf-calibration");
+  EXPECT_DOUBLE_EQ(hw.graph_kernel_overhead_us, base.graph_kernel_overhead_us);
   EXPECT_DOUBLE_EQ(hw.kernel_launch_overhead_us, base.kernel_launch_overhead_us);
   const std::string citation = hw.sources.at("k3perf-calibration");
   EXPECT_NE(citation.find("commit fixture-calib_engine"), std::string::npos);
-  EXPECT_NE(citation.find("held out: calib_heldout_prediction.json"), std::string::npos);
+  EXPECT_NE(citation.find("Held out: calib_heldout_prediction.json"), std::string::npos);
   EXPECT_EQ(citation.find(K3PERF_SOURCE_DIR), std::string::npos);  // no machine paths
   std::filesystem::remove_all(dir);
 }
 
-TEST(Calibrate, RefusesMixedLaunchModesAndTooFewOps) {
+TEST(Calibrate, RefusesRunsWithoutOpsAndTooFewOps) {
   const Hardware base = h200();
   CalibrationRun a =
       load_calibration_run(kFixtures + "calib_micro_prediction.json", kFixtures + "calib_micro_trace.json.gz");
-  CalibrationRun b = a;
-  b.prediction.cuda_graphs = false;
-  test::expect_input_error([&] { calibrate({a, b}, {}, base); }, {"cuda_graphs", "one launch mode"});
   test::expect_input_error([&] { calibrate({}, {}, base); }, {"no training runs"});
   CalibrationRun c = a;
   c.trace = Trace();
   test::expect_input_error([&] { calibrate({c}, {}, base); }, {"no measured op"});
+  test::expect_input_error([&] { calibrate({a}, {c}, base); }, {"calib_micro_prediction.json", "no measured op"});
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <iostream>
 #include <string>
 
 namespace k3::profiler {
@@ -40,14 +39,18 @@ TEST(H200Traces, EveryKernelIsAttributedAndCompareGivesTheRecordedCoverage) {
   }
 }
 
+// One batch size only: the efficiencies of classes whose ops all have one size per kernel (the routed
+// experts, attention, the recurrent step, the embedding) stay at h200-sxm's, so batch 8 is missed per step.
 TEST(H200Traces, CalibrationOnBatchOneHeldOutOnBatchEight) {
   const Calibration cal = calibrate({load_calibration_run(kDir + "pred_b1.json", kDir + "trace_b1.json.gz")},
                                     {load_calibration_run(kDir + "pred_b8.json", kDir + "trace_b8.json.gz")}, h200());
-  std::cout << to_text(cal);
-  EXPECT_NEAR(cal.training.before_percent, 43.20, 0.01);
-  EXPECT_NEAR(cal.training.after_percent, 7.49, 0.01);
-  EXPECT_NEAR(cal.held_out.before_percent, 32.44, 0.01);
-  EXPECT_NEAR(cal.held_out.after_percent, 19.03, 0.01);
+  EXPECT_EQ(cal.undetermined.size(), 4u);
+  EXPECT_NEAR(cal.training.before_percent, 43.21, 0.01);
+  EXPECT_NEAR(cal.training.after_percent, 1.69, 0.01);
+  EXPECT_NEAR(cal.held_out.before_percent, 34.54, 0.01);
+  EXPECT_NEAR(cal.held_out.after_percent, 6.61, 0.01);
+  EXPECT_NEAR(cal.held_out.worst_step_before_percent, 26.96, 0.01);
+  EXPECT_NEAR(cal.held_out.worst_step_after_percent, 15.34, 0.01);
 }
 
 }  // namespace
