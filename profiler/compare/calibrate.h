@@ -96,7 +96,8 @@ struct Calibration {
   std::vector<std::string> held_out_runs;
 };
 
-// Throws InputError when a run has no usable ops or the training runs have fewer ops than unknowns.
+// Throws InputError when no training run is given or a run has no measured op. Unknowns the ops do not
+// determine are not fitted (the selection keeps the rank), so any number of ops gives an answer.
 Calibration calibrate(const std::vector<CalibrationRun>& training, const std::vector<CalibrationRun>& held_out,
                       const Hardware& base);
 

@@ -178,7 +178,35 @@ TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Calibrate, RefusesRunsWithoutOpsAndTooFewOps) {
+// The per-kernel overhead is the base file's for each run's launch mode, not fitted: the same held-out
+// run declared eager is predicted slower by kernels · (eager − graph overhead) per op, after as before.
+TEST(Calibrate, EachRunIsTimedWithItsOwnLaunchOverhead) {
+  const Hardware base = h200();
+  const CalibrationRun graph =
+      load_calibration_run(kFixtures + "calib_heldout_prediction.json", kFixtures + "calib_heldout_trace.json.gz");
+  CalibrationRun eager = graph;
+  eager.prediction.cuda_graphs = false;
+  const Calibration c = calibrate(
+      {load_calibration_run(kFixtures + "calib_micro_prediction.json", kFixtures + "calib_micro_trace.json.gz"),
+       load_calibration_run(kFixtures + "calib_engine_prediction.json", kFixtures + "calib_engine_trace.json.gz")},
+      {graph, eager}, base);
+  ASSERT_EQ(c.held_out.runs.size(), 2u);
+  const RunCheck& g = c.held_out.runs[0];
+  const RunCheck& e = c.held_out.runs[1];
+  ASSERT_EQ(g.ops.size(), e.ops.size());
+  const double step = base.kernel_launch_overhead_us - base.graph_kernel_overhead_us;
+  double kernels = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const int k = graph.prediction.ops[i].kernels;
+    ASSERT_EQ(graph.prediction.ops[i].name, g.ops[i].name);
+    EXPECT_NEAR(e.ops[i].after_us - g.ops[i].after_us, k * step, 1e-9) << g.ops[i].name;
+    kernels += k;
+  }
+  EXPECT_NEAR(e.predicted_step_after_us - g.predicted_step_after_us, kernels * step, 1e-9);
+  EXPECT_DOUBLE_EQ(e.measured_step_us, g.measured_step_us);
+}
+
+TEST(Calibrate, RefusesRunsWithoutOps) {
   const Hardware base = h200();
   CalibrationRun a =
       load_calibration_run(kFixtures + "calib_micro_prediction.json", kFixtures + "calib_micro_trace.json.gz");
