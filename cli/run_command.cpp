@@ -16,6 +16,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -27,9 +28,10 @@ namespace k3::cli {
 namespace {
 
 // The simulator's roofline for the run's shapes: one decode step at the run's batch and context, and one
-// sequence's prompt prefill in the run's chunks, on the given hardware file.
+// sequence's prompt prefill in the run's chunks, on the given hardware file. The prediction file holds the
+// decode step's ops, or the prefill's when `prefill_ops` (a trace of the prefill is compared with it).
 void predict_beside(runtime::RunSummary& summary, const std::string& hardware_name, const DataPaths& data,
-                    const std::string& prediction_json) {
+                    const std::string& prediction_json, bool prefill_ops) {
   Scenario s;
   s.name = "k3perf run";
   s.source = "k3perf run";
@@ -43,10 +45,13 @@ void predict_beside(runtime::RunSummary& summary, const std::string& hardware_na
   s.phase = Phase::decode(o.batch, std::max(o.context_tokens, o.prompt_tokens));
   const Prediction decode = predict(s);
   summary.predicted_step_ms = decode.step_ms();
-  if (!prediction_json.empty()) write_file_atomically(prediction_json, to_json(decode).dump(2) + "\n");
   s.runtime.cuda_graphs = false;  // prefill runs eagerly
   s.phase = Phase::prefill(1, o.prompt_tokens, 0, o.chunk_tokens);
-  summary.predicted_prefill_ms = predict(s).step_ms();
+  const Prediction prefill = predict(s);
+  summary.predicted_prefill_ms = prefill.step_ms();
+  if (!prediction_json.empty()) {
+    write_file_atomically(prediction_json, to_json(prefill_ops ? prefill : decode).dump(2) + "\n");
+  }
   summary.predicted_hardware = s.hardware.name;
 }
 
@@ -98,6 +103,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto prediction_path = std::make_shared<std::string>();
   auto counters_path = std::make_shared<std::string>();
   auto counters_steps = std::make_shared<int>(0);
+  auto trace_phase = std::make_shared<std::string>("decode");
   CLI::App* cmd = app.add_subcommand("run", "Run a K3-family model (or its first N layers) on the GPU and time it");
   cmd->add_option("--model", o->model_path,
                   "config.json, or a model name in the data folder (kimi-k3); default: the checkpoint's config.json");
@@ -119,6 +125,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--trace", *trace_path,
                   "record the decode steps with CUPTI (kernels attributed to the op graph's names through NVTX "
                   "ranges and CUDA-graph nodes) and write a Chrome/Perfetto trace (.json or .json.gz)");
+  cmd->add_option("--trace-phase", *trace_phase,
+                  "what --trace records: the decode steps, or the timed prefills (one chunk of the prompt is one "
+                  "instance of each op: pass --chunk-tokens equal to --prompt-tokens to compare with the prediction)")
+      ->check(CLI::IsMember({"decode", "prefill"}));
   cmd->add_option("--counters", *counters_path,
                   "a separate run of the same workload for hardware counters: DRAM bytes read and written and "
                   "tensor math ops per op range of the decode steps (CUPTI Range Profiler, one pass, eager decode), "
@@ -130,7 +140,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--hardware", *hardware,
                   "hardware file (or name in the data folder) whose roofline prediction is printed beside the "
                   "measurement; 'none' to skip");
-  cmd->callback([o, json_path, eager, hardware, trace_path, prediction_path, counters_path, counters_steps, &global] {
+  cmd->callback([o, json_path, eager, hardware, trace_path, prediction_path, counters_path, counters_steps, trace_phase,
+                 &global] {
     runtime::RunOptions options = *o;
     options.use_cuda_graph = !*eager;
     if (!counters_path->empty() && !trace_path->empty()) {
@@ -162,11 +173,20 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
         fmt::print(stderr, "warning: libcupti's path not found: NVTX op ranges will be missing from the trace\n");
       }
       collector = std::make_unique<profiler::CuptiActivitySource>();
-      options.before_decode = [&] { collector->start(); };
-      options.after_decode = [&] {
+      auto start = [&] { collector->start(); };
+      auto stop = [&] {
         cudaDeviceSynchronize();
         records = collector->stop();
       };
+      if (*trace_phase == "prefill") {
+        options.before_prefill = start;
+        options.after_prefill = stop;
+      } else {
+        options.before_decode = start;
+        options.after_decode = stop;
+        options.begin_step = [](int step) { profiler::CuptiActivitySource::push_step(std::uint64_t(step)); };
+        options.end_step = [] { profiler::CuptiActivitySource::pop_step(); };
+      }
     }
     std::unique_ptr<CounterMode> counter_mode;
     profiler::RangeCounters counters;
@@ -179,7 +199,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
     }
     runtime::RunSummary summary = runtime::run_engine(options);
     if (*hardware != "none") {
-      predict_beside(summary, *hardware, DataPaths::resolve(global.data_dir), *prediction_path);
+      predict_beside(summary, *hardware, DataPaths::resolve(global.data_dir), *prediction_path,
+                     *trace_phase == "prefill");
     } else if (!prediction_path->empty()) {
       throw InputError("--prediction-json needs --hardware");
     }
@@ -190,15 +211,21 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
       const char* commit = std::getenv("K3PERF_COMMIT");  // set by the scripts that run a bundle built elsewhere
       records.metadata["commit"] = commit && *commit ? commit : "unknown";
       records.metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
-      records.metadata["shape"] = fmt::format("batch {}, context {}, {} decode steps{}", options.batch,
-                                              std::max(options.context_tokens, options.prompt_tokens),
-                                              options.decode_tokens, options.use_cuda_graph ? ", CUDA graph" : "");
+      records.metadata["shape"] =
+          *trace_phase == "prefill"
+              ? fmt::format("prefill of {} x {} tokens in chunks of {}", options.batch, options.prompt_tokens,
+                            options.chunk_tokens)
+              : fmt::format("batch {}, context {}, {} decode steps{}", options.batch,
+                            std::max(options.context_tokens, options.prompt_tokens), options.decode_tokens,
+                            options.use_cuda_graph ? ", CUDA graph" : "");
       profiler::Attribution attribution = profiler::attribute(records);
       profiler::write_report_metadata(attribution.report, &attribution.trace.metadata);
       profiler::write_chrome_trace(attribution.trace, *trace_path);
       const profiler::AttributionReport& r = attribution.report;
-      fmt::print(stderr, "trace: {} kernels, {} attributed to ops ({} through CUDA-graph nodes), {} dropped records -> {}\n",
-                 r.kernels, r.attributed(), r.attributed_through_graph_nodes, r.dropped_records, *trace_path);
+      fmt::print(stderr,
+                 "trace: {} kernels, {} attributed to ops ({} through CUDA-graph nodes), {} dropped records, "
+                 "{} steps -> {}\n",
+                 r.kernels, r.attributed(), r.attributed_through_graph_nodes, r.dropped_records, r.steps, *trace_path);
     }
     if (counter_mode) {
       add_run_metadata(summary, counters.metadata);

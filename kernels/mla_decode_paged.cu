@@ -490,6 +490,11 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                   void* workspace, size_t workspace_bytes, cudaStream_t stream,
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
+  if (algorithm == MlaDecodeAlgorithm::automatic) {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return cudaErrorInvalidDevice;
+    algorithm = mla_decode_wgmma_supported(device) ? MlaDecodeAlgorithm::wgmma : MlaDecodeAlgorithm::register_q;
+  }
   if (algorithm != MlaDecodeAlgorithm::shared_q && algorithm != MlaDecodeAlgorithm::register_q &&
       algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;

@@ -51,7 +51,8 @@ inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
 inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
-enum class MlaDecodeAlgorithm { shared_q, register_q, wgmma };
+// automatic: wgmma on a compute capability 9.0 device (where it is the fastest: bench/results), else register_q.
+enum class MlaDecodeAlgorithm { shared_q, register_q, wgmma, automatic };
 
 struct MlaDecodeShape {
   int batch;
@@ -71,6 +72,6 @@ size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape);
 cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages, const int32_t* page_table,
                                   const int32_t* context_tokens, float scale, const MlaDecodeShape& shape, float* out,
                                   void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                                  MlaDecodeAlgorithm algorithm = MlaDecodeAlgorithm::register_q);
+                                  MlaDecodeAlgorithm algorithm = MlaDecodeAlgorithm::automatic);
 
 }  // namespace k3::kernels

@@ -19,7 +19,7 @@
 // sample_greedy_cluster_per_row — a cluster of kSampleGreedyClusterBlocks 1024-thread blocks per row (sm_90), each
 // block the same packed max over its contiguous part of the row, then block 0 takes the max of the blocks' results
 // through distributed shared memory: no workspace, one launch. `automatic` takes it on devices that launch clusters
-// (compute capability ≥ 9.0) for rows of at least 8,192 logits and batches up to 65,535; else the block per row.
+// (compute capability ≥ 9.0) for rows of at least 8,192 logits and batches up to 32; else the block per row.
 // sample_top_p_radix_select — one 1024-thread block per row: max; masses and their sum; the threshold value of the
 // nucleus found by a 4-pass radix select over the 32-bit order-preserving key of x (a 256-bin mass histogram per
 // byte, integer atomics); then per-thread contiguous id ranges: nucleus mass and ties at the threshold, block

@@ -1,7 +1,8 @@
 // Hardware counters per op range, as the Range Profiler measures them (docs/profile.md, "Counter mode"):
 // one entry per occurrence of a range, in the order the ranges ran, each with its metric values
 // (metric name → value, in the metric's own unit: bytes, math ops, nanoseconds). Ranges of the same
-// name are kept per occurrence, never summed; compare_counters takes the median per op.
+// name are kept per occurrence; compare_counters takes the median per op. (The CUPTI collector gets one
+// range per name from CUPTI, which sums that name's pushes: it records the mean per push, once.)
 // On disk: JSON, written atomically; reading names the file, the key and what was expected.
 #pragma once
 

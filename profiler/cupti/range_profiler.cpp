@@ -109,6 +109,7 @@ struct CuptiRangeProfiler::State {
   bool started = false;       // cuptiRangeProfilerStart
   std::vector<bool> open;     // per open push: whether it went to CUPTI
   std::size_t forwarded = 0;  // top-level ranges pushed to CUPTI
+  std::map<std::string, int> pushes_of;  // per name: the pushes forwarded (CUPTI keeps one range per name)
   int64_t not_profiled = 0;   // top-level pushes beyond max_ranges
   std::string pop_error;      // the first error of pop_range
 
@@ -298,6 +299,7 @@ void CuptiRangeProfiler::push_range(const std::string& name) {
     p.pRangeName = name.c_str();
     check(cuptiRangeProfilerPushRange(&p), "cuptiRangeProfilerPushRange");
     ++s.forwarded;
+    ++s.pushes_of[name];
   }
   s.open.push_back(profiled);
 }
@@ -365,14 +367,20 @@ RangeCounters CuptiRangeProfiler::stop() {
       CounterRange& r = out.ranges.emplace_back();
       r.name = range.rangeName ? range.rangeName : "";
       r.occurrence = occurrences[r.name]++;
-      for (std::size_t m = 0; m < values.size(); ++m) r.values[options_.metrics[m]] = values[m];
+      // CUPTI accumulates every push of a name into one range (seen on an H200: 4 decode steps of 71 op
+      // names gave 71 ranges, each with 4 steps' bytes); the values are made per push.
+      const auto pushes = s.pushes_of.find(r.name);
+      const double per = pushes != s.pushes_of.end() && pushes->second > 0 ? pushes->second : 1;
+      for (std::size_t m = 0; m < values.size(); ++m) r.values[options_.metrics[m]] = values[m] / per;
     }
-    // Lost: pushes past the limit, plus what CUPTI dropped or did not decode (counted once).
-    const std::size_t missing = s.forwarded > info.numTotalRanges ? s.forwarded - info.numTotalRanges : 0;
+    // Lost: pushes past the limit, plus names CUPTI dropped or did not decode (counted once).
+    const std::size_t names = s.pushes_of.size();
+    const std::size_t missing = names > info.numTotalRanges ? names - info.numTotalRanges : 0;
     out.lost_ranges = s.not_profiled + static_cast<int64_t>(std::max(missing, decode.numOfRangeDropped));
     out.metadata["chip"] = s.chip;
     out.metadata["ranges_pushed"] = std::to_string(s.forwarded + static_cast<std::size_t>(s.not_profiled));
     out.metadata["max_ranges_per_pass"] = std::to_string(options_.max_ranges);
+    out.metadata["values"] = "per push: CUPTI sums the pushes of a name into one range, divided here by their count";
     s.release();
     return out;
   } catch (...) {
