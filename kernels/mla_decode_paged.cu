@@ -491,9 +491,9 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
   if (algorithm == MlaDecodeAlgorithm::automatic) {
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return cudaErrorInvalidDevice;
-    algorithm = mla_decode_wgmma_supported(device) ? MlaDecodeAlgorithm::wgmma : MlaDecodeAlgorithm::register_q;
+    int device = 0;  // without a device: register_q, whose checks and launch then report what is wrong
+    const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
+    algorithm = hopper ? MlaDecodeAlgorithm::wgmma : MlaDecodeAlgorithm::register_q;
   }
   if (algorithm != MlaDecodeAlgorithm::shared_q && algorithm != MlaDecodeAlgorithm::register_q &&
       algorithm != MlaDecodeAlgorithm::wgmma)

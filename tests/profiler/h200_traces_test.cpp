@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace k3::profiler {
 namespace {
@@ -41,6 +43,42 @@ TEST(H200Traces, EveryKernelIsAttributedAndCompareGivesTheRecordedCoverage) {
 
 // One batch size only: the efficiencies of classes whose ops all have one size per kernel (the routed
 // experts, attention, the recurrent step, the embedding) stay at h200-sxm's, so batch 8 is missed per step.
+// The day's engine (commit 27cd91c): a decode trace with one step range per decode step, and a prefill trace.
+TEST(H200Traces, StepRangesAndThePrefillTrace) {
+  const std::string dir = std::string(K3PERF_SOURCE_DIR) + "/tests/data/h200_engine_traces_3/";
+  const Trace decode = read_chrome_trace(dir + "trace_decode_b1_ctx8192.json.gz");
+  EXPECT_EQ(decode.metadata.at("steps"), "24");
+  EXPECT_EQ(decode.metadata.at("kernels_in_steps"), "3168");
+  EXPECT_EQ(decode.metadata.at("clock"), "steady_clock ns (CUPTI timestamp callback)");
+  std::vector<std::int64_t> step_start;  // the step ranges, in time order, do not overlap and hold every kernel
+  std::int64_t previous_end = 0;
+  for (std::size_t i = 0; i < decode.size(); ++i) {
+    if (decode.kind[i] != EventKind::range || decode.thread[i] != kStepTrackThread) continue;
+    EXPECT_EQ(decode.name_of(i), "step " + std::to_string(step_start.size()));
+    EXPECT_GE(decode.start_ns[i], previous_end);
+    step_start.push_back(decode.start_ns[i]);
+    previous_end = decode.end_ns[i];
+  }
+  EXPECT_EQ(step_start.size(), 24u);
+  const Comparison d = compare(load_prediction(dir + "pred_decode_b1_ctx8192.json"), decode, h200());
+  EXPECT_EQ(d.kernels, 3168u);
+  EXPECT_TRUE(d.unattributed.empty());
+  EXPECT_NEAR(d.coverage_percent(), 99.358, 0.001);
+  EXPECT_EQ(d.by_step.size(), 24u);
+
+  const Trace prefill = read_chrome_trace(dir + "trace_prefill_32768.json.gz");
+  const Comparison p = compare(load_prediction(dir + "pred_prefill_32768.json"), prefill, h200());
+  EXPECT_EQ(p.kernels, 111u);
+  EXPECT_EQ(p.kernels_on_predicted_ops, 103u);
+  EXPECT_TRUE(p.unattributed.empty());
+  EXPECT_EQ(p.ops.size(), 60u);
+  EXPECT_TRUE(p.not_measured.empty());
+  EXPECT_EQ(p.not_predicted.size(), 9u);  // the 8 residual adds and head.sample
+  EXPECT_NEAR(p.coverage_percent(), 99.710, 0.001);
+  EXPECT_NEAR(p.median_abs_error_percent, 56.284, 0.001);
+  EXPECT_EQ(p.by_step.size(), 1u);  // one chunk: one instance of each op
+}
+
 TEST(H200Traces, CalibrationOnBatchOneHeldOutOnBatchEight) {
   const Calibration cal = calibrate({load_calibration_run(kDir + "pred_b1.json", kDir + "trace_b1.json.gz")},
                                     {load_calibration_run(kDir + "pred_b8.json", kDir + "trace_b8.json.gz")}, h200());
