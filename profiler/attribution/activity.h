@@ -44,6 +44,14 @@ struct ApiActivity {
   std::uint64_t correlation = 0;
 };
 
+// A wait of the host for the device (SYNCHRONIZATION): a stream, event, context or stream-wait-event
+// synchronisation, tied by correlation id to the API call that waited (whose thread it is drawn on).
+struct SyncActivity {
+  std::string name;  // "sync: stream", "sync: event", "sync: context", "sync: stream wait event"
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::uint64_t correlation = 0;
+};
+
 // An NVTX marker (MARKER). Push/pop ranges pair per thread, last pushed first popped; start/end
 // ranges pair by id (the end may come from another thread). The name is read at push and start.
 enum class MarkerPhase { push, pop, start, end };
@@ -80,6 +88,7 @@ struct ActivityRecords {
   std::vector<KernelActivity> kernels;
   std::vector<MemoryActivity> memory;
   std::vector<ApiActivity> api_calls;
+  std::vector<SyncActivity> synchronizations;
   std::vector<MarkerActivity> markers;  // in the order they were recorded
   std::vector<GraphNodeCapture> graph_node_captures;
   std::vector<GraphNodeClone> graph_node_clones;  // in the order they were made

@@ -229,6 +229,11 @@ Attribution attribute(const ActivityRecords& rec) {
     t.add(Event{EventKind::api, a.name, a.start_ns, std::max(a.end_ns, a.start_ns), kNone, kNone, a.thread,
                 a.correlation, 0, 0, "", kNone});
   }
+  for (const SyncActivity& w : rec.synchronizations) {  // on the waiting call's thread, as a host event
+    const auto api = api_by_correlation.find(w.correlation);
+    t.add(Event{EventKind::api, w.name, w.start_ns, std::max(w.end_ns, w.start_ns), kNone, kNone,
+                api == api_by_correlation.end() ? 0 : api->second->thread, w.correlation, 0, 0, "", kNone});
+  }
   for (const Range& r : ranges) {
     const std::int64_t end =
         r.end_ns == std::numeric_limits<std::int64_t>::max() ? std::max(last_ns, r.start_ns) : r.end_ns;

@@ -136,6 +136,17 @@ void convert(CUpti_Activity* record, ActivityRecords& out) {
       out.markers.push_back(a);
       break;
     }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto* w = reinterpret_cast<CUpti_ActivitySynchronization2*>(record);
+      const char* name = w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE     ? "sync: event"
+                         : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT ? "sync: stream wait event"
+                         : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
+                             ? "sync: stream"
+                         : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE ? "sync: context"
+                                                                                                : "sync";
+      out.synchronizations.push_back({name, int64_t(w->start), int64_t(w->end), w->correlationId});
+      break;
+    }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const auto* x = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(record);
       if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
@@ -166,6 +177,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     append(s->records.api_calls, local.api_calls);
     append(s->records.markers, local.markers);
     append(s->records.external_correlations, local.external_correlations);
+    append(s->records.synchronizations, local.synchronizations);
     --s->buffers_given;
   }
   std::free(buffer);
@@ -205,7 +217,8 @@ void CUPTIAPI on_callback(void* user, CUpti_CallbackDomain domain, CUpti_Callbac
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
                                          CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_MARKER,
-                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                         CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
 
 }  // namespace
 

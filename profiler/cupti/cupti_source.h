@@ -1,7 +1,8 @@
 // The CUPTI collector: an ActivitySource (profiler/attribution/activity.h) that records, in-process,
 // what a CUDA program does between start() and stop():
 //   activity records  CONCURRENT_KERNEL (never KERNEL, which serialises kernels), MEMCPY, MEMSET,
-//                     RUNTIME and DRIVER API calls, MARKER (NVTX push/pop and start/end ranges),
+//                     RUNTIME and DRIVER API calls, SYNCHRONIZATION (host waits), MARKER (NVTX push/pop
+//                     and start/end ranges),
 //                     EXTERNAL_CORRELATION (the ids the program pushes with push_step, e.g. per decode step);
 //   callbacks         RESOURCE GRAPHNODE_CREATED (the node id tied to the correlation id of the API
 //                     call that created it during stream capture, so replayed kernels find their op

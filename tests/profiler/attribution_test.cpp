@@ -9,6 +9,7 @@
 
 #include <map>
 #include <random>
+#include <tuple>
 
 namespace k3::profiler {
 namespace {
@@ -196,6 +197,25 @@ TEST(Attribution, ExternalCorrelationIdsBecomeStepRanges) {
     step_ranges += back.kind[i] == EventKind::range && back.thread[i] == kStepTrackThread;
   }
   EXPECT_EQ(step_ranges, 3u);
+}
+
+TEST(Attribution, SynchronisationsAreDrawnOnTheWaitingThread) {
+  ActivityRecords r;
+  launch(r, 0, 5, 1);
+  r.api_calls.push_back({"cudaStreamSynchronize", 100, 2000, 5, 2});
+  r.synchronizations.push_back({"sync: stream", 120, 1990, 2});
+  r.synchronizations.push_back({"sync: event", 3000, 3100, 77});  // its API record was dropped: thread 0
+  const Attribution a = attribute(r);
+  std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>> waits;
+  for (std::size_t i = 0; i < a.trace.size(); ++i) {
+    if (a.trace.kind[i] == EventKind::api && a.trace.name_of(i).rfind("sync: ", 0) == 0) {
+      waits.emplace_back(a.trace.name_of(i), a.trace.start_ns[i], a.trace.end_ns[i], a.trace.thread[i]);
+    }
+  }
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(waits[0], std::make_tuple(std::string("sync: stream"), std::int64_t{120}, std::int64_t{1990}, std::int64_t{5}));
+  EXPECT_EQ(waits[1], std::make_tuple(std::string("sync: event"), std::int64_t{3000}, std::int64_t{3100}, std::int64_t{0}));
+  EXPECT_EQ(a.report.kernels, 1u);  // waits are not kernels
 }
 
 TEST(Attribution, TwoThreadsOverlappingStreamsAndRanges) {
