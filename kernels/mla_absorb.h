@@ -9,9 +9,21 @@
 //   mla_assemble_kv_bf16: the expanded keys and values of the prefill form from kv = c·kv_bᵀ [S, H·(dn+dv)] bf16 and
 //     the cached rows latent [S, r+dr]: k[s, h] = [kv[s, h·(dn+dv) : +dn] | latent[s, r:r+dr]] ([S, H, dn+dr]),
 //     v[s, h] = kv[s, h·(dn+dv) + dn : +dv] ([S, H, dv]).
-// fp32 accumulation. Versions: absorb_q — one block per (head, 32 latent columns) × token tile of 8, q in shared
-// memory; apply_v — one warp per (head, output column), lanes over r, a token tile of 8 in shared memory;
-// assemble_kv — one block per token. Memory-bound on kv_b at decode (read once per token tile).
+// fp32 accumulation. Memory-bound on kv_b at decode (96 heads × 256 rows × 512 bf16 ≈ 25 MB for K3, half of it per
+// product); every version reads kv_b once per token tile of 8 (later tiles mostly from L2).
+// Versions (MlaAbsorbAlgorithm):
+//   per_column — absorb_q: one block of 32 threads per (head, 32 latent columns) × token tile, thread = column j,
+//     2-byte strided loads over the dn rows; apply_v: one warp per (head, output column), lanes over r. At decode
+//     (batch 1) 32 and 19 µs on an H200 against 3.7 µs of bytes: few bytes in flight per thread and 2-byte loads.
+//   weight_stream — every thread streams 16-byte vectors of kv_b rows with 8 loads in flight, the token tile's q
+//     or latent row in shared memory (fp32), all 8 tokens accumulated per loaded vector. absorb_q: block = (head,
+//     256 latent columns) × token tile, 8 warps; lane = 8 consecutive columns, warp w takes rows i ≡ w (mod 8),
+//     the 8 warps' partial sums added through shared memory. apply_v: block = (head, 64 output columns) × token
+//     tile, warp = 8 output columns (kv_b rows), lane = 8 consecutive j of each row (r / 256 vectors per lane),
+//     sums by warp shuffles. K3 at batch ≤ 8: 192 blocks of 256 threads, all resident on 132 SMs, ≈ 6 MB in flight.
+//     Needs kv_b 16-byte aligned and r a multiple of 8.
+//   automatic — weight_stream where it applies, per_column otherwise.
+// assemble_kv: one block per token.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,19 +33,22 @@
 
 namespace k3::kernels {
 
+enum class MlaAbsorbAlgorithm { automatic, per_column, weight_stream };
+
 struct MlaDims {
   int heads;
-  int nope_dim;   // dn (K3: 128)
-  int rope_dim;   // dr (64)
-  int value_dim;  // dv (128)
+  int nope_dim;     // dn (K3: 128)
+  int rope_dim;     // dr (64)
+  int value_dim;    // dv (128)
   int latent_rank;  // r (512)
 };
 
 cudaError_t mla_absorb_q_bf16(const __nv_bfloat16* q, int64_t q_row_stride, const __nv_bfloat16* kv_b,
-                              const MlaDims& dims, int tokens, __nv_bfloat16* q_abs, cudaStream_t stream);
+                              const MlaDims& dims, int tokens, __nv_bfloat16* q_abs, cudaStream_t stream,
+                              MlaAbsorbAlgorithm algorithm = MlaAbsorbAlgorithm::automatic);
 cudaError_t mla_apply_v_bf16(const float* latent_out, const __nv_bfloat16* kv_b, const __nv_bfloat16* gate,
                              int64_t gate_row_stride, const MlaDims& dims, int tokens, __nv_bfloat16* out,
-                             cudaStream_t stream);
+                             cudaStream_t stream, MlaAbsorbAlgorithm algorithm = MlaAbsorbAlgorithm::automatic);
 cudaError_t mla_assemble_kv_bf16(const __nv_bfloat16* kv, const __nv_bfloat16* latent, const MlaDims& dims,
                                  int64_t tokens, __nv_bfloat16* k, __nv_bfloat16* v, cudaStream_t stream);
 

@@ -1,5 +1,6 @@
 // kernel_bench: the decode-time elementwise and recurrent kernels of kernels/ against the
 // speed of light on the GPU it runs on (method and output: bench/gpu/bench_harness.h).
+// MLA's absorbed-decode products (memory-bound on kv_b) are timed on rotated weights.
 // The decode step's small ops (MoE router selection and bucketing, the fp32 MoE latent RMSNorm, greedy sampling)
 // are latency-bound: their inputs are the L2-resident outputs of the kernel before them, so they are timed on one
 // buffer set, each variant both as one launch and per launch of 32 replayed from one CUDA graph (as in the decode
@@ -8,6 +9,7 @@
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
 #include "kernels/kda_decode.h"
+#include "kernels/mla_absorb.h"
 #include "kernels/moe_bucket.h"
 #include "kernels/moe_router.h"
 #include "kernels/rmsnorm.h"
@@ -151,6 +153,52 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamDestroy(stream));
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
+  }
+
+  // MLA's absorbed-decode products at K3's widths (96 heads, dn = dv = 128, dr = 64, r = 512): each reads its half
+  // of kv_b (12.6 MB, rotated over sets larger than L2) for T = 1, 8, 64 tokens, per algorithm.
+  for (const int tokens : {1, 8, 64}) {
+    const k3::kernels::MlaDims dims{96, 128, 64, 128, 512};
+    const int64_t kv_b_elems = int64_t(dims.heads) * (dims.nope_dim + dims.value_dim) * dims.latent_rank;
+    const double half_bytes = double(kv_b_elems);  // bf16: half the elements × 2 bytes
+    const double flops = 2.0 * tokens * dims.heads * dims.nope_dim * dims.latent_rank;
+    const int sets = session.rotation_for(half_bytes);
+    std::vector<__nv_bfloat16*> kv_b(sets);
+    for (int s = 0; s < sets; ++s) kv_b[s] = device_alloc<__nv_bfloat16>(size_t(kv_b_elems), 0x3C);
+    const int64_t q_stride = int64_t(dims.heads) * (dims.nope_dim + dims.rope_dim);
+    __nv_bfloat16* q = device_alloc<__nv_bfloat16>(size_t(tokens * q_stride), 0x3C);
+    __nv_bfloat16* q_abs =
+        device_alloc<__nv_bfloat16>(size_t(tokens) * dims.heads * (dims.latent_rank + dims.rope_dim), 0);
+    float* latent = device_alloc<float>(size_t(tokens) * dims.heads * dims.latent_rank, 0);
+    __nv_bfloat16* gate = device_alloc<__nv_bfloat16>(size_t(tokens) * dims.heads * dims.value_dim, 0x3C);
+    __nv_bfloat16* out = device_alloc<__nv_bfloat16>(size_t(tokens) * dims.heads * dims.value_dim, 0);
+    using k3::kernels::MlaAbsorbAlgorithm;
+    for (const auto& [algorithm_value, label] : {std::pair{MlaAbsorbAlgorithm::per_column, "per_column"},
+                                                 std::pair{MlaAbsorbAlgorithm::weight_stream, "weight_stream"}}) {
+      const MlaAbsorbAlgorithm algorithm = algorithm_value;
+      const double q_bytes = half_bytes + tokens * (q_stride * 2.0 + dims.heads * (dims.latent_rank + dims.rope_dim) * 2.0);
+      Result rq{fmt::format("mla_absorb_q_{} T={} 96 heads r 512", label, tokens), q_bytes, flops};
+      rq.cls = EfficiencyClass::gemm;
+      rq.median_us = time_us([&](int i) {
+        CUDA_CHECK(k3::kernels::mla_absorb_q_bf16(q, q_stride, kv_b[i % sets], dims, tokens, q_abs, nullptr, algorithm));
+      }, repeats);
+      rq.roofline_us = session.roofline_us(flops, q_bytes, EfficiencyClass::gemm, k3::ComputeType::bf16);
+      results.push_back(rq);
+      const double v_bytes = half_bytes + tokens * dims.heads * (dims.latent_rank * 4.0 + dims.value_dim * 4.0);
+      Result rv{fmt::format("mla_apply_v_{} T={} 96 heads r 512 gated", label, tokens), v_bytes, flops};
+      rv.cls = EfficiencyClass::gemm;
+      rv.median_us = time_us([&](int i) {
+        CUDA_CHECK(k3::kernels::mla_apply_v_bf16(latent, kv_b[i % sets], gate, int64_t(dims.heads) * dims.value_dim,
+                                                 dims, tokens, out, nullptr, algorithm));
+      }, repeats);
+      rv.roofline_us = session.roofline_us(flops, v_bytes, EfficiencyClass::gemm, k3::ComputeType::bf16);
+      results.push_back(rv);
+    }
+    for (__nv_bfloat16* p : kv_b) CUDA_CHECK(cudaFree(p));
+    for (void* p : {static_cast<void*>(q), static_cast<void*>(q_abs), static_cast<void*>(latent),
+                    static_cast<void*>(gate), static_cast<void*>(out)}) {
+      CUDA_CHECK(cudaFree(p));
+    }
   }
 
   // MoE router selection, K3's top 16 of 896 (sigmoid, bias, selection, renormalisation), T = 1 … 64 tokens.

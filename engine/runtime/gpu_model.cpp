@@ -356,27 +356,28 @@ void GpuModel::launch_decode() {
   CUDA_CHECK(cudaGraphLaunch(decode_graph_, stream_));
 }
 
-// The layer's attention (KDA or MLA) and MLP (dense or MoE): w.normed in, w.sub_out out, both tapped.
-void GpuModel::attention_sublayer(const Pass& pass, int l) {
+// The layer's attention (KDA or MLA) and MLP (dense or MoE): w.normed in; out = f(x), or out += f(x) when
+// `accumulate`; both tapped (a tapped forward passes sub_out and accumulate = false, so the tap sees f(x)).
+void GpuModel::attention_sublayer(const Pass& pass, int l, bf16* out, bool accumulate) {
   Workspace& w = *ws_;
   tap("attention_in", l, w.normed, pass.tokens);
   if (config_.layer_attention[l] == AttentionKind::kda) {
-    kda_layer(pass, l, w.normed, w.sub_out);
+    kda_layer(pass, l, w.normed, out, accumulate);
   } else {
-    mla_layer(pass, l, w.normed, w.sub_out);
+    mla_layer(pass, l, w.normed, out, accumulate);
   }
-  tap("attention_out", l, w.sub_out, pass.tokens);
+  tap("attention_out", l, out, pass.tokens);
 }
 
-void GpuModel::mlp_sublayer(const Pass& pass, int l) {
+void GpuModel::mlp_sublayer(const Pass& pass, int l, bf16* out, bool accumulate) {
   Workspace& w = *ws_;
   tap("mlp_in", l, w.normed, pass.tokens);
   if (config_.layer_mlp[l] == MlpKind::dense) {
-    dense_mlp(pass, l, w.normed, w.sub_out);
+    dense_mlp(pass, l, w.normed, out, accumulate);
   } else {
-    moe_mlp(pass, l, w.normed, w.sub_out);
+    moe_mlp(pass, l, w.normed, out, accumulate);
   }
-  tap("mlp_out", l, w.sub_out, pass.tokens);
+  tap("mlp_out", l, out, pass.tokens);
 }
 
 void GpuModel::forward(const Pass& pass) {
@@ -407,9 +408,18 @@ void GpuModel::forward(const Pass& pass) {
                                             float(c.rms_norm_eps), w.mix, h, w.normed, h, T, h, stream_),
           "AttnRes mixer");
   };
-  // p ← f(x) when the block was just closed, else p + f(x); f's output is in sub_out.
-  auto accumulate = [&](int layer, const char* op) {
-    OpRange range(layer, op);
+  // p ← f(x) when the block was just closed, else p + f(x). Untapped, the sublayer's last GEMM writes p itself (beta
+  // = 1 adds: cuBLASLt reads C = D = p), so there is no residual op; tapped, f(x) goes through sub_out for the tap and
+  // is then added (or copied) as the op `residual_op`.
+  auto into_partial = [&](int layer, const char* residual_op,
+                          void (GpuModel::*sublayer)(const Pass&, int, bf16*, bool)) {
+    if (!tap_) {
+      (this->*sublayer)(pass, layer, w.pool[blocks], have_partial);
+      have_partial = true;
+      return;
+    }
+    (this->*sublayer)(pass, layer, w.sub_out, false);
+    OpRange range(layer, residual_op);
     if (have_partial) {
       check(kernels::add_bf16(w.pool[blocks], w.sub_out, w.pool[blocks], T * h, stream_), "residual add");
     } else {
@@ -425,11 +435,9 @@ void GpuModel::forward(const Pass& pass) {
       ++blocks;
       have_partial = false;
     }
-    attention_sublayer(pass, l);
-    accumulate(l, "attn.residual");
+    into_partial(l, "attn.residual", &GpuModel::attention_sublayer);
     mixer(L.mlp_res, L.post_norm, "attnres.pre_mlp", l);
-    mlp_sublayer(pass, l);
-    accumulate(l, "mlp.residual");
+    into_partial(l, "mlp.residual", &GpuModel::mlp_sublayer);
   }
   head(pass, blocks);
 }
@@ -443,23 +451,27 @@ void GpuModel::forward_plain(const Pass& pass) {
     OpRange range(layer, op);
     check(kernels::rmsnorm_bf16(x, h, weight, float(c.rms_norm_eps), w.normed, h, T, h, stream_), "RMSNorm");
   };
-  auto add = [&](int layer, const char* op) {  // x ← x + f(x); f's output is in sub_out
-    OpRange range(layer, op);
+  // x ← x + f(x): untapped, in the sublayer's last GEMM (beta = 1); tapped, through sub_out and the op `residual_op`.
+  auto add = [&](int layer, const char* residual_op, void (GpuModel::*sublayer)(const Pass&, int, bf16*, bool)) {
+    if (!tap_) {
+      (this->*sublayer)(pass, layer, x, true);
+      return;
+    }
+    (this->*sublayer)(pass, layer, w.sub_out, false);
+    OpRange range(layer, residual_op);
     check(kernels::add_bf16(x, w.sub_out, x, T * h, stream_), "residual add");
   };
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerDeviceWeights& L = weights_.layers[l];
     norm(L.input_norm, l, "norm.attn_in");
-    attention_sublayer(pass, l);
-    add(l, "attn.residual");
+    add(l, "attn.residual", &GpuModel::attention_sublayer);
     norm(L.post_norm, l, "norm.mlp_in");
-    mlp_sublayer(pass, l);
-    add(l, "mlp.residual");
+    add(l, "mlp.residual", &GpuModel::mlp_sublayer);
   }
   head(pass, 0);
 }
 
-void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
+void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out, bool accumulate) {
   const ModelConfig& c = config_;
   const KdaSpec& k = *c.kda;
   const KdaDeviceWeights& W = weights_.layers[l].kda;
@@ -527,11 +539,11 @@ void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
   }
   {
     OpRange range(l, "kda.o_proj");
-    gemm(w.o_gated, P, W.o_proj, out, h, T, h, P);
+    gemm(w.o_gated, P, W.o_proj, out, h, T, h, P, accumulate ? 1.0f : 0.0f);
   }
 }
 
-void GpuModel::mla_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
+void GpuModel::mla_layer(const Pass& pass, int l, const bf16* x, bf16* out, bool accumulate) {
   const ModelConfig& c = config_;
   const MlaSpec& m = c.mla;
   const MlaDeviceWeights& W = weights_.layers[l].mla;
@@ -617,17 +629,24 @@ void GpuModel::mla_layer(const Pass& pass, int l, const bf16* x, bf16* out) {
   }
   {
     OpRange range(l, "mla.o_proj");
-    gemm(w.attn, H * dv, W.o_proj, out, h, T, h, H * dv);
+    gemm(w.attn, H * dv, W.o_proj, out, h, T, h, H * dv, accumulate ? 1.0f : 0.0f);
   }
 }
 
-void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
+void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out, bool accumulate) {
   const ModelConfig& c = config_;
   const MoeSpec& e = *c.moe;
   const MoeDeviceWeights& W = weights_.layers[l].moe;
   Workspace& w = *ws_;
   const int64_t T = pass.tokens, h = c.hidden_size, E = e.num_experts, k = e.top_k, I = e.expert_intermediate;
   const int64_t z = e.latent_dim, slots = T * k;
+  if (accumulate && e.latent_dim <= 0) {
+    // The bf16 experts' sum leaves in fp32 through a conversion, not a GEMM: f(x) in sub_out, then the add.
+    moe_mlp(pass, l, x, w.sub_out, false);
+    OpRange range(l, "mlp.residual");
+    check(kernels::add_bf16(out, w.sub_out, out, T * h, stream_), "residual add");
+    return;
+  }
   {
     OpRange range(l, "moe.router");
     gemm_f32(x, h, W.router, w.router_logits, E, T, E, h);
@@ -681,7 +700,7 @@ void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
     }
     {
       OpRange range(l, "moe.latent_up");
-      gemm(w.combined_bf16, z, W.latent_up, out, h, T, h, z);
+      gemm(w.combined_bf16, z, W.latent_up, out, h, T, h, z, accumulate ? 1.0f : 0.0f);
     }
   }
   if (e.shared_intermediate > 0) {
@@ -737,7 +756,7 @@ void GpuModel::glu(const float* gate_up, int64_t stride, bf16* out, int64_t rows
   check(status, what);
 }
 
-void GpuModel::dense_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
+void GpuModel::dense_mlp(const Pass& pass, int l, const bf16* x, bf16* out, bool accumulate) {
   const ModelConfig& c = config_;
   const GluDeviceWeights& W = weights_.layers[l].dense;
   Workspace& w = *ws_;
@@ -752,7 +771,7 @@ void GpuModel::dense_mlp(const Pass& pass, int l, const bf16* x, bf16* out) {
   }
   {
     OpRange range(l, "mlp.down_proj");
-    gemm(w.act, I, W.down, out, h, T, h, I);
+    gemm(w.act, I, W.down, out, h, T, h, I, accumulate ? 1.0f : 0.0f);
   }
 }
 

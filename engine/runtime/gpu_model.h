@@ -76,14 +76,15 @@ class GpuModel {
   struct Pass;  // one forward call: T tokens of a prefill chunk or a decode batch
   void forward(const Pass& pass);
   void forward_plain(const Pass& pass);  // plain residuals (Kimi Linear)
-  void attention_sublayer(const Pass& pass, int layer);
-  void mlp_sublayer(const Pass& pass, int layer);
-  void kda_layer(const Pass& pass, int layer, const bf16* x, bf16* out);
-  void mla_layer(const Pass& pass, int layer, const bf16* x, bf16* out);
-  void moe_mlp(const Pass& pass, int layer, const bf16* x, bf16* out);
+  // Sublayers write out = f(x), or out += f(x) when `accumulate` (their last GEMM's beta = 1: the residual add).
+  void attention_sublayer(const Pass& pass, int layer, bf16* out, bool accumulate);
+  void mlp_sublayer(const Pass& pass, int layer, bf16* out, bool accumulate);
+  void kda_layer(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
+  void mla_layer(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
+  void moe_mlp(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
   void bf16_experts(const Pass& pass, int layer, const bf16* x);  // routed experts → ws combined [T, h] fp32
   void glu(const float* gate_up, int64_t stride, bf16* out, int64_t rows, int64_t intermediate, const char* what);
-  void dense_mlp(const Pass& pass, int layer, const bf16* x, bf16* out);
+  void dense_mlp(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
   void head(const Pass& pass, int blocks);
   void gemm(const bf16* x, int64_t x_stride, const bf16* w, bf16* y, int64_t y_stride, int64_t m, int64_t n, int64_t k,
             float beta = 0.0f);

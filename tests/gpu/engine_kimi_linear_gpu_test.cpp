@@ -122,6 +122,11 @@ TEST_F(EngineKimiLinear, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
   check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_);
 }
 
+TEST_F(EngineKimiLinear, UntappedForwardWithFoldedResidualsMatchesTheReference) {
+  K3_REQUIRE_GPU();
+  check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_, /*tapped=*/false);
+}
+
 TEST_F(EngineKimiLinear, EagerDecodeRunsAndCaptureIsRefused) {
   K3_REQUIRE_GPU();
   const ref::LoadedModel loaded = ref::load_reference_model(dir_);

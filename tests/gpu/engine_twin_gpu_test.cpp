@@ -59,6 +59,11 @@ TEST_F(EngineTwin, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
   check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_);
 }
 
+TEST_F(EngineTwin, UntappedForwardWithFoldedResidualsMatchesTheReference) {
+  K3_REQUIRE_GPU();
+  check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_, /*tapped=*/false);
+}
+
 TEST_F(EngineTwin, CapturedDecodeEqualsEagerDecode) {
   K3_REQUIRE_GPU();
   const ref::LoadedModel loaded = ref::load_reference_model(dir_);

@@ -325,12 +325,33 @@ std::vector<AbsorbCase> absorb_cases() {
       {96, 128, 64, 128, 512},  // K3
       {2, 24, 8, 8, 40},        // r not a multiple of 32: a partial column tile
       {1, 8, 0, 24, 16},        // no rope dims
+      {2, 8, 4, 8, 20},         // r not a multiple of 8: weight_stream does not apply (automatic: per_column)
+      {2, 6, 2, 8, 16},         // dn = 6: weight_stream's q tile padded to 16 bytes before its partial sums
   };
   std::vector<AbsorbCase> cases;
   for (const kernels::MlaDims& d : dims) {
-    for (int tokens : {1, 9, 17}) cases.push_back({d, tokens});
+    // Token tiles of weight_stream: 1, 2, 4 (partly filled), then tiles of 8 with a partial last one.
+    for (int tokens : {1, 2, 3, 9, 17}) cases.push_back({d, tokens});
   }
   return cases;
+}
+
+constexpr kernels::MlaAbsorbAlgorithm kAbsorbAlgorithms[] = {kernels::MlaAbsorbAlgorithm::automatic,
+                                                             kernels::MlaAbsorbAlgorithm::per_column,
+                                                             kernels::MlaAbsorbAlgorithm::weight_stream};
+
+const char* name_of(kernels::MlaAbsorbAlgorithm a) {
+  switch (a) {
+    case kernels::MlaAbsorbAlgorithm::automatic: return "automatic";
+    case kernels::MlaAbsorbAlgorithm::per_column: return "per_column";
+    case kernels::MlaAbsorbAlgorithm::weight_stream: return "weight_stream";
+  }
+  return "?";
+}
+
+// weight_stream needs r a multiple of 8 (16-byte rows of kv_b); elsewhere it refuses.
+bool runs(kernels::MlaAbsorbAlgorithm a, const kernels::MlaDims& d) {
+  return a != kernels::MlaAbsorbAlgorithm::weight_stream || d.latent_rank % 8 == 0;
 }
 
 std::string describe(const AbsorbCase& c) {
@@ -383,25 +404,34 @@ TEST(GpuMlaAbsorb, AbsorbQMatchesFp64) {
   for (const Prepared& p : cases) {
     const kernels::MlaDims& d = p.c.d;
     const int qk = d.nope_dim + d.rope_dim, r = d.latent_rank, out_width = r + d.rope_dim, T = p.c.tokens;
-    DeviceBuffer<__nv_bfloat16> q(p.q), kv_b(p.kv_b), q_abs(size_t(T) * d.heads * out_width);
-    CUDA_CHECK(kernels::mla_absorb_q_bf16(q.get(), p.q_stride, kv_b.get(), d, T, q_abs.get(), nullptr));
-    const std::vector<__nv_bfloat16> got = q_abs.download();
-    int64_t bad_latent = 0, bad_rope = 0;
-    for (int t = 0; t < T; ++t) {
-      for (int h = 0; h < d.heads; ++h) {
-        const size_t row = (size_t(t) * d.heads + h) * out_width;
-        for (int j = 0; j < r; ++j) {
-          const size_t at = (size_t(t) * d.heads + h) * r + j;
-          bad_latent += within_bf16(value_of(got[row + j]), p.want[at], p.error[at]) ? 0 : 1;
-        }
-        for (int i = 0; i < d.rope_dim; ++i) {
-          const __nv_bfloat16 want = p.q[size_t(t * p.q_stride + h * qk + d.nope_dim + i)];
-          bad_rope += bits_of(got[row + r + i]) == bits_of(want) ? 0 : 1;
+    DeviceBuffer<__nv_bfloat16> q(p.q), kv_b(p.kv_b);
+    for (const kernels::MlaAbsorbAlgorithm algorithm : kAbsorbAlgorithms) {
+      DeviceBuffer<__nv_bfloat16> q_abs(size_t(T) * d.heads * out_width);
+      const cudaError_t status =
+          kernels::mla_absorb_q_bf16(q.get(), p.q_stride, kv_b.get(), d, T, q_abs.get(), nullptr, algorithm);
+      if (!runs(algorithm, d)) {
+        EXPECT_EQ(status, cudaErrorInvalidValue) << describe(p.c) << " " << name_of(algorithm);
+        continue;
+      }
+      CUDA_CHECK(status);
+      const std::vector<__nv_bfloat16> got = q_abs.download();
+      int64_t bad_latent = 0, bad_rope = 0;
+      for (int t = 0; t < T; ++t) {
+        for (int h = 0; h < d.heads; ++h) {
+          const size_t row = (size_t(t) * d.heads + h) * out_width;
+          for (int j = 0; j < r; ++j) {
+            const size_t at = (size_t(t) * d.heads + h) * r + j;
+            bad_latent += within_bf16(value_of(got[row + j]), p.want[at], p.error[at]) ? 0 : 1;
+          }
+          for (int i = 0; i < d.rope_dim; ++i) {
+            const __nv_bfloat16 want = p.q[size_t(t * p.q_stride + h * qk + d.nope_dim + i)];
+            bad_rope += bits_of(got[row + r + i]) == bits_of(want) ? 0 : 1;
+          }
         }
       }
+      EXPECT_EQ(bad_latent, 0) << describe(p.c) << " " << name_of(algorithm);
+      EXPECT_EQ(bad_rope, 0) << describe(p.c) << " " << name_of(algorithm);
     }
-    EXPECT_EQ(bad_latent, 0) << describe(p.c);
-    EXPECT_EQ(bad_rope, 0) << describe(p.c);
   }
 }
 
@@ -458,19 +488,29 @@ TEST(GpuMlaAbsorb, ApplyVMatchesFp64WithAndWithoutGate) {
     const kernels::MlaDims& d = p.c.d;
     const int T = p.c.tokens;
     DeviceBuffer<float> lat(p.lat);
-    DeviceBuffer<__nv_bfloat16> kv_b(p.kv_b), gate(p.gate), plain(p.plain.size()), gated(p.gated.size());
-    CUDA_CHECK(kernels::mla_apply_v_bf16(lat.get(), kv_b.get(), nullptr, 0, d, T, plain.get(), nullptr));
-    CUDA_CHECK(kernels::mla_apply_v_bf16(lat.get(), kv_b.get(), gate.get(), p.gate_stride, d, T, gated.get(), nullptr));
-    const std::vector<__nv_bfloat16> got_plain = plain.download(), got_gated = gated.download();
-    int64_t bad_plain = 0, bad_gated = 0;
-    for (size_t i = 0; i < p.plain.size(); ++i) {
-      bad_plain += within_bf16(value_of(got_plain[i]), p.plain[i], p.error[i]) ? 0 : 1;
-      // The gate scales the sum's error by sigmoid ≤ 1; expf and the division add a few fp32 ulp.
-      const double gated_error = p.error[i] * p.sigmoid[i] + 1e-6 * std::abs(p.gated[i]);
-      bad_gated += within_bf16(value_of(got_gated[i]), p.gated[i], gated_error) ? 0 : 1;
+    DeviceBuffer<__nv_bfloat16> kv_b(p.kv_b), gate(p.gate);
+    for (const kernels::MlaAbsorbAlgorithm algorithm : kAbsorbAlgorithms) {
+      DeviceBuffer<__nv_bfloat16> plain(p.plain.size()), gated(p.gated.size());
+      const cudaError_t status =
+          kernels::mla_apply_v_bf16(lat.get(), kv_b.get(), nullptr, 0, d, T, plain.get(), nullptr, algorithm);
+      if (!runs(algorithm, d)) {
+        EXPECT_EQ(status, cudaErrorInvalidValue) << describe(p.c) << " " << name_of(algorithm);
+        continue;
+      }
+      CUDA_CHECK(status);
+      CUDA_CHECK(kernels::mla_apply_v_bf16(lat.get(), kv_b.get(), gate.get(), p.gate_stride, d, T, gated.get(), nullptr,
+                                           algorithm));
+      const std::vector<__nv_bfloat16> got_plain = plain.download(), got_gated = gated.download();
+      int64_t bad_plain = 0, bad_gated = 0;
+      for (size_t i = 0; i < p.plain.size(); ++i) {
+        bad_plain += within_bf16(value_of(got_plain[i]), p.plain[i], p.error[i]) ? 0 : 1;
+        // The gate scales the sum's error by sigmoid ≤ 1; expf and the division add a few fp32 ulp.
+        const double gated_error = p.error[i] * p.sigmoid[i] + 1e-6 * std::abs(p.gated[i]);
+        bad_gated += within_bf16(value_of(got_gated[i]), p.gated[i], gated_error) ? 0 : 1;
+      }
+      EXPECT_EQ(bad_plain, 0) << describe(p.c) << " " << name_of(algorithm) << " without gate";
+      EXPECT_EQ(bad_gated, 0) << describe(p.c) << " " << name_of(algorithm) << " with gate";
     }
-    EXPECT_EQ(bad_plain, 0) << describe(p.c) << " without gate";
-    EXPECT_EQ(bad_gated, 0) << describe(p.c) << " with gate";
   }
 }
 
@@ -508,7 +548,7 @@ TEST(GpuMlaAbsorb, AssembleKvIndexesDirectly) {
 
 // Argument checks come before any launch, so they hold (and run) without a device.
 TEST(GpuMlaAbsorb, RejectsBadArguments) {
-  static __nv_bfloat16 q[64], kv_b[64], out[64], gate[64];
+  alignas(16) static __nv_bfloat16 q[64], kv_b[64], out[64], gate[64];
   static float lat[64];
   const kernels::MlaDims ok{3, 16, 8, 16, 32};
   for (kernels::MlaDims bad :
@@ -521,16 +561,31 @@ TEST(GpuMlaAbsorb, RejectsBadArguments) {
   EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 3 * 24 - 1, kv_b, ok, 1, out, nullptr), cudaErrorInvalidValue);  // stride
   EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 3 * 24, kv_b, ok, -1, out, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(kernels::mla_absorb_q_bf16(nullptr, 3 * 24, kv_b, ok, 1, out, nullptr), cudaErrorInvalidValue);
-  // dn = 2048 needs 64 KiB of shared memory for the token tile: refused rather than a failed launch.
-  EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 2048 + 8, kv_b, kernels::MlaDims{1, 2048, 8, 16, 32}, 1, out, nullptr),
+  // dn = 2048 needs 64 KiB of shared memory for per_column's token tile of 8: refused rather than a failed launch;
+  // weight_stream refuses dn = 12288 at one token (48 KiB of q + 8 KiB of partial sums) and r not a multiple of 8.
+  EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 2048 + 8, kv_b, kernels::MlaDims{1, 2048, 8, 16, 32}, 1, out, nullptr,
+                                       kernels::MlaAbsorbAlgorithm::per_column),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 12288 + 8, kv_b, kernels::MlaDims{1, 12288, 8, 16, 32}, 1, out, nullptr,
+                                       kernels::MlaAbsorbAlgorithm::weight_stream),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 3 * 24, kv_b, kernels::MlaDims{3, 16, 8, 16, 20}, 1, out, nullptr,
+                                       kernels::MlaAbsorbAlgorithm::weight_stream),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, kernels::MlaDims{3, 16, 8, 16, 20}, 1, out, nullptr,
+                                      kernels::MlaAbsorbAlgorithm::weight_stream),
             cudaErrorInvalidValue);
   EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 3 * 24, kv_b, ok, 0, out, nullptr), cudaSuccess);
 
   EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, kernels::MlaDims{3, 16, 8, 12, 32}, 1, out, nullptr),
             cudaErrorInvalidValue);  // dv not a multiple of 8
   EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, gate, 3 * 16 - 1, ok, 1, out, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, kernels::MlaDims{3, 16, 8, 16, 2048}, 1, out, nullptr),
-            cudaErrorInvalidValue);  // 64 KiB of latent tile
+  EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, kernels::MlaDims{3, 16, 8, 16, 2048}, 1, out, nullptr,
+                                      kernels::MlaAbsorbAlgorithm::per_column),
+            cudaErrorInvalidValue);  // 64 KiB of latent tile (8 tokens)
+  EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, kernels::MlaDims{3, 16, 8, 16, 16384}, 1, out, nullptr,
+                                      kernels::MlaAbsorbAlgorithm::weight_stream),
+            cudaErrorInvalidValue);  // 64 KiB of latent tile (1 token)
   EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, ok, -1, out, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, ok, 0, out, nullptr), cudaSuccess);
 
