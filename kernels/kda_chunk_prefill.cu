@@ -65,6 +65,19 @@ __device__ __forceinline__ void prefetch_l2_line(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(p)));
 }
 
+// 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
+__device__ __forceinline__ void cp_async_16(float* dst_shared, const float* src_global) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(__cvta_generic_to_global(src_global))
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most kPending of this thread's most recent groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 // Shared memory of kda_chunk_intra_ut, in floats. X doubles as the warps' factor scratch while the scores are built
 // and A_qk as the wavefront scratch of the forward substitution; K holds k, then β e^G ⊙ k, then β ⊙ v.
 constexpr int kSmemG = 0;                             // G [64][128]
@@ -75,6 +88,15 @@ constexpr int kSmemX = kSmemAqk + kChunk * kChunk;    // X = (I + L)⁻¹ [64][6
 constexpr int kSmemBeta = kSmemX + kChunk * kChunk;   // β [64]
 constexpr int kIntraSmemFloats = kSmemBeta + kChunk;
 constexpr size_t kIntraSmemBytes = size_t(kIntraSmemFloats) * sizeof(float);
+// kStageInputs (ut_staged_inputs) adds q and v [64][128] after these (the g tile is copied into G and summed in
+// place, k into K): 180,480 bytes, one block per SM.
+constexpr int kSmemQ = kIntraSmemFloats;
+constexpr int kSmemV = kSmemQ + kChunk * kD;
+constexpr int kIntraStagedSmemFloats = kSmemV + kChunk * kD;
+constexpr size_t kIntraStagedSmemBytes = size_t(kIntraStagedSmemFloats) * sizeof(float);
+static_assert(kIntraStagedSmemBytes <= 227 * 1024, "staged phase 1 must fit sm_90's opt-in shared memory");
+static_assert(kSmemG % 4 == 0 && kSmemK % 4 == 0 && kSmemQ % 4 == 0 && kSmemV % 4 == 0,
+              "cp.async destinations must be 16-byte aligned");
 constexpr int kFactorScratchFloats = 2 * kTile * kTile;  // per warp: row and column factors [16][16]
 static_assert(kWarps * kFactorScratchFloats <= kChunk * kChunk, "factor scratch must fit in X");
 
@@ -101,8 +123,12 @@ __device__ __forceinline__ void lower_triangular_product(const float* X, const f
 // X's row is the identity's, so the state pass needs no special case and e^{G_last} = e^{G[n-1]}.
 // kPrefetch (ut_tensorcore_prefetch): q and v rows requested into the L2 on entry, and each score tile's q slice
 // loaded one 16-channel slice ahead; otherwise the same.
-template <bool kTensorDiagonal, bool kPrefetch>
-__global__ void __launch_bounds__(kThreads, 2)
+// kStageInputs (ut_staged_inputs; kPrefetch false): the block's g, k and q rows are copied into shared memory with
+// cp.async on entry, all in one group, and its v rows in a second group that is waited for only before U = X (β ⊙ V),
+// so the block waits one global round trip instead of one per loop batch; every later read of q, k, g, v is a
+// shared-memory read of the same values (rows ≥ n zero, as above). Otherwise the same arithmetic in the same order.
+template <bool kTensorDiagonal, bool kPrefetch, bool kStageInputs>
+__global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
     kda_chunk_intra_ut(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                        const float* __restrict__ g, const float* __restrict__ beta, int tokens, int heads,
                        Workspace ws) {
@@ -113,6 +139,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* Aqk = smem + kSmemAqk;
   float* Xs = smem + kSmemX;
   float* bs = smem + kSmemBeta;
+  float* Qs = smem + kSmemQ;  // kStageInputs only
+  float* Vs = smem + kSmemV;  // kStageInputs only
 
   const int chunk = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -138,11 +166,45 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
 
+  if (kStageInputs) {
+    // 16-byte pieces: rows < n copied (g into G, k into K, q into Q: group 1; v into V: group 2), rows ≥ n zeroed
+    // by plain stores (no copy touches them).
+    constexpr int kPiecesPerRow = kD / 4;
+    for (int idx = tid; idx < kChunk * kPiecesPerRow; idx += kThreads) {
+      const int r = idx / kPiecesPerRow, c = 4 * (idx % kPiecesPerRow);
+      if (r < n) {
+        cp_async_16(Gs + r * kD + c, gh + r * P + c);
+        cp_async_16(Ks + r * kD + c, kh + r * P + c);
+        cp_async_16(Qs + r * kD + c, qh + r * P + c);
+      } else {
+        const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4*>(Gs + r * kD + c) = zero;
+        *reinterpret_cast<float4*>(Ks + r * kD + c) = zero;
+        *reinterpret_cast<float4*>(Qs + r * kD + c) = zero;
+      }
+    }
+    cp_async_commit();
+    for (int idx = tid; idx < kChunk * kPiecesPerRow; idx += kThreads) {
+      const int r = idx / kPiecesPerRow, c = 4 * (idx % kPiecesPerRow);
+      if (r < n) {
+        cp_async_16(Vs + r * kD + c, vh + r * P + c);
+      } else {
+        *reinterpret_cast<float4*>(Vs + r * kD + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+    cp_async_commit();
+  }
+
   // ---- Stage 1: β, k, the cumulative log decay G and the chunk's Qg, Kd, e^{G_last}.
   if (tid < kChunk) bs[tid] = tid < n ? beta[(t0 + tid) * heads + h] : 0.0f;
-  for (int e = tid; e < kChunk * kD; e += kThreads) {
-    const int r = e / kD, i = e % kD;
-    Ks[e] = r < n ? kh[r * P + i] : 0.0f;
+  if (kStageInputs) {
+    cp_async_wait<1>();  // this thread's g, k, q pieces (v may still be in flight)
+    __syncthreads();     // everyone's
+  } else {
+    for (int e = tid; e < kChunk * kD; e += kThreads) {
+      const int r = e / kD, i = e % kD;
+      Ks[e] = r < n ? kh[r * P + i] : 0.0f;
+    }
   }
   {
     // Two threads per channel: rows 0..31 and 32..63, then the second half adds the first half's total.
@@ -150,7 +212,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     float run = 0.0f;
 #pragma unroll 8
     for (int r = r0; r < r0 + kChunk / 2; ++r) {
-      run += r < n ? gh[r * P + i] : 0.0f;
+      // Staged: G holds g (rows ≥ n zero) and each element is read, then overwritten, by this thread alone.
+      run += kStageInputs ? Gs[r * kD + i] : (r < n ? gh[r * P + i] : 0.0f);
       Gs[r * kD + i] = run;
     }
   }
@@ -167,8 +230,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int e = tid; e < kChunk * kD; e += kThreads) {
       const int r = e / kD, i = e % kD;
       const float G = Gs[e], G_last = Gs[(kChunk - 1) * kD + i];
-      qg_out[e] = r < n ? expf(G) * qh[r * P + i] : 0.0f;  // e^G ≤ 1
-      kd_out[e] = expf(G_last - G) * Ks[e];                // e^{G_last − G} ≤ 1
+      const float x = kStageInputs ? Qs[e] : (r < n ? qh[r * P + i] : 0.0f);
+      qg_out[e] = r < n ? expf(G) * x : 0.0f;  // e^G ≤ 1
+      kd_out[e] = expf(G_last - G) * Ks[e];    // e^{G_last − G} ≤ 1
     }
     if (tid < kD) ws.decay(blk)[tid] = expf(Gs[(kChunk - 1) * kD + tid]);
   }
@@ -215,9 +279,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int m = 0; m < kTile / 2; ++m) {
           const int r = lane / kTile + 2 * m;
           const int ri = kTile * I + r, rj = kTile * J + r;
-          const float x = kind == 1    ? Ks[ri * kD + ch]
-                          : kPrefetch ? q_cur[m]
-                                      : (ri < n ? qh[ri * P + ch] : 0.0f);
+          const float x = kind == 1      ? Ks[ri * kD + ch]
+                          : kStageInputs ? Qs[ri * kD + ch]
+                          : kPrefetch    ? q_cur[m]
+                                         : (ri < n ? qh[ri * P + ch] : 0.0f);
           Fr[r * kTile + cc] = x * __expf(Gs[ri * kD + ch] - g_ref);
           Fc[r * kTile + cc] = Ks[rj * kD + ch] * __expf(g_ref - Gs[rj * kD + ch]);
         }
@@ -242,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int m = 0; m < kD / 32; ++m) {
           const int ch = lane + 32 * m;
-          qv[m] = row < n ? qh[row * P + ch] : 0.0f;
+          qv[m] = kStageInputs ? Qs[row * kD + ch] : (row < n ? qh[row * P + ch] : 0.0f);
           kv[m] = Ks[row * kD + ch];
           gv[m] = Gs[row * kD + ch];
         }
@@ -328,16 +393,29 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   // ---- Stage 4: W = X (β e^G ⊙ K), U = X (β ⊙ V).
-  for (int e = tid; e < kChunk * kD; e += kThreads) Ks[e] *= bs[e / kD] * expf(Gs[e]);
-  __syncthreads();
-  lower_triangular_product(Xs, Ks, ws.w(blk), warp);
-  __syncthreads();
-  for (int e = tid; e < kChunk * kD; e += kThreads) {
-    const int r = e / kD, i = e % kD;
-    Ks[e] = r < n ? bs[r] * vh[r * P + i] : 0.0f;
+  if constexpr (kStageInputs) {
+    cp_async_wait<0>();  // this thread's v pieces
+    __syncthreads();     // everyone's
+    // β ⊙ V in place (rows ≥ n: 0 · 0), beside β e^G ⊙ K, so both products follow one barrier.
+    for (int e = tid; e < kChunk * kD; e += kThreads) {
+      Ks[e] *= bs[e / kD] * expf(Gs[e]);
+      Vs[e] *= bs[e / kD];
+    }
+    __syncthreads();
+    lower_triangular_product(Xs, Ks, ws.w(blk), warp);
+    lower_triangular_product(Xs, Vs, ws.u(blk), warp);
+  } else {
+    for (int e = tid; e < kChunk * kD; e += kThreads) Ks[e] *= bs[e / kD] * expf(Gs[e]);
+    __syncthreads();
+    lower_triangular_product(Xs, Ks, ws.w(blk), warp);
+    __syncthreads();
+    for (int e = tid; e < kChunk * kD; e += kThreads) {
+      const int r = e / kD, i = e % kD;
+      Ks[e] = r < n ? bs[r] * vh[r * P + i] : 0.0f;
+    }
+    __syncthreads();
+    lower_triangular_product(Xs, Ks, ws.u(blk), warp);
   }
-  __syncthreads();
-  lower_triangular_product(Xs, Ks, ws.u(blk), warp);
 }
 
 // Asks the L2 for workspace block b's six arrays, one per lane 0..5 (all 512-byte aligned, sizes multiples of 16).
@@ -474,18 +552,6 @@ static_assert((8 * kLdRows) % 8 == 0 && (8 * kLdScore) % 8 == 0 && (8 * kLdState
                   kLdScore % 4 == 0 && kLdState % 4 == 0,
               "staged strides must keep WMMA's alignment");
 
-// 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
-__device__ __forceinline__ void cp_async_16(float* dst_shared, const float* src_global) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(__cvta_generic_to_global(src_global))
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most kPending of this thread's most recent groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
 // rows × cols floats (cols a multiple of 4), dense and 16-byte aligned in global memory, into shared memory with row
 // stride ld; the block's threads share the 16-byte pieces.
 __device__ __forceinline__ void stage_async(float* dst, int ld, const float* src, int rows, int cols, int tid) {
@@ -638,21 +704,22 @@ struct Launches {
   bool intra, state_pass;
 };
 
-template <bool kTensorDiagonal, bool kPrefetch, bool kStaged>
+template <bool kTensorDiagonal, bool kPrefetch, bool kStaged, bool kStageInputs = false>
 cudaError_t launch(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
                    float* out, int tokens, int heads, int chunks, Workspace ws, Launches which, cudaStream_t stream) {
   if (which.intra) {
-    const auto intra = kda_chunk_intra_ut<kTensorDiagonal, kPrefetch>;
+    const auto intra = kda_chunk_intra_ut<kTensorDiagonal, kPrefetch, kStageInputs>;
+    const size_t smem_bytes = kStageInputs ? kIntraStagedSmemBytes : kIntraSmemBytes;
     // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both
     // are allowed while a stream is being captured.
     cudaError_t status =
-        cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
+        cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes));
     if (status != cudaSuccess) return status;
     status = cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared));
     if (status != cudaSuccess) return status;
-    intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens,
-                                                                                          heads, ws);
+    intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, smem_bytes, stream>>>(q, k, v, g, beta, tokens, heads,
+                                                                                     ws);
     status = cudaGetLastError();
     if (status != cudaSuccess) return status;
   }
@@ -683,6 +750,7 @@ const char* kda_chunk_variant_name(KdaChunkVariant variant) {
     case KdaChunkVariant::ut_tensorcore: return "kda_chunk_ut_tensorcore";
     case KdaChunkVariant::ut_tensorcore_prefetch: return "kda_chunk_ut_tensorcore_prefetch";
     case KdaChunkVariant::ut_tensorcore_staged: return "kda_chunk_ut_tensorcore_staged";
+    case KdaChunkVariant::ut_staged_inputs: return "kda_chunk_ut_staged_inputs";
   }
   return "unknown";
 }
@@ -704,11 +772,21 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
   if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch &&
-      variant != KdaChunkVariant::ut_tensorcore_staged)
+      variant != KdaChunkVariant::ut_tensorcore_staged && variant != KdaChunkVariant::ut_staged_inputs)
     return cudaErrorInvalidValue;
+  // ut_staged_inputs copies q, k, v, g rows in 16-byte pieces: with a base that is not 16-byte aligned it runs as
+  // ut_tensorcore_staged (the same results; the same workspace, state pass and arithmetic).
+  const auto aligned16 = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (variant == KdaChunkVariant::ut_staged_inputs && !(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(g)))
+    variant = KdaChunkVariant::ut_tensorcore_staged;
   const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
   const Workspace ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
   const bool tensor_diagonal = gate_lower_bound < 0.0f && gate_lower_bound >= kTensorDiagonalMinLowerBound;
+  if (variant == KdaChunkVariant::ut_staged_inputs)
+    return tensor_diagonal
+               ? launch<true, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
+               : launch<false, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which,
+                                                  stream);
   if (variant == KdaChunkVariant::ut_tensorcore_staged)
     return tensor_diagonal
                ? launch<true, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)

@@ -47,7 +47,13 @@
 //     are requested once chunk c's O is stored and arrive under chunk c + 1's W S and Qg S, which do not need them.
 //     W, Qg, Kd are read from the workspace once per head instead of once per value block (4×), and the per-chunk
 //     chain is six block barriers around shared-memory products (≈ 7 MFLOP per chunk and head). The products and
-//     their order are those of the other versions. Not yet measured on a GPU.
+//     their order are those of the other versions.
+//   ut_staged_inputs (not yet measured on a GPU): the state pass of ut_tensorcore_staged; phase 1 copies its
+//     block's g, k, q rows (one cp.async group) and v rows (a second group, waited for only before U = X (β ⊙ V))
+//     into shared memory on entry, 176 KB per block, one block per SM, so a block waits one global round trip where
+//     the others wait ≈ 40 (the per-thread loops over k, g, q and v rows, and each score tile's q slices); the
+//     rest of phase 1 reads the same values from shared memory, in the same order. Needs q, k, v, g 16-byte aligned
+//     (every row and head then is); with a base that is not, the call runs as ut_tensorcore_staged.
 // Measured (H200, 8K tokens × 96 heads, before ut_tensorcore_staged): ut_tensorcore_prefetch 8.37 ms = phase 1
 // 4.52 ms + phase 2 3.86 ms (30 µs per chunk step); ut_tensorcore 9.18 ms (5.31 + 3.88).
 // Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
@@ -73,6 +79,7 @@ enum class KdaChunkVariant {
   ut_tensorcore,           // every operand read when needed
   ut_tensorcore_prefetch,  // the next chunk's operands prefetched into the L2
   ut_tensorcore_staged,    // phase 1 as ut_tensorcore_prefetch; state pass one block per head, operands in shared memory
+  ut_staged_inputs,        // phase 1's q, k, v, g rows copied into shared memory on entry; state pass as staged
 };
 // The fastest measured on an H200 (bench/results/2026-11-30-h200-engine-final).
 constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_tensorcore_staged;

@@ -2,7 +2,8 @@
 // an independent form of the same map. Odd token counts (partial last chunks), several heads and K3's 96, bounded
 // gates (the tensor-core diagonal tiles) and an unbounded softplus gate (the exact per-pair diagonal tiles), a
 // non-zero initial state, one prompt split over two calls, a call captured in a CUDA graph, and the two launches run
-// one at a time (the bench's per-phase entry); every case for every KdaChunkVariant.
+// one at a time (the bench's per-phase entry), inputs that are not 16-byte aligned; every case for every
+// KdaChunkVariant.
 #include "engine/reference/kda.h"
 #include "gpu_harness.h"
 #include "kernels/kda_chunk_prefill.h"
@@ -28,7 +29,8 @@ constexpr double kTf32Tolerance = 2e-3;
 // Every version of the kernel runs every check.
 const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tensorcore,
                                               kernels::KdaChunkVariant::ut_tensorcore_prefetch,
-                                              kernels::KdaChunkVariant::ut_tensorcore_staged};
+                                              kernels::KdaChunkVariant::ut_tensorcore_staged,
+                                              kernels::KdaChunkVariant::ut_staged_inputs};
 
 enum class Gate {
   bounded_sigmoid,  // g = lb·sigmoid(z), z uniform in [-9, 3]: the K3 gate's form, slow and fast channels
@@ -45,6 +47,7 @@ const ChunkCase kCases[] = {
     {65, 3, Gate::bounded_sigmoid},  {200, 3, Gate::bounded_sigmoid},  {1000, 3, Gate::bounded_sigmoid},
     {200, 3, Gate::bounded_uniform}, {1000, 2, Gate::bounded_uniform}, {100, 96, Gate::bounded_sigmoid},
     {17, 3, Gate::softplus},         {65, 3, Gate::softplus},          {1000, 3, Gate::softplus},
+    {4097, 2, Gate::bounded_sigmoid}, {333, 96, Gate::softplus},
 };
 
 const char* gate_name(Gate g) {
@@ -320,6 +323,37 @@ TEST(GpuKdaChunk, PhasesOneAtATimeEqualOneCall) {
   }
 }
 
+TEST(GpuKdaChunk, InputsNotSixteenByteAligned) {
+  // q, k, v, g one float past a 16-byte boundary (as column slices of a wider buffer can be): ut_staged_inputs then
+  // runs without its 16-byte copies, and every version still gives the reference's output and state.
+  const ChunkCase c{150, 3, Gate::bounded_sigmoid};
+  std::mt19937 rng(20261207);
+  const Inputs in = random_inputs(c, rng);
+  const Reference want = recurrent_reference(in, c.heads);
+  K3_REQUIRE_GPU();
+  const auto shifted = [](const ref::Matrix& m) {  // one leading pad float, then the matrix
+    std::vector<float> host = to_f32(m);
+    host.insert(host.begin(), 0.0f);
+    return host;
+  };
+  DeviceBuffer<float> q(shifted(in.q)), k(shifted(in.k)), v(shifted(in.v)), g(shifted(in.g)), beta(to_f32(in.beta));
+  DeviceBuffer<float> out(size_t(in.q.size()));
+  DeviceBuffer<float> workspace(kernels::kda_chunk_prefill_workspace_bytes(c.tokens, c.heads, kD) / sizeof(float));
+  for (const kernels::KdaChunkVariant variant : kVariants) {
+    const std::string name = kernels::kda_chunk_variant_name(variant);
+    CUDA_CHECK(cudaMemset(out.get(), 0xFF, out.size() * sizeof(float)));
+    DeviceBuffer<float> state(flatten(in.state));
+    CUDA_CHECK(kernels::kda_chunk_prefill_f32state(q.get() + 1, k.get() + 1, v.get() + 1, g.get() + 1, beta.get(),
+                                                   state.get(), out.get(), c.tokens, c.heads, kD, kGateLowerBound,
+                                                   workspace.get(), workspace.size() * sizeof(float), nullptr,
+                                                   variant));
+    EXPECT_LE(normalized_error(from_f32(out.download(), c.tokens, Index(c.heads) * kD), want.out), kTf32Tolerance)
+        << name;
+    EXPECT_LE(normalized_error(from_f32(state.download(), Index(c.heads) * kD, kD), want.final_state), kTf32Tolerance)
+        << name;
+  }
+}
+
 TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   // Per head and 64-token chunk: W, U, Qg, Kd [64, 128] + A_qk [64, 64] + e^{G_last} [128] fp32 = 36992 floats.
   constexpr size_t kBlockBytes = (4 * 64 * 128 + 64 * 64 + 128) * sizeof(float);
@@ -344,6 +378,8 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
                "kda_chunk_ut_tensorcore_prefetch");
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore_staged),
                "kda_chunk_ut_tensorcore_staged");
+  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_staged_inputs),
+               "kda_chunk_ut_staged_inputs");
   const size_t enough = kernels::kda_chunk_prefill_workspace_bytes(100, 4, 128);
   for (int d : {0, 64, 127, 256})
     EXPECT_EQ(call(100, 4, d, -5.0f, aligned, enough), cudaErrorInvalidValue) << "d " << d;
