@@ -439,9 +439,9 @@ __device__ __forceinline__ void dequantize_word_table(const uint32_t* table, uin
 // for slot g of the pass, as rows16_lut does.
 template <typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_rows16_prefetch_table(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y,
-                                                 int64_t y_stride, unsigned row_blocks) {
+    mxfp4_grouped_gemv_mma_rows16_prefetch_table(Mxfp4ExpertWeights w, ExpertRouting r,
+                                                 const __nv_bfloat16* __restrict__ x, int64_t x_stride, int64_t x_rows,
+                                                 OutT* __restrict__ y, int64_t y_stride, unsigned row_blocks) {
   __shared__ __align__(16) uint32_t table[kTableWords];
   const int active = static_cast<int>(blockIdx.x / row_blocks);
   if (active >= min(*r.active_count, r.max_active_experts)) return;  // the whole block, before any barrier

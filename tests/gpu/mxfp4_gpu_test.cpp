@@ -165,10 +165,9 @@ const char* name(Mxfp4GroupedAlgorithm a) {
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                                 Mxfp4GroupedAlgorithm::gemv_lut,
-                                                 Mxfp4GroupedAlgorithm::gemv_prefetch_table, Mxfp4GroupedAlgorithm::gemm,
-                                                 Mxfp4GroupedAlgorithm::automatic};
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {
+    Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async, Mxfp4GroupedAlgorithm::gemv_lut,
+    Mxfp4GroupedAlgorithm::gemv_prefetch_table, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
