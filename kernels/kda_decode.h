@@ -11,11 +11,17 @@
 // k, rank-1 update, dot with q, written back once, so the state moves exactly once each way (memory-bound by design).
 // A warp's access to one row of S is 32 consecutive columns (coalesced); q, k, exp(g) and exp(g)⊙k sit in shared
 // memory (broadcast reads).
-// Faster (not done): at small batch the grid is a few warps per SM (batch 1: 384 warps on 132 SMs). Splitting the
-// key dimension over 4 threads per column (dots summed through shared memory) was measured on an H200 and was
-// slower at batch 1 (12.4 us vs 10.6-11.4 us), so the fixed latency of the step, not load parallelism, is the
-// limit there; 2 columns per thread with bf16x2 / float2 loads may still help at mid batches; fusing kda_preprocess and the gated output
-// norm into the same launch would save their round trips through global memory.
+// kda_decode_column_pair_split_key — 2 columns per thread (float2 / bf16x2 state loads) with the key dimension split
+// over 2 lanes (lanes 0-15 rows [0, d/2), lanes 16-31 rows [d/2, d); both dots summed by one xor shuffle), 64 columns
+// per block (two warps; one when d is not a multiple of 64): half the blocks of column_per_thread, half the load
+// instructions, the same d state values in registers per thread. kda_decode_column_quad_split_key — the same with 4
+// columns per thread (float4 / 8-byte bf16 loads) over 4 key parts, 128 columns per block (one block per head at
+// d = 128). The split-key versions need d a multiple of 32. automatic (default): column_pair_split_key from batch
+// kKdaDecodeSplitKeyMinBatch on when d allows it and the state is 16-byte aligned, else column_per_thread.
+// Measured on an H200 before the split-key versions: column_per_thread reaches 80 % of the copy bandwidth at batch 16
+// (91 % at 64, 94 % at 256). Splitting the key dimension over 4 threads per column with the dots summed through shared
+// memory was slower at batch 1 (12.4 us vs 10.6-11.4 us): there the fixed latency of the step is the limit. Fusing
+// kda_preprocess and the gated output norm into the same launch would save their round trips through global memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,10 +29,16 @@
 
 namespace k3::kernels {
 
+enum class KdaDecodeAlgorithm { automatic, column_per_thread, column_pair_split_key, column_quad_split_key };
+
+inline constexpr int kKdaDecodeSplitKeyMinBatch = 8;
+
 cudaError_t kda_decode_step_f32state(const float* q, const float* k, const float* v, const float* g, const float* beta,
-                                     float* state, float* out, int batch, int heads, int head_dim, cudaStream_t stream);
+                                     float* state, float* out, int batch, int heads, int head_dim, cudaStream_t stream,
+                                     KdaDecodeAlgorithm algorithm = KdaDecodeAlgorithm::automatic);
 cudaError_t kda_decode_step_bf16state(const float* q, const float* k, const float* v, const float* g, const float* beta,
                                       __nv_bfloat16* state, float* out, int batch, int heads, int head_dim,
-                                      cudaStream_t stream);
+                                      cudaStream_t stream,
+                                      KdaDecodeAlgorithm algorithm = KdaDecodeAlgorithm::automatic);
 
 }  // namespace k3::kernels

@@ -9,6 +9,7 @@
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
 #include "kernels/kda_decode.h"
+#include "kernels/kda_gate_proj.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/moe_bucket.h"
 #include "kernels/moe_router.h"
@@ -107,13 +108,22 @@ int main(int argc, char** argv) {
     float* g = device_alloc<float>(size_t(batch) * heads * d, 0);
     float* beta = device_alloc<float>(size_t(batch) * heads, 0);
     float* out = device_alloc<float>(size_t(batch) * heads * d, 0);
-    Result r{fmt::format("kda_decode_step_f32state batch {} heads 96 d 128", batch), bytes, flops};
-    r.cls = EfficiencyClass::recurrent;
-    r.median_us = time_us([&](int i) {
-      CUDA_CHECK(k3::kernels::kda_decode_step_f32state(q, k, v, g, beta, state[i % sets], out, batch, heads, d, nullptr));
-    }, repeats);
-    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
-    results.push_back(r);
+    using k3::kernels::KdaDecodeAlgorithm;
+    for (const auto& [algorithm_value, label] :
+         {std::pair{KdaDecodeAlgorithm::automatic, "automatic"},
+          std::pair{KdaDecodeAlgorithm::column_per_thread, "column_per_thread"},
+          std::pair{KdaDecodeAlgorithm::column_pair_split_key, "column_pair_split_key"},
+          std::pair{KdaDecodeAlgorithm::column_quad_split_key, "column_quad_split_key"}}) {
+      const KdaDecodeAlgorithm algorithm = algorithm_value;
+      Result r{fmt::format("kda_decode_step_f32state_{} batch {} heads 96 d 128", label, batch), bytes, flops};
+      r.cls = EfficiencyClass::recurrent;
+      r.median_us = time_us([&](int i) {
+        CUDA_CHECK(k3::kernels::kda_decode_step_f32state(q, k, v, g, beta, state[i % sets], out, batch, heads, d,
+                                                         nullptr, algorithm));
+      }, repeats);
+      r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
+      results.push_back(r);
+    }
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
   }
@@ -153,6 +163,42 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamDestroy(stream));
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
+  }
+
+  // KDA gate projections at K3's widths (f_a 128 x 7168, f_b 12288 x 128, b_proj 96 x 7168: 6.3 MB of bf16 weights)
+  // for T = 1, 3, 8 tokens: weight-bound, so the weights rotate over sets larger than L2, in both timings (the graph's
+  // 32 launches take consecutive sets).
+  for (const int tokens : {1, 3, 8}) {
+    constexpr int kHidden = 7168, kRank = 128, kProjection = 12288, kHeads = 96;
+    const double weight_bytes =
+        2.0 * (double(kRank) * kHidden + double(kProjection) * kRank + double(kHeads) * kHidden);
+    const double bytes = weight_bytes + tokens * (kHidden * 2.0 + kRank * 4.0 + kProjection * 4.0 + kHeads * 4.0);
+    const double flops = 2.0 * tokens * (double(kRank + kHeads) * kHidden + double(kProjection) * kRank);
+    const int sets = session.rotation_for(weight_bytes);
+    std::vector<__nv_bfloat16*> w_fa(sets), w_fb(sets), w_b(sets);
+    for (int s = 0; s < sets; ++s) {
+      w_fa[s] = device_alloc<__nv_bfloat16>(size_t(kRank) * kHidden, 0x3C);
+      w_fb[s] = device_alloc<__nv_bfloat16>(size_t(kProjection) * kRank, 0x3C);
+      w_b[s] = device_alloc<__nv_bfloat16>(size_t(kHeads) * kHidden, 0x3C);
+    }
+    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(size_t(tokens) * kHidden, 0x3C);
+    __nv_bfloat16* fa = device_alloc<__nv_bfloat16>(size_t(tokens) * kRank, 0);
+    float* f = device_alloc<float>(size_t(tokens) * kProjection, 0);
+    float* b = device_alloc<float>(size_t(tokens) * kHeads, 0);
+    int next_set = 0;
+    time_small_op(session, results,
+                  fmt::format("kda_gate_proj_warp_per_row T={} 7168 -> 128 -> 12288, beta 96", tokens), bytes, flops,
+                  [&](cudaStream_t stream) {
+                    const int s = next_set++ % sets;
+                    CUDA_CHECK(k3::kernels::kda_gate_proj_bf16(x, kHidden, w_fa[s], w_fb[s], w_b[s], tokens, kHidden,
+                                                               kRank, kProjection, kHeads, fa, f, b, stream));
+                  });
+    for (int s = 0; s < sets; ++s) {
+      for (__nv_bfloat16* p : {w_fa[s], w_fb[s], w_b[s]}) CUDA_CHECK(cudaFree(p));
+    }
+    for (void* p : {static_cast<void*>(x), static_cast<void*>(fa), static_cast<void*>(f), static_cast<void*>(b)}) {
+      CUDA_CHECK(cudaFree(p));
+    }
   }
 
   // MLA's absorbed-decode products at K3's widths (96 heads, dn = dv = 128, dr = 64, r = 512): each reads its half

@@ -30,8 +30,22 @@ constexpr int kDecodeSteps = 5;
 struct DecodeCase {
   int batch, heads, d;
 };
-// (1, 2, 48) adds the half-warp blocks (d not a multiple of 32) with several blocks per head.
-const DecodeCase kDecodeCases[] = {{1, 96, 128}, {3, 5, 64}, {16, 96, 128}, {2, 3, 16}, {1, 2, 48}};
+// (1, 2, 48) adds the half-warp blocks (d not a multiple of 32) with several blocks per head; (9, 3, 32) and (8, 2, 96)
+// the split-key versions with one warp per block (d not a multiple of 64 or 128) at batches where automatic takes them.
+const DecodeCase kDecodeCases[] = {{1, 96, 128}, {3, 5, 64}, {16, 96, 128}, {2, 3, 16},
+                                   {1, 2, 48},   {9, 3, 32}, {8, 2, 96}};
+
+using kernels::KdaDecodeAlgorithm;
+struct NamedDecodeAlgorithm {
+  KdaDecodeAlgorithm algorithm;
+  const char* name;
+  bool split_key;  // needs d a multiple of 32
+};
+const NamedDecodeAlgorithm kDecodeAlgorithms[] = {
+    {KdaDecodeAlgorithm::automatic, "automatic", false},
+    {KdaDecodeAlgorithm::column_per_thread, "column_per_thread", false},
+    {KdaDecodeAlgorithm::column_pair_split_key, "column_pair_split_key", true},
+    {KdaDecodeAlgorithm::column_quad_split_key, "column_quad_split_key", true}};
 
 struct StepInputs {  // one step for the whole batch: row b is sequence b
   ref::Matrix q, k, v, g, beta;
@@ -97,7 +111,8 @@ std::string describe(const DecodeCase& c) {
 // final state against want.
 template <typename State>
 void check_decode_on_gpu(const DecodeCase& c, const std::vector<State>& initial, const std::vector<StepInputs>& steps,
-                         const DecodeReference& want, double tolerance, const char* label) {
+                         const DecodeReference& want, double tolerance, const std::string& label,
+                         KdaDecodeAlgorithm algorithm) {
   DeviceBuffer<State> state(initial);
   for (size_t step = 0; step < steps.size(); ++step) {
     const StepInputs& in = steps[step];
@@ -105,10 +120,10 @@ void check_decode_on_gpu(const DecodeCase& c, const std::vector<State>& initial,
     DeviceBuffer<float> out(in.q.size());
     if constexpr (std::is_same_v<State, float>) {
       CUDA_CHECK(kernels::kda_decode_step_f32state(q.get(), k.get(), v.get(), g.get(), beta.get(), state.get(),
-                                                   out.get(), c.batch, c.heads, c.d, nullptr));
+                                                   out.get(), c.batch, c.heads, c.d, nullptr, algorithm));
     } else {
       CUDA_CHECK(kernels::kda_decode_step_bf16state(q.get(), k.get(), v.get(), g.get(), beta.get(), state.get(),
-                                                    out.get(), c.batch, c.heads, c.d, nullptr));
+                                                    out.get(), c.batch, c.heads, c.d, nullptr, algorithm));
     }
     const ref::Matrix got = from_f32(out.download(), c.batch, in.q.cols());
     EXPECT_LE(normalized_error(got, want.out[step]), tolerance) << label << " " << describe(c) << " step " << step;
@@ -154,9 +169,13 @@ TEST(GpuKda, DecodeStepMatchesRecurrentReference) {
 
   K3_REQUIRE_GPU();
   for (const DecodeData& data : cases) {
-    check_decode_on_gpu(data.c, to_f32(data.initial), data.steps, data.want_f32, tolerance_for<float>(), "fp32 state");
-    check_decode_on_gpu(data.c, to_bf16(data.initial), data.steps, data.want_bf16, tolerance_for<__nv_bfloat16>(),
-                        "bf16 state");
+    for (const NamedDecodeAlgorithm& a : kDecodeAlgorithms) {
+      if (a.split_key && data.c.d % 32 != 0) continue;
+      check_decode_on_gpu(data.c, to_f32(data.initial), data.steps, data.want_f32, tolerance_for<float>(),
+                          std::string(a.name) + " fp32 state", a.algorithm);
+      check_decode_on_gpu(data.c, to_bf16(data.initial), data.steps, data.want_bf16, tolerance_for<__nv_bfloat16>(),
+                          std::string(a.name) + " bf16 state", a.algorithm);
+    }
   }
 }
 
@@ -173,6 +192,13 @@ TEST(GpuKda, DecodeStepRejectsUnsupportedShapes) {
   EXPECT_EQ(kernels::kda_decode_step_bf16state(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 96,
                                                128, nullptr),
             cudaSuccess);
+  // The split-key versions need d a multiple of 32 (automatic then takes column_per_thread).
+  for (int d : {16, 48, 80, 112})
+    for (KdaDecodeAlgorithm a : {KdaDecodeAlgorithm::column_pair_split_key, KdaDecodeAlgorithm::column_quad_split_key})
+      EXPECT_EQ(kernels::kda_decode_step_f32state(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4,
+                                                  d, nullptr, a),
+                cudaErrorInvalidValue)
+          << "d " << d;
 }
 
 // ---- Pre-processing ----
