@@ -3,6 +3,8 @@
 #include <cstdint>
 
 namespace k3::kernels {
+
+constexpr int kApplyVStreamMaxTokens = 4;
 namespace {
 
 constexpr int kTokenTile = 8;
@@ -323,7 +325,11 @@ cudaError_t mla_apply_v_bf16(const float* latent_out, const __nv_bfloat16* kv_b,
   const bool stream_ok = stream_applies(dims, kv_b);
   if (algorithm == MlaAbsorbAlgorithm::weight_stream && !stream_ok) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
-  if (algorithm != MlaAbsorbAlgorithm::per_column && stream_ok) {
+  // automatic: weight_stream only for a few tokens (on an H200 at K3's size: 12.2 against 23.5 µs at 1 token, but
+  // 45.8 against 41.6 at 8 and 273 against 253 at 64; bench/results/2026-11-30-h200-kernels-3).
+  const bool stream_wins = tokens <= kApplyVStreamMaxTokens;
+  if (stream_ok && (algorithm == MlaAbsorbAlgorithm::weight_stream ||
+                    (algorithm == MlaAbsorbAlgorithm::automatic && stream_wins))) {
     switch (stream_token_tile(tokens)) {
       case 1: return launch_apply_v_stream<1>(latent_out, kv_b, gate, gate_row_stride, dims, tokens, out, stream);
       case 2: return launch_apply_v_stream<2>(latent_out, kv_b, gate, gate_row_stride, dims, tokens, out, stream);

@@ -22,7 +22,8 @@
 //     tile, warp = 8 output columns (kv_b rows), lane = 8 consecutive j of each row (r / 256 vectors per lane),
 //     sums by warp shuffles. K3 at batch ≤ 8: 192 blocks of 256 threads, all resident on 132 SMs, ≈ 6 MB in flight.
 //     Needs kv_b 16-byte aligned and r a multiple of 8.
-//   automatic — weight_stream where it applies, per_column otherwise.
+//   automatic — absorb_q: weight_stream where it applies; apply_v: weight_stream where it applies for up to 4 tokens
+//   (measured faster at 1 token, slower at 8 and 64 on an H200); per_column otherwise.
 // assemble_kv: one block per token.
 #pragma once
 
