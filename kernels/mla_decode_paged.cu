@@ -1,6 +1,5 @@
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
-#include "kernels/mla_decode_wgmma_specialized.h"
 #include "kernels/ptx_mma.h"
 
 #include <algorithm>
@@ -497,12 +496,11 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
     algorithm = hopper ? MlaDecodeAlgorithm::wgmma : MlaDecodeAlgorithm::register_q;
   }
   if (algorithm != MlaDecodeAlgorithm::shared_q && algorithm != MlaDecodeAlgorithm::register_q &&
-      algorithm != MlaDecodeAlgorithm::wgmma && algorithm != MlaDecodeAlgorithm::wgmma_specialized)
+      algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
-  const bool specialized = algorithm == MlaDecodeAlgorithm::wgmma_specialized;
-  const bool wgmma = algorithm == MlaDecodeAlgorithm::wgmma || specialized;
+  const bool wgmma = algorithm == MlaDecodeAlgorithm::wgmma;
   const int splits = wgmma ? mla_decode_wgmma_num_splits(shape) : mla_decode_num_splits(shape);
   const size_t needed = mla_decode_workspace_bytes(shape);
   if (needed > 0 && (workspace == nullptr || workspace_bytes < needed || !aligned16(workspace)))
@@ -516,10 +514,7 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   const bool register_q = algorithm == MlaDecodeAlgorithm::register_q;
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
-      specialized  ? mla_decode_wgmma_specialized_split_pass(q, cache_pages, page_table, context_tokens,
-                                                             scale * kLog2e, shape, splits, partial_out,
-                                                             partial_stats, out, stream)
-      : wgmma      ? mla_decode_wgmma_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
+      wgmma        ? mla_decode_wgmma_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
                                                  splits, partial_out, partial_stats, out, stream)
       : register_q ? launch_split_kernel<true>(grid, stream, q, cache_pages, page_table, context_tokens,
                                              scale * kLog2e, shape, groups, splits, partial_out, partial_stats, out)

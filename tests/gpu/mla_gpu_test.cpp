@@ -32,23 +32,19 @@ constexpr int kQk = kernels::kMlaPrefillQkDim;          // 192
 constexpr int kValue = kernels::kMlaPrefillValueDim;    // 128
 const double kK3Scale = 1.0 / std::sqrt(double(kQk));  // 192^-1/2
 
-// Every algorithm the current device runs: wgmma and wgmma_specialized only on compute capability 9.0 (on an H200 all
-// four run).
+// Every algorithm the current device runs: wgmma only on compute capability 9.0 (on an H200 all three run).
 std::vector<MlaDecodeAlgorithm> decode_algorithms() {
   std::vector<MlaDecodeAlgorithm> algorithms = {MlaDecodeAlgorithm::shared_q, MlaDecodeAlgorithm::register_q};
   int device = 0;
   if (cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device))
-    algorithms.insert(algorithms.end(), {MlaDecodeAlgorithm::wgmma, MlaDecodeAlgorithm::wgmma_specialized});
+    algorithms.push_back(MlaDecodeAlgorithm::wgmma);
   else
     fmt::print(stderr, "note: this device is not compute capability 9.0, so the wgmma algorithm is not tested\n");
   return algorithms;
 }
 
 std::string name(MlaDecodeAlgorithm a) {
-  return a == MlaDecodeAlgorithm::shared_q     ? "shared_q"
-         : a == MlaDecodeAlgorithm::register_q ? "register_q"
-         : a == MlaDecodeAlgorithm::wgmma      ? "wgmma"
-                                               : "wgmma_specialized";
+  return a == MlaDecodeAlgorithm::shared_q ? "shared_q" : a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 
 // out[h, :] = Σ_t softmax_t(scale · q[h] · rows[t]) rows[t, 0:512] in fp64; q [heads, 576], rows [tokens, 576].
