@@ -379,171 +379,6 @@ __global__ void __launch_bounds__(kGemvThreads, kCpAsyncBlocksPerSm)
   }
 }
 
-// ---- Decode: mxfp4_grouped_gemv_mma_rows16_prefetch_table -------------------------------------------
-// rows16's warp tile, lane roles and natural-k-order products (as gemv_lut: x goes to the mma as loaded),
-// with two changes:
-// - the weight loads are double-buffered in registers: each warp issues the loads of step s + 1 before it
-//   computes step s, so its next 2 KiB are in flight while it computes, instead of every warp of the single
-//   T = 1 wave loading, waiting and then computing in step with the others;
-// - the decode is a byte table in shared memory: packed byte → bf16 pair of its two E2M1 values at their
-//   natural scale (exact), one copy of the 256 entries per lane so that a warp's 32 lookups fall in 32
-//   distinct banks (32 KiB per block), then one bf16x2 multiply by 2^(scale − 127) per pair (exact: the
-//   factor and every product are bf16 values, and bf16 and fp32 share the exponent range, so 2^-127 and
-//   overflow to ±inf match the fp32 decode). Per 2 elements: 2 integer instructions (the table address),
-//   1 shared load and 1 multiply, against ≈ 3.25 integer instructions, the multiply and the two-multiply
-//   branch of gemv_lut's prmt lookup (which, double-buffered the same way, spills at 6 blocks per SM).
-constexpr int kPrefetchLoads = 2;                        // 16-byte loads per row, lane and step
-constexpr int kPrefetchStepBlocks = 4 * kPrefetchLoads;  // blocks per row and step
-constexpr int kTableLanes = 32;
-constexpr int kTableWords = 256 * kTableLanes;  // [packed byte][lane] → bf16 pair, 32 KiB
-
-// One step's weights and scales of a lane: rows g (lo) and g + 8 (hi), load u = blocks 8s + 4u + t.
-struct PrefetchStage {
-  uint4 lo[kPrefetchLoads], hi[kPrefetchLoads];
-  uint32_t s_lo[kPrefetchLoads], s_hi[kPrefetchLoads];
-};
-
-// bf16 bits of an E2M1 code (s e1 e0 m) at its natural value ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
-__device__ __forceinline__ uint32_t e2m1_bf16_bits(uint32_t code) {
-  const uint32_t c = code & 7u;  // 2^(e − 1) · (1 + m/2) has the bf16 exponent field 126 + e
-  const uint32_t magnitude = c == 0u ? 0u : (c == 1u ? 0x3F00u : ((126u + (c >> 1)) << 7) | ((c & 1u) << 6));
-  return magnitude | ((code & 8u) << 12);
-}
-
-// 2^(s − 127) in both bf16 halves: the exponent field s, 2^-127 as the subnormal 0x0040, NaN for 0xFF.
-__device__ __forceinline__ uint32_t e8m0_bf16x2(uint32_t s) {
-  const uint32_t f = s == 0xFFu ? 0x7FC0u : (s == 0u ? 0x0040u : s << 7);
-  return f | (f << 16);
-}
-
-// Pair j (elements 2j, 2j + 1) of the word q from the lane's column of the table (byte offsets: entry e of
-// lane l at 128e + 4l; lane_offset = 4l).
-template <int J>
-__device__ __forceinline__ uint32_t table_pair(const uint32_t* table, uint32_t q, uint32_t lane_offset) {
-  static_assert(J >= 0 && J < 4);
-  const uint32_t shifted = J == 0 ? q << 7 : q >> (8 * J - 7);  // byte J at bits 7..14
-  const uint32_t offset = (shifted & 0x7F80u) | lane_offset;
-  return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(table) + offset);
-}
-
-__device__ __forceinline__ void dequantize_word_table(const uint32_t* table, uint32_t q, uint32_t scale2,
-                                                      uint32_t lane_offset, uint32_t (&out)[4]) {
-  out[0] = bf16x2_mul(table_pair<0>(table, q, lane_offset), scale2);
-  out[1] = bf16x2_mul(table_pair<1>(table, q, lane_offset), scale2);
-  out[2] = bf16x2_mul(table_pair<2>(table, q, lane_offset), scale2);
-  out[3] = bf16x2_mul(table_pair<3>(table, q, lane_offset), scale2);
-}
-
-// blockIdx.x as in mxfp4_grouped_gemv_mma_rows16. Step s covers the blocks [8s, 8s + 8) of every row; lane
-// (g, t) loads blocks 8s + 4u + t (u = 0, 1) of rows g and g + 8 and multiplies them with the same blocks of x
-// for slot g of the pass, as rows16_lut does.
-template <typename OutT>
-__global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_rows16_prefetch_table(Mxfp4ExpertWeights w, ExpertRouting r,
-                                                 const __nv_bfloat16* __restrict__ x, int64_t x_stride, int64_t x_rows,
-                                                 OutT* __restrict__ y, int64_t y_stride, unsigned row_blocks) {
-  __shared__ __align__(16) uint32_t table[kTableWords];
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;  // the whole block, before any barrier
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
-  if (first_slot >= end_slot) return;
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  const bool has_rows = tile_row < w.out_features;  // the whole warp (out is a multiple of 16)
-  const int64_t row = has_rows ? tile_row + g : 0;  // and row + 8
-  const int64_t blocks = w.in_features / kMxBlockElements;
-  const int64_t steps = (blocks + kPrefetchStepBlocks - 1) / kPrefetchStepBlocks;
-  const int64_t first_row = int64_t(expert) * w.out_features + row;
-  const uint8_t* packed_lo = w.packed + first_row * blocks * kMxBlockBytes;
-  const uint8_t* packed_hi = packed_lo + 8 * blocks * kMxBlockBytes;
-  const uint8_t* scales_lo = w.scales + first_row * blocks;
-  const uint8_t* scales_hi = scales_lo + 8 * blocks;
-
-  const auto load = [&](PrefetchStage& stage, int64_t step) {
-#pragma unroll
-    for (int u = 0; u < kPrefetchLoads; ++u) {
-      const int64_t b = step * kPrefetchStepBlocks + 4 * u + t;
-      if (b < blocks) {
-        stage.lo[u] = __ldcs(reinterpret_cast<const uint4*>(packed_lo + b * kMxBlockBytes));
-        stage.hi[u] = __ldcs(reinterpret_cast<const uint4*>(packed_hi + b * kMxBlockBytes));
-        stage.s_lo[u] = __ldcs(scales_lo + b);
-        stage.s_hi[u] = __ldcs(scales_hi + b);
-      } else {  // zero weights (and zero x below) past the end of a row
-        stage.lo[u] = stage.hi[u] = make_uint4(0, 0, 0, 0);
-        stage.s_lo[u] = stage.s_hi[u] = kNeutralScale;
-      }
-    }
-  };
-  PrefetchStage even, odd;  // the stages of even and odd steps
-  if (has_rows) load(even, 0);  // the first pass's first step lands while the table is built
-
-  for (int i = threadIdx.x; i < kTableWords / 4; i += kGemvThreads) {  // 16 bytes: 4 lanes' copies of one entry
-    const auto byte = static_cast<uint32_t>(i / (kTableLanes / 4));
-    const uint32_t pair = e2m1_bf16_bits(byte & 0xFu) | (e2m1_bf16_bits(byte >> 4) << 16);  // low nibble even
-    reinterpret_cast<uint4*>(table)[i] = make_uint4(pair, pair, pair, pair);
-  }
-  __syncthreads();
-  if (!has_rows) return;  // no barrier follows
-  const auto lane_offset = static_cast<uint32_t>(lane * 4);
-
-  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* x_row = nullptr;  // this lane's mma column: slot pass + g (none: zeros)
-    if (pass + g < end_slot) {
-      const int token = r.slot_token[pass + g];
-      if (token >= 0 && token < x_rows) x_row = x + int64_t(token) * x_stride;
-    }
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const auto compute = [&](const PrefetchStage& stage, int64_t step) {
-#pragma unroll
-      for (int u = 0; u < kPrefetchLoads; ++u) {
-        const int64_t b = step * kPrefetchStepBlocks + 4 * u + t;
-        uint4 xv[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
-        if (x_row != nullptr && b < blocks) {
-          const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
-        }
-        const uint32_t words_lo[4] = {stage.lo[u].x, stage.lo[u].y, stage.lo[u].z, stage.lo[u].w};
-        const uint32_t words_hi[4] = {stage.hi[u].x, stage.hi[u].y, stage.hi[u].z, stage.hi[u].w};
-        const uint32_t scale2_lo = e8m0_bf16x2(stage.s_lo[u]), scale2_hi = e8m0_bf16x2(stage.s_hi[u]);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {  // word k of the block: elements 8k..8k+3, then 8k+4..8k+7, in order
-          uint32_t a_lo[4], a_hi[4];
-          dequantize_word_table(table, words_lo[k], scale2_lo, lane_offset, a_lo);
-          dequantize_word_table(table, words_hi[k], scale2_hi, lane_offset, a_hi);
-          mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], xv[k].x, xv[k].y);
-          mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], xv[k].z, xv[k].w);
-        }
-      }
-    };
-    if (pass != first_slot) load(even, 0);  // the first pass's was issued above
-    for (int64_t step = 0; step < steps; step += 2) {  // warp-uniform bounds
-      if (step + 1 < steps) load(odd, step + 1);
-      compute(even, step);
-      if (step + 1 < steps) {
-        if (step + 2 < steps) load(even, step + 2);
-        compute(odd, step + 1);
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
-      const int slot = pass + 2 * t + c;
-      if (slot < end_slot) {
-        const bool ok = token_valid(r, slot, x_rows);
-        OutT* out = y + int64_t(slot) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-      }
-    }
-  }
-}
-
 // ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
 constexpr int kGemmThreads = 256;
 constexpr int kGemmRows = 128;   // output rows per tile (4 warps × 32)
@@ -768,7 +603,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
       algorithm != Mxfp4GroupedAlgorithm::gemv_lut && algorithm != Mxfp4GroupedAlgorithm::gemv_cp_async &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_prefetch_table &&
       algorithm != Mxfp4GroupedAlgorithm::gemm) {
     return cudaErrorInvalidValue;
   }
@@ -782,8 +616,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
   if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_lut ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_prefetch_table) {
+      algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
@@ -792,14 +625,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
           w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_lut) {
       mxfp4_grouped_gemv_mma_rows16<OutT, true><<<grid, kGemvThreads, 0, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_prefetch_table) {
-      // Six blocks of 32 KiB tables per SM (one wave at T = 1) need the largest shared-memory carveout.
-      const cudaError_t status = cudaFuncSetAttribute(mxfp4_grouped_gemv_mma_rows16_prefetch_table<OutT>,
-                                                      cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                      cudaSharedmemCarveoutMaxShared);
-      if (status != cudaSuccess) return status;
-      mxfp4_grouped_gemv_mma_rows16_prefetch_table<OutT><<<grid, kGemvThreads, 0, stream>>>(
           w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     } else {
       const size_t shared = gemv_cp_async_shared_bytes(w.in_features / kMxBlockElements);

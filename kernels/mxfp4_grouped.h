@@ -34,13 +34,6 @@
 //     elements at once, and two prmt interleave the bytes into pairs in the natural k order (x goes to the
 //     mma as loaded): 13 integer instructions per word instead of ≈ 18 (integer PTX instructions of the
 //     kernel: 262 against 390). Same bits as rows16.
-//   mxfp4_grouped_gemv_mma_rows16_prefetch_table — decode, on request (not yet measured): rows16_lut's tile and
-//     natural-order products, with each warp's weight loads double-buffered in registers (step s + 1 is issued
-//     before step s is computed) and the decode by a packed-byte table in shared memory (byte → bf16 pair of
-//     the two E2M1 values, one copy per lane so lookups never share a bank: 32 KiB per block), then one bf16
-//     multiply by 2^(scale − 127) per pair: 2 integer instructions + 1 shared load + 1 multiply per 2
-//     elements. 80 registers, 6 blocks per SM (the T = 1 grid of 768 blocks stays one wave). Same bits as
-//     rows16.
 //   mxfp4_grouped_gemm_mma_128x64 — prefill, many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -77,7 +70,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut, gemv_prefetch_table };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

@@ -1,8 +1,7 @@
 // MXFP4 grouped routed-expert products (kernels/mxfp4_grouped.h) against the CPU: random normal weights
 // quantised with weights::mxfp4_quantize and decoded with weights::mxfp4_dequantize, y = x Wᵀ per slot in
-// fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the four
-// GEMVs and the GEMM) on odd sizes (one and several cp.async k-steps, a partial last step, odd and even
-// numbers of the double-buffered GEMV's steps, warps past the last row) and K3's
+// fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the three
+// GEMVs and the GEMM) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
 // expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, every E2M1 code
 // at scales on both sides of the two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA
 // graph with a new routing, and argument rejection.
@@ -158,16 +157,15 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_cp_async";
     case Mxfp4GroupedAlgorithm::gemv_lut: return "gemv_lut";
-    case Mxfp4GroupedAlgorithm::gemv_prefetch_table: return "gemv_prefetch_table";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {
-    Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async, Mxfp4GroupedAlgorithm::gemv_lut,
-    Mxfp4GroupedAlgorithm::gemv_prefetch_table, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::automatic};
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
+                                                 Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm,
+                                                 Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
@@ -222,8 +220,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtOddSizes) {
 }
 
 // in = 37 blocks of 32: five k-steps of 8 blocks for the GEMVs (more than the cp.async ring's 3 stages, the
-// last one partial; an odd count for the double-buffered GEMV), and 20 slots of one expert restart that ring
-// for each of three passes.
+// last one partial), and 20 slots of one expert restart that ring for each of three passes.
 TEST(GpuMxfp4Grouped, MatchesFp64ReferenceOverSeveralKSteps) {
   std::mt19937 rng(20261215);
   const int64_t in = 37 * 32;
@@ -341,8 +338,7 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                        Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemv_prefetch_table,
-                                        Mxfp4GroupedAlgorithm::gemm}) {
+                                        Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
