@@ -699,12 +699,287 @@ __global__ void __launch_bounds__(kStagedThreads, 1)
   for (int e = tid; e < kD * kD; e += kStagedThreads) s_global[e] = Ss[(e / kD) * kLdState + e % kD];
 }
 
+// ---- ut_staged_split_value's state pass: block (vb, h) carries the value columns [32vb, 32vb + 32) of S[h] through
+// every chunk in order, 4·heads blocks of 2 warps (384 for K3, three per SM), each warp 16 of the columns, its slice
+// of S (128 keys × 16 values, fp32) in registers from the first chunk to the last. Kept transposed, Sᵀ [16 values ×
+// 128 keys], so that every product has the value columns as its M dimension and no warp needs another's data:
+//   V'ᵀ = Uᵀ − Sᵀ Wᵀ,  Oᵀ = Sᵀ Qgᵀ + V'ᵀ A_qkᵀ,  Sᵀ ← Sᵀ Diag(e^{G_last}) + V'ᵀ Kd,
+// on mma.sync m16n8k8 (TF32 operands rounded to nearest, fp32 accumulation). Sᵀ and V'ᵀ are accumulators of one
+// product and the A operand of the next: an accumulator tile holds, per lane, columns 2t and 2t + 1 of its 8, where
+// an A fragment holds t and t + 4, so the next product's reduction index runs in the order (0, 2, 4, 6, 1, 3, 5, 7)
+// within each 8 and its B operand is read in that same order (rows 2t, 2t + 1): the same sums, no data movement.
+// The chunk's operands come through a ring of 4 shared buffers in 8 steps, each buffer filled with cp.async three
+// steps ahead (one group per step, one barrier per step): steps 0..3 W and Qg rows [16s, 16s + 16) (V'ᵀ and Oᵀ's
+// first term for those tokens); step 4 the block's U columns, e^{G_last} and A_qk rows 0..31 (V'ᵀ complete, Oᵀ for
+// tokens 0..31, the decay of Sᵀ); step 5 A_qk rows 32..63 and Kd rows 0..15; steps 6 and 7 Kd rows 16..47 and 48..63.
+// W, Qg, Kd and A_qk are read by the 4 blocks of a head (4× the L2 traffic of ut_tensorcore_staged's, none of it
+// waited for), U once. Shared memory 74 KB per block.
+constexpr int kSplitWarps = 2;
+constexpr int kSplitThreads = 32 * kSplitWarps;
+constexpr int kWarpValues = 16;  // value columns per warp: the M edge of m16n8k8
+constexpr int kSplitValueBlock = kWarpValues * kSplitWarps;
+constexpr int kSplitValueBlocks = kD / kSplitValueBlock;
+constexpr int kSplitStepsPerChunk = 8;
+constexpr int kSplitStages = 4;  // divides kSplitStepsPerChunk, so step s of every chunk uses buffer s % 4
+static_assert(kSplitStepsPerChunk % kSplitStages == 0, "a step's buffer must not depend on the chunk");
+// Row strides (floats) that make every fragment read conflict-free (g = lane / 4, t = lane % 4): W, Qg and A_qk are
+// read as float2 at (row g, column 2t): banks 8g + 2t (+1) with a stride ≡ 8 (mod 32); Kd and U as floats at (rows
+// 2t and 2t + 1, column g): banks 8t + g with a stride ≡ 4 (mod 16).
+constexpr int kLdSplitRows = kD + 8;
+constexpr int kLdSplitScore = kChunk + 8;
+constexpr int kLdSplitKd = kD + 4;
+constexpr int kLdSplitU = kSplitValueBlock + 4;
+// Offsets within a buffer (floats): steps 0..3 W rows at 0, Qg rows after them; step 4 U at 0, e^{G_last}, A_qk rows
+// 0..31; step 5 A_qk rows 32..63 at 0, Kd rows 0..15 after them; steps 6, 7 Kd rows at 0.
+constexpr int kSplitQgOffset = kTile * kLdSplitRows;
+constexpr int kSplitDecayOffset = kChunk * kLdSplitU;
+constexpr int kSplitAqkOffset = kSplitDecayOffset + kD;
+constexpr int kSplitKdOffset = (kChunk / 2) * kLdSplitScore;
+constexpr int kSplitStageFloats = kSplitAqkOffset + (kChunk / 2) * kLdSplitScore;  // 4736, step 4's
+static_assert(2 * kTile * kLdSplitRows <= kSplitStageFloats && kSplitKdOffset + 16 * kLdSplitKd <= kSplitStageFloats &&
+                  32 * kLdSplitKd <= kSplitStageFloats,
+              "every step's operands must fit one buffer");
+static_assert(kSplitQgOffset % 4 == 0 && kSplitDecayOffset % 4 == 0 && kSplitAqkOffset % 4 == 0 &&
+                  kSplitKdOffset % 4 == 0 && kSplitStageFloats % 4 == 0 && kLdSplitRows % 4 == 0 &&
+                  kLdSplitScore % 4 == 0 && kLdSplitKd % 4 == 0 && kLdSplitU % 4 == 0,
+              "cp.async destinations must be 16-byte aligned");
+constexpr size_t kSplitSmemBytes = size_t(kSplitStages) * kSplitStageFloats * sizeof(float);  // 75,776
+static_assert(3 * (kSplitSmemBytes + 1024) <= 228 * 1024, "three blocks (and their reserved 1 KB) must fit an SM");
+
+// The TF32 value nearest x (as WMMA's __float_to_tf32), as an operand register.
+__device__ __forceinline__ uint32_t tf32_rna(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// c += a · b on one m16n8k8 tile, TF32 operands, fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):
+// a = A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; b = B[t][g], B[t + 4][g];
+// c = C[g][2t], C[g][2t + 1], C[g + 8][2t], C[g + 8][2t + 1].
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// An accumulator tile (16 × 8) as the A operand over its 8 columns, the reduction index permuted as above: logical
+// column t is column 2t, logical t + 4 is 2t + 1. The B operand then takes rows 2t (b0) and 2t + 1 (b1).
+__device__ __forceinline__ void accumulator_as_a(uint32_t (&a)[4], const float (&c)[4]) {
+  a[0] = tf32_rna(c[0]);
+  a[1] = tf32_rna(c[2]);
+  a[2] = tf32_rna(c[1]);
+  a[3] = tf32_rna(c[3]);
+}
+
+// kRows × kCols floats (kCols a multiple of 4) from global memory (row stride src_ld, 16-byte aligned rows) into
+// shared memory (row stride dst_ld), the block's threads sharing the 16-byte pieces.
+template <int kRows, int kCols>
+__device__ __forceinline__ void copy_rows_async(float* dst, int dst_ld, const float* src, int src_ld, int tid) {
+  constexpr int kPerRow = kCols / 4;
+#pragma unroll 4
+  for (int idx = tid; idx < kRows * kPerRow; idx += kSplitThreads) {
+    const int r = idx / kPerRow, c = 4 * (idx % kPerRow);
+    cp_async_16(dst + r * dst_ld + c, src + r * src_ld + c);
+  }
+}
+
+// Kd's rows of steps 5, 6, 7.
+constexpr int split_kd_first_row(int step) { return step == 5 ? 0 : step == 6 ? 16 : 48; }
+constexpr int split_kd_rows(int step) { return step == 6 ? 32 : 16; }
+
+// The copies of one block: step kStep of a chunk into buffer kStep % kSplitStages.
+struct SplitCopies {
+  float* smem;
+  Workspace ws;
+  int64_t blk0;  // the head's first workspace block
+  int chunks, vb, tid;
+
+  // One group (empty past the last chunk, so that every thread commits one group per step).
+  template <int kStep>
+  __device__ __forceinline__ void issue(int chunk) const {
+    if (chunk < chunks) {
+      const int64_t b = blk0 + chunk;
+      float* buf = smem + (kStep % kSplitStages) * kSplitStageFloats;
+      if constexpr (kStep < kTilesPerChunk) {
+        copy_rows_async<kTile, kD>(buf, kLdSplitRows, ws.w(b) + kStep * kTile * kD, kD, tid);
+        copy_rows_async<kTile, kD>(buf + kSplitQgOffset, kLdSplitRows, ws.qg(b) + kStep * kTile * kD, kD, tid);
+      } else if constexpr (kStep == 4) {
+        copy_rows_async<kChunk, kSplitValueBlock>(buf, kLdSplitU, ws.u(b) + kSplitValueBlock * vb, kD, tid);
+        copy_rows_async<1, kD>(buf + kSplitDecayOffset, kD, ws.decay(b), kD, tid);
+        copy_rows_async<kChunk / 2, kChunk>(buf + kSplitAqkOffset, kLdSplitScore, ws.a_qk(b), kChunk, tid);
+      } else if constexpr (kStep == 5) {
+        copy_rows_async<kChunk / 2, kChunk>(buf, kLdSplitScore, ws.a_qk(b) + (kChunk / 2) * kChunk, kChunk, tid);
+        copy_rows_async<split_kd_rows(5), kD>(buf + kSplitKdOffset, kLdSplitKd, ws.kd(b), kD, tid);
+      } else {
+        static_assert(kStep == 6 || kStep == 7, "eight steps per chunk");
+        copy_rows_async<split_kd_rows(kStep), kD>(buf, kLdSplitKd, ws.kd(b) + split_kd_first_row(kStep) * kD, kD,
+                                                  tid);
+      }
+    }
+    cp_async_commit();
+  }
+  // Waits for step kStep of `chunk` (every thread's copies), then refills the buffer the previous step read (every
+  // thread is past it) with the step kSplitStages − 1 ahead; returns step kStep's buffer.
+  template <int kStep>
+  __device__ __forceinline__ const float* begin(int chunk) const {
+    cp_async_wait<kSplitStages - 2>();
+    __syncthreads();
+    constexpr int kAhead = kStep + kSplitStages - 1;
+    issue<kAhead % kSplitStepsPerChunk>(chunk + kAhead / kSplitStepsPerChunk);
+    return smem + (kStep % kSplitStages) * kSplitStageFloats;
+  }
+};
+
+// Steps 0..3: accumulates Sᵀ Wᵀ into vp and Sᵀ Qgᵀ into o for tokens [16I, 16I + 16) (token tiles 2I, 2I + 1),
+// over all 128 keys; buf holds W's and Qg's rows of those tokens.
+template <int I>
+__device__ __forceinline__ void split_rows_step(const float* buf, const float (&s)[kD / 8][4], float (&vp)[kChunk / 8][4],
+                                                float (&o)[kChunk / 8][4], int g, int t) {
+#pragma unroll
+  for (int kb = 0; kb < kD / 8; ++kb) {
+    uint32_t a[4];
+    accumulator_as_a(a, s[kb]);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float* w_row = buf + (8 * j + g) * kLdSplitRows + 8 * kb + 2 * t;  // W[16I + 8j + g][8kb + 2t ..]
+      const float2 w2 = *reinterpret_cast<const float2*>(w_row);
+      const float2 q2 = *reinterpret_cast<const float2*>(w_row + kSplitQgOffset);
+      mma_tf32(vp[2 * I + j], a, tf32_rna(w2.x), tf32_rna(w2.y));
+      mma_tf32(o[2 * I + j], a, tf32_rna(q2.x), tf32_rna(q2.y));
+    }
+  }
+}
+
+// Oᵀ += V'ᵀ A_qkᵀ for the token tiles kFirst .. kFirst + 3 over the key tiles kb ≤ nt (A_qk is zero above its
+// diagonal); a_rows holds A_qk's rows 8·kFirst .. 8·kFirst + 31.
+template <int kFirst>
+__device__ __forceinline__ void split_score_step(const float* a_rows, const float (&vp)[kChunk / 8][4],
+                                                 float (&o)[kChunk / 8][4], int g, int t) {
+#pragma unroll
+  for (int nt = kFirst; nt < kFirst + 4; ++nt) {
+#pragma unroll
+    for (int kb = 0; kb <= nt; ++kb) {
+      uint32_t a[4];
+      accumulator_as_a(a, vp[kb]);
+      const float2 b = *reinterpret_cast<const float2*>(a_rows + (8 * (nt - kFirst) + g) * kLdSplitScore + 8 * kb +
+                                                        2 * t);  // A_qk[8nt + g][8kb + 2t ..]
+      mma_tf32(o[nt], a, tf32_rna(b.x), tf32_rna(b.y));
+    }
+  }
+}
+
+// Sᵀ += V'ᵀ Kd over the tokens [kRow0, kRow0 + kRows); kd_rows holds Kd's rows of those tokens.
+template <int kRow0, int kRows>
+__device__ __forceinline__ void split_state_step(const float* kd_rows, float (&s)[kD / 8][4],
+                                                 const float (&vp)[kChunk / 8][4], int g, int t) {
+#pragma unroll
+  for (int kl = 0; kl < kRows / 8; ++kl) {
+    uint32_t a[4];
+    accumulator_as_a(a, vp[kRow0 / 8 + kl]);
+    const float* row0 = kd_rows + (8 * kl + 2 * t) * kLdSplitKd + g;  // Kd[kRow0 + 8kl + 2t][g]
+#pragma unroll
+    for (int nb = 0; nb < kD / 8; ++nb)
+      mma_tf32(s[nb], a, tf32_rna(row0[8 * nb]), tf32_rna(row0[kLdSplitKd + 8 * nb]));
+  }
+}
+
+// Writes Oᵀ's token tiles kFirst .. kFirst + 3 of this warp's 16 value columns (tokens ≥ n of a partial chunk are
+// not written); out_w points at the chunk's first token and the warp's first value column.
+template <int kFirst>
+__device__ __forceinline__ void split_store_out(float* out_w, int64_t P, int n, const float (&o)[kChunk / 8][4], int g,
+                                                int t) {
+#pragma unroll
+  for (int nt = kFirst; nt < kFirst + 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int token = 8 * nt + 2 * t + (e & 1), value = g + 8 * (e >> 1);
+      if (token < n) out_w[token * P + value] = o[nt][e];
+    }
+}
+
+__global__ void __launch_bounds__(kSplitThreads, 3)
+    kda_chunk_state_pass_split_value(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens,
+                                     int heads, int chunks) {
+  extern __shared__ __align__(128) float smem[];
+  const int vb = blockIdx.x, h = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t P = int64_t(heads) * kD;
+  const int value0 = kSplitValueBlock * vb + kWarpValues * warp;  // the warp's first value column
+  float* s_global = state + int64_t(h) * kD * kD + value0;       // S[i][value0 + j] at s_global[i·128 + j]
+  float* out_w = out + int64_t(h) * kD + value0;
+  const SplitCopies copies{smem, ws, int64_t(h) * chunks, chunks, vb, tid};
+
+  copies.issue<0>(0);
+  copies.issue<1>(0);
+  copies.issue<2>(0);
+  // s[nb] = Sᵀ's key tile nb: s[nb][e] = S[8nb + 2t + (e & 1)][value0 + g + 8(e >> 1)].
+  float s[kD / 8][4];
+#pragma unroll
+  for (int nb = 0; nb < kD / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nb][e] = s_global[(8 * nb + 2 * t + (e & 1)) * kD + g + 8 * (e >> 1)];
+
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    // vp[nt], o[nt]: V'ᵀ and Oᵀ's token tile nt, vp[nt][e] at (value g + 8(e >> 1), token 8nt + 2t + (e & 1)).
+    float vp[kChunk / 8][4], o[kChunk / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kChunk / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) vp[nt][e] = o[nt][e] = 0.0f;
+
+    split_rows_step<0>(copies.begin<0>(chunk), s, vp, o, g, t);
+    split_rows_step<1>(copies.begin<1>(chunk), s, vp, o, g, t);
+    split_rows_step<2>(copies.begin<2>(chunk), s, vp, o, g, t);
+    split_rows_step<3>(copies.begin<3>(chunk), s, vp, o, g, t);
+
+    const int64_t t0 = int64_t(chunk) * kChunk;
+    const int n = tokens - t0 < kChunk ? int(tokens - t0) : kChunk;
+    float* out_chunk = out_w + t0 * P;
+    {
+      // Step 4: V'ᵀ = Uᵀ − Sᵀ Wᵀ; Oᵀ for tokens 0..31; Sᵀ ← Sᵀ Diag(e^{G_last}) (Sᵀ's last use as the old state
+      // was step 3).
+      const float* buf = copies.begin<4>(chunk);
+#pragma unroll
+      for (int nt = 0; nt < kChunk / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int token = 8 * nt + 2 * t + (e & 1), value = kWarpValues * warp + g + 8 * (e >> 1);
+          vp[nt][e] = buf[token * kLdSplitU + value] - vp[nt][e];
+        }
+      split_score_step<0>(buf + kSplitAqkOffset, vp, o, g, t);
+      split_store_out<0>(out_chunk, P, n, o, g, t);
+#pragma unroll
+      for (int nb = 0; nb < kD / 8; ++nb) {
+        const float2 decay = *reinterpret_cast<const float2*>(buf + kSplitDecayOffset + 8 * nb + 2 * t);
+        s[nb][0] *= decay.x;
+        s[nb][1] *= decay.y;
+        s[nb][2] *= decay.x;
+        s[nb][3] *= decay.y;
+      }
+    }
+    {
+      // Step 5: Oᵀ for tokens 32..63; Sᵀ += V'ᵀ Kd over tokens 0..15.
+      const float* buf = copies.begin<5>(chunk);
+      split_score_step<4>(buf, vp, o, g, t);
+      split_store_out<4>(out_chunk, P, n, o, g, t);
+      split_state_step<split_kd_first_row(5), split_kd_rows(5)>(buf + kSplitKdOffset, s, vp, g, t);
+    }
+    split_state_step<split_kd_first_row(6), split_kd_rows(6)>(copies.begin<6>(chunk), s, vp, g, t);
+    split_state_step<split_kd_first_row(7), split_kd_rows(7)>(copies.begin<7>(chunk), s, vp, g, t);
+  }
+  cp_async_wait<0>();  // the groups issued past the last chunk are empty; none is left in flight
+
+#pragma unroll
+  for (int nb = 0; nb < kD / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s_global[(8 * nb + 2 * t + (e & 1)) * kD + g + 8 * (e >> 1)] = s[nb][e];
+}
+
 // Which launches a call makes.
 struct Launches {
   bool intra, state_pass;
 };
 
-template <bool kTensorDiagonal, bool kPrefetch, bool kStaged, bool kStageInputs = false>
+template <bool kTensorDiagonal, bool kPrefetch, bool kStaged, bool kStageInputs = false, bool kSplitValue = false>
 cudaError_t launch(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
                    float* out, int tokens, int heads, int chunks, Workspace ws, Launches which, cudaStream_t stream) {
   if (which.intra) {
@@ -722,6 +997,18 @@ cudaError_t launch(const float* q, const float* k, const float* v, const float* 
                                                                                      ws);
     status = cudaGetLastError();
     if (status != cudaSuccess) return status;
+  }
+  if (which.state_pass && kSplitValue) {
+    const auto pass = kda_chunk_state_pass_split_value;
+    cudaError_t status = cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitSmemBytes));
+    if (status != cudaSuccess) return status;
+    // Three blocks per SM need the largest shared-memory carveout.
+    status = cudaFuncSetAttribute(pass, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared));
+    if (status != cudaSuccess) return status;
+    pass<<<dim3(kSplitValueBlocks, unsigned(heads)), kSplitThreads, kSplitSmemBytes, stream>>>(ws, state, out, tokens,
+                                                                                              heads, chunks);
+    return cudaGetLastError();
   }
   if (which.state_pass && kStaged) {
     const auto pass = kda_chunk_state_pass_staged;
@@ -751,6 +1038,7 @@ const char* kda_chunk_variant_name(KdaChunkVariant variant) {
     case KdaChunkVariant::ut_tensorcore_prefetch: return "kda_chunk_ut_tensorcore_prefetch";
     case KdaChunkVariant::ut_tensorcore_staged: return "kda_chunk_ut_tensorcore_staged";
     case KdaChunkVariant::ut_staged_inputs: return "kda_chunk_ut_staged_inputs";
+    case KdaChunkVariant::ut_staged_split_value: return "kda_chunk_ut_staged_split_value";
   }
   return "unknown";
 }
@@ -772,7 +1060,8 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
   if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch &&
-      variant != KdaChunkVariant::ut_tensorcore_staged && variant != KdaChunkVariant::ut_staged_inputs)
+      variant != KdaChunkVariant::ut_tensorcore_staged && variant != KdaChunkVariant::ut_staged_inputs &&
+      variant != KdaChunkVariant::ut_staged_split_value)
     return cudaErrorInvalidValue;
   // ut_staged_inputs copies q, k, v, g rows in 16-byte pieces: with a base that is not 16-byte aligned it runs as
   // ut_tensorcore_staged (the same results; the same workspace, state pass and arithmetic).
@@ -787,6 +1076,11 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
                ? launch<true, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
                : launch<false, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which,
                                                   stream);
+  if (variant == KdaChunkVariant::ut_staged_split_value)
+    return tensor_diagonal ? launch<true, true, false, false, true>(q, k, v, g, beta, state, out, tokens, heads, chunks,
+                                                                    ws, which, stream)
+                           : launch<false, true, false, false, true>(q, k, v, g, beta, state, out, tokens, heads,
+                                                                     chunks, ws, which, stream);
   if (variant == KdaChunkVariant::ut_tensorcore_staged)
     return tensor_diagonal
                ? launch<true, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)

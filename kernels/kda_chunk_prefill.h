@@ -29,7 +29,7 @@
 // Precision: TF32 products give ≈ 5e-4 normalised error against the fp64 recurrence (a CPU model of this algorithm
 // with TF32 operand rounding: 3.3e-4 to 4.8e-4 for 1 to 8192 tokens); the state itself accumulates in fp32.
 // Versions (KdaChunkVariant; the same workspace, the same two launches and the same arithmetic in the same order —
-// only when data is requested and how the state pass's work is split over blocks differ):
+// only when data is requested and how the state pass's work is split over blocks differ, except where noted):
 //   ut_tensorcore: as above; every global operand read when it is needed, so the state pass waits one L2/HBM round
 //     trip per group of fragment loads, ≈ 15 dependent round trips per chunk, 128 chunks in a row at 8K tokens.
 //   ut_tensorcore_prefetch: the same kernels, plus (a) the state pass asks the L2 for the next chunk's
@@ -54,6 +54,16 @@
 //     the others wait ≈ 40 (the per-thread loops over k, g, q and v rows, and each score tile's q slices); the
 //     rest of phase 1 reads the same values from shared memory, in the same order. Needs q, k, v, g 16-byte aligned
 //     (every row and head then is); with a base that is not, the call runs as ut_tensorcore_staged.
+//   ut_staged_split_value (not yet measured on a GPU): phase 1 as ut_tensorcore_staged; the state pass is one block of
+//     2 warps per (head, 32 value columns) (4·heads blocks, 384 for K3, three per SM), each warp holding its 16
+//     columns of S (128 × 16, fp32) in registers from the first chunk to the last, kept transposed (Sᵀ), so the
+//     products V'ᵀ = Uᵀ − Sᵀ Wᵀ, Oᵀ = Sᵀ Qgᵀ + V'ᵀ A_qkᵀ, Sᵀ ← Sᵀ Diag(e^{G_last}) + V'ᵀ Kd run on mma.sync m16n8k8
+//     (TF32 rounded to nearest, fp32 accumulation) with no exchange between warps: an accumulator tile serves as the
+//     next product's A operand with the reduction order permuted within each 8 (the B rows read to match). Each
+//     chunk's operands stream through a ring of four shared buffers in 8 steps of 16 to 32 rows (W and Qg 16 rows at
+//     a time, then U's 32 columns, e^{G_last} and A_qk, then Kd), each copied with cp.async three steps before it is
+//     used (74 KB of shared memory per block). W, Qg, Kd and A_qk are read by all 4 blocks of a head (4× staged's L2
+//     traffic). The same products as the other versions, summed in another order within each 8-term group.
 // Measured (H200, 8K tokens × 96 heads, before ut_tensorcore_staged): ut_tensorcore_prefetch 8.37 ms = phase 1
 // 4.52 ms + phase 2 3.86 ms (30 µs per chunk step); ut_tensorcore 9.18 ms (5.31 + 3.88).
 // Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
@@ -80,6 +90,7 @@ enum class KdaChunkVariant {
   ut_tensorcore_prefetch,  // the next chunk's operands prefetched into the L2
   ut_tensorcore_staged,    // phase 1 as ut_tensorcore_prefetch; state pass one block per head, operands in shared memory
   ut_staged_inputs,        // phase 1's q, k, v, g rows copied into shared memory on entry; state pass as staged
+  ut_staged_split_value,   // phase 1 as staged; state pass per (head, 32 value columns), S in registers
 };
 // The fastest measured on an H200 (bench/results/2026-11-30-h200-engine-final).
 constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_tensorcore_staged;
