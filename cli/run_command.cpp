@@ -79,17 +79,21 @@ class CounterMode final : public runtime::OpRangeListener {
   profiler::CuptiRangeProfiler session_;
 };
 
-// What a counters file records about its run.
-void add_run_metadata(const runtime::RunSummary& summary, std::map<std::string, std::string>& metadata) {
+// What a trace or counters file records about its run: GPU, command, date, commit, model and the shape run.
+void add_run_metadata(const runtime::RunSummary& summary, const std::string& command, bool prefill,
+                      std::map<std::string, std::string>& metadata) {
   const runtime::RunOptions& o = summary.options;
   metadata["gpu"] = summary.gpu;
-  metadata["command"] = "k3perf run --counters";
+  metadata["command"] = command;
   metadata["date"] = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
   const char* commit = std::getenv("K3PERF_COMMIT");  // set by the scripts that run a bundle built elsewhere
   metadata["commit"] = commit && *commit ? commit : "unknown";
   metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
-  metadata["shape"] = fmt::format("batch {}, context {}, {} decode steps, eager", o.batch,
-                                  std::max(o.context_tokens, o.prompt_tokens), o.decode_tokens);
+  metadata["shape"] =
+      prefill ? fmt::format("prefill of {} x {} tokens in chunks of {}", o.batch, o.prompt_tokens, o.chunk_tokens)
+              : fmt::format("batch {}, context {}, {} decode steps, {}", o.batch,
+                            std::max(o.context_tokens, o.prompt_tokens), o.decode_tokens,
+                            o.use_cuda_graph ? "CUDA graph" : "eager");
 }
 
 }  // namespace
@@ -205,21 +209,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
       throw InputError("--prediction-json needs --hardware");
     }
     if (collector) {
-      records.metadata["gpu"] = summary.gpu;
-      records.metadata["command"] = "k3perf run";
-      records.metadata["date"] = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
-      const char* commit = std::getenv("K3PERF_COMMIT");  // set by the scripts that run a bundle built elsewhere
-      records.metadata["commit"] = commit && *commit ? commit : "unknown";
-      records.metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
-      records.metadata["shape"] =
-          *trace_phase == "prefill"
-              ? fmt::format("prefill of {} x {} tokens in chunks of {}", options.batch, options.prompt_tokens,
-                            options.chunk_tokens)
-              : fmt::format("batch {}, context {}, {} decode steps{}", options.batch,
-                            std::max(options.context_tokens, options.prompt_tokens), options.decode_tokens,
-                            options.use_cuda_graph ? ", CUDA graph" : "");
-      profiler::Attribution attribution = profiler::attribute(records);
-      profiler::write_report_metadata(attribution.report, &attribution.trace.metadata);
+      add_run_metadata(summary, "k3perf run", *trace_phase == "prefill", records.metadata);
+      profiler::Attribution attribution = profiler::attribute(records);  // its report is in the trace's metadata
       profiler::write_chrome_trace(attribution.trace, *trace_path);
       const profiler::AttributionReport& r = attribution.report;
       fmt::print(stderr,
@@ -228,7 +219,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
                  r.kernels, r.attributed(), r.attributed_through_graph_nodes, r.dropped_records, r.steps, *trace_path);
     }
     if (counter_mode) {
-      add_run_metadata(summary, counters.metadata);
+      add_run_metadata(summary, "k3perf run --counters", false, counters.metadata);
       profiler::write_range_counters(counters, *counters_path);
       fmt::print(stderr, "counters: {} ranges over {} decode steps (chip {}), {} ranges lost -> {}\n",
                  counters.ranges.size(), options.decode_tokens, counters.metadata["chip"], counters.lost_ranges,

@@ -49,7 +49,6 @@ double roofline_us(const PredictedOp& op, const Hardware& hw) {
   return std::max(compute, op.bytes / hw.hbm_bandwidth_bytes_per_s) * 1e6;
 }
 
-
 // The predicted ops to join with the measured ones, in prediction order, after the fusions of kFusedOps
 // (compare.h). Merged ops live in c->fused_predictions.
 template <typename Spans>
@@ -60,7 +59,7 @@ std::vector<const PredictedOp*> fuse_into_measured(const PredictionFile& predict
   for (std::size_t i = 0; i < prediction.ops.size(); ++i) predicted[prediction.ops[i].name] = i;
   // host name -> the predicted ops it carries, the host's own first (when predicted).
   std::map<std::string, std::vector<std::size_t>> carried;
-  std::vector<bool> absorbed(prediction.ops.size(), false);
+  std::vector<std::string> host_of(prediction.ops.size());  // "" unless the op runs inside another's range
   for (std::size_t i = 0; i < prediction.ops.size(); ++i) {
     const std::string& name = prediction.ops[i].name;
     if (spans.count(name)) continue;
@@ -72,7 +71,7 @@ std::vector<const PredictedOp*> fuse_into_measured(const PredictionFile& predict
       std::vector<std::size_t>& parts = carried[host];
       if (parts.empty() && predicted.count(host)) parts.push_back(predicted.at(host));
       parts.push_back(i);
-      absorbed[i] = true;
+      host_of[i] = host;
       c->fused.push_back(name + " -> " + host);
     }
   }
@@ -94,25 +93,18 @@ std::vector<const PredictedOp*> fuse_into_measured(const PredictionFile& predict
   std::vector<const PredictedOp*> joined;
   for (std::size_t i = 0; i < prediction.ops.size(); ++i) {
     const PredictedOp& p = prediction.ops[i];
-    std::string name = p.name;
-    if (absorbed[i]) {  // stands for a host the prediction lacks; else its host is listed in its own place
-      const std::string host = [&] {
-        for (const auto& [h, parts] : carried) {
-          if (std::find(parts.begin(), parts.end(), i) != parts.end()) return h;
-        }
-        return std::string();
-      }();
-      if (predicted.count(host)) continue;
-      if (carried.at(host)[0] != i) continue;
-      joined.push_back(merged_of.at(host));
+    const std::string& host = host_of[i];
+    if (!host.empty()) {  // stands for a host the prediction lacks (in its first part's place); else the host is listed
+      if (!predicted.count(host) && carried.at(host)[0] == i) joined.push_back(merged_of.at(host));
       continue;
     }
-    const auto m = merged_of.find(name);
+    const auto m = merged_of.find(p.name);
     joined.push_back(m != merged_of.end() ? m->second : &p);
   }
   c->fused_predictions = std::move(merged);
   return joined;
 }
+
 }  // namespace
 
 Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw) {

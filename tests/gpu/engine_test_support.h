@@ -147,8 +147,8 @@ class IsolatedReference {
 // A 19-token prompt prefilled in chunks of 8 and a 9-token one, then three decode steps of both together
 // (contexts 19 and 9), each fed the same token on both sides: every sublayer checked by Isolated, the head on
 // the GPU's own final hidden state, and the logits end to end against the reference's own forward. Untapped
-// (`tapped` false), only the logits end to end: the forward the engine runs for speed (residual adds folded into
-// the sublayers' last GEMMs), which a tap would not see.
+// (`tapped` false), only the logits end to end: the forward `k3perf run` executes, with no synchronisation between
+// sublayers and, for a plain residual (Kimi Linear), the residual adds folded into the sublayers' last GEMMs.
 inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, const std::string& checkpoint_dir,
                                              bool tapped = true) {
 
