@@ -38,7 +38,7 @@
 //     (b) phase 1 asks the L2 for its block's q and v rows on
 //     entry (v is first read at the very end) and loads each score tile's next 16-channel q slice into registers
 //     while it builds the current one (8K on an H200: 8.45 ms = 4.58 phase 1 + 3.89 state pass, from 9.23).
-//   ut_tensorcore_staged (the default; 8K on an H200: 7.19 ms = 4.58 phase 1 + 2.62 state pass): phase 1 as
+//   ut_tensorcore_staged (8K on an H200: 7.07 ms = 4.49 phase 1 + 2.60 state pass): phase 1 as
 //     ut_tensorcore_prefetch; the state pass is one block of 16 warps per head
 //     (96 blocks for K3, one per SM) holding the head's whole S (128 × 128, fp32) in shared memory, and copying each
 //     chunk's W, Qg, Kd, U, A_qk and e^{G_last} into shared memory with cp.async (217.5 KB of shared memory in all),
@@ -48,13 +48,14 @@
 //     W, Qg, Kd are read from the workspace once per head instead of once per value block (4×), and the per-chunk
 //     chain is six block barriers around shared-memory products (≈ 7 MFLOP per chunk and head). The products and
 //     their order are those of the other versions.
-//   ut_staged_inputs (not yet measured on a GPU): the state pass of ut_tensorcore_staged; phase 1 copies its
+//   ut_staged_inputs (8K on an H200: 7.20 ms = 4.62 phase 1 + 2.59 state pass): the state pass of ut_tensorcore_staged; phase 1 copies its
 //     block's g, k, q rows (one cp.async group) and v rows (a second group, waited for only before U = X (β ⊙ V))
 //     into shared memory on entry, 176 KB per block, one block per SM, so a block waits one global round trip where
 //     the others wait ≈ 40 (the per-thread loops over k, g, q and v rows, and each score tile's q slices); the
 //     rest of phase 1 reads the same values from shared memory, in the same order. Needs q, k, v, g 16-byte aligned
 //     (every row and head then is); with a base that is not, the call runs as ut_tensorcore_staged.
-//   ut_staged_split_value (not yet measured on a GPU): phase 1 as ut_tensorcore_staged; the state pass is one block of
+//   ut_staged_split_value (the default; 8K on an H200: 6.28 ms = 4.49 phase 1 + 1.77 state pass, 6.5× the roofline;
+//     32K 24.9 ms, 128K 98.8 ms): phase 1 as ut_tensorcore_staged; the state pass is one block of
 //     2 warps per (head, 32 value columns) (4·heads blocks, 384 for K3, three per SM), each warp holding its 16
 //     columns of S (128 × 16, fp32) in registers from the first chunk to the last, kept transposed (Sᵀ), so the
 //     products V'ᵀ = Uᵀ − Sᵀ Wᵀ, Oᵀ = Sᵀ Qgᵀ + V'ᵀ A_qkᵀ, Sᵀ ← Sᵀ Diag(e^{G_last}) + V'ᵀ Kd run on mma.sync m16n8k8
@@ -92,8 +93,8 @@ enum class KdaChunkVariant {
   ut_staged_inputs,        // phase 1's q, k, v, g rows copied into shared memory on entry; state pass as staged
   ut_staged_split_value,   // phase 1 as staged; state pass per (head, 32 value columns), S in registers
 };
-// The fastest measured on an H200 (bench/results/2026-11-30-h200-engine-final).
-constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_tensorcore_staged;
+// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-4).
+constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_staged_split_value;
 const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
