@@ -9,6 +9,7 @@
 #include "kernels/gather_rows.h"
 #include "kernels/kda_chunk_prefill.h"
 #include "kernels/kda_decode.h"
+#include "kernels/kda_gate_proj.h"
 #include "kernels/kda_output_gate.h"
 #include "kernels/kda_preprocess.h"
 #include "kernels/mla_absorb.h"
@@ -262,7 +263,7 @@ void GpuModel::gemm_f32(const bf16* x, int64_t x_stride, const bf16* w, float* y
 
 void GpuModel::tap(const char* what, int layer, const bf16* device, int64_t rows) const {
   if (tap_) {
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (tap_synchronizes_) CUDA_CHECK(cudaStreamSynchronize(stream_));
     tap_(what, layer, device, rows, config_.hidden_size);
   }
 }
@@ -480,12 +481,17 @@ void GpuModel::kda_layer(const Pass& pass, int l, const bf16* x, bf16* out, bool
   }
   {
     OpRange range(l, "kda.gate_proj");
-    // kernels/kda_gate_proj (two weight-streaming launches for up to 8 tokens, 7.0 against ~16 µs at one token on an
-    // H200) is not used yet: with it the K3 twin's logits left the reference from the second decode step on, while
-    // every sublayer check passed (bench/results/2026-11-30-h200-engine-traces-4); not found, so the GEMMs stay.
-    gemm(x, h, W.f_a, w.fa, r, T, r, h);
-    gemm_f32(w.fa, r, W.f_b, w.f, P, T, P, r);
-    gemm_f32(x, h, W.b_proj, w.b, H, T, H, h);
+    // Up to 8 tokens: two weight-streaming launches with the GEMMs' numerics (bf16 rank-r intermediate, fp32 out).
+    if (T <= kernels::kKdaGateProjMaxTokens &&
+        kernels::kda_gate_proj_supported(x, h, W.f_a, W.f_b, W.b_proj, int(T), int(h), int(r), int(P), int(H))) {
+      check(kernels::kda_gate_proj_bf16(x, h, W.f_a, W.f_b, W.b_proj, int(T), int(h), int(r), int(P), int(H), w.fa, w.f,
+                                        w.b, stream_),
+            "KDA gate projections");
+    } else {
+      gemm(x, h, W.f_a, w.fa, r, T, r, h);
+      gemm_f32(w.fa, r, W.f_b, w.f, P, T, P, r);
+      gemm_f32(x, h, W.b_proj, w.b, H, T, H, h);
+    }
   }
   {
     OpRange range(l, "kda.out_gate_proj");

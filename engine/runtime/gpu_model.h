@@ -68,7 +68,14 @@ class GpuModel {
   int32_t* next_tokens() const;  // device [max_batch]
   float* logits() const;         // device [max_batch, vocab]
   cudaStream_t stream() const { return stream_; }
-  void set_tap(ForwardTap tap) { tap_ = std::move(tap); }
+  // `synchronize` (the default): the stream is synchronised before each call, so the tap may read the device
+  // buffer from the host. Otherwise the tap is called as the forward is enqueued and may only enqueue
+  // stream-ordered work on stream() (a device-to-device copy): the forward then runs with no host
+  // synchronisation between sublayers, as untapped, and is still checked sublayer by sublayer.
+  void set_tap(ForwardTap tap, bool synchronize = true) {
+    tap_ = std::move(tap);
+    tap_synchronizes_ = synchronize;
+  }
 
   struct Workspace;  // the activation buffers (gpu_model.cpp)
 
@@ -101,6 +108,7 @@ class GpuModel {
   DeviceArena arena_;
   std::unique_ptr<Workspace> ws_;
   ForwardTap tap_;
+  bool tap_synchronizes_ = true;
   std::vector<int32_t> host_expert_offsets_;  // bf16 experts: the routing's offsets, copied per MoE layer
   cudaGraphExec_t decode_graph_ = nullptr;
   int captured_batch_ = 0;

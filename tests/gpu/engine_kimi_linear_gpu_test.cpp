@@ -124,7 +124,7 @@ TEST_F(EngineKimiLinear, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
 
 TEST_F(EngineKimiLinear, UntappedForwardWithFoldedResidualsMatchesTheReference) {
   K3_REQUIRE_GPU();
-  check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_, /*tapped=*/false);
+  check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_, TapMode::none);
 }
 
 TEST_F(EngineKimiLinear, EagerDecodeRunsAndCaptureIsRefused) {

@@ -45,8 +45,11 @@ inline std::string write_test_checkpoint(const std::string& config_path, const s
 constexpr double kSublayerTolerance = 2e-2;
 // Logits after the whole model, against the reference's own forward: with every sublayer within
 // kSublayerTolerance on identical inputs, the bf16 roundings still compound through 9 random-weight
-// layers (AttnRes softmaxes, near-tied expert choices), measured at 0.18-0.54 on an H200; unrelated
-// logits would be near √2. The tight checks are the per-sublayer ones and the head's below.
+// layers (AttnRes softmaxes, near-tied expert choices), measured at 0.18-0.54 for the prompts on an H200;
+// unrelated logits would be near √2. This holds for a prompt's logits only: past it the twin is chaotic, and
+// rounding the reference's own sublayer boundaries to bf16, with no other change, moves its logits by 1.02 at
+// the second decode step (EndToEndSensitivity.*, tests/engine). So decode steps are checked sublayer by
+// sublayer and through the head, and end to end only where nothing else is (TapMode::none).
 constexpr double kEndToEndLogitsTolerance = 0.6;
 
 struct Taps {
@@ -54,6 +57,52 @@ struct Taps {
 };
 
 inline std::string key(const std::string& what, int layer) { return fmt::format("{}.{}", what, layer); }
+
+// How a forward is checked: `synchronous` taps (the stream synchronised at every tap, host copies),
+// `stream_ordered` taps (device-to-device copies enqueued on the model's stream as the forward is: no host
+// synchronisation between sublayers, the forward `k3perf run` executes; downloaded after the step), or `none`
+// (logits only: the one way to run Kimi Linear's untapped path, whose residual adds are folded into GEMMs).
+enum class TapMode { synchronous, stream_ordered, none };
+
+// Stream-ordered taps: each tapped buffer copied on `stream` into memory allocated on it, nothing synchronised.
+class StreamOrderedTaps {
+ public:
+  explicit StreamOrderedTaps(cudaStream_t stream) : stream_(stream) {}
+  StreamOrderedTaps(const StreamOrderedTaps&) = delete;
+  StreamOrderedTaps& operator=(const StreamOrderedTaps&) = delete;
+  ~StreamOrderedTaps() {
+    for (Copy& c : copies_) cudaFreeAsync(c.device, stream_);
+    cudaStreamSynchronize(stream_);
+  }
+  runtime::ForwardTap tap() {
+    return [this](const std::string& what, int layer, const runtime::bf16* device, int64_t rows, int64_t cols) {
+      Copy c{key(what, layer), nullptr, rows, cols};
+      const size_t bytes = size_t(rows * cols) * sizeof(__nv_bfloat16);
+      CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&c.device), bytes, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(c.device, device, bytes, cudaMemcpyDeviceToDevice, stream_));
+      copies_.push_back(c);
+    };
+  }
+  // After the stream has finished the forward: every tap on the host.
+  Taps download() const {
+    Taps taps;
+    for (const Copy& c : copies_) {
+      std::vector<__nv_bfloat16> host(c.rows * c.cols);
+      CUDA_CHECK(cudaMemcpy(host.data(), c.device, host.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+      taps.m[c.key] = from_bf16(host, c.rows, c.cols);
+    }
+    return taps;
+  }
+
+ private:
+  struct Copy {
+    std::string key;
+    __nv_bfloat16* device;
+    int64_t rows, cols;
+  };
+  cudaStream_t stream_;
+  std::vector<Copy> copies_;
+};
 
 inline runtime::ForwardTap collector(Taps& taps) {
   return [&taps](const std::string& what, int layer, const runtime::bf16* device, int64_t rows, int64_t cols) {
@@ -144,13 +193,32 @@ class IsolatedReference {
   ref::ModelState state_;
 };
 
+// Runs `forward` (one prefill chunk or decode step) on `model` with taps as `mode` says and returns them once
+// the stream is done (none: empty).
+template <typename Forward>
+Taps run_tapped(runtime::GpuModel& model, TapMode mode, Forward forward) {
+  Taps taps;
+  if (mode == TapMode::stream_ordered) {
+    StreamOrderedTaps copies(model.stream());
+    model.set_tap(copies.tap(), /*synchronize=*/false);
+    forward();
+    model.set_tap(nullptr);
+    CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+    return copies.download();
+  }
+  if (mode == TapMode::synchronous) model.set_tap(collector(taps));
+  forward();
+  model.set_tap(nullptr);
+  CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+  return taps;
+}
+
 // A 19-token prompt prefilled in chunks of 8 and a 9-token one, then three decode steps of both together
-// (contexts 19 and 9), each fed the same token on both sides: every sublayer checked by Isolated, the head on
-// the GPU's own final hidden state, and the logits end to end against the reference's own forward. Untapped
-// (`tapped` false), only the logits end to end: the forward `k3perf run` executes, with no synchronisation between
-// sublayers and, for a plain residual (Kimi Linear), the residual adds folded into the sublayers' last GEMMs.
+// (contexts 19 and 9), each fed the same token on both sides: with taps (either TapMode), every sublayer checked by
+// Isolated and the head on the GPU's own final hidden state; the prompts' logits end to end against the reference's
+// own forward; the decode steps' logits end to end only without taps (TapMode::none, see kEndToEndLogitsTolerance).
 inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, const std::string& checkpoint_dir,
-                                             bool tapped = true) {
+                                             TapMode mode = TapMode::synchronous) {
 
   const ModelConfig& config = loaded.config;
   const int vocab = config.vocab_size;
@@ -177,11 +245,10 @@ inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, con
     for (size_t start = 0; start < prompt.size(); start += 8) {
       const size_t n = std::min<size_t>(8, prompt.size() - start);
       const std::vector<int32_t> chunk(prompt.begin() + start, prompt.begin() + start + n);
-      Taps taps;
-      if (tapped) model.set_tap(collector(taps));
-      model.prefill(sequence, chunk, int64_t(start));
-      model.set_tap(nullptr);
-      if (tapped) isolated.check(taps, 0, chunk, fmt::format("sequence {}: prefill chunk at {}", sequence, start));
+      const Taps taps = run_tapped(model, mode, [&] { model.prefill(sequence, chunk, int64_t(start)); });
+      if (mode != TapMode::none) {
+        isolated.check(taps, 0, chunk, fmt::format("sequence {}: prefill chunk at {}", sequence, start));
+      }
     }
   };
   prefill_in_chunks(0, prompt_a, isolated_a);
@@ -199,12 +266,8 @@ inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, con
   for (int step = 0; step < 3; ++step) {
     const int32_t tokens[2] = {next_a, next_b};
     CUDA_CHECK(cudaMemcpy(model.next_tokens(), tokens, sizeof(tokens), cudaMemcpyHostToDevice));
-    Taps taps;
-    if (tapped) model.set_tap(collector(taps));
-    model.decode_step(2);
-    model.set_tap(nullptr);
-    CUDA_CHECK(cudaStreamSynchronize(model.stream()));
-    if (tapped) {
+    const Taps taps = run_tapped(model, mode, [&] { model.decode_step(2); });
+    if (mode != TapMode::none) {
       isolated_a.check(taps, 0, {next_a}, fmt::format("decode step {} of sequence A", step));
       isolated_b.check(taps, 1, {next_b}, fmt::format("decode step {} of sequence B", step));
       expect_head_matches(taps, 0, download_logits(model, 0, vocab), loaded.model.weights(), "decode A");
@@ -212,8 +275,10 @@ inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, con
     }
     const ref::Matrix la = loaded.model.forward({next_a}, state_a);
     const ref::Matrix lb = loaded.model.forward({next_b}, state_b);
-    EXPECT_LE(normalized_error(download_logits(model, 0, vocab), la), kEndToEndLogitsTolerance) << "step " << step;
-    EXPECT_LE(normalized_error(download_logits(model, 1, vocab), lb), kEndToEndLogitsTolerance) << "step " << step;
+    if (mode == TapMode::none) {
+      EXPECT_LE(normalized_error(download_logits(model, 0, vocab), la), kEndToEndLogitsTolerance) << "step " << step;
+      EXPECT_LE(normalized_error(download_logits(model, 1, vocab), lb), kEndToEndLogitsTolerance) << "step " << step;
+    }
     next_a = argmax_of_last_row(la);
     next_b = argmax_of_last_row(lb);
   }
