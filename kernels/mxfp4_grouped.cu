@@ -1,6 +1,7 @@
 #include "kernels/mxfp4_grouped.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 namespace k3::kernels {
@@ -379,6 +380,426 @@ __global__ void __launch_bounds__(kGemvThreads, kCpAsyncBlocksPerSm)
   }
 }
 
+// ---- Decode: mxfp4_grouped_gemv_bulk_split8 ----------------------------------------------------------
+// What: rows16's products (16 output rows of one active expert × 8 slots per pass, mma.sync m16n8k16, bf16 in,
+// fp32 accumulate), with each 16-row tile of weights streamed into shared memory by Hopper's bulk copies
+// (cp.async.bulk … mbarrier::complete_tx::bytes) instead of per-lane loads.
+// Why: rows16 on an H200 under Nsight Compute (SM clock locked at 1.35 GHz, T = 1 and 8): 80 registers, 6 blocks of
+// 128 threads per SM (register-limited, 36.7 % achieved occupancy, 2.3 eligible warps per scheduler), issue slots
+// 79.8 % and the integer pipe 79.6 % busy, DRAM throughput 50.8 %, L2 hit 18 %; 62 % of copy bandwidth at boost
+// clocks (T = 8). The same warps issue the loads and the decode, each lane has only two 16-byte weight loads per row
+// in flight before it must compute, and at T = 1 only 768 blocks of 14 dependent steps exist. Here one warp keeps
+// several whole tiles (tens of KiB per SM) in flight whatever the consumers do, and the tiles are read as long
+// contiguous runs.
+// Pipeline (one persistent block of 10 warps per SM; items are (active expert, 16-row tile) pairs, block b taking
+// items b, b + gridDim.x, … of active · out/16):
+//   warp 0, producer: looks the items' routing up 32 at a time (one item per lane); for each item with slots it
+//     waits for the next ring stage's empty barrier, writes the stage's header (expert, slots, row, the first
+//     pass's 8 tokens), arms the stage's full barrier with arrive.expect_tx(16 · (in/2 + in/32) bytes), and lanes
+//     0-15 copy one weight row each (in/2 bytes) into a padded row stride (≡ 64 mod 128 bytes, so that rows g and
+//     g + 1 of one 8-lane phase of a 16-byte shared load fall in different banks) while lane 16 copies the tile's
+//     16 · in/32 scale bytes, one contiguous span. At the end it sends a header with done = 1.
+//   warps 2-9, consumers: wait for the stage's full barrier; for every pass of 8 slots each warp takes one of 8
+//     k-groups — lane (g, t) of group q owns the 32-element blocks 4q + t, 4q + t + 32, … of rows g and g + 8 —
+//     dequantises them from shared memory with gemv_lut's byte-lookup decode, reads x of slot pass + g with __ldg
+//     (the next item's x lines are prefetched into L1 when its stage is already full), accumulates as rows16 does,
+//     and puts the group's 16×8 partial in a reduction slot (4 slots, their own full/empty barriers). The group of
+//     a warp turns with every pass, so the warps share the groups' uneven block counts (112 blocks at in = 3584:
+//     groups 0-3 take 4, groups 4-7 take 3). After an item's last pass every consumer thread arrives on the stage's
+//     empty barrier.
+//   warp 1, reducer: adds each pass's 8 partials in group order 0..7 and writes y (NaN for a slot whose token lies
+//     outside x).
+// Shared memory: the ring of max(3, min(8, 128 KiB / stage)) stages of 16 · stride + 16 · in/32 bytes rounded up to
+// 128 (4 stages of 31,488 bytes at in = 3584, 4 of 27,136 at 3072), 4 reduction slots of 4 KiB, headers and
+// barriers: 142,848 bytes at in = 3584 and 125,440 at 3072, one block per SM, which leaves the rest of the SM's
+// 256 KiB to L1 (x); 202,672 bytes (3 stages) at the largest in, 7168.
+// Summation order: within a k-group, gemv_lut's mma products over that group's blocks in two chains (words 0 and 2
+// of every block, words 1 and 3) added at the end; then the groups in order 0..7. rows16 adds all blocks in one
+// chain, so the two differ by fp32 rounding; the result does not depend on the grid or on warp timing.
+constexpr int kBulkConsumerWarps = 8;  // = the k-groups: 4 lanes of k per warp, 32 k-lanes in all
+constexpr int kBulkThreads = (2 + kBulkConsumerWarps) * 32;
+constexpr int kBulkTileRows = 16;
+constexpr int kBulkReduceSlots = 4;
+constexpr int kBulkMinStages = 3, kBulkMaxStages = 8;
+constexpr int kBulkRingBytes = 128 * 1024;
+
+struct BulkItem {  // a stage's tile, written by the producer before it arms the stage
+  int32_t expert, first_slot, end_slot, row0, done;
+  int32_t tokens[kGemvSlots];  // slot_token of the first pass (−1 past the expert's slots)
+  int32_t unused[3];
+};
+struct BulkUnit {  // a pass's partials, described by consumer warp 0
+  int32_t slot0, end_slot, row0, done;
+  uint32_t valid_lanes;  // ballot of the lanes whose slot has a token inside x: column c ↔ lane 4c
+  int32_t unused[3];
+};
+static_assert(sizeof(BulkItem) == 64 && sizeof(BulkUnit) == 32);
+
+// Byte offsets of the dynamic shared memory, from in alone (host-computed, passed by value).
+struct BulkLayout {
+  int row_bytes, row_stride, stage_bytes, stages;
+  uint32_t stage_tx_bytes;  // what the copies of one stage deliver
+  int partials_offset, items_offset, units_offset, barriers_offset, shared_bytes;
+};
+
+constexpr BulkLayout gemv_bulk_layout(int64_t in_features) {
+  BulkLayout l{};
+  const int blocks = static_cast<int>(in_features / kMxBlockElements);
+  l.row_bytes = static_cast<int>(in_features / 2);
+  l.row_stride = l.row_bytes + (64 - l.row_bytes % 128 + 128) % 128;
+  const int scale_bytes = kBulkTileRows * blocks;
+  l.stage_bytes = (kBulkTileRows * l.row_stride + scale_bytes + 127) / 128 * 128;
+  l.stages = std::clamp(kBulkRingBytes / l.stage_bytes, kBulkMinStages, kBulkMaxStages);
+  l.stage_tx_bytes = static_cast<uint32_t>(kBulkTileRows * l.row_bytes + scale_bytes);
+  l.partials_offset = l.stages * l.stage_bytes;
+  l.items_offset = l.partials_offset + kBulkReduceSlots * kBulkConsumerWarps * 32 * int(sizeof(float4));
+  l.units_offset = l.items_offset + l.stages * int(sizeof(BulkItem));
+  l.barriers_offset = l.units_offset + kBulkReduceSlots * int(sizeof(BulkUnit));
+  l.shared_bytes = l.barriers_offset + (2 * l.stages + 2 * kBulkReduceSlots) * int(sizeof(uint64_t));
+  return l;
+}
+// The largest in fits sm_90's opt-in shared memory per block, and a stage's bytes an mbarrier's tx-count range.
+static_assert(gemv_bulk_layout(kMxfp4GroupedGemvBulkMaxIn).shared_bytes <= 227 * 1024);
+static_assert(gemv_bulk_layout(kMxfp4GroupedGemvBulkMaxIn).stage_tx_bytes < (1u << 20));
+
+struct BulkShared {
+  uint8_t* stages;         // [stages][stage_bytes]: 16 rows at row_stride, then 16 × blocks scale bytes
+  float4* partials;        // [kBulkReduceSlots][k-group][lane]
+  BulkItem* items;         // [stages]
+  BulkUnit* units;         // [kBulkReduceSlots]
+  uint64_t* full;          // [stages], 1 arrival + the copies' bytes
+  uint64_t* empty;         // [stages], every consumer thread
+  uint64_t* reduce_full;   // [kBulkReduceSlots], every consumer thread
+  uint64_t* reduce_empty;  // [kBulkReduceSlots], the reducer's 32 threads
+};
+
+// mbarrier and bulk-copy wrappers (PTX ISA 8.0, sm_90). Arrivals release and waits acquire at CTA scope, the
+// instructions' defaults.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(shared_address(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+                   shared_address(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// True once the phase of the given parity has completed (the current phase's parity differs).
+__device__ __forceinline__ bool mbarrier_test_parity(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.b32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(shared_address(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.b32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+// bytes (a multiple of 16) from 16-byte-aligned global src to 16-byte-aligned shared dst, completing on bar.
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   shared_address(dst)),
+               "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
+}
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(__cvta_generic_to_global(p)));
+}
+
+// Producer warp: the block's items in order, one ring stage each for those with slots, then a done header.
+__device__ void bulk_produce(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const BulkLayout& layout,
+                             const BulkShared& sh, int active_limit) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row_tiles = w.out_features / kBulkTileRows, blocks = w.in_features / kMxBlockElements;
+  const int64_t items = int64_t(max(0, min(*r.active_count, active_limit))) * row_tiles;
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int64_t batch = blockIdx.x; batch < items; batch += int64_t(32) * gridDim.x) {
+    const int64_t item = batch + int64_t(lane) * gridDim.x;  // this lane's lookup
+    int expert = -1, first = 0, end = 0;
+    if (item < items) {
+      const int e = r.active_experts[item / row_tiles];
+      if (e >= 0 && e < w.experts) {
+        expert_slots(r, e, first, end);
+        if (end > first) expert = e;
+      }
+    }
+    int tokens[kGemvSlots];
+#pragma unroll
+    for (int c = 0; c < kGemvSlots; ++c) tokens[c] = expert >= 0 && first + c < end ? r.slot_token[first + c] : -1;
+
+    for (unsigned live = __ballot_sync(0xffffffffu, expert >= 0); live != 0; live &= live - 1) {
+      const int source = __ffs(live) - 1;
+      BulkItem header;
+      header.expert = __shfl_sync(0xffffffffu, expert, source);
+      header.first_slot = __shfl_sync(0xffffffffu, first, source);
+      header.end_slot = __shfl_sync(0xffffffffu, end, source);
+      header.row0 = static_cast<int>(__shfl_sync(0xffffffffu, item, source) % row_tiles) * kBulkTileRows;
+      header.done = 0;
+#pragma unroll
+      for (int c = 0; c < kGemvSlots; ++c) header.tokens[c] = __shfl_sync(0xffffffffu, tokens[c], source);
+
+      mbarrier_wait_parity(&sh.empty[stage], phase ^ 1);  // the consumers have released the stage's last item
+      if (lane == 0) {
+        BulkItem& slot = sh.items[stage];
+        slot.expert = header.expert;
+        slot.first_slot = header.first_slot;
+        slot.end_slot = header.end_slot;
+        slot.row0 = header.row0;
+        slot.done = 0;
+#pragma unroll
+        for (int c = 0; c < kGemvSlots; ++c) slot.tokens[c] = header.tokens[c];
+        mbarrier_arrive_expect_tx(&sh.full[stage], layout.stage_tx_bytes);  // releases the header
+      }
+      __syncwarp();
+      const int64_t tile = int64_t(header.expert) * w.out_features + header.row0;  // its first row of all experts
+      uint8_t* dst = sh.stages + int64_t(stage) * layout.stage_bytes;
+      if (lane < kBulkTileRows) {
+        bulk_copy_to_shared(dst + lane * layout.row_stride, w.packed + (tile + lane) * layout.row_bytes,
+                            static_cast<uint32_t>(layout.row_bytes), &sh.full[stage]);
+      } else if (lane == kBulkTileRows) {
+        bulk_copy_to_shared(dst + kBulkTileRows * layout.row_stride, w.scales + tile * blocks,
+                            static_cast<uint32_t>(kBulkTileRows * blocks), &sh.full[stage]);
+      }
+      if (++stage == layout.stages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+  mbarrier_wait_parity(&sh.empty[stage], phase ^ 1);
+  if (lane == 0) {
+    sh.items[stage].done = 1;
+    mbarrier_arrive(&sh.full[stage]);  // no bytes: the phase completes with this arrival
+  }
+}
+
+// One consumer lane's share of a k-group's products over a tile in shared memory: blocks 4q + t + 32j of rows g
+// and g + 8, each step's shared and x loads issued before the previous step's decode and mma. Words 0, 2 and 1, 3 of
+// the blocks accumulate in two chains, added at the end: with 2 consumer warps per scheduler, one chain of 8
+// dependent mma per step would bound a warp's pace.
+__device__ __forceinline__ void bulk_group_products(const uint8_t* tile, const uint8_t* tile_scales, int row_stride,
+                                                    int blocks, int group, const __nv_bfloat16* x_row,
+                                                    float (&acc)[4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int first_block = 4 * group + t;
+  struct Step {
+    uint4 q_lo, q_hi, xv[4];
+    uint32_t s_lo, s_hi;
+  };
+  const auto load = [&](int b) {
+    Step s;
+    s.q_lo = s.q_hi = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) s.xv[k] = make_uint4(0, 0, 0, 0);
+    s.s_lo = s.s_hi = kNeutralScale;
+    if (b < blocks) {
+      s.q_lo = *reinterpret_cast<const uint4*>(tile + g * row_stride + b * kMxBlockBytes);
+      s.q_hi = *reinterpret_cast<const uint4*>(tile + (g + 8) * row_stride + b * kMxBlockBytes);
+      s.s_lo = tile_scales[g * blocks + b];
+      s.s_hi = tile_scales[(g + 8) * blocks + b];
+      if (x_row != nullptr) {
+        const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) s.xv[k] = __ldg(p + k);
+      }
+    }
+    return s;
+  };
+  // Steps while lane t = 0 of the group still has a block (warp-uniform: the mma needs every lane).
+  const int steps = blocks > 4 * group ? (blocks - 4 * group + 31) / 32 : 0;
+  float acc_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  Step current = load(first_block);
+  for (int j = 0; j < steps; ++j) {
+    const Step next = load(first_block + 32 * (j + 1));  // past the last step: no access, zeros
+    const uint32_t words_lo[4] = {current.q_lo.x, current.q_lo.y, current.q_lo.z, current.q_lo.w};
+    const uint32_t words_hi[4] = {current.q_hi.x, current.q_hi.y, current.q_hi.z, current.q_hi.w};
+    const BlockScale scale_lo = block_scale(current.s_lo), scale_hi = block_scale(current.s_hi);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // word k of the block: elements 8k..8k+3, then 8k+4..8k+7, in order
+      uint32_t a_lo[4], a_hi[4];
+      dequantize_word_lut(words_lo[k], scale_lo, a_lo);
+      dequantize_word_lut(words_hi[k], scale_hi, a_hi);
+      const uint4 bx = current.xv[k];
+      float(&chain)[4] = k % 2 == 0 ? acc : acc_odd;
+      mma_bf16_16x8x16(chain, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+      mma_bf16_16x8x16(chain, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+    }
+    current = next;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] += acc_odd[i];
+}
+
+// Consumer warps: every stage's passes, one k-group each, partials to the reduction ring; then a done unit.
+__device__ void bulk_consume(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                             int64_t x_stride, int64_t x_rows, const BulkLayout& layout, const BulkShared& sh) {
+  const int warp = threadIdx.x / 32 - 2, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int blocks = static_cast<int>(w.in_features / kMxBlockElements);
+  int stage = 0, slot = 0;
+  uint32_t phase = 0, slot_phase = 0;
+  unsigned passes_done = 0;  // turns the warps' k-groups
+  while (true) {
+    mbarrier_wait_parity(&sh.full[stage], phase);
+    const BulkItem& item = sh.items[stage];
+    if (item.done) break;
+    const int first = item.first_slot, end = item.end_slot, row0 = item.row0;
+    const uint8_t* tile = sh.stages + int64_t(stage) * layout.stage_bytes;
+    const uint8_t* tile_scales = tile + kBulkTileRows * layout.row_stride;
+
+    // A hint: when the next stage is already full, pull the x lines its first pass will read into L1.
+    {
+      const int next = stage + 1 == layout.stages ? 0 : stage + 1;
+      if (mbarrier_test_parity(&sh.full[next], next == 0 ? phase ^ 1 : phase)) {
+        const BulkItem& coming = sh.items[next];
+        if (coming.done == 0 && g < coming.end_slot - coming.first_slot) {
+          const int token = coming.tokens[g];
+          if (token >= 0 && token < x_rows) {
+            const unsigned passes = static_cast<unsigned>((end - first + kGemvSlots - 1) / kGemvSlots);
+            const int group = static_cast<int>((warp + passes_done + passes) % kBulkConsumerWarps);
+            const __nv_bfloat16* row = x + int64_t(token) * x_stride;
+            for (int b = 4 * group + t; b < blocks; b += 32) prefetch_l1(row + b * kMxBlockElements);
+          }
+        }
+      }
+    }
+
+    for (int pass = first; pass < end; pass += kGemvSlots, ++passes_done) {
+      const int group = static_cast<int>((warp + passes_done) % kBulkConsumerWarps);
+      const __nv_bfloat16* x_row = nullptr;  // this lane's mma column: slot pass + g (none: zeros)
+      if (pass + g < end) {
+        const int token = pass == first ? item.tokens[g] : r.slot_token[pass + g];
+        if (token >= 0 && token < x_rows) x_row = x + int64_t(token) * x_stride;
+      }
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      bulk_group_products(tile, tile_scales, layout.row_stride, blocks, group, x_row, acc);
+      const unsigned valid_lanes = __ballot_sync(0xffffffffu, x_row != nullptr);
+
+      mbarrier_wait_parity(&sh.reduce_empty[slot], slot_phase ^ 1);  // the reducer has read the slot's last pass
+      sh.partials[(slot * kBulkConsumerWarps + group) * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      if (warp == 0 && lane == 0) {
+        BulkUnit& unit = sh.units[slot];
+        unit.slot0 = pass;
+        unit.end_slot = end;
+        unit.row0 = row0;
+        unit.done = 0;
+        unit.valid_lanes = valid_lanes;
+      }
+      mbarrier_arrive(&sh.reduce_full[slot]);  // releases this thread's partial (and warp 0 lane 0's unit)
+      if (++slot == kBulkReduceSlots) {
+        slot = 0;
+        slot_phase ^= 1;
+      }
+    }
+    mbarrier_arrive(&sh.empty[stage]);  // this thread's reads of the stage and its header are done
+    if (++stage == layout.stages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+  mbarrier_wait_parity(&sh.reduce_empty[slot], slot_phase ^ 1);
+  if (warp == 0 && lane == 0) sh.units[slot].done = 1;
+  mbarrier_arrive(&sh.reduce_full[slot]);
+}
+
+// Reducer warp: each pass's 8 partials in group order, then y as rows16 writes it.
+template <typename OutT>
+__device__ void bulk_reduce(OutT* __restrict__ y, int64_t y_stride, const BulkShared& sh) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  int slot = 0;
+  uint32_t slot_phase = 0;
+  while (true) {
+    mbarrier_wait_parity(&sh.reduce_full[slot], slot_phase);
+    const BulkUnit unit = sh.units[slot];
+    if (unit.done) break;
+    const float4* partial = sh.partials + slot * kBulkConsumerWarps * 32 + lane;
+    float4 sum = partial[0];
+#pragma unroll
+    for (int group = 1; group < kBulkConsumerWarps; ++group) {
+      const float4 p = partial[group * 32];
+      sum.x += p.x;
+      sum.y += p.y;
+      sum.z += p.z;
+      sum.w += p.w;
+    }
+    mbarrier_arrive(&sh.reduce_empty[slot]);  // the slot's partials and unit are in registers
+    const float sums[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
+      const int s = unit.slot0 + 2 * t + c;
+      if (s < unit.end_slot) {
+        const bool ok = (unit.valid_lanes >> (4 * (2 * t + c))) & 1u;
+        OutT* out = y + int64_t(s) * y_stride + unit.row0 + g;
+        store_out(out, ok ? sums[c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? sums[2 + c] : __int_as_float(0x7FC00000));
+      }
+    }
+    if (++slot == kBulkReduceSlots) {
+      slot = 0;
+      slot_phase ^= 1;
+    }
+  }
+}
+
+template <typename OutT>
+__global__ void __launch_bounds__(kBulkThreads, 1)
+    mxfp4_grouped_gemv_bulk_split8(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                                   BulkLayout layout, int active_limit) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint8_t bulk_shared[];
+  BulkShared sh;
+  sh.stages = bulk_shared;
+  sh.partials = reinterpret_cast<float4*>(bulk_shared + layout.partials_offset);
+  sh.items = reinterpret_cast<BulkItem*>(bulk_shared + layout.items_offset);
+  sh.units = reinterpret_cast<BulkUnit*>(bulk_shared + layout.units_offset);
+  sh.full = reinterpret_cast<uint64_t*>(bulk_shared + layout.barriers_offset);
+  sh.empty = sh.full + layout.stages;
+  sh.reduce_full = sh.empty + layout.stages;
+  sh.reduce_empty = sh.reduce_full + kBulkReduceSlots;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < layout.stages; ++s) {
+      mbarrier_init(&sh.full[s], 1);
+      mbarrier_init(&sh.empty[s], kBulkConsumerWarps * 32);
+    }
+    for (int s = 0; s < kBulkReduceSlots; ++s) {
+      mbarrier_init(&sh.reduce_full[s], kBulkConsumerWarps * 32);
+      mbarrier_init(&sh.reduce_empty[s], 32);
+    }
+    // The initialised barriers, visible to the other threads and to the bulk copies (async proxy).
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  __syncthreads();  // the only block-wide barrier: every role below runs to its done marker
+  const int warp = threadIdx.x / 32;
+  if (warp == 0) {
+    bulk_produce(w, r, layout, sh, active_limit);
+  } else if (warp == 1) {
+    bulk_reduce(y, y_stride, sh);
+  } else {
+    bulk_consume(w, r, x, x_stride, x_rows, layout, sh);
+  }
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built without sm_90: the host side refuses other devices before launching
+#endif
+}
+
 // ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
 constexpr int kGemmThreads = 256;
 constexpr int kGemmRows = 128;   // output rows per tile (4 warps × 32)
@@ -589,6 +1010,53 @@ int64_t active_bound(const ExpertRouting& r, int experts) {
   return std::min({int64_t(r.max_active_experts), int64_t(experts), int64_t(r.max_slots)});
 }
 
+// The bulk GEMV copies the scale spans with 16-byte-aligned bulk copies and keeps ≥ 3 tiles of in/2 + in/32 bytes
+// per row in shared memory.
+bool gemv_bulk_fits(const Mxfp4ExpertWeights& w) {
+  return aligned16(w.scales) && w.in_features <= kMxfp4GroupedGemvBulkMaxIn;
+}
+
+// Lets the bulk GEMV use the device's whole opt-in shared memory, once per device (bit d for device d < 64).
+template <typename OutT>
+cudaError_t configure_gemv_bulk(int device, int shared_bytes_optin) {
+  static std::atomic<uint64_t> configured{0};
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
+  if (bit != 0 && (configured.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+  const cudaError_t status = cudaFuncSetAttribute(mxfp4_grouped_gemv_bulk_split8<OutT>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes_optin);
+  if (status == cudaSuccess) configured.fetch_or(bit, std::memory_order_release);
+  return status;
+}
+
+// A persistent grid: as many blocks as fit on the device (one per SM at K3's shapes), never more than the items
+// (active expert, 16-row tile) that any routing within the host bounds can have.
+template <typename OutT>
+cudaError_t launch_gemv_bulk(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                             int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, cudaStream_t stream,
+                             int64_t active) {
+  const int64_t max_items = active * (w.out_features / kBulkTileRows);
+  if (max_items > INT32_MAX) return cudaErrorInvalidValue;
+  const BulkLayout layout = gemv_bulk_layout(w.in_features);
+  int device = 0, sms = 0, major = 0, optin = 0, per_sm = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (status != cudaSuccess) return status;
+  if (major < 9) return cudaErrorNotSupported;  // bulk copies and mbarrier transactions are sm_90
+  if (layout.shared_bytes > optin) return cudaErrorInvalidValue;
+  status = configure_gemv_bulk<OutT>(device, optin);
+  if (status == cudaSuccess) {
+    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mxfp4_grouped_gemv_bulk_split8<OutT>, kBulkThreads,
+                                                           size_t(layout.shared_bytes));
+  }
+  if (status != cudaSuccess) return status;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(max_items, int64_t(std::max(per_sm, 1)) * sms));
+  mxfp4_grouped_gemv_bulk_split8<OutT><<<grid, kBulkThreads, size_t(layout.shared_bytes), stream>>>(
+      w, r, x, x_stride, x_rows, y, y_stride, layout, static_cast<int>(active));
+  return cudaGetLastError();
+}
+
 template <typename OutT>
 cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x, int64_t x_stride,
                    int64_t x_rows, OutT* y, int64_t y_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
@@ -603,10 +1071,11 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
       algorithm != Mxfp4GroupedAlgorithm::gemv_lut && algorithm != Mxfp4GroupedAlgorithm::gemv_cp_async &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm) {
+      algorithm != Mxfp4GroupedAlgorithm::gemv_bulk && algorithm != Mxfp4GroupedAlgorithm::gemm) {
     return cudaErrorInvalidValue;
   }
   if (algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async && !gemv_cp_async_fits(w)) return cudaErrorInvalidValue;
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv_bulk && !gemv_bulk_fits(w)) return cudaErrorInvalidValue;
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
   if (x == nullptr || !aligned16(x) || x_stride < w.in_features || x_stride % 8 != 0 || x_rows <= 0 ||
       y == nullptr || y_stride < w.out_features) {
@@ -615,6 +1084,9 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv_bulk) {
+    return launch_gemv_bulk(w, r, x, x_stride, x_rows, y, y_stride, stream, active);
+  }
   if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_lut ||
       algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
