@@ -168,102 +168,6 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// ---- kda_decode_head_bulk: the head's whole state through shared memory by bulk asynchronous copies ----------
-// Block = (sequence b, head h), blockIdx.x = b·heads + h, D threads (thread j owns value column j). One thread
-// arms an mbarrier with the state's byte count and requests the head's D·D state (contiguous) into shared memory
-// with cp.async.bulk in pieces of at most kBulkPieceBytes; the block meanwhile loads q, k, exp(g); then every thread
-// reads its column (row i at S[i·D + j]: consecutive threads, consecutive words, no bank conflict) twice — once for
-// Sᵀ(α ⊙ k), once to decay, update and dot with q, writing the new column back in place — and one thread writes the
-// whole state back in one bulk store group, waiting only until shared memory has been read. The copy engine keeps
-// D·D·sizeof(State) bytes per block in flight (64 KiB at d = 128 fp32, three blocks per SM) without registers.
-constexpr int kBulkPieceBytes = 16384;
-
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-template <int D, typename State>
-__global__ void __launch_bounds__(D)
-    kda_decode_head_bulk(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-                         const float* __restrict__ g, const float* __restrict__ beta, State* __restrict__ state,
-                         float* __restrict__ out) {
-  constexpr uint32_t kStateBytes = uint32_t(D) * D * sizeof(State);
-  static_assert(kStateBytes % 16 == 0 && D % 32 == 0 && D <= 128);
-  extern __shared__ __align__(128) unsigned char dynamic_smem[];
-  State* s_smem = reinterpret_cast<State*>(dynamic_smem);  // [D][D], row i = key i
-  __shared__ __align__(8) uint64_t full;
-  __shared__ float q_s[D], k_s[D], alpha_s[D], alpha_k_s[D];
-  const int64_t seq_head = blockIdx.x;
-  const int j = int(threadIdx.x);
-  State* s_global = state + seq_head * D * D;
-
-  if (j == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(&full)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (j == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(&full)),
-                 "r"(kStateBytes)
-                 : "memory");
-    for (uint32_t offset = 0; offset < kStateBytes; offset += kBulkPieceBytes) {
-      const uint32_t bytes = min(uint32_t(kBulkPieceBytes), kStateBytes - offset);
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-              smem_address(dynamic_smem + offset)),
-          "l"(__cvta_generic_to_global(reinterpret_cast<const unsigned char*>(s_global) + offset)), "r"(bytes),
-          "r"(smem_address(&full))
-          : "memory");
-    }
-  }
-  const int64_t vec = seq_head * D;
-  {
-    const float k_j = k[vec + j], alpha_j = expf(g[vec + j]);
-    q_s[j] = q[vec + j];
-    k_s[j] = k_j;
-    alpha_s[j] = alpha_j;
-    alpha_k_s[j] = alpha_j * k_j;
-  }
-  const float v_j = v[vec + j], beta_h = beta[seq_head];
-  __syncthreads();  // q_s, k_s, alpha_s, alpha_k_s
-  // Phase 0 of the mbarrier completes when all kStateBytes have landed.
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_address(&full))
-        : "memory");
-  }
-
-  float sk = 0.0f;
-#pragma unroll 16
-  for (int i = 0; i < D; ++i) sk = fmaf(load_state(s_smem + i * D + j), alpha_k_s[i], sk);
-  const float u = beta_h * (v_j - sk);
-  float o = 0.0f;
-#pragma unroll 16
-  for (int i = 0; i < D; ++i) {
-    const float s_new = fmaf(k_s[i], u, load_state(s_smem + i * D + j) * alpha_s[i]);  // decayed, then rank-1
-    o = fmaf(s_new, q_s[i], o);
-    store_state(s_smem + i * D + j, s_new);
-  }
-  out[vec + j] = o;
-  // The generic-proxy writes above must be visible to the async proxy that reads them for the bulk store.
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-  if (j == 0) {
-    for (uint32_t offset = 0; offset < kStateBytes; offset += kBulkPieceBytes) {
-      const uint32_t bytes = min(uint32_t(kBulkPieceBytes), kStateBytes - offset);
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
-                       __cvta_generic_to_global(reinterpret_cast<unsigned char*>(s_global) + offset)),
-                   "r"(smem_address(dynamic_smem + offset)), "r"(bytes)
-                   : "memory");
-    }
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // shared memory read: the block may exit
-  }
-}
-
 template <int D, typename State>
 cudaError_t launch_d(const float* q, const float* k, const float* v, const float* g, const float* beta, State* state,
                      float* out, int batch, int heads, KdaDecodeAlgorithm algorithm, cudaStream_t stream) {
@@ -284,16 +188,6 @@ cudaError_t launch_d(const float* q, const float* k, const float* v, const float
           <<<unsigned(blocks), 32 * kWarps, 0, stream>>>(q, k, v, g, beta, state, out);
       return cudaGetLastError();
     }
-    if (algorithm == KdaDecodeAlgorithm::head_bulk) {
-      constexpr int kSmemBytes = D * D * int(sizeof(State));
-      if (seq_heads > INT32_MAX) return cudaErrorInvalidValue;
-      if (const cudaError_t status = cudaFuncSetAttribute(kda_decode_head_bulk<D, State>,
-                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-          status != cudaSuccess)
-        return status;
-      kda_decode_head_bulk<D, State><<<unsigned(seq_heads), D, kSmemBytes, stream>>>(q, k, v, g, beta, state, out);
-      return cudaGetLastError();
-    }
     if (algorithm == KdaDecodeAlgorithm::column_quad_split_key) {
       constexpr int kWarps = split_key_warps(D, 4);
       const int64_t blocks = seq_heads * (D / (32 * kWarps));
@@ -312,14 +206,10 @@ cudaError_t launch(const float* q, const float* k, const float* v, const float* 
   if (batch < 0 || heads <= 0) return cudaErrorInvalidValue;
   // The split-key versions need d a multiple of 32 and a state aligned to their vector loads (4 values).
   const bool split_key_ok = head_dim % 32 == 0 && reinterpret_cast<uintptr_t>(state) % (4 * sizeof(State)) == 0;
-  // head_bulk: bulk copies need 16-byte aligned global addresses (every head's state then is).
-  const bool bulk_ok = head_dim % 32 == 0 && reinterpret_cast<uintptr_t>(state) % 16 == 0;
   if (algorithm == KdaDecodeAlgorithm::automatic) {
     algorithm = split_key_ok && batch >= kKdaDecodeSplitKeyMinBatch ? KdaDecodeAlgorithm::column_pair_split_key
                                                                     : KdaDecodeAlgorithm::column_per_thread;
-  } else if (algorithm == KdaDecodeAlgorithm::head_bulk ? !bulk_ok
-                                                         : algorithm != KdaDecodeAlgorithm::column_per_thread &&
-                                                               !split_key_ok) {
+  } else if (algorithm != KdaDecodeAlgorithm::column_per_thread && !split_key_ok) {
     return cudaErrorInvalidValue;
   }
   if (batch == 0) return cudaSuccess;

@@ -11,10 +11,6 @@
 // k, rank-1 update, dot with q, written back once, so the state moves exactly once each way (memory-bound by design).
 // A warp's access to one row of S is 32 consecutive columns (coalesced); q, k, exp(g) and exp(g)⊙k sit in shared
 // memory (broadcast reads).
-// kda_decode_head_bulk — one block of d threads per (sequence, head): the head's whole state (64 KiB at d = 128,
-// fp32) copied into shared memory by bulk asynchronous copies (the copy engine, not registers, holds the bytes in
-// flight), thread j updating column j there, and written back by one bulk store. Needs d a multiple of 32 and a
-// 16-byte aligned state.
 // kda_decode_column_pair_split_key — 2 columns per thread (float2 / bf16x2 state loads) with the key dimension split
 // over 2 lanes (lanes 0-15 rows [0, d/2), lanes 16-31 rows [d/2, d); both dots summed by one xor shuffle), 64 columns
 // per block (two warps; one when d is not a multiple of 64): half the blocks of column_per_thread, half the load
@@ -33,7 +29,7 @@
 
 namespace k3::kernels {
 
-enum class KdaDecodeAlgorithm { automatic, column_per_thread, column_pair_split_key, column_quad_split_key, head_bulk };
+enum class KdaDecodeAlgorithm { automatic, column_per_thread, column_pair_split_key, column_quad_split_key };
 
 inline constexpr int kKdaDecodeSplitKeyMinBatch = 8;
 

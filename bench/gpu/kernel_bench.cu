@@ -113,8 +113,7 @@ int main(int argc, char** argv) {
          {std::pair{KdaDecodeAlgorithm::automatic, "automatic"},
           std::pair{KdaDecodeAlgorithm::column_per_thread, "column_per_thread"},
           std::pair{KdaDecodeAlgorithm::column_pair_split_key, "column_pair_split_key"},
-          std::pair{KdaDecodeAlgorithm::column_quad_split_key, "column_quad_split_key"},
-          std::pair{KdaDecodeAlgorithm::head_bulk, "head_bulk"}}) {
+          std::pair{KdaDecodeAlgorithm::column_quad_split_key, "column_quad_split_key"}}) {
       const KdaDecodeAlgorithm algorithm = algorithm_value;
       Result r{fmt::format("kda_decode_step_f32state_{} batch {} heads 96 d 128", label, batch), bytes, flops};
       r.cls = EfficiencyClass::recurrent;

@@ -39,14 +39,13 @@ using kernels::KdaDecodeAlgorithm;
 struct NamedDecodeAlgorithm {
   KdaDecodeAlgorithm algorithm;
   const char* name;
-  bool split_key;  // needs d a multiple of 32 (the split-key and bulk versions)
+  bool split_key;  // needs d a multiple of 32
 };
 const NamedDecodeAlgorithm kDecodeAlgorithms[] = {
     {KdaDecodeAlgorithm::automatic, "automatic", false},
     {KdaDecodeAlgorithm::column_per_thread, "column_per_thread", false},
     {KdaDecodeAlgorithm::column_pair_split_key, "column_pair_split_key", true},
-    {KdaDecodeAlgorithm::column_quad_split_key, "column_quad_split_key", true},
-    {KdaDecodeAlgorithm::head_bulk, "head_bulk", true}};
+    {KdaDecodeAlgorithm::column_quad_split_key, "column_quad_split_key", true}};
 
 struct StepInputs {  // one step for the whole batch: row b is sequence b
   ref::Matrix q, k, v, g, beta;
@@ -193,10 +192,9 @@ TEST(GpuKda, DecodeStepRejectsUnsupportedShapes) {
   EXPECT_EQ(kernels::kda_decode_step_bf16state(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 96,
                                                128, nullptr),
             cudaSuccess);
-  // The split-key and bulk versions need d a multiple of 32 (automatic then takes column_per_thread).
+  // The split-key versions need d a multiple of 32 (automatic then takes column_per_thread).
   for (int d : {16, 48, 80, 112})
-    for (KdaDecodeAlgorithm a : {KdaDecodeAlgorithm::column_pair_split_key, KdaDecodeAlgorithm::column_quad_split_key,
-                                 KdaDecodeAlgorithm::head_bulk})
+    for (KdaDecodeAlgorithm a : {KdaDecodeAlgorithm::column_pair_split_key, KdaDecodeAlgorithm::column_quad_split_key})
       EXPECT_EQ(kernels::kda_decode_step_f32state(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4,
                                                   d, nullptr, a),
                 cudaErrorInvalidValue)
