@@ -416,7 +416,8 @@ __global__ void __launch_bounds__(kGemvThreads, kCpAsyncBlocksPerSm)
 // Summation order: within a k-group, gemv_lut's mma products over that group's blocks in two chains (words 0 and 2
 // of every block, words 1 and 3) added at the end; then the groups in order 0..7. rows16 adds all blocks in one
 // chain, so the two differ by fp32 rounding; the result does not depend on the grid or on warp timing.
-constexpr int kBulkConsumerWarps = 8;  // = the k-groups: 4 lanes of k per warp, 32 k-lanes in all
+constexpr int kBulkConsumerWarps = 8;                // = the k-groups, 4 lanes of k each
+constexpr int kBulkKLanes = 4 * kBulkConsumerWarps;  // a k-lane's blocks are kBulkKLanes apart
 constexpr int kBulkThreads = (2 + kBulkConsumerWarps) * 32;
 constexpr int kBulkTileRows = 16;
 constexpr int kBulkReduceSlots = 4;
@@ -623,11 +624,11 @@ __device__ __forceinline__ void bulk_group_products(const uint8_t* tile, const u
     return s;
   };
   // Steps while lane t = 0 of the group still has a block (warp-uniform: the mma needs every lane).
-  const int steps = blocks > 4 * group ? (blocks - 4 * group + 31) / 32 : 0;
+  const int steps = blocks > 4 * group ? (blocks - 4 * group + kBulkKLanes - 1) / kBulkKLanes : 0;
   float acc_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   Step current = load(first_block);
   for (int j = 0; j < steps; ++j) {
-    const Step next = load(first_block + 32 * (j + 1));  // past the last step: no access, zeros
+    const Step next = load(first_block + kBulkKLanes * (j + 1));  // past the last step: no access, zeros
     const uint32_t words_lo[4] = {current.q_lo.x, current.q_lo.y, current.q_lo.z, current.q_lo.w};
     const uint32_t words_hi[4] = {current.q_hi.x, current.q_hi.y, current.q_hi.z, current.q_hi.w};
     const BlockScale scale_lo = block_scale(current.s_lo), scale_hi = block_scale(current.s_hi);
@@ -674,7 +675,7 @@ __device__ void bulk_consume(const Mxfp4ExpertWeights& w, const ExpertRouting& r
             const unsigned passes = static_cast<unsigned>((end - first + kGemvSlots - 1) / kGemvSlots);
             const int group = static_cast<int>((warp + passes_done + passes) % kBulkConsumerWarps);
             const __nv_bfloat16* row = x + int64_t(token) * x_stride;
-            for (int b = 4 * group + t; b < blocks; b += 32) prefetch_l1(row + b * kMxBlockElements);
+            for (int b = 4 * group + t; b < blocks; b += kBulkKLanes) prefetch_l1(row + b * kMxBlockElements);
           }
         }
       }
