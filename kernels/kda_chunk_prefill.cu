@@ -1,5 +1,7 @@
 #include "kernels/kda_chunk_prefill.h"
 
+#include "kernels/kda_chunk_intra.h"
+
 #include <mma.h>
 
 #include <cmath>
@@ -11,10 +13,10 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kD = 128;     // head_dim: key and value channels
-constexpr int kChunk = 64;  // tokens per chunk
-constexpr int kTile = 16;   // tokens per sub-tile (and the WMMA tile edge)
-constexpr int kTilesPerChunk = kChunk / kTile;
+using kda_chunk::kChunk;  // the chunk geometry, the workspace and the mma.sync helpers: kernels/kda_chunk_intra.h
+using kda_chunk::kD;
+using kda_chunk::kTile;
+using kda_chunk::kTilesPerChunk;
 constexpr int kThreads = 256;  // 8 warps in both kernels
 constexpr int kWarps = kThreads / 32;
 constexpr int kValueBlock = 32;  // value columns per state-pass block
@@ -24,22 +26,10 @@ constexpr int kValueBlocks = kD / kValueBlock;
 // fp32's (and TF32's) 3.4e38. Steeper bounds take the exact per-pair path.
 constexpr float kTensorDiagonalMinLowerBound = -5.0f;
 
-// Workspace: per (head, chunk) block b = head·chunks + chunk, fp32. Every array starts 512-byte aligned relative
-// to the (256-byte aligned) base, as WMMA's 32-byte pointer alignment needs.
-constexpr int64_t kRowsBlock = int64_t(kChunk) * kD;       // W, U, Qg, Kd: [64, 128]
-constexpr int64_t kScoreBlock = int64_t(kChunk) * kChunk;  // A_qk: [64, 64]
-constexpr int64_t kFloatsPerBlock = 4 * kRowsBlock + kScoreBlock + kD;
-
-struct Workspace {
-  float* base;
-  int64_t blocks;  // heads · chunks
-  __device__ float* w(int64_t b) const { return base + b * kRowsBlock; }
-  __device__ float* u(int64_t b) const { return base + (blocks + b) * kRowsBlock; }
-  __device__ float* qg(int64_t b) const { return base + (2 * blocks + b) * kRowsBlock; }
-  __device__ float* kd(int64_t b) const { return base + (3 * blocks + b) * kRowsBlock; }
-  __device__ float* a_qk(int64_t b) const { return base + 4 * blocks * kRowsBlock + b * kScoreBlock; }
-  __device__ float* decay(int64_t b) const { return base + 4 * blocks * kRowsBlock + blocks * kScoreBlock + b * kD; }
-};
+using kda_chunk::kFloatsPerBlock;
+using kda_chunk::kRowsBlock;
+using kda_chunk::kScoreBlock;
+using kda_chunk::Workspace;
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
 using FragATransposed = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
@@ -746,21 +736,8 @@ static_assert(kSplitQgOffset % 4 == 0 && kSplitDecayOffset % 4 == 0 && kSplitAqk
 constexpr size_t kSplitSmemBytes = size_t(kSplitStages) * kSplitStageFloats * sizeof(float);  // 75,776
 static_assert(3 * (kSplitSmemBytes + 1024) <= 228 * 1024, "three blocks (and their reserved 1 KB) must fit an SM");
 
-// The TF32 value nearest x (as WMMA's __float_to_tf32), as an operand register.
-__device__ __forceinline__ uint32_t tf32_rna(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-// c += a · b on one m16n8k8 tile, TF32 operands, fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):
-// a = A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; b = B[t][g], B[t + 4][g];
-// c = C[g][2t], C[g][2t + 1], C[g + 8][2t], C[g + 8][2t + 1].
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using kda_chunk::mma_tf32;
+using kda_chunk::tf32_rna;
 // An accumulator tile (16 × 8) as the A operand over its 8 columns, the reduction index permuted as above: logical
 // column t is column 2t, logical t + 4 is 2t + 1. The B operand then takes rows 2t (b0) and 2t + 1 (b1).
 __device__ __forceinline__ void accumulator_as_a(uint32_t (&a)[4], const float (&c)[4]) {
@@ -1039,6 +1016,7 @@ const char* kda_chunk_variant_name(KdaChunkVariant variant) {
     case KdaChunkVariant::ut_tensorcore_staged: return "kda_chunk_ut_tensorcore_staged";
     case KdaChunkVariant::ut_staged_inputs: return "kda_chunk_ut_staged_inputs";
     case KdaChunkVariant::ut_staged_split_value: return "kda_chunk_ut_staged_split_value";
+    case KdaChunkVariant::ut_factored_split_value: return "kda_chunk_ut_factored_split_value";
   }
   return "unknown";
 }
@@ -1061,7 +1039,7 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
   if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch &&
       variant != KdaChunkVariant::ut_tensorcore_staged && variant != KdaChunkVariant::ut_staged_inputs &&
-      variant != KdaChunkVariant::ut_staged_split_value)
+      variant != KdaChunkVariant::ut_staged_split_value && variant != KdaChunkVariant::ut_factored_split_value)
     return cudaErrorInvalidValue;
   // ut_staged_inputs copies q, k, v, g rows in 16-byte pieces: with a base that is not 16-byte aligned it runs as
   // ut_tensorcore_staged (the same results; the same workspace, state pass and arithmetic).
@@ -1076,6 +1054,16 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
                ? launch<true, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
                : launch<false, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which,
                                                   stream);
+  if (variant == KdaChunkVariant::ut_factored_split_value) {
+    if (which.intra) {
+      const cudaError_t status =
+          kda_chunk::launch_intra_factored(q, k, v, g, beta, tokens, heads, chunks, ws, tensor_diagonal, stream);
+      if (status != cudaSuccess) return status;
+    }
+    // split_value's state pass alone (the phase-1 template arguments are unused without which.intra).
+    return launch<true, true, false, false, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws,
+                                                  Launches{false, which.state_pass}, stream);
+  }
   if (variant == KdaChunkVariant::ut_staged_split_value)
     return tensor_diagonal ? launch<true, true, false, false, true>(q, k, v, g, beta, state, out, tokens, heads, chunks,
                                                                     ws, which, stream)

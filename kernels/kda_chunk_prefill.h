@@ -65,6 +65,14 @@
 //     a time, then U's 32 columns, e^{G_last} and A_qk, then Kd), each copied with cp.async three steps before it is
 //     used (74 KB of shared memory per block). W, Qg, Kd and A_qk are read by all 4 blocks of a head (4× staged's L2
 //     traffic). The same products as the other versions, summed in another order within each 8-term group.
+//   ut_factored_split_value: the state pass of ut_staged_split_value; phase 1 (kda_chunk_intra_factored,
+//     kernels/kda_chunk_intra.cu) writes the same workspace with far fewer instructions and more resident warps:
+//     every exponent split at tile boundaries, so each row factor q ⊙ e^{G − G_{16I}}, k ⊙ e^{G − G_{16I}} and column
+//     factor k ⊙ e^{G_{16J+15} − G} is built once (two exponentials per element, in two rounds of 64 channels) and
+//     each score tile is a shared-memory product on mma.sync with one per-channel scale (the same references and
+//     operand bounds as the other versions); the UT transform's off-diagonal blocks by blocked doubling
+//     (X_10 = −X_11 L_10 X_00, then the 32 × 32 block) in four barrier-separated fp32 steps instead of a wavefront;
+//     W and U on mma.sync. 61.7 KB of shared memory, three blocks (24 warps) per SM instead of two; same precision.
 // Measured (H200, 8K tokens × 96 heads, before ut_tensorcore_staged): ut_tensorcore_prefetch 8.37 ms = phase 1
 // 4.52 ms + phase 2 3.86 ms (30 µs per chunk step); ut_tensorcore 9.18 ms (5.31 + 3.88).
 // Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
@@ -92,6 +100,7 @@ enum class KdaChunkVariant {
   ut_tensorcore_staged,    // phase 1 as ut_tensorcore_prefetch; state pass one block per head, operands in shared memory
   ut_staged_inputs,        // phase 1's q, k, v, g rows copied into shared memory on entry; state pass as staged
   ut_staged_split_value,   // phase 1 as staged; state pass per (head, 32 value columns), S in registers
+  ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); split_value's pass
 };
 // The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-4).
 constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_staged_split_value;

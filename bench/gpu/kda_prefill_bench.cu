@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
     const double out_state_bytes = (double(tokens) * kHeads * kD + 2.0 * kHeads * kD * kD) * sizeof(float);
     for (const KdaChunkVariant variant : {KdaChunkVariant::ut_tensorcore, KdaChunkVariant::ut_tensorcore_prefetch,
                                           KdaChunkVariant::ut_tensorcore_staged, KdaChunkVariant::ut_staged_inputs,
-                                          KdaChunkVariant::ut_staged_split_value}) {
+                                          KdaChunkVariant::ut_staged_split_value,
+                                          KdaChunkVariant::ut_factored_split_value}) {
       const char* name = k3::kernels::kda_chunk_variant_name(variant);
       const bool is_default = variant == k3::kernels::kKdaChunkDefaultVariant;
       Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, name), seq.bytes(),
