@@ -34,15 +34,6 @@
 //     elements at once, and two prmt interleave the bytes into pairs in the natural k order (x goes to the
 //     mma as loaded): 13 integer instructions per word instead of ≈ 18 (integer PTX instructions of the
 //     kernel: 262 against 390). Same bits as rows16.
-//   mxfp4_grouped_gemv_bulk_split8 — decode, on request (not yet measured; sm_90): rows16's 16-row × 8-slot mma
-//     tiles with the weights streamed into shared memory by bulk copies. One persistent block per SM: a producer
-//     warp copies whole 16-row tiles (one bulk copy per row into a bank-padded stride, one for the tile's scales)
-//     into a ring of ≥ 3 stages (≈ 128 KiB) with full/empty mbarriers, 8 consumer warps split each tile's k into
-//     8 groups (gemv_lut's decode from shared memory, x by __ldg), a reducer warp adds the 8 partials in group
-//     order and writes y. Work is spread over the SMs by (active expert, 16-row tile), so T = 1 fills the GPU;
-//     several passes of 8 slots reuse a tile in shared memory. Needs compute capability 9.0 or newer (else
-//     cudaErrorNotSupported), 16-byte-aligned scales and in ≤ kMxfp4GroupedGemvBulkMaxIn; the sum's order
-//     differs from rows16's (fp32 rounding only).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill, many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -79,7 +70,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut, gemv_bulk };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
@@ -88,9 +79,6 @@ inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 
 // The cp.async GEMV keeps a layer's scales in shared memory: in_features at most this.
 inline constexpr int64_t kMxfp4GroupedGemvCpAsyncMaxIn = 12288;
-
-// The bulk GEMV keeps at least three 16-row tiles (8.5 · in bytes each) in shared memory: in_features at most this.
-inline constexpr int64_t kMxfp4GroupedGemvBulkMaxIn = 7168;
 
 // The algorithm `automatic` runs for these weights and bounds (host values only): the GEMV while the
 // average is small (rows16), the GEMM above it.

@@ -91,16 +91,15 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
     case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_mma_rows16_cp_async";
     case Mxfp4GroupedAlgorithm::gemv_lut: return "gemv_mma_rows16_lut";
-    case Mxfp4GroupedAlgorithm::gemv_bulk: return "gemv_bulk_split8";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {
-    Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async, Mxfp4GroupedAlgorithm::gemv_lut,
-    Mxfp4GroupedAlgorithm::gemv_bulk, Mxfp4GroupedAlgorithm::gemm};
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv,
+                                                       Mxfp4GroupedAlgorithm::gemv_cp_async,
+                                                       Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm};
 
 }  // namespace
 
