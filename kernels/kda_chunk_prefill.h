@@ -54,7 +54,7 @@
 //     the others wait ≈ 40 (the per-thread loops over k, g, q and v rows, and each score tile's q slices); the
 //     rest of phase 1 reads the same values from shared memory, in the same order. Needs q, k, v, g 16-byte aligned
 //     (every row and head then is); with a base that is not, the call runs as ut_tensorcore_staged.
-//   ut_staged_split_value (the default; 8K on an H200: 6.28 ms = 4.49 phase 1 + 1.77 state pass, 6.5× the roofline;
+//   ut_staged_split_value (8K on an H200: 6.28 ms = 4.49 phase 1 + 1.77 state pass, 6.5× the roofline;
 //     32K 24.9 ms, 128K 98.8 ms): phase 1 as ut_tensorcore_staged; the state pass is one block of
 //     2 warps per (head, 32 value columns) (4·heads blocks, 384 for K3, three per SM), each warp holding its 16
 //     columns of S (128 × 16, fp32) in registers from the first chunk to the last, kept transposed (Sᵀ), so the
@@ -65,7 +65,9 @@
 //     a time, then U's 32 columns, e^{G_last} and A_qk, then Kd), each copied with cp.async three steps before it is
 //     used (74 KB of shared memory per block). W, Qg, Kd and A_qk are read by all 4 blocks of a head (4× staged's L2
 //     traffic). The same products as the other versions, summed in another order within each 8-term group.
-//   ut_factored_split_value: the state pass of ut_staged_split_value; phase 1 (kda_chunk_intra_factored,
+//   ut_factored_split_value (the default; 8K on an H200: 3.36 ms = 1.57 phase 1 + 1.79 state pass, 3.5× the roofline
+//     and 10.0× faster than the recurrent kernel's 33.7 ms; 32K 13.2 ms, 128K 52.8 ms, 3.4×): the state pass of
+//     ut_staged_split_value; phase 1 (kda_chunk_intra_factored,
 //     kernels/kda_chunk_intra.cu) writes the same workspace with far fewer instructions and more resident warps:
 //     every exponent split at tile boundaries, so each row factor q ⊙ e^{G − G_{16I}}, k ⊙ e^{G − G_{16I}} and column
 //     factor k ⊙ e^{G_{16J+15} − G} is built once (two exponentials per element, in two rounds of 64 channels) and
@@ -102,8 +104,8 @@ enum class KdaChunkVariant {
   ut_staged_split_value,   // phase 1 as staged; state pass per (head, 32 value columns), S in registers
   ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); split_value's pass
 };
-// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-4).
-constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_staged_split_value;
+// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-5).
+constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_value;
 const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
