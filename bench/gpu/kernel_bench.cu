@@ -124,6 +124,20 @@ int main(int argc, char** argv) {
       r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
       results.push_back(r);
     }
+    // The same-size ceiling: a device-to-device copy of this batch's state bytes (read + write counted), beside the
+    // 1 GiB copy every row is compared with, so the step can also be read against a copy with the same ramp and tail.
+    {
+      float* copy_to = device_alloc<float>(state_elems, 0);
+      Result copy{fmt::format("copy of the KDA state bytes, batch {} (cudaMemcpyAsync, read + write)", batch),
+                  2.0 * state_elems * 4, 0.0};
+      copy.cls = EfficiencyClass::recurrent;
+      copy.median_us = time_us([&](int i) {
+        CUDA_CHECK(cudaMemcpyAsync(copy_to, state[i % sets], state_elems * 4, cudaMemcpyDeviceToDevice));
+      }, repeats);
+      copy.roofline_us = session.roofline_us(0.0, copy.bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
+      results.push_back(copy);
+      CUDA_CHECK(cudaFree(copy_to));
+    }
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
   }
