@@ -1,6 +1,7 @@
 #include "kernels/kda_chunk_prefill.h"
 
 #include "kernels/kda_chunk_intra.h"
+#include "kernels/kda_chunk_state.h"
 
 #include <mma.h>
 
@@ -1017,6 +1018,7 @@ const char* kda_chunk_variant_name(KdaChunkVariant variant) {
     case KdaChunkVariant::ut_staged_inputs: return "kda_chunk_ut_staged_inputs";
     case KdaChunkVariant::ut_staged_split_value: return "kda_chunk_ut_staged_split_value";
     case KdaChunkVariant::ut_factored_split_value: return "kda_chunk_ut_factored_split_value";
+    case KdaChunkVariant::ut_factored_split_key: return "kda_chunk_ut_factored_split_key";
   }
   return "unknown";
 }
@@ -1039,7 +1041,8 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
   if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch &&
       variant != KdaChunkVariant::ut_tensorcore_staged && variant != KdaChunkVariant::ut_staged_inputs &&
-      variant != KdaChunkVariant::ut_staged_split_value && variant != KdaChunkVariant::ut_factored_split_value)
+      variant != KdaChunkVariant::ut_staged_split_value && variant != KdaChunkVariant::ut_factored_split_value &&
+      variant != KdaChunkVariant::ut_factored_split_key)
     return cudaErrorInvalidValue;
   // ut_staged_inputs copies q, k, v, g rows in 16-byte pieces: with a base that is not 16-byte aligned it runs as
   // ut_tensorcore_staged (the same results; the same workspace, state pass and arithmetic).
@@ -1054,6 +1057,15 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
                ? launch<true, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
                : launch<false, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which,
                                                   stream);
+  if (variant == KdaChunkVariant::ut_factored_split_key) {
+    if (which.intra) {
+      const cudaError_t status =
+          kda_chunk::launch_intra_factored(q, k, v, g, beta, tokens, heads, chunks, ws, tensor_diagonal, stream);
+      if (status != cudaSuccess) return status;
+    }
+    return which.state_pass ? kda_chunk::launch_state_pass_split_key(ws, state, out, tokens, heads, chunks, stream)
+                            : cudaSuccess;
+  }
   if (variant == KdaChunkVariant::ut_factored_split_value) {
     if (which.intra) {
       const cudaError_t status =

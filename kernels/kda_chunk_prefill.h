@@ -75,6 +75,14 @@
 //     operand bounds as the other versions); the UT transform's off-diagonal blocks by blocked doubling
 //     (X_10 = −X_11 L_10 X_00, then the 32 × 32 block) in four barrier-separated fp32 steps instead of a wavefront;
 //     W and U on mma.sync. 61.7 KB of shared memory, three blocks (24 warps) per SM instead of two; same precision.
+//   ut_factored_split_key (not yet measured; default unchanged): phase 1 of ut_factored_split_value; the state pass
+//     (kernels/kda_chunk_state.cu) is one block of 8 warps per (head, 32 value columns) (384 blocks for K3, three
+//     per SM): warp (vh, p) keeps Sᵀ's 16 values vh × 32 keys [32p, 32p + 32) in registers and updates them alone,
+//     and computes V'ᵀ and Oᵀ over all 128 keys for its token tiles {p, 7 − p} from a TF32 copy of the block's Sᵀ in
+//     shared memory, so no sum is split between warps and each warp's chain per chunk is 105 products instead of
+//     ≈ 450; V'ᵀ goes through shared memory to the products over tokens. Each chunk's operands stream through a ring
+//     of 3 shared buffers in 7 steps (W and Qg by key quarter, A_qk with e^{G_last}, Kd by halves), each copied with
+//     cp.async two steps ahead (75 KB per block). The same products and roundings; the key sums in another order.
 // Measured (H200, 8K tokens × 96 heads, before ut_tensorcore_staged): ut_tensorcore_prefetch 8.37 ms = phase 1
 // 4.52 ms + phase 2 3.86 ms (30 µs per chunk step); ut_tensorcore 9.18 ms (5.31 + 3.88).
 // Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
@@ -103,6 +111,7 @@ enum class KdaChunkVariant {
   ut_staged_inputs,        // phase 1's q, k, v, g rows copied into shared memory on entry; state pass as staged
   ut_staged_split_value,   // phase 1 as staged; state pass per (head, 32 value columns), S in registers
   ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); split_value's pass
+  ut_factored_split_key,    // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
 };
 // The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-5).
 constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_value;

@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
     for (const KdaChunkVariant variant : {KdaChunkVariant::ut_tensorcore, KdaChunkVariant::ut_tensorcore_prefetch,
                                           KdaChunkVariant::ut_tensorcore_staged, KdaChunkVariant::ut_staged_inputs,
                                           KdaChunkVariant::ut_staged_split_value,
-                                          KdaChunkVariant::ut_factored_split_value}) {
+                                          KdaChunkVariant::ut_factored_split_value,
+                                          KdaChunkVariant::ut_factored_split_key}) {
       const char* name = k3::kernels::kda_chunk_variant_name(variant);
       const bool is_default = variant == k3::kernels::kKdaChunkDefaultVariant;
       Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, name), seq.bytes(),

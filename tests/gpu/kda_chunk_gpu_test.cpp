@@ -32,7 +32,8 @@ const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tenso
                                               kernels::KdaChunkVariant::ut_tensorcore_staged,
                                               kernels::KdaChunkVariant::ut_staged_inputs,
                                               kernels::KdaChunkVariant::ut_staged_split_value,
-                                              kernels::KdaChunkVariant::ut_factored_split_value};
+                                              kernels::KdaChunkVariant::ut_factored_split_value,
+                                              kernels::KdaChunkVariant::ut_factored_split_key};
 
 enum class Gate {
   bounded_sigmoid,  // g = lb·sigmoid(z), z uniform in [-9, 3]: the K3 gate's form, slow and fast channels
@@ -386,6 +387,8 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
                "kda_chunk_ut_staged_split_value");
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_value),
                "kda_chunk_ut_factored_split_value");
+  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_key),
+               "kda_chunk_ut_factored_split_key");
   const size_t enough = kernels::kda_chunk_prefill_workspace_bytes(100, 4, 128);
   for (int d : {0, 64, 127, 256})
     EXPECT_EQ(call(100, 4, d, -5.0f, aligned, enough), cudaErrorInvalidValue) << "d " << d;
