@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   move_st<true>(st, s, row0, key0, g, t);  // read after step 0's barrier
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int lane = opaque(tid) % 32, g = lane / 4, t = lane % 4;
+    const int lane = opaque(tid) % 32, g = lane / 4, t = lane % 4;  // the same values, recomputed per chunk
     const int64_t blk = int64_t(h) * chunks + chunk;
     // U's elements of the warp's V' tiles, requested now and first used after step 3.
     float u[2][4];
