@@ -38,6 +38,12 @@
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
 //     run mma.sync m16n8k16 from ldmatrix fragments.
+//   mxfp4_grouped_gemm_mma_128x128_pipelined — prefill, on request until measured (mxfp4_grouped_gemm.cu):
+//     persistent blocks of 4 warps walk tiles (expert, 128 output rows, 128 slots) in k-steps of 64; a 4-stage
+//     cp.async ring brings the raw packed W bytes and the x rows gathered through slot_token into shared memory,
+//     each lane dequantises its own mma A fragments from the packed bytes straight into registers (the lookup
+//     decode), B comes as 16-byte chunks of a bank-swizzled x tile, and 32-slot groups past an expert's last
+//     slot are skipped. Each warp owns 32 rows × all 128 slots (32 accumulator tiles): no weight decoded twice.
 // All decode E2M1 by bit placement (nibble → bf16 bits of v·2^-126, E2M1 subnormals included; gemv_lut
 // looks the same bits up) and one or two exact bf16 multiplies by powers of two; the dequantised W equals
 // the fp32 decode bit for bit.
@@ -70,11 +76,11 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
-// The GEMM keeps a per-expert tile prefix in shared memory: at most this many active experts.
+// The GEMMs keep a per-expert tile prefix in shared memory: at most this many active experts.
 inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 
 // The cp.async GEMV keeps a layer's scales in shared memory: in_features at most this.

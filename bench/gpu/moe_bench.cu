@@ -6,7 +6,7 @@
 //            over several routings that the timed launches take in turn (so consecutive launches read
 //            different experts); every algorithm, the one `automatic` picks marked so;
 //   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak, the
-//            GEMM only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here).
+//            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here).
 //
 // Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
@@ -92,14 +92,17 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_mma_rows16_cp_async";
     case Mxfp4GroupedAlgorithm::gemv_lut: return "gemv_mma_rows16_lut";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
+    case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv,
-                                                       Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                                       Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm};
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {
+    Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async, Mxfp4GroupedAlgorithm::gemv_lut,
+    Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined};
+constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
+                                                        Mxfp4GroupedAlgorithm::gemm_pipelined};
 
 }  // namespace
 
@@ -150,18 +153,21 @@ int main(int argc, char** argv) {
     const DeviceRouting routing = random_routing(tokens, rng);
     __nv_bfloat16* x = device_alloc<__nv_bfloat16>(size_t(tokens) * kIn, 0x3F);
     __nv_bfloat16* y = device_alloc<__nv_bfloat16>(size_t(slots) * kOut, 0);
-    const Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::gemm;
-    const bool automatic = k3::kernels::mxfp4_grouped_algorithm(w, routing.view()) == algorithm;
-    Result r{fmt::format("mxfp4_grouped_{}{} w1 3072x3584 prefill T={} top 16 of 896 ({} distinct experts)",
-                         algorithm_name(algorithm), automatic ? " (automatic)" : "", tokens, routing.distinct_experts),
-             routing.distinct_experts * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 2.0,
-             2.0 * slots * kOut * kIn};
-    r.cls = EfficiencyClass::grouped_gemm;
-    r.median_us = time_us([&](int) {
-      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_bf16(w, routing.view(), x, kIn, tokens, y, kOut, nullptr, algorithm));
-    }, repeats);
-    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-    results.push_back(r);
+    const Mxfp4GroupedAlgorithm automatic = k3::kernels::mxfp4_grouped_algorithm(w, routing.view());
+    for (const Mxfp4GroupedAlgorithm algorithm : kPrefillAlgorithms) {
+      Result r{fmt::format("mxfp4_grouped_{}{} w1 3072x3584 prefill T={} top 16 of 896 ({} distinct experts)",
+                           algorithm_name(algorithm), algorithm == automatic ? " (automatic)" : "", tokens,
+                           routing.distinct_experts),
+               routing.distinct_experts * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 2.0,
+               2.0 * slots * kOut * kIn};
+      r.cls = EfficiencyClass::grouped_gemm;
+      r.median_us = time_us([&](int) {
+        CUDA_CHECK(
+            k3::kernels::mxfp4_grouped_bf16_to_bf16(w, routing.view(), x, kIn, tokens, y, kOut, nullptr, algorithm));
+      }, repeats);
+      r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+      results.push_back(r);
+    }
     routing.free();
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(y));

@@ -1,10 +1,11 @@
 // MXFP4 grouped routed-expert products (kernels/mxfp4_grouped.h) against the CPU: random normal weights
 // quantised with weights::mxfp4_quantize and decoded with weights::mxfp4_dequantize, y = x Wᵀ per slot in
 // fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the three
-// GEMVs and the GEMM) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
-// expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, every E2M1 code
-// at scales on both sides of the two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA
-// graph with a new routing, and argument rejection.
+// GEMVs and the two GEMMs) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
+// expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, a prefill-like
+// routing with partial tiles in both dimensions, every E2M1 code at scales on both sides of the
+// two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
+// argument rejection.
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
 #include "kernels/mxfp4_grouped.h"
@@ -12,7 +13,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <utility>
+#include <vector>
 
 namespace k3::gpu_test {
 namespace {
@@ -99,13 +102,17 @@ HostRouting routing_with_counts(const std::vector<int>& counts, int x_rows, std:
   return bucket(pairs, static_cast<int>(counts.size()));
 }
 
-// y[s] = x[slot_token[s]] · W_eᵀ for every slot, in fp64.
+// y[s] = x[slot_token[s]] · W_eᵀ for every slot, in fp64: each expert's gathered x rows times W_eᵀ.
 ref::MatrixD reference(const ExpertBank& bank, const HostRouting& r, const ref::Matrix& x) {
   ref::MatrixD y(r.slots(), bank.out);
   for (int e = 0; e < bank.experts; ++e) {
-    for (int s = r.offsets[size_t(e)]; s < r.offsets[size_t(e + 1)]; ++s) {
-      y.row(s) = x.row(r.slot_token[size_t(s)]).leftCols(bank.in).cast<double>() * bank.dequantized[size_t(e)].transpose();
+    const int first = r.offsets[size_t(e)], count = r.offsets[size_t(e + 1)] - first;
+    if (count == 0) continue;
+    ref::MatrixD gathered(count, bank.in);
+    for (int j = 0; j < count; ++j) {
+      gathered.row(j) = x.row(r.slot_token[size_t(first + j)]).leftCols(bank.in).cast<double>();
     }
+    y.middleRows(first, count) = gathered * bank.dequantized[size_t(e)].transpose();
   }
   return y;
 }
@@ -158,6 +165,7 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_cp_async";
     case Mxfp4GroupedAlgorithm::gemv_lut: return "gemv_lut";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
+    case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
@@ -165,6 +173,7 @@ const char* name(Mxfp4GroupedAlgorithm a) {
 
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
                                                  Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm,
+                                                 Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
@@ -239,6 +248,39 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtK3ExpertShape) {
   const ref::Matrix x = round_to_bf16(random_matrix(80, 3584, rng));
   expect_matches<float>(bank, routing, x, 3584, "3072x3584 f32");
   expect_matches<__nv_bfloat16>(bank, routing, x, 3584, "3072x3584 bf16");
+}
+
+// A prefill-like routing: 512 tokens each choose 4 distinct of 16 experts with odds 1 / (1 + e), so the experts
+// hold from a few dozen to several hundred slots (full and partial 64- and 128-slot tiles, several per expert);
+// out = 400 leaves a 16-row last tile of 128 rows, and in = 1056 (33 blocks) a half-filled last 64-element k-step.
+TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtAPrefillShape) {
+  std::mt19937 rng(20261216);
+  constexpr int kExperts = 16, kTokens = 512, kTopK = 4;
+  const ExpertBank bank = random_bank(kExperts, 400, 1056, rng);
+  std::vector<double> odds;
+  for (int e = 0; e < kExperts; ++e) odds.push_back(1.0 / (1 + e));
+  std::discrete_distribution<int> pick(odds.begin(), odds.end());
+  std::vector<std::pair<int, int>> pairs;
+  for (int token = 0; token < kTokens; ++token) {
+    std::vector<int> chosen;
+    while (static_cast<int>(chosen.size()) < kTopK) {
+      const int e = pick(rng);
+      if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+    }
+    for (const int e : chosen) pairs.emplace_back(token, e);
+  }
+  const HostRouting routing = bucket(pairs, kExperts);
+  int most = 0, fewest = kTokens;
+  for (int e = 0; e < kExperts; ++e) {
+    most = std::max(most, routing.offsets[size_t(e + 1)] - routing.offsets[size_t(e)]);
+    fewest = std::min(fewest, routing.offsets[size_t(e + 1)] - routing.offsets[size_t(e)]);
+  }
+  ASSERT_GT(most, 256);   // three or more 128-slot tiles
+  ASSERT_LT(fewest, 120);  // a single partial one
+  const int x_stride = 1056 + 24;
+  const ref::Matrix x = round_to_bf16(random_matrix(kTokens, x_stride, rng));
+  expect_matches<float>(bank, routing, x, x_stride, "prefill 400x1056 f32");
+  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "prefill 400x1056 bf16");
 }
 
 // Every nibble at scales 2^-125..2^125 (bytes on both sides of 128), x one-hot: y is W itself, exactly.
@@ -338,7 +380,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                        Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm}) {
+                                        Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm,
+                                        Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -429,6 +472,7 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   w = good_w;
   w.experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;
   EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm), cudaErrorInvalidValue);
+  EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm_pipelined), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 0;  // nothing routed: nothing to do
   EXPECT_EQ(call(good_w, r, nullptr, 0, 0, 0), cudaSuccess);
