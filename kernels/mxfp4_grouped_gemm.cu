@@ -69,6 +69,9 @@ __device__ __forceinline__ uint4 load_shared_16(uint32_t address) {
   return v;
 }
 
+// Asks for the 128-byte line holding p in L2, without waiting or taking a register.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 template <typename OutT>
 __global__ void __launch_bounds__(kPipeThreads, 2)
     mxfp4_grouped_gemm_mma_128x128_pipelined(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
@@ -116,6 +119,12 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
     const int64_t copy_row = row0 + threadIdx.x;
     const uint8_t* const w_row =
         copy_row < out ? w.packed + (int64_t(at.expert) * out + copy_row) * blocks * kMxBlockBytes : nullptr;
+    // The row's scales (blocks bytes) into L2 now: the per-step scale loads, one step ahead, then never wait on HBM.
+    if (copy_row < out) {
+      const uint8_t* const row_scales = w.scales + (int64_t(at.expert) * out + copy_row) * blocks;
+      for (int offset = 0; offset < blocks; offset += 128) prefetch_l2(row_scales + offset);
+      prefetch_l2(row_scales + blocks - 1);
+    }
     // Copies step `step` into its stage; every thread commits one group per step (empty past the last).
     const auto issue = [&](int step) {
       const uint32_t stage = shared_base + uint32_t((step % kPipeStages) * kPipeStageBytes);
