@@ -1,5 +1,6 @@
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/ptx_mma.h"
 
 #include <algorithm>
@@ -495,6 +496,9 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
     const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
     algorithm = hopper ? MlaDecodeAlgorithm::wgmma : MlaDecodeAlgorithm::register_q;
   }
+  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass.
+  const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
+  if (wgmma_alternating) algorithm = MlaDecodeAlgorithm::wgmma;
   if (algorithm != MlaDecodeAlgorithm::shared_q && algorithm != MlaDecodeAlgorithm::register_q &&
       algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;
@@ -514,6 +518,9 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   const bool register_q = algorithm == MlaDecodeAlgorithm::register_q;
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
+      wgmma_alternating ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens,
+                                                                  scale * kLog2e, shape, splits, partial_out,
+                                                                  partial_stats, out, stream) :
       wgmma        ? mla_decode_wgmma_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
                                                  splits, partial_out, partial_stats, out, stream)
       : register_q ? launch_split_kernel<true>(grid, stream, q, cache_pages, page_table, context_tokens,

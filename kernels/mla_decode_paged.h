@@ -30,6 +30,9 @@
 //   wgmma      — kernels/mla_decode_wgmma.h (Hopper's warpgroup MMA, sm_90a; compute capability 9.0 only, other devices
 //                throw k3::Error): blocks of 64 heads, 64-token tiles, its own split count (one wave of 132 blocks,
 //                never more splits than the others use, so the same workspace), then register_q's combine.
+//   wgmma_alternating — kernels/mla_decode_wgmma_alternating.h (sm_90a, compute capability 9.0 only): wgmma's blocks,
+//                splits, workspace and combine, with the score tiles (32 tokens) alternating between the two
+//                warpgroups so that one's softmax overlaps the tensor work of the other; selectable, not automatic.
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
@@ -52,7 +55,7 @@ inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
 // automatic: wgmma on a compute capability 9.0 device (where it is the fastest: bench/results), else register_q.
-enum class MlaDecodeAlgorithm { shared_q, register_q, wgmma, automatic };
+enum class MlaDecodeAlgorithm { shared_q, register_q, wgmma, wgmma_alternating, automatic };
 
 struct MlaDecodeShape {
   int batch;

@@ -5,6 +5,7 @@
 //           is timed with every MlaDecodeAlgorithm: "mla_decode_split_kv" is shared_q, "mla_decode_register_q" is
 //           register_q (the default), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same
 //           buffers; each name carries the algorithm's own split count.
+//           "mla_decode_wgmma_alternating" is wgmma_alternating (only on compute capability 9.0, like wgmma).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix; FLOPs counted causal (half the
 //           square): heads · T²/2 · (192 + 128) · 2.
 // Each result carries the sim roofline (EfficiencyClass::attention, bf16) and, under "plain_bound", the plain
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
       {k3::kernels::MlaDecodeAlgorithm::register_q, "mla_decode_register_q"}};
   if (k3::kernels::mla_decode_wgmma_supported(device))
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma, "mla_decode_wgmma");
+  if (k3::kernels::mla_decode_wgmma_supported(device))
+    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_alternating, "mla_decode_wgmma_alternating");
   std::mt19937 rng(20261214);
   for (int64_t context : {int64_t(8) << 10, int64_t(32) << 10, int64_t(128) << 10, int64_t(1) << 20}) {
     for (int batch : {1, 2, 4, 8}) {
@@ -90,7 +93,8 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaMemcpy(s.lengths, lengths.data(), batch * sizeof(int32_t), cudaMemcpyHostToDevice));
       }
       for (const auto& [algorithm, kernel] : algorithms) {
-        const int splits = algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma
+        const int splits = algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma ||
+                                   algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma_alternating
                                ? k3::kernels::mla_decode_wgmma_num_splits(shape)
                                : k3::kernels::mla_decode_num_splits(shape);
         Result r{fmt::format("{} heads 96 batch {} context {} splits {}", kernel, batch, context, splits), bytes,

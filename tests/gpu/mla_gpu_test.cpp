@@ -40,10 +40,12 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma);
   else
     fmt::print(stderr, "note: this device is not compute capability 9.0, so the wgmma algorithm is not tested\n");
+  if (algorithms.back() == MlaDecodeAlgorithm::wgmma) algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
   return algorithms;
 }
 
 std::string name(MlaDecodeAlgorithm a) {
+  if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
   return a == MlaDecodeAlgorithm::shared_q ? "shared_q" : a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 
@@ -93,6 +95,9 @@ const DecodeCase kDecodeCases[] = {
     {3, 64, {1, 63, 64, 65, 1000, 5000}},  {35, 16, {5000, 65, 1, 1000, 64, 63}},
     {96, 16, {63, 1, 5000, 64, 1000, 65}}, {96, 64, {1000, 5000, 1, 65, 63, 64}},
     {96, 16, {1, 17, 63, 64, 65, 100}},
+    // Around wgmma_alternating's 32-token tiles: 31/32/33/95/96/97, an empty sequence, and 1999 = 63 tiles over its 9
+    // splits, 7 (odd) each; 97 gives 4 splits of one tile.
+    {96, 16, {31, 97, 0, 33, 1999, 32, 96}},
     // Empty sequences among odd lengths, batch 8: 127/129/191 sit around wgmma's 64-token tiles, 4097 and 8191 span
     // many of its splits.
     {96, 64, {0, 129, 4097, 1, 0, 191, 8191, 127}},
@@ -229,6 +234,7 @@ TEST(GpuMla, DecodeMatchesDirectComputationOverScatteredPages) {
   EXPECT_GT(kernels::mla_decode_num_splits(cases.front().cache.shape), 6);  // 1-token sequences get empty splits
   EXPECT_GT(kernels::mla_decode_wgmma_num_splits(cases.front().cache.shape), 6);
   EXPECT_GT(kernels::mla_decode_wgmma_num_splits(cases.back().cache.shape), 1);
+  EXPECT_EQ(kernels::mla_decode_wgmma_num_splits(cases[5].cache.shape), 9);  // the 32-token-tile case's 9 splits
 
   K3_REQUIRE_GPU();
   for (const DecodeData& d : cases) {
