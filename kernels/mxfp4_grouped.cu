@@ -24,8 +24,8 @@ constexpr int kGemvLoads = 2;  // 16-byte weight loads per row and lane issued t
 // of four different blocks, whose scales are already folded into the bf16 weights.
 // kLut picks the decode: shifts and masks in the permuted k order (rows16), or the byte lookup in the
 // natural order (mxfp4_grouped_gemv_mma_rows16_lut: x words go to the mma as loaded).
-template <typename OutT, bool kLut, int kMinBlocks = 6>
-__global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
+template <typename OutT, bool kLut>
+__global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                                   unsigned row_blocks) {
@@ -420,8 +420,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_lut && algorithm != Mxfp4GroupedAlgorithm::gemv_lut_8_blocks &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_cp_async &&
+      algorithm != Mxfp4GroupedAlgorithm::gemv_lut && algorithm != Mxfp4GroupedAlgorithm::gemv_cp_async &&
       algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
@@ -435,7 +434,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
   if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_lut ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_lut_8_blocks || algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async) {
+      algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
@@ -444,9 +443,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
           w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_lut) {
       mxfp4_grouped_gemv_mma_rows16<OutT, true><<<grid, kGemvThreads, 0, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_lut_8_blocks) {
-      mxfp4_grouped_gemv_mma_rows16<OutT, true, 8><<<grid, kGemvThreads, 0, stream>>>(
           w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     } else {
       const size_t shared = gemv_cp_async_shared_bytes(w.in_features / kMxBlockElements);

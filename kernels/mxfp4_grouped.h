@@ -34,9 +34,6 @@
 //     elements at once, and two prmt interleave the bytes into pairs in the natural k order (x goes to the
 //     mma as loaded): 13 integer instructions per word instead of ≈ 18 (integer PTX instructions of the
 //     kernel: 262 against 390). Same bits as rows16.
-//   mxfp4_grouped_gemv_mma_rows16_lut_8_blocks — decode, on request: rows16_lut compiled for 8 resident blocks per
-//     SM (64 registers) instead of 6 (80): Nsight Compute found rows16 at 36.7 % occupancy with 2.3 eligible warps per
-//     scheduler, so more warps may hide more of the load latency. Same bits as rows16_lut.
 //   mxfp4_grouped_gemm_mma_128x64 — prefill, many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -79,7 +76,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut, gemm_pipelined, gemv_lut_8_blocks };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

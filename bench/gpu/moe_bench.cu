@@ -91,7 +91,6 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
     case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_mma_rows16_cp_async";
     case Mxfp4GroupedAlgorithm::gemv_lut: return "gemv_mma_rows16_lut";
-    case Mxfp4GroupedAlgorithm::gemv_lut_8_blocks: return "gemv_mma_rows16_lut_8_blocks";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: break;
@@ -101,7 +100,7 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
 
 constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {
     Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async, Mxfp4GroupedAlgorithm::gemv_lut,
-    Mxfp4GroupedAlgorithm::gemv_lut_8_blocks, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined};
+    Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 

@@ -164,7 +164,6 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_cp_async";
     case Mxfp4GroupedAlgorithm::gemv_lut: return "gemv_lut";
-    case Mxfp4GroupedAlgorithm::gemv_lut_8_blocks: return "gemv_lut_8_blocks";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
@@ -173,8 +172,7 @@ const char* name(Mxfp4GroupedAlgorithm a) {
 }
 
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                                 Mxfp4GroupedAlgorithm::gemv_lut,
-                                                 Mxfp4GroupedAlgorithm::gemv_lut_8_blocks, Mxfp4GroupedAlgorithm::gemm,
+                                                 Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm,
                                                  Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
@@ -382,8 +380,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                        Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemv_lut_8_blocks,
-                                        Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
+                                        Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm,
+                                        Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
