@@ -65,7 +65,7 @@
 //     a time, then U's 32 columns, e^{G_last} and A_qk, then Kd), each copied with cp.async three steps before it is
 //     used (74 KB of shared memory per block). W, Qg, Kd and A_qk are read by all 4 blocks of a head (4× staged's L2
 //     traffic). The same products as the other versions, summed in another order within each 8-term group.
-//   ut_factored_split_value (the default; 8K on an H200: 3.36 ms = 1.57 phase 1 + 1.79 state pass, 3.5× the roofline
+//   ut_factored_split_value (8K on an H200: 3.36 ms = 1.57 phase 1 + 1.79 state pass, 3.5× the roofline
 //     and 10.0× faster than the recurrent kernel's 33.7 ms; 32K 13.2 ms, 128K 52.8 ms, 3.4×): the state pass of
 //     ut_staged_split_value; phase 1 (kda_chunk_intra_factored,
 //     kernels/kda_chunk_intra.cu) writes the same workspace with far fewer instructions and more resident warps:
@@ -75,7 +75,9 @@
 //     operand bounds as the other versions); the UT transform's off-diagonal blocks by blocked doubling
 //     (X_10 = −X_11 L_10 X_00, then the 32 × 32 block) in four barrier-separated fp32 steps instead of a wavefront;
 //     W and U on mma.sync. 61.7 KB of shared memory, three blocks (24 warps) per SM instead of two; same precision.
-//   ut_factored_split_key (not yet measured; default unchanged): phase 1 of ut_factored_split_value; the state pass
+//   ut_factored_split_key (the default; 8K on an H200: 3.16 ms = 1.58 phase 1 + 1.58 state pass, 3.3× the roofline and
+//     10.6× faster than the recurrent kernel's 33.6 ms; 32K 12.5 ms, 128K 51.1 ms, 3.2-3.3×): phase 1 of
+//     ut_factored_split_value; the state pass
 //     (kernels/kda_chunk_state.cu) is one block of 8 warps per (head, 32 value columns) (384 blocks for K3, three
 //     per SM): warp (vh, p) keeps Sᵀ's 16 values vh × 32 keys [32p, 32p + 32) in registers and updates them alone,
 //     and computes V'ᵀ and Oᵀ over all 128 keys for its token tiles {p, 7 − p} from a TF32 copy of the block's Sᵀ in
@@ -113,8 +115,8 @@ enum class KdaChunkVariant {
   ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); split_value's pass
   ut_factored_split_key,    // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
 };
-// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-5).
-constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_value;
+// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-6).
+constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_key;
 const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,

@@ -494,7 +494,7 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   if (algorithm == MlaDecodeAlgorithm::automatic) {
     int device = 0;  // without a device: register_q, whose checks and launch then report what is wrong
     const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
-    algorithm = hopper ? MlaDecodeAlgorithm::wgmma : MlaDecodeAlgorithm::register_q;
+    algorithm = hopper ? MlaDecodeAlgorithm::wgmma_alternating : MlaDecodeAlgorithm::register_q;
   }
   // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;

@@ -32,7 +32,7 @@
 //                never more splits than the others use, so the same workspace), then register_q's combine.
 //   wgmma_alternating — kernels/mla_decode_wgmma_alternating.h (sm_90a, compute capability 9.0 only): wgmma's blocks,
 //                splits, workspace and combine, with the score tiles (32 tokens) alternating between the two
-//                warpgroups so that one's softmax overlaps the tensor work of the other; selectable, not automatic.
+//                warpgroups so that one's softmax overlaps the tensor work of the other; the automatic choice there.
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
@@ -54,7 +54,9 @@ inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
 inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
-// automatic: wgmma on a compute capability 9.0 device (where it is the fastest: bench/results), else register_q.
+// automatic: wgmma_alternating on a compute capability 9.0 device (the fastest there: 572 against wgmma's 710 µs at
+// batch 1 and 1 M, 1.20-1.26x faster from 32K on, within 0.5 µs at 8K; bench/results/2026-11-30-h200-kernels-6), else
+// register_q.
 enum class MlaDecodeAlgorithm { shared_q, register_q, wgmma, wgmma_alternating, automatic };
 
 struct MlaDecodeShape {

@@ -415,7 +415,7 @@ TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
     EXPECT_EQ(kernels::mxfp4_grouped_algorithm(k3_w1, bounds(tokens)), Mxfp4GroupedAlgorithm::gemv) << tokens;
   }
   for (const int tokens : {512, 8192}) {
-    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(k3_w1, bounds(tokens)), Mxfp4GroupedAlgorithm::gemm) << tokens;
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(k3_w1, bounds(tokens)), Mxfp4GroupedAlgorithm::gemm_pipelined) << tokens;
   }
 }
 
