@@ -22,6 +22,10 @@
 // rows requested into the L2 while the transform runs).
 // Resources (sm_90, ptxas): 80 registers (launch bound of 3 blocks per SM), a few values spilled (36 to 44 bytes
 // stored, 64 loaded per thread), 61,696 bytes of dynamic shared memory (94,464 on the pair-by-pair path).
+// Workspace contract: W, Qg, Kd and A_qk, which the state passes use only as TF32 product operands, are stored
+// already rounded (tf32_round, kernels/kda_chunk_intra.h), so the split_key state pass skips that rounding; U and
+// e^{G_last}, which enter fp32 arithmetic, are stored in full. (β e^G ⊙ K, parked in W's slot, is stored in full and
+// rounded where it is read back.)
 // Numerics: the same products and TF32 roundings as the other versions (each operand rounded once), the factors'
 // exponentials taken as products of per-tile scalars and within-tile ones (a few fp32 ulps apart), the transform in
 // fp32 in another order.
@@ -124,7 +128,7 @@ __device__ __forceinline__ void score_round(const float* r0, const float* r1, co
 }
 
 // Score tile (I, J) from its accumulators (element e of n half hh at row 16I + g + 8(e / 2), column
-// 16J + 8hh + 2t + e % 2): A_qk on and below the diagonal into the workspace (zero above it), and L = β_i A_kk
+// 16J + 8hh + 2t + e % 2): A_qk on and below the diagonal into the workspace (TF32-rounded, zero above it), and L = β_i A_kk
 // strictly below it into shared memory.
 __device__ __forceinline__ void store_qk_tile(float* aqk, const float (&acc)[2][4], int I, int J, int g, int t) {
 #pragma unroll
@@ -132,8 +136,8 @@ __device__ __forceinline__ void store_qk_tile(float* aqk, const float (&acc)[2][
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = kTile * I + g + 8 * half, col = kTile * J + 8 * hh + 2 * t;
-      const float2 val =
-          make_float2(col <= row ? acc[hh][2 * half] : 0.0f, col + 1 <= row ? acc[hh][2 * half + 1] : 0.0f);
+      const float2 val = make_float2(tf32_round(col <= row ? acc[hh][2 * half] : 0.0f),
+                                     tf32_round(col + 1 <= row ? acc[hh][2 * half + 1] : 0.0f));
       *reinterpret_cast<float2*>(aqk + row * kChunk + col) = val;
     }
 }
@@ -169,7 +173,9 @@ __device__ __forceinline__ void invert_diagonal_block(const float* Ls, float* Xs
 
 // out[i][j] (global, row stride 128; out at this warp's first column) = Σ_k X[i][k] B[k][j] for the warp's 16
 // columns and every row, row tile I over the key range 0 .. 16I + 15 where it can be non-zero. b[kb][hh] holds B's
-// rows 8kb + 2t and 8kb + 2t + 1 at column 8hh + g (TF32), matching X's fragments read as float2 pairs.
+// rows 8kb + 2t and 8kb + 2t + 1 at column 8hh + g (TF32), matching X's fragments read as float2 pairs. With kRound
+// the results are stored TF32-rounded (tf32_round).
+template <bool kRound>
 __device__ __forceinline__ void lower_triangular_product(const float* Xs, const uint32_t (&b)[kChunk / 8][2][2],
                                                          float* out, int g, int t) {
 #pragma unroll
@@ -187,8 +193,13 @@ __device__ __forceinline__ void lower_triangular_product(const float* Xs, const 
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       float* o = out + (kTile * I + g) * kD + 8 * hh + 2 * t;
-      *reinterpret_cast<float2*>(o) = make_float2(acc[hh][0], acc[hh][1]);
-      *reinterpret_cast<float2*>(o + 8 * kD) = make_float2(acc[hh][2], acc[hh][3]);
+      if constexpr (kRound) {
+        *reinterpret_cast<float2*>(o) = make_float2(tf32_round(acc[hh][0]), tf32_round(acc[hh][1]));
+        *reinterpret_cast<float2*>(o + 8 * kD) = make_float2(tf32_round(acc[hh][2]), tf32_round(acc[hh][3]));
+      } else {
+        *reinterpret_cast<float2*>(o) = make_float2(acc[hh][0], acc[hh][1]);
+        *reinterpret_cast<float2*>(o + 8 * kD) = make_float2(acc[hh][2], acc[hh][3]);
+      }
     }
   }
 }
@@ -293,8 +304,8 @@ __global__ void __launch_bounds__(kThreads, 3)
       Rk[r * kLdF + c] = kv * e_row;
       Ck[r * kLdF + c] = kv * e_col;
       const float e_g = e_first * e_row;  // e^{G_r}
-      qg_out[r * kD + ch] = qv * e_g;
-      kd_out[r * kD + ch] = kv * (e_col * e_after);
+      qg_out[r * kD + ch] = tf32_round(qv * e_g);
+      kd_out[r * kD + ch] = tf32_round(kv * (e_col * e_after));
       w_out[r * kD + ch] = kv * (bs[r] * e_g);
     }
     if constexpr (kTensorDiagonal) {
@@ -370,7 +381,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           }
         }
         if (lane == 0) {
-          aqk_out[row * kChunk + col] = s_qk;  // 0 above the diagonal
+          aqk_out[row * kChunk + col] = tf32_round(s_qk);  // 0 above the diagonal
           if (col < row) Ls[row * kLdL + col] = bs[row] * s_kk;
         }
       }
@@ -465,7 +476,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           const int r = 8 * kb + 2 * tq + e;
           b[kb][hh][e] = tf32_rna(r < n ? bs[r] * vh[int64_t(r) * P + col + 8 * hh] : 0.0f);
         }
-    lower_triangular_product(Xs, b, u_out + kTile * warp, gq, tq);
+    lower_triangular_product<false>(Xs, b, u_out + kTile * warp, gq, tq);
   }
   // X's fragments are read again below rather than kept in registers from the product above (a warp barrier orders
   // shared-memory reads, so the compiler cannot reuse them across it).
@@ -478,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
         for (int e = 0; e < 2; ++e) b[kb][hh][e] = tf32_rna(w_out[(8 * kb + 2 * tq + e) * kD + col + 8 * hh]);
-    lower_triangular_product(Xs, b, w_out + kTile * warp, gq, tq);
+    lower_triangular_product<true>(Xs, b, w_out + kTile * warp, gq, tq);
   }
 }
 

@@ -16,7 +16,11 @@ constexpr int kTile = 16;   // tokens per sub-tile (and the tensor-core tile edg
 constexpr int kTilesPerChunk = kChunk / kTile;
 
 // Workspace: per (head, chunk) block b = head·chunks + chunk, fp32. Every array starts 512-byte aligned relative
-// to the (256-byte aligned) base, as WMMA's 32-byte pointer alignment needs.
+// to the (256-byte aligned) base, as WMMA's 32-byte pointer alignment needs. kda_chunk_intra_factored (the phase 1
+// of both ut_factored versions) stores W, Qg, Kd and A_qk already rounded to TF32 (tf32_round: the value every
+// state pass's products would round them to), U and e^{G_last} in full fp32 (they enter fp32 arithmetic); the
+// split_key state pass feeds the rounded arrays to its products as they are, split_value's rounds them again
+// (which changes nothing).
 constexpr int64_t kRowsBlock = int64_t(kChunk) * kD;       // W, U, Qg, Kd: [64, 128]
 constexpr int64_t kScoreBlock = int64_t(kChunk) * kChunk;  // A_qk: [64, 64]
 constexpr int64_t kFloatsPerBlock = 4 * kRowsBlock + kScoreBlock + kD;
@@ -38,6 +42,10 @@ __device__ __forceinline__ uint32_t tf32_rna(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+// tf32_rna(x) as an fp32 value with its 13 low mantissa bits zero: a TF32 value exactly, so tf32_rna of it (and the
+// mma's own reading of its 19 high bits) gives it back unchanged. Phase 1 stores the arrays that enter only
+// products in this form (kernels/kda_chunk_prefill.h).
+__device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf32_rna(x) & 0xFFFFE000u); }
 // c += a · b on one m16n8k8 tile, TF32 operands, fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):
 // a = A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; b = B[t][g], B[t + 4][g];
 // c = C[g][2t], C[g][2t + 1], C[g + 8][2t], C[g + 8][2t + 1].
@@ -48,10 +56,10 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Phase 1 of ut_factored_split_value (kda_chunk_intra_factored): fills every array of the workspace for `chunks`
-// 64-token chunks × `heads` heads from q, k, v, g, β (the layouts of kda_chunk_prefill_f32state). tensor_diagonal
-// selects the diagonal tiles' path as in the other versions (middle-token reference on tensor cores, or pair by pair).
-// Arguments are checked by the caller.
+// Phase 1 of ut_factored_split_value and ut_factored_split_key (kda_chunk_intra_factored): fills every array of the
+// workspace (W, Qg, Kd, A_qk TF32-rounded, see Workspace) for `chunks` 64-token chunks × `heads` heads from q, k, v,
+// g, β (the layouts of kda_chunk_prefill_f32state). tensor_diagonal selects the diagonal tiles' path as in the other
+// versions (middle-token reference on tensor cores, or pair by pair). Arguments are checked by the caller.
 cudaError_t launch_intra_factored(const float* q, const float* k, const float* v, const float* g, const float* beta,
                                   int tokens, int heads, int chunks, Workspace ws, bool tensor_diagonal,
                                   cudaStream_t stream);

@@ -29,10 +29,11 @@
 // is padded to a row stride of 132. W, Qg, Kd and A_qk are read by the 4 blocks of a head, U once (as split_value).
 // Resources (sm_90, ptxas): 80 registers (launch bound of three blocks, 24 warps, per SM), no spills; 75,264 bytes
 // of dynamic shared memory. Keeping Sᵀ in registers across the whole chunk, as split_value does, spilled.
-// Numerics: the same TF32 roundings as split_value's state pass (every operand rounded to nearest where it enters a
-// product; V'ᵀ once, into Vs) and the same products; the 128-key sums run as four 32-key quarters in one accumulator
-// (each 8-key group in the order (0, 2, 4, 6, 1, 3, 5, 7) inside the mma), so results differ from the other
-// versions' in fp32 summation order only.
+// Numerics: the same TF32 roundings as split_value's state pass (every operand rounded to nearest; V'ᵀ once, into Vs;
+// W, Qg, Kd and A_qk once, by phase 1, which stores them TF32-rounded: kernels/kda_chunk_intra.h, so they go to the
+// products as they are, with no conversion here; U and e^{G_last} are fp32) and the same products; the 128-key sums
+// run as four 32-key quarters in one accumulator (each 8-key group in the order (0, 2, 4, 6, 1, 3, 5, 7) inside the
+// mma), so results differ from the other versions' in fp32 summation order only.
 #include "kernels/kda_chunk_state.h"
 
 #include <cstdint>
@@ -204,8 +205,8 @@ __device__ __forceinline__ void key_quarter_step(const float* buf, const float* 
       const int at = row * kQuarter + swizzle(row, 8 * kb + 2 * t);
       const float2 w2 = *reinterpret_cast<const float2*>(buf + at);
       const float2 q2 = *reinterpret_cast<const float2*>(buf + kStageQg + at);
-      mma_tf32(vp[j], a, tf32_rna(w2.x), tf32_rna(w2.y));
-      mma_tf32(o[j], a, tf32_rna(q2.x), tf32_rna(q2.y));
+      mma_tf32(vp[j], a, __float_as_uint(w2.x), __float_as_uint(w2.y));  // W, Qg: TF32 in the workspace
+      mma_tf32(o[j], a, __float_as_uint(q2.x), __float_as_uint(q2.y));
     }
   }
 }
@@ -222,7 +223,7 @@ __device__ __forceinline__ void state_step(const float* kd_rows, const float* vs
     const float* row = kd_rows + (8 * kt + 2 * t) * kLdKd + key0 + g;  // Kd[32kHalf + 8kt + 2t][key0 + g]
 #pragma unroll
     for (int kb = 0; kb < kQuarter / 8; ++kb)
-      mma_tf32(s[kb], a, tf32_rna(row[8 * kb]), tf32_rna(row[kLdKd + 8 * kb]));
+      mma_tf32(s[kb], a, __float_as_uint(row[8 * kb]), __float_as_uint(row[kLdKd + 8 * kb]));  // Kd: TF32
   }
 }
 
@@ -301,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           uint32_t a[4];
           load_a<true>(a, vs, kChunk, row0, 8 * kb, g, t);
           const float2 b = *reinterpret_cast<const float2*>(buf + row * kChunk + swizzle(row, 8 * kb + 2 * t));
-          mma_tf32(o[j], a, tf32_rna(b.x), tf32_rna(b.y));
+          mma_tf32(o[j], a, __float_as_uint(b.x), __float_as_uint(b.y));  // A_qk: TF32 in the workspace
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
