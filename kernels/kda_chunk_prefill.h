@@ -85,6 +85,8 @@
 //     ≈ 450; V'ᵀ goes through shared memory to the products over tokens. Each chunk's operands stream through a ring
 //     of 3 shared buffers in 7 steps (W and Qg by key quarter, A_qk with e^{G_last}, Kd by halves), each copied with
 //     cp.async two steps ahead (75 KB per block). The same products and roundings; the key sums in another order.
+//     Workspace contract of both ut_factored versions: phase 1 stores W, Qg, Kd and A_qk (product operands only)
+//     already TF32-rounded, U and e^{G_last} in fp32; split_key's pass feeds the rounded ones to mma.sync unconverted.
 // Measured (H200, 8K tokens × 96 heads, before ut_tensorcore_staged): ut_tensorcore_prefetch 8.37 ms = phase 1
 // 4.52 ms + phase 2 3.86 ms (30 µs per chunk step); ut_tensorcore 9.18 ms (5.31 + 3.88).
 // Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
