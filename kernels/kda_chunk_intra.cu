@@ -20,8 +20,8 @@
 // known blocks: X_10 = −X_11 (L_10 X_00) and X_32 = −X_33 (L_32 X_22), then the lower-left 32 × 32 block
 // X_hl = −X_hh (L_hl X_ll). W = X (β e^G ⊙ K) and U = X (β ⊙ V) on mma.sync, each warp 16 columns of both (v's
 // rows requested into the L2 while the transform runs).
-// Resources (sm_90, ptxas): 80 registers (launch bound of 3 blocks per SM), a few values spilled (36 to 44 bytes
-// stored, 64 loaded per thread), 61,696 bytes of dynamic shared memory (94,464 on the pair-by-pair path).
+// Resources (sm_90, ptxas): 80 registers (launch bound of 3 blocks per SM), a few values spilled (32 to 44 bytes
+// stored, 60 to 64 loaded per thread), 61,696 bytes of dynamic shared memory (94,464 on the pair-by-pair path).
 // Workspace contract: W, Qg, Kd and A_qk, which the state passes use only as TF32 product operands, are stored
 // already rounded (tf32_round, kernels/kda_chunk_intra.h), so the split_key state pass skips that rounding; U and
 // e^{G_last}, which enter fp32 arithmetic, are stored in full. (β e^G ⊙ K, parked in W's slot, is stored in full and
