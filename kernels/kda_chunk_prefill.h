@@ -75,8 +75,9 @@
 //     operand bounds as the other versions); the UT transform's off-diagonal blocks by blocked doubling
 //     (X_10 = −X_11 L_10 X_00, then the 32 × 32 block) in four barrier-separated fp32 steps instead of a wavefront;
 //     W and U on mma.sync. 61.7 KB of shared memory, three blocks (24 warps) per SM instead of two; same precision.
-//   ut_factored_split_key (the default; 8K on an H200: 3.16 ms = 1.58 phase 1 + 1.58 state pass, 3.3× the roofline and
-//     10.6× faster than the recurrent kernel's 33.6 ms; 32K 12.5 ms, 128K 51.1 ms, 3.2-3.3×): phase 1 of
+//   ut_factored_split_key (the default; 8K on an H200: 3.04 ms = 1.64 phase 1 + 1.40 state pass, 3.1× the roofline and
+//     11.0× faster than the recurrent kernel's 33.5 ms; 32K 11.9 ms, 128K 47.7 ms, 3.1×; bench/results/2026-11-30-
+//     h200-kernels-7): phase 1 of
 //     ut_factored_split_value; the state pass
 //     (kernels/kda_chunk_state.cu) is one block of 8 warps per (head, 32 value columns) (384 blocks for K3, three
 //     per SM): warp (vh, p) keeps Sᵀ's 16 values vh × 32 keys [32p, 32p + 32) in registers and updates them alone,
@@ -117,7 +118,7 @@ enum class KdaChunkVariant {
   ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); split_value's pass
   ut_factored_split_key,    // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
 };
-// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-6).
+// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-6, -7).
 constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_key;
 const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...
 
