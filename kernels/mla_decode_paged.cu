@@ -39,23 +39,19 @@ static_assert(kThreads == kHeadsPerBlock * 4 && kThreads == kTileTokens * 4, "4 
 static_assert(kScoreKSteps % kWarps == 0, "register_q: the score columns divide evenly over the warps");
 static_assert(kMaxSplits <= kLatent / 4, "register_q combine: one thread per split");
 
-// Shared memory (bytes). shared_q: Q [32][576] | KV 2 × [32][576] | scores [32][36] fp32 (P bf16 aliased) |
-// alpha [32] | l [32]. register_q: KV 2 × [32][576] | partial scores 4 × [32][36] fp32 (one per warp's columns; P
-// bf16 aliased on the first) | alpha [32] | l [32].
-template <bool kRegisterQ>
+// Shared memory (bytes): KV 2 × [32][576] | partial scores 4 × [32][36] fp32 (one per warp's columns; P bf16 aliased
+// on the first) | alpha [32] | l [32].
 struct SmemLayout {
   static constexpr int kTileBytes = kTileTokens * kRowBytes;
   static constexpr int kScoreBytes = kHeadsPerBlock * kScoreStride * 4;  // one [32][36] fp32 score tile
-  static constexpr int kQ = 0;
-  static constexpr int kKv = kRegisterQ ? 0 : kQ + kHeadsPerBlock * kRowBytes;
+  static constexpr int kKv = 0;
   static constexpr int kScores = kKv + 2 * kTileBytes;
-  static constexpr int kAlpha = kScores + (kRegisterQ ? kWarps : 1) * kScoreBytes;
+  static constexpr int kAlpha = kScores + kWarps * kScoreBytes;
   static constexpr int kSum = kAlpha + kHeadsPerBlock * 4;
   static constexpr int kBytes = kSum + kHeadsPerBlock * 4;
 };
-constexpr int kTileBytes = SmemLayout<false>::kTileBytes;
-static_assert(SmemLayout<false>::kBytes == 115456 && SmemLayout<true>::kBytes == 92416,
-              "two blocks fit in an SM's 228 KiB either way");
+constexpr int kTileBytes = SmemLayout::kTileBytes;
+static_assert(SmemLayout::kBytes == 92416, "two blocks fit in an SM's 228 KiB");
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a [rows][576] bf16 tile: chunks XOR-swizzled by row % 8, so
 // the 8 rows an ldmatrix reads at one logical chunk hit 8 different bank groups (the row stride is 9 × 128 bytes).
@@ -66,23 +62,20 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
 using namespace ptx;  // cp.async, ldmatrix, mma (kernels/ptx_mma.h)
 
 // Grid: x = split · head_groups + head group (the head groups of one split are neighbours, so their reads of the
-// same token rows meet in L2), y = sequence. kRegisterQ selects the algorithm (header): false = shared_q, true =
-// register_q; the two differ only in where Q lives and how the score product is divided over the warps.
+// same token rows meet in L2), y = sequence. The register_q algorithm (header).
 // Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4g + t; a holds rows g, g+8 × columns 2t, 2t+1 (+8) as registers
 // {(g, 2t), (g+8, 2t), (g, 2t+8), (g+8, 2t+8)}, the lower column in the low 16 bits; b holds k = 2t, 2t+1 (+8) ×
 // column g; c holds rows g, g+8 × columns 2t, 2t+1.
-template <bool kRegisterQ>
 __global__ void __launch_bounds__(kThreads, 2)
     mla_decode_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
                         const int32_t* __restrict__ page_table, const int32_t* __restrict__ context_tokens,
                         float scale_log2, int heads, int page_tokens, int max_pages, int max_context, int head_groups,
                         int splits, float* __restrict__ partial_out, float2* __restrict__ partial_stats,
                         float* __restrict__ out) {
-  using L = SmemLayout<kRegisterQ>;
+  using L = SmemLayout;
   constexpr int kSmemKv = L::kKv, kSmemScores = L::kScores, kSmemAlpha = L::kAlpha, kSmemSum = L::kSum;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
-  const uint32_t q_smem = smem_base + L::kQ;  // shared_q only
   float* scores = reinterpret_cast<float*>(smem + kSmemScores);
   float* alpha_s = reinterpret_cast<float*>(smem + kSmemAlpha);
   float* sum_s = reinterpret_cast<float*>(smem + kSmemSum);
@@ -98,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int tile_begin = min(split * tiles_per_split, tiles);
   const int tile_end = min(tile_begin + tiles_per_split, tiles);
 
-  // Loader role: thread i fills row i / 4 (a head of Q, a token of a KV tile), chunks i % 4, i % 4 + 4, ….
+  // Loader role: thread i fills row i / 4 (a token of a KV tile), chunks i % 4, i % 4 + 4, ….
   const int load_row = threadIdx.x >> 2, load_chunk0 = threadIdx.x & 3;
   const auto load_tile = [&](int tile, int stage) {
     const int token = tile * kTileTokens + load_row;
@@ -113,36 +106,25 @@ __global__ void __launch_bounds__(kThreads, 2)
       cp_async_16(dst + swizzled(load_row, chunk), src + (valid ? chunk * 8 : 0), valid);
   };
 
-  if (tile_begin < tile_end) {
-    if constexpr (!kRegisterQ) {
-      const int head = head0 + load_row;
-      const bool valid = head < heads;  // rows past the last head are zeros
-      const __nv_bfloat16* src = valid ? q + (int64_t(b) * heads + head) * kWidth : q;
-      for (int chunk = load_chunk0; chunk < kRowChunks; chunk += 4)
-        cp_async_16(q_smem + swizzled(load_row, chunk), src + (valid ? chunk * 8 : 0), valid);
-    }
-    load_tile(tile_begin, 0);
-  }
+  if (tile_begin < tile_end) load_tile(tile_begin, 0);
   cp_async_commit();
 
-  // register_q: this warp's A fragments of Q, [m tile][k step][register], for k steps 9w … 9w+8; rows past the last
-  // head are zeros. Read once from global memory (4 bytes per register: two neighbouring bf16 columns).
-  [[maybe_unused]] uint32_t qa[kRegisterQ ? 2 : 1][kRegisterQ ? kKStepsPerWarp : 1][4];
-  if constexpr (kRegisterQ) {
+  // This warp's A fragments of Q, [m tile][k step][register], for k steps 9w … 9w+8; rows past the last head are
+  // zeros. Read once from global memory (4 bytes per register: two neighbouring bf16 columns).
+  uint32_t qa[2][kKStepsPerWarp][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int head = head0 + mt * 16 + g + 8 * (r & 1);
-        const uint32_t* src = reinterpret_cast<const uint32_t*>(q + (int64_t(b) * heads + min(head, heads - 1)) *
-                                                                        kWidth);
+    for (int r = 0; r < 4; ++r) {
+      const int head = head0 + mt * 16 + g + 8 * (r & 1);
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(q + (int64_t(b) * heads + min(head, heads - 1)) *
+                                                                      kWidth);
 #pragma unroll
-        for (int ks = 0; ks < kKStepsPerWarp; ++ks) {
-          const int column = (warp * kKStepsPerWarp + ks) * 16 + 2 * t4 + 8 * (r >> 1);
-          qa[mt][ks][r] = head < heads ? __ldg(src + column / 2) : 0u;
-        }
+      for (int ks = 0; ks < kKStepsPerWarp; ++ks) {
+        const int column = (warp * kKStepsPerWarp + ks) * 16 + 2 * t4 + 8 * (r >> 1);
+        qa[mt][ks][r] = head < heads ? __ldg(src + column / 2) : 0u;
       }
-  }
+    }
 
   // Softmax role: thread i owns head row i / 4, token columns 8·(i % 4) … +7; m and l are kept identically by the
   // row's 4 threads.
@@ -166,60 +148,32 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t kv_smem = smem_base + kSmemKv + stage * kTileBytes;
     const int tile_token0 = tile * kTileTokens;
 
-    if constexpr (kRegisterQ) {
-      // Partial scores: warp w computes all 32 heads × 32 tokens over columns 144w … 144w+143 into score tile w
-      // (unscaled, unmasked: rows past the context are zero-filled, so every partial is finite), 16 tokens at a time
-      // (fewer live accumulators); each B fragment loaded feeds 4 MMAs, the A fragments come from registers.
-      float* partial = scores + warp * (kHeadsPerBlock * kScoreStride);
+    // Partial scores: warp w computes all 32 heads × 32 tokens over columns 144w … 144w+143 into score tile w
+    // (unscaled, unmasked: rows past the context are zero-filled, so every partial is finite), 16 tokens at a time
+    // (fewer live accumulators); each B fragment loaded feeds 4 MMAs, the A fragments come from registers.
+    float* partial = scores + warp * (kHeadsPerBlock * kScoreStride);
 #pragma unroll
-      for (int token0 = 0; token0 < kTileTokens; token0 += 16) {
-        float s[2][2][4] = {};
-        const int b_row = token0 + (lane & 7) + ((lane >> 4) << 3);
-#pragma unroll
-        for (int ks = 0; ks < kKStepsPerWarp; ++ks) {
-          uint32_t bb[4];  // {n tile 0: b0, b1, n tile 1: b0, b1}: tokens token0 … +7, token0 + 8 … +15
-          ldmatrix_x4(bb, kv_smem + swizzled(b_row, 2 * (warp * kKStepsPerWarp + ks) + ((lane >> 3) & 1)));
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma_bf16(s[mt][0], qa[mt][ks], bb[0], bb[1]);
-            mma_bf16(s[mt][1], qa[mt][ks], bb[2], bb[3]);
-          }
-        }
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int half = 0; half < 2; ++half)
-              *reinterpret_cast<float2*>(partial + (mt * 16 + g + 8 * half) * kScoreStride + token0 + 8 * j +
-                                         2 * t4) = make_float2(s[mt][j][2 * half], s[mt][j][2 * half + 1]);
-      }
-    } else {
-      // Scores: warp w computes heads 16·(w % 2) … +15 × tokens 16·(w / 2) … +15 over all 576 columns.
-      const int mt = warp & 1, token0 = (warp >> 1) * 16;
-      float s[2][4] = {};
-      const int a_row = mt * 16 + (lane & 15);
+    for (int token0 = 0; token0 < kTileTokens; token0 += 16) {
+      float s[2][2][4] = {};
       const int b_row = token0 + (lane & 7) + ((lane >> 4) << 3);
-#pragma unroll 4
-      for (int ks = 0; ks < kWidth / 16; ++ks) {
-        uint32_t a[4], bb[4];
-        ldmatrix_x4(a, q_smem + swizzled(a_row, 2 * ks + (lane >> 4)));
-        ldmatrix_x4(bb, kv_smem + swizzled(b_row, 2 * ks + ((lane >> 3) & 1)));
-        mma_bf16(s[0], a, bb[0], bb[1]);
-        mma_bf16(s[1], a, bb[2], bb[3]);
-      }
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int column = token0 + 8 * j + 2 * t4;
-        const int token = tile_token0 + column;
+      for (int ks = 0; ks < kKStepsPerWarp; ++ks) {
+        uint32_t bb[4];  // {n tile 0: b0, b1, n tile 1: b0, b1}: tokens token0 … +7, token0 + 8 … +15
+        ldmatrix_x4(bb, kv_smem + swizzled(b_row, 2 * (warp * kKStepsPerWarp + ks) + ((lane >> 3) & 1)));
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = mt * 16 + g + 8 * half;
-          const float v0 = token < context ? s[j][2 * half] * scale_log2 : -INFINITY;
-          const float v1 = token + 1 < context ? s[j][2 * half + 1] * scale_log2 : -INFINITY;
-          *reinterpret_cast<float2*>(scores + row * kScoreStride + column) = make_float2(v0, v1);
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16(s[mt][0], qa[mt][ks], bb[0], bb[1]);
+          mma_bf16(s[mt][1], qa[mt][ks], bb[2], bb[3]);
         }
       }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            *reinterpret_cast<float2*>(partial + (mt * 16 + g + 8 * half) * kScoreStride + token0 + 8 * j +
+                                       2 * t4) = make_float2(s[mt][j][2 * half], s[mt][j][2 * half + 1]);
     }
     __syncthreads();
 
@@ -229,18 +183,17 @@ __global__ void __launch_bounds__(kThreads, 2)
       const float4 x0 = *reinterpret_cast<const float4*>(srow);
       const float4 x1 = *reinterpret_cast<const float4*>(srow + 4);
       float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      if constexpr (kRegisterQ) {  // sum the warps' partial tiles in a fixed order, then scale and mask
+      // Sum the warps' partial tiles in a fixed order, then scale and mask.
 #pragma unroll
-        for (int w = 1; w < kWarps; ++w) {
-          const float4 y0 = *reinterpret_cast<const float4*>(srow + w * (kHeadsPerBlock * kScoreStride));
-          const float4 y1 = *reinterpret_cast<const float4*>(srow + w * (kHeadsPerBlock * kScoreStride) + 4);
-          x[0] += y0.x, x[1] += y0.y, x[2] += y0.z, x[3] += y0.w;
-          x[4] += y1.x, x[5] += y1.y, x[6] += y1.z, x[7] += y1.w;
-        }
-        const int token0 = tile_token0 + 8 * soft_quarter;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) x[i] = token0 + i < context ? x[i] * scale_log2 : -INFINITY;
+      for (int w = 1; w < kWarps; ++w) {
+        const float4 y0 = *reinterpret_cast<const float4*>(srow + w * (kHeadsPerBlock * kScoreStride));
+        const float4 y1 = *reinterpret_cast<const float4*>(srow + w * (kHeadsPerBlock * kScoreStride) + 4);
+        x[0] += y0.x, x[1] += y0.y, x[2] += y0.z, x[3] += y0.w;
+        x[4] += y1.x, x[5] += y1.y, x[6] += y1.z, x[7] += y1.w;
       }
+      const int token0 = tile_token0 + 8 * soft_quarter;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x[i] = token0 + i < context ? x[i] * scale_log2 : -INFINITY;
       float tile_max = x[0];
 #pragma unroll
       for (int i = 1; i < 8; ++i) tile_max = fmaxf(tile_max, x[i]);
@@ -337,40 +290,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// One block of 128 threads per (head, sequence), 4 output columns per thread:
-//   out = Σ_s 2^(m_s − M) o_s / Σ_s 2^(m_s − M) l_s,  M = max_s m_s, over the splits that saw tokens.
-__global__ void __launch_bounds__(kLatent / 4)
-    mla_decode_combine_splits(const float* __restrict__ partial_out, const float2* __restrict__ partial_stats,
-                              int heads, int splits, float* __restrict__ out) {
-  const int h = blockIdx.x, b = blockIdx.y, column = threadIdx.x * 4;
-  const int64_t first = int64_t(b) * splits * heads + h;  // (b, split 0, h); split s at first + s · heads
-  float m_max = -INFINITY;
-  for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, partial_stats[first + int64_t(s) * heads].x);
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  float sum = 0.0f;
-  if (m_max > -INFINITY) {
-    for (int s = 0; s < splits; ++s) {
-      const int64_t index = first + int64_t(s) * heads;
-      const float2 stats = partial_stats[index];
-      if (!(stats.y > 0.0f)) continue;  // an empty split
-      const float w = exp2f(stats.x - m_max);
-      const float4 part = *reinterpret_cast<const float4*>(partial_out + index * kLatent + column);
-      acc.x += w * part.x;
-      acc.y += w * part.y;
-      acc.z += w * part.z;
-      acc.w += w * part.w;
-      sum += w * stats.y;
-    }
-  }
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  *reinterpret_cast<float4*>(out + (int64_t(b) * heads + h) * kLatent + column) =
-      make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-}
-
-// register_q's combine, the same sums: one block of 128 threads per (head, sequence). Thread s reads split s's (max,
-// sum) (splits ≤ 128), the block reduces them to M and Σ w_s l_s, w_s = 2^(m_s − M) (0 for an empty split, whose
-// partial row was never written), and then each thread accumulates its 4 columns over the splits in batches of 8
-// rows loaded together, in split order.
+// The combine pass (register_q's and wgmma's), one block of 128 threads per (head, sequence), 4 output columns per
+// thread: out = Σ_s 2^(m_s − M) o_s / Σ_s 2^(m_s − M) l_s, M = max_s m_s, over the splits that saw tokens. Thread s
+// reads split s's (max, sum) (splits ≤ 128), the block reduces them to M and Σ w_s l_s, w_s = 2^(m_s − M) (0 for an
+// empty split, whose partial row was never written), and then each thread accumulates its 4 columns over the splits
+// in batches of 8 rows loaded together, in split order.
 __global__ void __launch_bounds__(kLatent / 4)
     mla_decode_combine_splits_batched(const float* __restrict__ partial_out, const float2* __restrict__ partial_stats,
                                       int heads, int splits, float* __restrict__ out) {
@@ -438,7 +362,6 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // Sets the split kernel's shared-memory attributes once per device (bit d of `configured` for device d < 64; a
 // device beyond that sets them on every call), so the launch path does no attribute calls after the first.
-template <bool kRegisterQ>
 cudaError_t configure_split_kernel() {
   static std::atomic<uint64_t> configured{0};
   int device = 0;
@@ -446,24 +369,22 @@ cudaError_t configure_split_kernel() {
   if (status != cudaSuccess) return status;
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
   if (bit != 0 && (configured.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-  status = cudaFuncSetAttribute(mla_decode_split_kv<kRegisterQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                SmemLayout<kRegisterQ>::kBytes);
+  status = cudaFuncSetAttribute(mla_decode_split_kv, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemLayout::kBytes);
   if (status != cudaSuccess) return status;
-  status = cudaFuncSetAttribute(mla_decode_split_kv<kRegisterQ>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  status = cudaFuncSetAttribute(mla_decode_split_kv, cudaFuncAttributePreferredSharedMemoryCarveout,
                                 cudaSharedmemCarveoutMaxShared);
   if (status != cudaSuccess) return status;
   configured.fetch_or(bit, std::memory_order_release);
   return cudaSuccess;
 }
 
-template <bool kRegisterQ>
 cudaError_t launch_split_kernel(const dim3& grid, cudaStream_t stream, const __nv_bfloat16* q,
                                 const __nv_bfloat16* cache_pages, const int32_t* page_table,
                                 const int32_t* context_tokens, float scale_log2, const MlaDecodeShape& shape,
                                 int groups, int splits, float* partial_out, float2* partial_stats, float* out) {
-  const cudaError_t status = configure_split_kernel<kRegisterQ>();
+  const cudaError_t status = configure_split_kernel();
   if (status != cudaSuccess) return status;
-  mla_decode_split_kv<kRegisterQ><<<grid, kThreads, SmemLayout<kRegisterQ>::kBytes, stream>>>(
+  mla_decode_split_kv<<<grid, kThreads, SmemLayout::kBytes, stream>>>(
       q, cache_pages, page_table, context_tokens, scale_log2, shape.heads, shape.page_tokens,
       shape.max_pages_per_sequence, int(shape.max_context_tokens), groups, splits, partial_out, partial_stats, out);
   return cudaSuccess;
@@ -499,8 +420,7 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
   if (wgmma_alternating) algorithm = MlaDecodeAlgorithm::wgmma;
-  if (algorithm != MlaDecodeAlgorithm::shared_q && algorithm != MlaDecodeAlgorithm::register_q &&
-      algorithm != MlaDecodeAlgorithm::wgmma)
+  if (algorithm != MlaDecodeAlgorithm::register_q && algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
@@ -515,7 +435,6 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                                                                    shape.heads * kLatent)
                                      : nullptr;
 
-  const bool register_q = algorithm == MlaDecodeAlgorithm::register_q;
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
       wgmma_alternating ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens,
@@ -523,20 +442,13 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                                                   partial_stats, out, stream) :
       wgmma        ? mla_decode_wgmma_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
                                                  splits, partial_out, partial_stats, out, stream)
-      : register_q ? launch_split_kernel<true>(grid, stream, q, cache_pages, page_table, context_tokens,
-                                             scale * kLog2e, shape, groups, splits, partial_out, partial_stats, out)
-                 : launch_split_kernel<false>(grid, stream, q, cache_pages, page_table, context_tokens,
-                                              scale * kLog2e, shape, groups, splits, partial_out, partial_stats, out);
+                   : launch_split_kernel(grid, stream, q, cache_pages, page_table, context_tokens, scale * kLog2e,
+                                         shape, groups, splits, partial_out, partial_stats, out);
   if (status != cudaSuccess) return status;
   if (splits > 1) {
     const dim3 combine_grid(unsigned(shape.heads), unsigned(shape.batch));
-    if (register_q || wgmma) {
-      mla_decode_combine_splits_batched<<<combine_grid, kLatent / 4, 0, stream>>>(partial_out, partial_stats,
-                                                                                 shape.heads, splits, out);
-    } else {
-      mla_decode_combine_splits<<<combine_grid, kLatent / 4, 0, stream>>>(partial_out, partial_stats, shape.heads,
-                                                                         splits, out);
-    }
+    mla_decode_combine_splits_batched<<<combine_grid, kLatent / 4, 0, stream>>>(partial_out, partial_stats,
+                                                                               shape.heads, splits, out);
   }
   return cudaGetLastError();
 }

@@ -10,23 +10,18 @@
 // CUDA graph serves any lengths ≤ max_context_tokens; a sequence with no tokens gets zeros); out fp32
 // [batch, heads, 512]. q, cache_pages and workspace must be 16-byte aligned. The width 576 = 512 + 64 is K3's
 // (kv_lora_rank + qk_rope_head_dim) and fixed.
-// Algorithms (MlaDecodeAlgorithm; both share the splits, the workspace and the results up to fp32 summation order):
-//   shared_q   — mla_decode_split_kv<false>: one block of 4 warps per (sequence, split of the context, group of 32
-//                heads), heads as the M dimension of mma.sync m16n8k16 bf16 tiles (fp32 accumulation), cached tokens
-//                in tiles of 32 as N (scores) and K (output), online softmax in base 2, cp.async double-buffered
-//                loads of the 576-wide token rows (page lookup per token, rows past the context zero-filled, never
-//                read) into XOR-swizzled shared memory; Q sits in shared memory and each warp's score tile is 16
-//                heads × 16 tokens, so every ldmatrix of Q or K feeds only 2 MMAs. The scores go through shared
-//                memory, where 4 threads per head row do the softmax and write P as bf16; each warp then owns 128 of
-//                the 512 output columns for all 32 heads (V = c is the first 512 columns of the same K tile).
-//   register_q — mla_decode_split_kv<true> (the default): the same blocks, tiles, softmax and output product,
-//                but the score product is split over the 576 columns instead of over heads and tokens: warp w owns
-//                columns 144w … 144w+143 for all 32 heads and all 32 tokens of a tile, its Q fragments (2 m-tiles ×
-//                9 k-steps) stay in registers for the whole call, and every K fragment it loads feeds 4 MMAs. Q
-//                leaves shared memory; the four partial score tiles are summed by the softmax threads. Per 32-token
-//                tile this reads a quarter of the score operands from shared memory that shared_q does (72 instead
-//                of 288 ldmatrix.x4), roughly a third less shared-memory traffic in all; its combine pass loads the
-//                splits' partial rows 8 at a time instead of one after another.
+// Algorithms (MlaDecodeAlgorithm; all share the splits, the workspace and the results up to fp32 summation order):
+//   register_q — mla_decode_split_kv (the default off Hopper): one block of 4 warps per (sequence, split of the
+//                context, group of 32 heads), heads as the M dimension of mma.sync m16n8k16 bf16 tiles (fp32
+//                accumulation), cached tokens in tiles of 32 as N (scores) and K (output), online softmax in base 2,
+//                cp.async double-buffered loads of the 576-wide token rows (page lookup per token, rows past the
+//                context zero-filled, never read) into XOR-swizzled shared memory. The score product is split over
+//                the 576 columns: warp w owns columns 144w … 144w+143 for all 32 heads and all 32 tokens of a tile,
+//                its Q fragments (2 m-tiles × 9 k-steps) stay in registers for the whole call, and every K fragment
+//                it loads feeds 4 MMAs; the four partial score tiles go through shared memory, where 4 threads per
+//                head row sum them, do the softmax and write P as bf16; each warp then owns 128 of the 512 output
+//                columns for all 32 heads (V = c is the first 512 columns of the same K tile). Its combine pass loads
+//                the splits' partial rows 8 at a time.
 //   wgmma      — kernels/mla_decode_wgmma.h (Hopper's warpgroup MMA, sm_90a; compute capability 9.0 only, other devices
 //                throw k3::Error): blocks of 64 heads, 64-token tiles, its own split count (one wave of 132 blocks,
 //                never more splits than the others use, so the same workspace), then register_q's combine.
@@ -38,7 +33,9 @@
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
 // and a split with no tokens contributes nothing. With one split the block normalises and writes out directly (no
 // workspace). The kernels' shared-memory attributes are set once per device, not on every call.
-// Faster (not done in shared_q / register_q): 3 head groups of 32 each bring the same token rows from L2, and mma.sync
+// History: shared_q (Q in shared memory, 16 × 16 score tiles per warp, so every ldmatrix fed 2 MMAs; 4x the score
+// ldmatrix of register_q) measured on an H200: 1.15-1.25x slower than register_q; removed.
+// Faster (not done in register_q): 3 head groups of 32 each bring the same token rows from L2, and mma.sync
 // cannot issue near the tensor peak; the wgmma algorithm is the step to the roofline.
 #pragma once
 
@@ -57,7 +54,7 @@ inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRope
 // automatic: wgmma_alternating on a compute capability 9.0 device (the fastest there: 572 against wgmma's 710 µs at
 // batch 1 and 1 M, 1.20-1.26x faster from 32K on, within 0.5 µs at 8K; bench/results/2026-11-30-h200-kernels-6), else
 // register_q.
-enum class MlaDecodeAlgorithm { shared_q, register_q, wgmma, wgmma_alternating, automatic };
+enum class MlaDecodeAlgorithm { register_q, wgmma, wgmma_alternating, automatic };
 
 struct MlaDecodeShape {
   int batch;

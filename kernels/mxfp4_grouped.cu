@@ -22,9 +22,7 @@ constexpr int kGemvLoads = 2;  // 16-byte weight loads per row and lane issued t
 // rows g and g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 4·kGemvLoads
 // blocks, and the same blocks of x for slot g of the pass: every mma then covers 16 k of one word position
 // of four different blocks, whose scales are already folded into the bf16 weights.
-// kLut picks the decode: shifts and masks in the permuted k order (rows16), or the byte lookup in the
-// natural order (mxfp4_grouped_gemv_mma_rows16_lut: x words go to the mma as loaded).
-template <typename OutT, bool kLut>
+template <typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -84,151 +82,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
         const uint32_t words_lo[4] = {q_lo[u].x, q_lo[u].y, q_lo[u].z, q_lo[u].w};
         const uint32_t words_hi[4] = {q_hi[u].x, q_hi[u].y, q_hi[u].z, q_hi[u].w};
         const BlockScale scale_lo = block_scale(s_lo[u]), scale_hi = block_scale(s_hi[u]);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {  // word k of the block: (rows16) permuted positions 0..3, then 4..7
-          uint32_t a_lo[4], a_hi[4];
-          uint4 bx;
-          if constexpr (kLut) {  // elements 8k..8k+3, then 8k+4..8k+7, in order
-            dequantize_word_lut(words_lo[k], scale_lo, a_lo);
-            dequantize_word_lut(words_hi[k], scale_hi, a_hi);
-            bx = xv[k];
-          } else {
-            dequantize_word(words_lo[k], scale_lo, a_lo);
-            dequantize_word(words_hi[k], scale_hi, a_hi);
-            bx = permute_x8(xv[k]);
-          }
-          mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
-          mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
-        }
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
-      const int slot = pass + 2 * t + c;
-      if (slot < end_slot) {
-        const bool ok = token_valid(r, slot, x_rows);
-        OutT* out = y + int64_t(slot) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-      }
-    }
-  }
-}
-
-// ---- Decode: mxfp4_grouped_gemv_mma_rows16_cp_async ------------------------------------------------
-// The same warp tile, lane roles and products as mxfp4_grouped_gemv_mma_rows16, but the weights reach the
-// registers through shared memory: every lane copies (cp.async, no registers held) exactly the 16-byte
-// chunks it will multiply into its own slots of a ring of kCpAsyncStages steps, so each warp keeps the
-// next two steps' weights in flight while it computes one, and no lane waits on another's copy. The warp's
-// 16 rows of scales are one span, copied once before the steps.
-constexpr int kCpAsyncStages = 3;
-constexpr int kCpAsyncBlocksPerSm = 6;
-constexpr int kCpAsyncStepBlocks = 4 * kGemvLoads;                     // 32-element blocks per row and step
-constexpr int kCpAsyncChunks = 2 * kGemvLoads;                         // 16-byte chunks per lane and step
-constexpr int kCpAsyncStageChunks = kCpAsyncChunks * 32;               // per warp and step
-constexpr int kCpAsyncWarpChunks = kCpAsyncStages * kCpAsyncStageChunks;  // the ring of one warp
-constexpr int kGemvWarps = kGemvThreads / 32;
-
-// Dynamic shared memory: the warps' rings, then their scale spans of 16 rows × blocks bytes each.
-size_t gemv_cp_async_shared_bytes(int64_t blocks) {
-  return size_t(kGemvWarps) * (kCpAsyncWarpChunks * sizeof(uint4) + size_t(kGemvWarpRows) * size_t(blocks));
-}
-static_assert(kGemvWarps * (kCpAsyncWarpChunks * 16 + kGemvWarpRows * (kMxfp4GroupedGemvCpAsyncMaxIn / 32)) <=
-              48 * 1024);
-
-// blockIdx.x as in mxfp4_grouped_gemv_mma_rows16. Step i covers the blocks [8i, 8i + 8) of every row; lane
-// (g, t) owns chunks 2u (row g) and 2u + 1 (row g + 8) of block 8i + 4u + t in every stage.
-template <typename OutT>
-__global__ void __launch_bounds__(kGemvThreads, kCpAsyncBlocksPerSm)
-    mxfp4_grouped_gemv_mma_rows16_cp_async(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                           int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
-                                           unsigned row_blocks) {
-  extern __shared__ uint4 gemv_staging[];
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
-  if (first_slot >= end_slot) return;
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16); no block barriers follow
-  const int64_t row = tile_row + g;        // and row + 8
-  const int64_t blocks = w.in_features / kMxBlockElements;
-  const int steps = static_cast<int>((blocks + kCpAsyncStepBlocks - 1) / kCpAsyncStepBlocks);
-  const int64_t warp_first_row = int64_t(expert) * w.out_features + tile_row;
-  const uint8_t* packed_lo = w.packed + (warp_first_row + g) * blocks * kMxBlockBytes;
-  const uint8_t* packed_hi = packed_lo + 8 * blocks * kMxBlockBytes;
-  uint4* ring = gemv_staging + warp * kCpAsyncWarpChunks;
-  uint8_t* scales = reinterpret_cast<uint8_t*>(gemv_staging + kGemvWarps * kCpAsyncWarpChunks) +
-                    int64_t(warp) * kGemvWarpRows * blocks;
-
-  // The scale span starts 16·blocks·(an integer) bytes after the 16-byte-aligned scales (out and tile_row
-  // are multiples of 16) and holds `blocks` 16-byte chunks: the first group of every lane.
-  {
-    const uint8_t* span = w.scales + warp_first_row * blocks;
-    for (int64_t c = lane; c < blocks; c += 32) cp_async_16(scales + 16 * c, span + 16 * c);
-    cp_async_commit();
-  }
-  const auto issue = [&](int step) {
-    uint4* stage = ring + (step % kCpAsyncStages) * kCpAsyncStageChunks;
-#pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
-      const int64_t b = int64_t(step) * kCpAsyncStepBlocks + 4 * u + t;
-      if (b < blocks) {
-        cp_async_16(stage + (2 * u) * 32 + lane, packed_lo + b * kMxBlockBytes);
-        cp_async_16(stage + (2 * u + 1) * 32 + lane, packed_hi + b * kMxBlockBytes);
-      }
-    }
-  };
-
-  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* x_row = nullptr;  // this lane's mma column: slot pass + g (none: zeros)
-    if (pass + g < end_slot) {
-      const int token = r.slot_token[pass + g];
-      if (token >= 0 && token < x_rows) x_row = x + int64_t(token) * x_stride;
-    }
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int s = 0; s < kCpAsyncStages - 1; ++s) {  // one group per step, empty past the last
-      if (s < steps) issue(s);
-      cp_async_commit();
-    }
-    for (int step = 0; step < steps; ++step) {
-      // The groups committed after this step's are those of steps step + 1 .. step + stages − 2, so at most
-      // stages − 2 in flight means this step and the scale span have landed; the barrier shows the span,
-      // copied by all lanes, to every lane.
-      cp_async_wait<kCpAsyncStages - 2>();
-      __syncwarp();
-      // Refill the stage that step − 1 used (this lane's own slots, whose values it has consumed).
-      if (step + kCpAsyncStages - 1 < steps) issue(step + kCpAsyncStages - 1);
-      cp_async_commit();
-
-      const uint4* stage = ring + (step % kCpAsyncStages) * kCpAsyncStageChunks;
-#pragma unroll
-      for (int u = 0; u < kGemvLoads; ++u) {
-        const int64_t b = int64_t(step) * kCpAsyncStepBlocks + 4 * u + t;
-        uint4 q_lo = make_uint4(0, 0, 0, 0), q_hi = make_uint4(0, 0, 0, 0);
-        uint32_t s_lo = kNeutralScale, s_hi = kNeutralScale;
-        uint4 xv[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
-        if (b < blocks) {
-          q_lo = stage[(2 * u) * 32 + lane];
-          q_hi = stage[(2 * u + 1) * 32 + lane];
-          s_lo = scales[g * blocks + b];
-          s_hi = scales[(g + 8) * blocks + b];
-          if (x_row != nullptr) {
-            const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
-          }
-        }
-        const uint32_t words_lo[4] = {q_lo.x, q_lo.y, q_lo.z, q_lo.w};
-        const uint32_t words_hi[4] = {q_hi.x, q_hi.y, q_hi.z, q_hi.w};
-        const BlockScale scale_lo = block_scale(s_lo), scale_hi = block_scale(s_hi);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
           uint32_t a_lo[4], a_hi[4];
@@ -398,11 +251,6 @@ __global__ void __launch_bounds__(kGemmThreads, 2)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The cp.async GEMV copies the scale spans in 16-byte chunks and keeps them in (static-limit) shared memory.
-bool gemv_cp_async_fits(const Mxfp4ExpertWeights& w) {
-  return aligned16(w.scales) && w.in_features <= kMxfp4GroupedGemvCpAsyncMaxIn;
-}
-
 int64_t active_bound(const ExpertRouting& r, int experts) {
   return std::min({int64_t(r.max_active_experts), int64_t(experts), int64_t(r.max_slots)});
 }
@@ -420,11 +268,9 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_lut && algorithm != Mxfp4GroupedAlgorithm::gemv_cp_async &&
       algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async && !gemv_cp_async_fits(w)) return cudaErrorInvalidValue;
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
   if (x == nullptr || !aligned16(x) || x_stride < w.in_features || x_stride % 8 != 0 || x_rows <= 0 ||
       y == nullptr || y_stride < w.out_features) {
@@ -433,22 +279,12 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_lut ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_cp_async) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
-      mxfp4_grouped_gemv_mma_rows16<OutT, false><<<grid, kGemvThreads, 0, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_lut) {
-      mxfp4_grouped_gemv_mma_rows16<OutT, true><<<grid, kGemvThreads, 0, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else {
-      const size_t shared = gemv_cp_async_shared_bytes(w.in_features / kMxBlockElements);
-      mxfp4_grouped_gemv_mma_rows16_cp_async<OutT><<<grid, kGemvThreads, shared, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    }
+    mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                         static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 
@@ -478,8 +314,6 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
   const int64_t active = std::max<int64_t>(1, active_bound(routing, w.experts));
   if (routing.max_slots <= int64_t(kMxfp4GroupedGemvMaxAverageSlots) * active ||
       active > kMxfp4GroupedGemmMaxActiveExperts) {
-    // The cp.async ring was measured slower than the register-loading GEMV on an H200 (T = 1: 51.2 vs
-    // 48.3 µs; T = 64: 1358 vs 1301 µs, bench/results/2026-11-30-h200-engine), so decode takes the GEMV.
     return Mxfp4GroupedAlgorithm::gemv;
   }
   // The pipelined GEMM was measured 1.47x faster than gemm_mma_128x64 at a prefill of 8192 tokens on an H200

@@ -19,21 +19,6 @@
 //     lane in flight) and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate):
 //     each lane dequantises its own 32-element block in registers, and x is read in the same permuted k
 //     order.
-//   mxfp4_grouped_gemv_mma_rows16_cp_async — decode, on request: the same tile and products, but each
-//     lane copies its weight chunks with cp.async into its own slots of a 3-step shared-memory ring, so a
-//     warp keeps the next two k-steps (4 KiB) in flight while it computes one instead of stalling on every
-//     load; the warp's scales are copied once. Needs 16-byte-aligned scales and in ≤ 12288. Measured 4-6 %
-//     slower than rows16 on an H200 (bench/results/2026-11-30-h200-engine), so `automatic` does not pick it.
-//   mxfp4_grouped_gemv_mma_rows16_lut — decode, on request (measured within 1-3 % of rows16): rows16's tile, loads and
-//     products with a lighter decode. Counting rows16 per lane and 16-byte weight load: ≈ 16 pairs × 4
-//     shift/mask instructions plus 8 x permutes on the integer pipe (2 warp-instructions per cycle per SM;
-//     ≈ 36 cycles per warp-load, while 4.2 TB/s over 132 SMs at 1.98 GHz allows ≈ 32), against 4 mma and
-//     16 bf16 fma on other pipes: by this count the integer pipe, not the memory pipeline, is the bound
-//     (the cp.async ring did not help). Here the low bf16 byte of a code is a function of its bits 1..0
-//     and the high byte of bits 3..2, so two masks give prmt selectors into 4-byte tables for four
-//     elements at once, and two prmt interleave the bytes into pairs in the natural k order (x goes to the
-//     mma as loaded): 13 integer instructions per word instead of ≈ 18 (integer PTX instructions of the
-//     kernel: 262 against 390). Same bits as rows16.
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -45,9 +30,12 @@
 //     each lane dequantises its own mma A fragments from the packed bytes straight into registers (the lookup
 //     decode), B comes as 16-byte chunks of a bank-swizzled x tile, and 32-slot groups past an expert's last
 //     slot are skipped. Each warp owns 32 rows × all 128 slots (32 accumulator tiles): no weight decoded twice.
-// All decode E2M1 by bit placement (nibble → bf16 bits of v·2^-126, E2M1 subnormals included; gemv_lut
-// looks the same bits up) and one or two exact bf16 multiplies by powers of two; the dequantised W equals
-// the fp32 decode bit for bit.
+// All decode E2M1 to the bf16 bits of v·2^-126 (E2M1 subnormals included; by bit placement, the pipelined GEMM
+// by byte lookup) and one or two exact bf16 multiplies by powers of two; the dequantised W equals the fp32
+// decode bit for bit.
+// History, measured on an H200: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
+// per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
+// decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed.
 // Faster: wgmma with TMA-fed tiles for prefill, split-in for the GEMV when few experts are active.
 #pragma once
 
@@ -77,15 +65,12 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemv_cp_async, gemv_lut, gemm_pipelined };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
 // The GEMMs keep a per-expert tile prefix in shared memory: at most this many active experts.
 inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
-
-// The cp.async GEMV keeps a layer's scales in shared memory: in_features at most this.
-inline constexpr int64_t kMxfp4GroupedGemvCpAsyncMaxIn = 12288;
 
 // The algorithm `automatic` runs for these weights and bounds (host values only): the GEMV while the
 // average is small (rows16), the pipelined GEMM above it.

@@ -1,7 +1,8 @@
-// mxfp4_grouped_device: the device building blocks that the MXFP4 grouped kernels (mxfp4_grouped.cu, the GEMVs and
+// mxfp4_grouped_device: the device building blocks that the MXFP4 grouped kernels (mxfp4_grouped.cu, the GEMV and
 // the first GEMM; mxfp4_grouped_gemm.cu, the pipelined GEMM) share: E2M1 decode by bit placement and by byte lookup,
 // E8M0 block scales as exact bf16 multiplies, the bf16 m16n8k16 MMA, output stores, the routing accessors, cp.async
-// and a block-wide scan; and the pipelined GEMM's launchers. Internal to kernels/: callers use mxfp4_grouped.h.
+// group commit/wait and a block-wide scan; and the pipelined GEMM's launchers. Internal to kernels/: callers use
+// mxfp4_grouped.h.
 #pragma once
 
 #include "kernels/mxfp4_grouped.h"
@@ -65,7 +66,7 @@ __device__ __forceinline__ void dequantize_word(uint32_t q, const BlockScale& s,
   }
 }
 
-// ---- Dequantisation by byte lookup (mxfp4_grouped_gemv_mma_rows16_lut) -------------------------------
+// ---- Dequantisation by byte lookup (mxfp4_grouped_gemm_mma_128x128_pipelined) -----------------------
 // The same bf16 bits as e2m1_pair_times_2_pow_minus_126, sign | magnitude << 6, but in the natural k order
 // (pairs (0, 1), (2, 3), (4, 5), (6, 7) of a word) and from byte permutes: of an E2M1 code s e1 e0 m, the
 // low bf16 byte is e0 m << 6, a function of bits 1..0, and the high byte s << 7 | e1, a function of bits
@@ -132,10 +133,6 @@ __device__ __forceinline__ void expert_slots(const ExpertRouting& r, int expert,
   end = min(r.expert_offsets[expert + 1], r.max_slots);
 }
 
-__device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src) {
-  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global_src) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's most recent groups are still in flight.
 template <int N>

@@ -2,9 +2,9 @@
 // bench/gpu/bench_harness.h).
 //   decode  mla_decode_paged_bf16, 96 heads, batch {1, 2, 4, 8} × context {8K, 32K, 128K, 1M}, the cache in scattered
 //           64-token pages; per cached token and head (576 + 512)·2 FLOPs, per cached token 1152 bytes. Each shape
-//           is timed with every MlaDecodeAlgorithm: "mla_decode_split_kv" is shared_q, "mla_decode_register_q" is
-//           register_q (the default), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same
-//           buffers; each name carries the algorithm's own split count.
+//           is timed with every MlaDecodeAlgorithm: "mla_decode_register_q" is register_q (the default off compute
+//           capability 9.0), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same buffers; each
+//           name carries the algorithm's own split count.
 //           "mla_decode_wgmma_alternating" is wgmma_alternating (only on compute capability 9.0, like wgmma).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix; FLOPs counted causal (half the
 //           square): heads · T²/2 · (192 + 128) · 2.
@@ -54,7 +54,6 @@ int main(int argc, char** argv) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   std::vector<std::pair<k3::kernels::MlaDecodeAlgorithm, const char*>> algorithms = {
-      {k3::kernels::MlaDecodeAlgorithm::shared_q, "mla_decode_split_kv"},
       {k3::kernels::MlaDecodeAlgorithm::register_q, "mla_decode_register_q"}};
   if (k3::kernels::mla_decode_wgmma_supported(device))
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma, "mla_decode_wgmma");

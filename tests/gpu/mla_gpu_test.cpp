@@ -34,7 +34,7 @@ const double kK3Scale = 1.0 / std::sqrt(double(kQk));  // 192^-1/2
 
 // Every algorithm the current device runs: wgmma only on compute capability 9.0 (on an H200 all three run).
 std::vector<MlaDecodeAlgorithm> decode_algorithms() {
-  std::vector<MlaDecodeAlgorithm> algorithms = {MlaDecodeAlgorithm::shared_q, MlaDecodeAlgorithm::register_q};
+  std::vector<MlaDecodeAlgorithm> algorithms = {MlaDecodeAlgorithm::register_q};
   int device = 0;
   if (cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device))
     algorithms.push_back(MlaDecodeAlgorithm::wgmma);
@@ -46,7 +46,7 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
 
 std::string name(MlaDecodeAlgorithm a) {
   if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
-  return a == MlaDecodeAlgorithm::shared_q ? "shared_q" : a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
+  return a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 
 // out[h, :] = Σ_t softmax_t(scale · q[h] · rows[t]) rows[t, 0:512] in fp64; q [heads, 576], rows [tokens, 576].
@@ -335,7 +335,7 @@ TEST(GpuMla, DecodeRejectsInvalidArguments) {
   EXPECT_EQ(launch({0, 8, 64, 4, 256}), cudaSuccess);  // empty batch: nothing to do
   EXPECT_EQ(kernels::mla_decode_paged_bf16(nullptr, nullptr, nullptr, nullptr, 0.1f, {1, 8, 64, 4, 256}, nullptr,
                                            nullptr, 0, nullptr, static_cast<MlaDecodeAlgorithm>(7)),
-            cudaErrorInvalidValue);  // no such algorithm
+            cudaErrorInvalidValue);  // no such algorithm (the enum's values are 0..3)
 }
 
 // ---- Prefill ----

@@ -1,7 +1,7 @@
 // MXFP4 grouped routed-expert products (kernels/mxfp4_grouped.h) against the CPU: random normal weights
 // quantised with weights::mxfp4_quantize and decoded with weights::mxfp4_dequantize, y = x Wᵀ per slot in
-// fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the three
-// GEMVs and the two GEMMs) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
+// fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the GEMV
+// and the two GEMMs) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
 // expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, a prefill-like
 // routing with partial tiles in both dimensions, every E2M1 code at scales on both sides of the
 // two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
@@ -162,8 +162,6 @@ ref::Matrix download(const DeviceBuffer<__nv_bfloat16>& y, int64_t rows, int64_t
 const char* name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
-    case Mxfp4GroupedAlgorithm::gemv_cp_async: return "gemv_cp_async";
-    case Mxfp4GroupedAlgorithm::gemv_lut: return "gemv_lut";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
@@ -171,8 +169,7 @@ const char* name(Mxfp4GroupedAlgorithm a) {
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                                 Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm,
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
                                                  Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
@@ -228,8 +225,8 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtOddSizes) {
   }
 }
 
-// in = 37 blocks of 32: five k-steps of 8 blocks for the GEMVs (more than the cp.async ring's 3 stages, the
-// last one partial), and 20 slots of one expert restart that ring for each of three passes.
+// in = 37 blocks of 32: five k-steps of 8 blocks for the GEMV (the last one partial), and 20 slots of one
+// expert make three passes over them.
 TEST(GpuMxfp4Grouped, MatchesFp64ReferenceOverSeveralKSteps) {
   std::mt19937 rng(20261215);
   const int64_t in = 37 * 32;
@@ -379,9 +376,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceBank dbank(bank);
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_cp_async,
-                                        Mxfp4GroupedAlgorithm::gemv_lut, Mxfp4GroupedAlgorithm::gemm,
-                                        Mxfp4GroupedAlgorithm::gemm_pipelined}) {
+  for (const Mxfp4GroupedAlgorithm a :
+       {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -403,8 +399,7 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   }
 }
 
-// The rows16 GEMV at decode (the cp.async ring measured slower; the lookup decode is not yet measured), the
-// GEMM at prefill.
+// The rows16 GEMV at decode, the pipelined GEMM at prefill.
 TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
   alignas(16) static uint8_t packed[16], scales[32];
   const kernels::Mxfp4ExpertWeights k3_w1{packed, scales, 896, 3072, 3584};
@@ -459,13 +454,8 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   EXPECT_EQ(call(good_w, good_r, x, 64, 0, 16), cudaErrorInvalidValue);      // no x rows
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 15), cudaErrorInvalidValue);      // y stride below out
   EXPECT_EQ(call(good_w, good_r, nullptr, 64, 4, 16), cudaErrorInvalidValue);
+  // Not an enumerator (the enum's values are 0..3).
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(7)), cudaErrorInvalidValue);
-  w = good_w;
-  w.scales = scales + 4;  // the cp.async GEMV copies scales in 16-byte chunks
-  EXPECT_EQ(call(w, good_r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemv_cp_async), cudaErrorInvalidValue);
-  w = good_w;
-  w.in_features = kernels::kMxfp4GroupedGemvCpAsyncMaxIn + 32;  // its scales would not fit in shared memory
-  EXPECT_EQ(call(w, good_r, x, w.in_features, 4, 16, Mxfp4GroupedAlgorithm::gemv_cp_async), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 2 * kernels::kMxfp4GroupedGemmMaxActiveExperts + 2;
   r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
