@@ -28,8 +28,6 @@ constexpr int kValueBlocks = kD / kValueBlock;
 constexpr float kTensorDiagonalMinLowerBound = -5.0f;
 
 using kda_chunk::kFloatsPerBlock;
-using kda_chunk::kRowsBlock;
-using kda_chunk::kScoreBlock;
 using kda_chunk::Workspace;
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
@@ -44,16 +42,6 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* p, unsigned ldm)
   wmma::load_matrix_sync(f, p, ldm);
 #pragma unroll
   for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
-}
-
-// Hints that the L2 should fetch: bytes (a multiple of 16) from a 16-byte aligned global address, in the
-// background (sm_90 bulk prefetch; no completion to wait for, no effect on results).
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
-}
-// The 128-byte L2 line holding p (any alignment).
-__device__ __forceinline__ void prefetch_l2_line(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(p)));
 }
 
 // 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
@@ -79,15 +67,6 @@ constexpr int kSmemX = kSmemAqk + kChunk * kChunk;    // X = (I + L)⁻¹ [64][6
 constexpr int kSmemBeta = kSmemX + kChunk * kChunk;   // β [64]
 constexpr int kIntraSmemFloats = kSmemBeta + kChunk;
 constexpr size_t kIntraSmemBytes = size_t(kIntraSmemFloats) * sizeof(float);
-// kStageInputs (ut_staged_inputs) adds q and v [64][128] after these (the g tile is copied into G and summed in
-// place, k into K): 180,480 bytes, one block per SM.
-constexpr int kSmemQ = kIntraSmemFloats;
-constexpr int kSmemV = kSmemQ + kChunk * kD;
-constexpr int kIntraStagedSmemFloats = kSmemV + kChunk * kD;
-constexpr size_t kIntraStagedSmemBytes = size_t(kIntraStagedSmemFloats) * sizeof(float);
-static_assert(kIntraStagedSmemBytes <= 227 * 1024, "staged phase 1 must fit sm_90's opt-in shared memory");
-static_assert(kSmemG % 4 == 0 && kSmemK % 4 == 0 && kSmemQ % 4 == 0 && kSmemV % 4 == 0,
-              "cp.async destinations must be 16-byte aligned");
 constexpr int kFactorScratchFloats = 2 * kTile * kTile;  // per warp: row and column factors [16][16]
 static_assert(kWarps * kFactorScratchFloats <= kChunk * kChunk, "factor scratch must fit in X");
 
@@ -112,14 +91,8 @@ __device__ __forceinline__ void lower_triangular_product(const float* X, const f
 // Phase 1: everything of one (chunk, head) that does not depend on the state. Rows r ≥ n of a partial last chunk
 // are padded with q = k = v = 0, g = 0, β = 0: their G repeats G[n-1], their scores, W, U, Qg and Kd rows are 0 and
 // X's row is the identity's, so the state pass needs no special case and e^{G_last} = e^{G[n-1]}.
-// kPrefetch (ut_tensorcore_prefetch): q and v rows requested into the L2 on entry, and each score tile's q slice
-// loaded one 16-channel slice ahead; otherwise the same.
-// kStageInputs (ut_staged_inputs; kPrefetch false): the block's g, k and q rows are copied into shared memory with
-// cp.async on entry, all in one group, and its v rows in a second group that is waited for only before U = X (β ⊙ V),
-// so the block waits one global round trip instead of one per loop batch; every later read of q, k, g, v is a
-// shared-memory read of the same values (rows ≥ n zero, as above). Otherwise the same arithmetic in the same order.
-template <bool kTensorDiagonal, bool kPrefetch, bool kStageInputs>
-__global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
+template <bool kTensorDiagonal>
+__global__ void __launch_bounds__(kThreads, 2)
     kda_chunk_intra_ut(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                        const float* __restrict__ g, const float* __restrict__ beta, int tokens, int heads,
                        Workspace ws) {
@@ -130,8 +103,6 @@ __global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
   float* Aqk = smem + kSmemAqk;
   float* Xs = smem + kSmemX;
   float* bs = smem + kSmemBeta;
-  float* Qs = smem + kSmemQ;  // kStageInputs only
-  float* Vs = smem + kSmemV;  // kStageInputs only
 
   const int chunk = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -145,57 +116,11 @@ __global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
   const float* gh = g + head_offset;
   const int64_t blk = int64_t(h) * gridDim.x + chunk;
 
-  if (kPrefetch && tid < 2 * kChunk) {
-    // Thread r (r < 64) asks for q's row r, thread 64 + r for v's: 512 bytes, 4 lines, plus the last float's line
-    // in case the row does not start on a line.
-    const int r = tid % kChunk;
-    if (r < n) {
-      const float* row = (tid < kChunk ? qh : vh) + r * P;
-#pragma unroll
-      for (int c = 0; c < kD; c += 32) prefetch_l2_line(row + c);
-      prefetch_l2_line(row + kD - 1);
-    }
-  }
-
-  if (kStageInputs) {
-    // 16-byte pieces: rows < n copied (g into G, k into K, q into Q: group 1; v into V: group 2), rows ≥ n zeroed
-    // by plain stores (no copy touches them).
-    constexpr int kPiecesPerRow = kD / 4;
-    for (int idx = tid; idx < kChunk * kPiecesPerRow; idx += kThreads) {
-      const int r = idx / kPiecesPerRow, c = 4 * (idx % kPiecesPerRow);
-      if (r < n) {
-        cp_async_16(Gs + r * kD + c, gh + r * P + c);
-        cp_async_16(Ks + r * kD + c, kh + r * P + c);
-        cp_async_16(Qs + r * kD + c, qh + r * P + c);
-      } else {
-        const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        *reinterpret_cast<float4*>(Gs + r * kD + c) = zero;
-        *reinterpret_cast<float4*>(Ks + r * kD + c) = zero;
-        *reinterpret_cast<float4*>(Qs + r * kD + c) = zero;
-      }
-    }
-    cp_async_commit();
-    for (int idx = tid; idx < kChunk * kPiecesPerRow; idx += kThreads) {
-      const int r = idx / kPiecesPerRow, c = 4 * (idx % kPiecesPerRow);
-      if (r < n) {
-        cp_async_16(Vs + r * kD + c, vh + r * P + c);
-      } else {
-        *reinterpret_cast<float4*>(Vs + r * kD + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-    }
-    cp_async_commit();
-  }
-
   // ---- Stage 1: β, k, the cumulative log decay G and the chunk's Qg, Kd, e^{G_last}.
   if (tid < kChunk) bs[tid] = tid < n ? beta[(t0 + tid) * heads + h] : 0.0f;
-  if (kStageInputs) {
-    cp_async_wait<1>();  // this thread's g, k, q pieces (v may still be in flight)
-    __syncthreads();     // everyone's
-  } else {
-    for (int e = tid; e < kChunk * kD; e += kThreads) {
-      const int r = e / kD, i = e % kD;
-      Ks[e] = r < n ? kh[r * P + i] : 0.0f;
-    }
+  for (int e = tid; e < kChunk * kD; e += kThreads) {
+    const int r = e / kD, i = e % kD;
+    Ks[e] = r < n ? kh[r * P + i] : 0.0f;
   }
   {
     // Two threads per channel: rows 0..31 and 32..63, then the second half adds the first half's total.
@@ -203,8 +128,7 @@ __global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
     float run = 0.0f;
 #pragma unroll 8
     for (int r = r0; r < r0 + kChunk / 2; ++r) {
-      // Staged: G holds g (rows ≥ n zero) and each element is read, then overwritten, by this thread alone.
-      run += kStageInputs ? Gs[r * kD + i] : (r < n ? gh[r * P + i] : 0.0f);
+      run += r < n ? gh[r * P + i] : 0.0f;
       Gs[r * kD + i] = run;
     }
   }
@@ -221,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
     for (int e = tid; e < kChunk * kD; e += kThreads) {
       const int r = e / kD, i = e % kD;
       const float G = Gs[e], G_last = Gs[(kChunk - 1) * kD + i];
-      const float x = kStageInputs ? Qs[e] : (r < n ? qh[r * P + i] : 0.0f);
+      const float x = r < n ? qh[r * P + i] : 0.0f;
       qg_out[e] = r < n ? expf(G) * x : 0.0f;  // e^G ≤ 1
       kd_out[e] = expf(G_last - G) * Ks[e];    // e^{G_last − G} ≤ 1
     }
@@ -246,34 +170,14 @@ __global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
       const int cc = lane % kTile;
       FragC acc;
       wmma::fill_fragment(acc, 0.0f);
-      // kPrefetch, kind 0: q_next holds this lane's q values (rows 16I + lane/16 + 2m, channel c0 + lane%16) of the
-      // slice the next iteration builds, loaded while the current one is built.
-      float q_next[kTile / 2] = {};
-      const auto load_q_slice = [&](float* dst, int c) {
-#pragma unroll
-        for (int m = 0; m < kTile / 2; ++m) {
-          const int ri = kTile * I + lane / kTile + 2 * m;
-          dst[m] = ri < n ? qh[ri * P + c + cc] : 0.0f;
-        }
-      };
-      if (kPrefetch && kind == 0) load_q_slice(q_next, 0);
       for (int c0 = 0; c0 < kD; c0 += kTile) {
         const int ch = c0 + cc;
         const float g_ref = Gs[ref * kD + ch];
-        float q_cur[kTile / 2] = {};
-        if (kPrefetch && kind == 0) {
-#pragma unroll
-          for (int m = 0; m < kTile / 2; ++m) q_cur[m] = q_next[m];
-          if (c0 + kTile < kD) load_q_slice(q_next, c0 + kTile);
-        }
 #pragma unroll
         for (int m = 0; m < kTile / 2; ++m) {
           const int r = lane / kTile + 2 * m;
           const int ri = kTile * I + r, rj = kTile * J + r;
-          const float x = kind == 1      ? Ks[ri * kD + ch]
-                          : kStageInputs ? Qs[ri * kD + ch]
-                          : kPrefetch    ? q_cur[m]
-                                         : (ri < n ? qh[ri * P + ch] : 0.0f);
+          const float x = kind == 1 ? Ks[ri * kD + ch] : (ri < n ? qh[ri * P + ch] : 0.0f);
           Fr[r * kTile + cc] = x * __expf(Gs[ri * kD + ch] - g_ref);
           Fc[r * kTile + cc] = Ks[rj * kD + ch] * __expf(g_ref - Gs[rj * kD + ch]);
         }
@@ -298,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
 #pragma unroll
         for (int m = 0; m < kD / 32; ++m) {
           const int ch = lane + 32 * m;
-          qv[m] = kStageInputs ? Qs[row * kD + ch] : (row < n ? qh[row * P + ch] : 0.0f);
+          qv[m] = row < n ? qh[row * P + ch] : 0.0f;
           kv[m] = Ks[row * kD + ch];
           gv[m] = Gs[row * kD + ch];
         }
@@ -384,49 +288,20 @@ __global__ void __launch_bounds__(kThreads, kStageInputs ? 1 : 2)
   }
 
   // ---- Stage 4: W = X (β e^G ⊙ K), U = X (β ⊙ V).
-  if constexpr (kStageInputs) {
-    cp_async_wait<0>();  // this thread's v pieces
-    __syncthreads();     // everyone's
-    // β ⊙ V in place (rows ≥ n: 0 · 0), beside β e^G ⊙ K, so both products follow one barrier.
-    for (int e = tid; e < kChunk * kD; e += kThreads) {
-      Ks[e] *= bs[e / kD] * expf(Gs[e]);
-      Vs[e] *= bs[e / kD];
-    }
-    __syncthreads();
-    lower_triangular_product(Xs, Ks, ws.w(blk), warp);
-    lower_triangular_product(Xs, Vs, ws.u(blk), warp);
-  } else {
-    for (int e = tid; e < kChunk * kD; e += kThreads) Ks[e] *= bs[e / kD] * expf(Gs[e]);
-    __syncthreads();
-    lower_triangular_product(Xs, Ks, ws.w(blk), warp);
-    __syncthreads();
-    for (int e = tid; e < kChunk * kD; e += kThreads) {
-      const int r = e / kD, i = e % kD;
-      Ks[e] = r < n ? bs[r] * vh[r * P + i] : 0.0f;
-    }
-    __syncthreads();
-    lower_triangular_product(Xs, Ks, ws.u(blk), warp);
+  for (int e = tid; e < kChunk * kD; e += kThreads) Ks[e] *= bs[e / kD] * expf(Gs[e]);
+  __syncthreads();
+  lower_triangular_product(Xs, Ks, ws.w(blk), warp);
+  __syncthreads();
+  for (int e = tid; e < kChunk * kD; e += kThreads) {
+    const int r = e / kD, i = e % kD;
+    Ks[e] = r < n ? bs[r] * vh[r * P + i] : 0.0f;
   }
-}
-
-// Asks the L2 for workspace block b's six arrays, one per lane 0..5 (all 512-byte aligned, sizes multiples of 16).
-__device__ __forceinline__ void prefetch_workspace_block(const Workspace& ws, int64_t b, int lane) {
-  switch (lane) {
-    case 0: prefetch_l2_bulk(ws.w(b), kRowsBlock * sizeof(float)); break;
-    case 1: prefetch_l2_bulk(ws.u(b), kRowsBlock * sizeof(float)); break;
-    case 2: prefetch_l2_bulk(ws.qg(b), kRowsBlock * sizeof(float)); break;
-    case 3: prefetch_l2_bulk(ws.kd(b), kRowsBlock * sizeof(float)); break;
-    case 4: prefetch_l2_bulk(ws.a_qk(b), kScoreBlock * sizeof(float)); break;
-    case 5: prefetch_l2_bulk(ws.decay(b), kD * sizeof(float)); break;
-    default: break;
-  }
+  __syncthreads();
+  lower_triangular_product(Xs, Ks, ws.u(blk), warp);
 }
 
 // Phase 2: block (value block vb, head h) carries S[:, 32·vb .. 32·vb + 32) through every chunk in order. Warp w
 // computes tile (I = w / 2, 16 columns Cb = w % 2) of V' and O, and rows 16w .. 16w + 15 of the new S.
-// kPrefetch (ut_tensorcore_prefetch): warp 0 asks the L2 for chunk c + 1's workspace when chunk c starts (for chunk
-// 0 before S is loaded); otherwise the same.
-template <bool kPrefetch>
 __global__ void __launch_bounds__(kThreads, 3)
     kda_chunk_state_pass(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens, int heads,
                          int chunks) {
@@ -441,13 +316,11 @@ __global__ void __launch_bounds__(kThreads, 3)
   float* s_global = state + int64_t(h) * kD * kD + kValueBlock * vb;  // S[i][j] at s_global[i·128 + j]
   float* out_h = out + int64_t(h) * kD + kValueBlock * vb;
 
-  if (kPrefetch && warp == 0) prefetch_workspace_block(ws, int64_t(h) * chunks, lane);
   for (int e = tid; e < kD * kValueBlock; e += kThreads) Ss[e] = s_global[(e / kValueBlock) * kD + e % kValueBlock];
   __syncthreads();
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int64_t blk = int64_t(h) * chunks + chunk;
-    if (kPrefetch && warp == 0 && chunk + 1 < chunks) prefetch_workspace_block(ws, blk + 1, lane);
     const float* W = ws.w(blk);
     const float* U = ws.u(blk);
     const float* Qg = ws.qg(blk);
@@ -514,183 +387,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   for (int e = tid; e < kD * kValueBlock; e += kThreads) s_global[(e / kValueBlock) * kD + e % kValueBlock] = Ss[e];
 }
 
-// ---- ut_tensorcore_staged's state pass: one block of 16 warps per head carries the whole S (128 × 128) in shared
-// memory, and each chunk's W, Qg, Kd, U, A_qk and e^{G_last} are copied into shared memory with cp.async (every
-// product then reads shared memory only, and W, Qg, Kd are read once per head instead of once per value block).
-// The copies run in two groups per chunk, each issued as soon as its buffers are free: G1 = {W, Qg} for chunk c + 1
-// right after chunk c's V' = U − W S and Qg S (barrier S1), in flight during the rest of chunk c; G2 = {U, Kd, A_qk,
-// e^{G_last}} for chunk c + 1 once chunk c's O has left (barrier S4), in flight during chunk c + 1's W S and Qg S,
-// which do not need them. The same products in the same order as the other versions.
-constexpr int kStagedThreads = 512;  // 16 warps
-constexpr int kLdRows = kD + 4;      // shared row stride of W, Qg, Kd, U (floats; +4 spreads rows over banks)
-constexpr int kLdScore = kChunk + 4;  // A_qk
-constexpr int kLdState = kD + 8;      // S
-constexpr int kStagedW = 0;
-constexpr int kStagedQg = kStagedW + kChunk * kLdRows;
-constexpr int kStagedKd = kStagedQg + kChunk * kLdRows;
-constexpr int kStagedU = kStagedKd + kChunk * kLdRows;  // U, then V' in place, then O for the bounded store
-constexpr int kStagedAqk = kStagedU + kChunk * kLdRows;
-constexpr int kStagedDecay = kStagedAqk + kChunk * kLdScore;
-constexpr int kStagedS = kStagedDecay + kD;
-constexpr int kStagedSmemFloats = kStagedS + kD * kLdState;
-constexpr size_t kStagedSmemBytes = size_t(kStagedSmemFloats) * sizeof(float);  // 222,720
-static_assert(kStagedSmemBytes <= 227 * 1024, "staged state pass must fit sm_90's opt-in shared memory");
-// WMMA needs 32-byte aligned tile pointers: every region, row tile and 8-row step starts on a multiple of 8 floats.
-static_assert(kStagedQg % 8 == 0 && kStagedKd % 8 == 0 && kStagedU % 8 == 0 && kStagedAqk % 8 == 0 &&
-                  kStagedDecay % 8 == 0 && kStagedS % 8 == 0,
-              "staged regions must be 32-byte aligned");
-static_assert((8 * kLdRows) % 8 == 0 && (8 * kLdScore) % 8 == 0 && (8 * kLdState) % 8 == 0 && kLdRows % 4 == 0 &&
-                  kLdScore % 4 == 0 && kLdState % 4 == 0,
-              "staged strides must keep WMMA's alignment");
-
-// rows × cols floats (cols a multiple of 4), dense and 16-byte aligned in global memory, into shared memory with row
-// stride ld; the block's threads share the 16-byte pieces.
-__device__ __forceinline__ void stage_async(float* dst, int ld, const float* src, int rows, int cols, int tid) {
-  const int per_row = cols / 4;
-  for (int idx = tid; idx < rows * per_row; idx += kStagedThreads) {
-    const int r = idx / per_row, c = 4 * (idx % per_row);
-    cp_async_16(dst + r * ld + c, src + r * cols + c);
-  }
-}
-
-// Phase 2, staged: block h carries S[h] through every chunk in order. Warp w computes, of V' and O, row tile
-// I = w / 4 and column tiles 2(w % 4), 2(w % 4) + 1; of the new S, key row tile w % 8 and column tiles
-// 4(w / 8) .. 4(w / 8) + 3.
-__global__ void __launch_bounds__(kStagedThreads, 1)
-    kda_chunk_state_pass_staged(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens,
-                                int heads, int chunks) {
-  extern __shared__ __align__(128) float smem[];
-  float* Wb = smem + kStagedW;
-  float* Qb = smem + kStagedQg;
-  float* Kb = smem + kStagedKd;
-  float* Ub = smem + kStagedU;
-  float* Ab = smem + kStagedAqk;
-  float* Db = smem + kStagedDecay;
-  float* Ss = smem + kStagedS;  // S[i][j] at Ss[i·kLdState + j]
-
-  const int h = blockIdx.x;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int I = warp / 4, ct = 2 * (warp % 4);  // V' and O tiles (I, ct), (I, ct + 1)
-  const int R = warp % 8, cs = 4 * (warp / 8);  // S tiles (R, cs .. cs + 3)
-  const int64_t P = int64_t(heads) * kD;
-  float* s_global = state + int64_t(h) * kD * kD;
-  float* out_h = out + int64_t(h) * kD;
-  const int64_t blk0 = int64_t(h) * chunks;
-
-  const auto stage_g1 = [&](int64_t b) {
-    stage_async(Wb, kLdRows, ws.w(b), kChunk, kD, tid);
-    stage_async(Qb, kLdRows, ws.qg(b), kChunk, kD, tid);
-  };
-  const auto stage_g2 = [&](int64_t b) {
-    stage_async(Ub, kLdRows, ws.u(b), kChunk, kD, tid);
-    stage_async(Kb, kLdRows, ws.kd(b), kChunk, kD, tid);
-    stage_async(Ab, kLdScore, ws.a_qk(b), kChunk, kChunk, tid);
-    stage_async(Db, kD, ws.decay(b), 1, kD, tid);
-  };
-  stage_g1(blk0);
-  cp_async_commit();
-  stage_g2(blk0);
-  cp_async_commit();
-  for (int e = tid; e < kD * kD; e += kStagedThreads) Ss[(e / kD) * kLdState + e % kD] = s_global[e];
-
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int64_t blk = blk0 + chunk;
-    const bool has_next = chunk + 1 < chunks;
-    cp_async_wait<1>();  // this chunk's G1 (its G2 may still be in flight)
-    __syncthreads();
-
-    // W S and Qg S, sharing the S fragments.
-    FragC v0, v1, o0, o1;
-    wmma::fill_fragment(v0, 0.0f);
-    wmma::fill_fragment(v1, 0.0f);
-    wmma::fill_fragment(o0, 0.0f);
-    wmma::fill_fragment(o1, 0.0f);
-#pragma unroll 4
-    for (int ks = 0; ks < kD / 8; ++ks) {
-      FragA a;
-      FragB b0, b1;
-      load_tf32(b0, Ss + 8 * ks * kLdState + kTile * ct, kLdState);
-      load_tf32(b1, Ss + 8 * ks * kLdState + kTile * (ct + 1), kLdState);
-      load_tf32(a, Wb + kTile * I * kLdRows + 8 * ks, kLdRows);
-      wmma::mma_sync(v0, a, b0, v0);
-      wmma::mma_sync(v1, a, b1, v1);
-      load_tf32(a, Qb + kTile * I * kLdRows + 8 * ks, kLdRows);
-      wmma::mma_sync(o0, a, b0, o0);
-      wmma::mma_sync(o1, a, b1, o1);
-    }
-    cp_async_wait<0>();  // this chunk's G2: U, Kd, A_qk, e^{G_last}
-    __syncthreads();
-    // V' = U − W S, in place over this warp's own U tiles.
-    {
-      FragC u;
-      float* u0 = Ub + kTile * I * kLdRows + kTile * ct;
-      wmma::load_matrix_sync(u, u0, kLdRows, wmma::mem_row_major);
-#pragma unroll
-      for (int t = 0; t < u.num_elements; ++t) u.x[t] -= v0.x[t];
-      wmma::store_matrix_sync(u0, u, kLdRows, wmma::mem_row_major);
-      wmma::load_matrix_sync(u, u0 + kTile, kLdRows, wmma::mem_row_major);
-#pragma unroll
-      for (int t = 0; t < u.num_elements; ++t) u.x[t] -= v1.x[t];
-      wmma::store_matrix_sync(u0 + kTile, u, kLdRows, wmma::mem_row_major);
-    }
-    __syncthreads();  // S1: V' complete; W, Qg and S no longer read by this chunk's W S, Qg S
-    if (has_next) stage_g1(blk + 1);
-    cp_async_commit();
-
-    // O += A_qk V' over the key tiles J ≤ I (A_qk is zero above).
-    for (int ks = 0; ks < 2 * (I + 1); ++ks) {
-      FragA a;
-      FragB b;
-      load_tf32(a, Ab + kTile * I * kLdScore + 8 * ks, kLdScore);
-      load_tf32(b, Ub + 8 * ks * kLdRows + kTile * ct, kLdRows);
-      wmma::mma_sync(o0, a, b, o0);
-      load_tf32(b, Ub + 8 * ks * kLdRows + kTile * (ct + 1), kLdRows);
-      wmma::mma_sync(o1, a, b, o1);
-    }
-
-    // S ← Diag(e^{G_last}) S + Kdᵀ V' on this warp's tiles (no other warp touches them until the next chunk).
-    {
-      float* s_tiles = Ss + kTile * R * kLdState + kTile * cs;
-      for (int e = lane; e < kTile * 4 * kTile; e += 32) {
-        const int r = e / (4 * kTile), c = e % (4 * kTile);
-        s_tiles[r * kLdState + c] *= Db[kTile * R + r];
-      }
-      __syncwarp();
-      FragC s[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) wmma::load_matrix_sync(s[j], s_tiles + kTile * j, kLdState, wmma::mem_row_major);
-#pragma unroll 2
-      for (int ks = 0; ks < kChunk / 8; ++ks) {
-        FragATransposed a;  // a(i, t) = Kd[8ks + t][16R + i]
-        load_tf32(a, Kb + 8 * ks * kLdRows + kTile * R, kLdRows);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          FragB b;
-          load_tf32(b, Ub + 8 * ks * kLdRows + kTile * (cs + j), kLdRows);
-          wmma::mma_sync(s[j], a, b, s[j]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) wmma::store_matrix_sync(s_tiles + kTile * j, s[j], kLdState, wmma::mem_row_major);
-    }
-    __syncthreads();  // S2: V', Kd, A_qk, e^{G_last} no longer read
-    wmma::store_matrix_sync(Ub + kTile * I * kLdRows + kTile * ct, o0, kLdRows, wmma::mem_row_major);
-    wmma::store_matrix_sync(Ub + kTile * I * kLdRows + kTile * (ct + 1), o1, kLdRows, wmma::mem_row_major);
-    __syncthreads();  // S3: O complete
-    const int64_t t0 = int64_t(chunk) * kChunk;
-    const int n = tokens - t0 < kChunk ? int(tokens - t0) : kChunk;
-    for (int e = tid; e < n * kD; e += kStagedThreads)
-      out_h[(t0 + e / kD) * P + e % kD] = Ub[(e / kD) * kLdRows + e % kD];
-    __syncthreads();  // S4: O read out, so U's buffer may be refilled
-    if (has_next) stage_g2(blk + 1);
-    cp_async_commit();
-  }
-  cp_async_wait<0>();  // nothing is in flight after the last chunk (its groups are empty); kept for symmetry
-
-  for (int e = tid; e < kD * kD; e += kStagedThreads) s_global[e] = Ss[(e / kD) * kLdState + e % kD];
-}
-
-// ---- ut_staged_split_value's state pass: block (vb, h) carries the value columns [32vb, 32vb + 32) of S[h] through
+// ---- ut_factored_split_value's state pass: block (vb, h) carries the value columns [32vb, 32vb + 32) of S[h] through
 // every chunk in order, 4·heads blocks of 2 warps (384 for K3, three per SM), each warp 16 of the columns, its slice
 // of S (128 keys × 16 values, fp32) in registers from the first chunk to the last. Kept transposed, Sᵀ [16 values ×
 // 128 keys], so that every product has the value columns as its M dimension and no warp needs another's data:
@@ -703,8 +400,8 @@ __global__ void __launch_bounds__(kStagedThreads, 1)
 // steps ahead (one group per step, one barrier per step): steps 0..3 W and Qg rows [16s, 16s + 16) (V'ᵀ and Oᵀ's
 // first term for those tokens); step 4 the block's U columns, e^{G_last} and A_qk rows 0..31 (V'ᵀ complete, Oᵀ for
 // tokens 0..31, the decay of Sᵀ); step 5 A_qk rows 32..63 and Kd rows 0..15; steps 6 and 7 Kd rows 16..47 and 48..63.
-// W, Qg, Kd and A_qk are read by the 4 blocks of a head (4× the L2 traffic of ut_tensorcore_staged's, none of it
-// waited for), U once. Shared memory 74 KB per block.
+// W, Qg, Kd and A_qk are read by the 4 blocks of a head (4× the L2 traffic of a pass holding a head's whole S, none of
+// it waited for), U once. Shared memory 74 KB per block.
 constexpr int kSplitWarps = 2;
 constexpr int kSplitThreads = 32 * kSplitWarps;
 constexpr int kWarpValues = 16;  // value columns per warp: the M edge of m16n8k8
@@ -957,51 +654,44 @@ struct Launches {
   bool intra, state_pass;
 };
 
-template <bool kTensorDiagonal, bool kPrefetch, bool kStaged, bool kStageInputs = false, bool kSplitValue = false>
-cudaError_t launch(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
-                   float* out, int tokens, int heads, int chunks, Workspace ws, Launches which, cudaStream_t stream) {
-  if (which.intra) {
-    const auto intra = kda_chunk_intra_ut<kTensorDiagonal, kPrefetch, kStageInputs>;
-    const size_t smem_bytes = kStageInputs ? kIntraStagedSmemBytes : kIntraSmemBytes;
-    // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both
-    // are allowed while a stream is being captured.
-    cudaError_t status =
-        cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes));
-    if (status != cudaSuccess) return status;
-    status = cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  int(cudaSharedmemCarveoutMaxShared));
-    if (status != cudaSuccess) return status;
-    intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, smem_bytes, stream>>>(q, k, v, g, beta, tokens, heads,
-                                                                                     ws);
-    status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
-  }
-  if (which.state_pass && kSplitValue) {
-    const auto pass = kda_chunk_state_pass_split_value;
-    cudaError_t status = cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitSmemBytes));
-    if (status != cudaSuccess) return status;
-    // Three blocks per SM need the largest shared-memory carveout.
-    status = cudaFuncSetAttribute(pass, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  int(cudaSharedmemCarveoutMaxShared));
-    if (status != cudaSuccess) return status;
-    pass<<<dim3(kSplitValueBlocks, unsigned(heads)), kSplitThreads, kSplitSmemBytes, stream>>>(ws, state, out, tokens,
-                                                                                              heads, chunks);
-    return cudaGetLastError();
-  }
-  if (which.state_pass && kStaged) {
-    const auto pass = kda_chunk_state_pass_staged;
-    const cudaError_t status =
-        cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStagedSmemBytes));
-    if (status != cudaSuccess) return status;
-    pass<<<dim3(unsigned(heads)), kStagedThreads, kStagedSmemBytes, stream>>>(ws, state, out, tokens, heads, chunks);
-    return cudaGetLastError();
-  }
-  if (which.state_pass) {
-    kda_chunk_state_pass<kPrefetch>
-        <<<dim3(kValueBlocks, unsigned(heads)), kThreads, 0, stream>>>(ws, state, out, tokens, heads, chunks);
-    return cudaGetLastError();
-  }
-  return cudaSuccess;
+// ut_tensorcore's phase 1.
+template <bool kTensorDiagonal>
+cudaError_t launch_intra_ut(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                            int tokens, int heads, int chunks, Workspace ws, cudaStream_t stream) {
+  const auto intra = kda_chunk_intra_ut<kTensorDiagonal>;
+  // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both are
+  // allowed while a stream is being captured.
+  cudaError_t status = cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
+  if (status != cudaSuccess) return status;
+  status = cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                int(cudaSharedmemCarveoutMaxShared));
+  if (status != cudaSuccess) return status;
+  intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens,
+                                                                                        heads, ws);
+  return cudaGetLastError();
+}
+
+// ut_tensorcore's state pass.
+cudaError_t launch_state_pass(Workspace ws, float* state, float* out, int tokens, int heads, int chunks,
+                              cudaStream_t stream) {
+  kda_chunk_state_pass<<<dim3(kValueBlocks, unsigned(heads)), kThreads, 0, stream>>>(ws, state, out, tokens, heads,
+                                                                                     chunks);
+  return cudaGetLastError();
+}
+
+// ut_factored_split_value's state pass.
+cudaError_t launch_state_pass_split_value(Workspace ws, float* state, float* out, int tokens, int heads, int chunks,
+                                          cudaStream_t stream) {
+  const auto pass = kda_chunk_state_pass_split_value;
+  cudaError_t status = cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitSmemBytes));
+  if (status != cudaSuccess) return status;
+  // Three blocks per SM need the largest shared-memory carveout.
+  status = cudaFuncSetAttribute(pass, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                int(cudaSharedmemCarveoutMaxShared));
+  if (status != cudaSuccess) return status;
+  pass<<<dim3(kSplitValueBlocks, unsigned(heads)), kSplitThreads, kSplitSmemBytes, stream>>>(ws, state, out, tokens,
+                                                                                            heads, chunks);
+  return cudaGetLastError();
 }
 
 cudaError_t run(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
@@ -1013,10 +703,6 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
 const char* kda_chunk_variant_name(KdaChunkVariant variant) {
   switch (variant) {
     case KdaChunkVariant::ut_tensorcore: return "kda_chunk_ut_tensorcore";
-    case KdaChunkVariant::ut_tensorcore_prefetch: return "kda_chunk_ut_tensorcore_prefetch";
-    case KdaChunkVariant::ut_tensorcore_staged: return "kda_chunk_ut_tensorcore_staged";
-    case KdaChunkVariant::ut_staged_inputs: return "kda_chunk_ut_staged_inputs";
-    case KdaChunkVariant::ut_staged_split_value: return "kda_chunk_ut_staged_split_value";
     case KdaChunkVariant::ut_factored_split_value: return "kda_chunk_ut_factored_split_value";
     case KdaChunkVariant::ut_factored_split_key: return "kda_chunk_ut_factored_split_key";
   }
@@ -1039,59 +725,27 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (!q || !k || !v || !g || !beta || !state || !out || !workspace) return cudaErrorInvalidValue;
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
-  if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_tensorcore_prefetch &&
-      variant != KdaChunkVariant::ut_tensorcore_staged && variant != KdaChunkVariant::ut_staged_inputs &&
-      variant != KdaChunkVariant::ut_staged_split_value && variant != KdaChunkVariant::ut_factored_split_value &&
+  if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_factored_split_value &&
       variant != KdaChunkVariant::ut_factored_split_key)
     return cudaErrorInvalidValue;
-  // ut_staged_inputs copies q, k, v, g rows in 16-byte pieces: with a base that is not 16-byte aligned it runs as
-  // ut_tensorcore_staged (the same results; the same workspace, state pass and arithmetic).
-  const auto aligned16 = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (variant == KdaChunkVariant::ut_staged_inputs && !(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(g)))
-    variant = KdaChunkVariant::ut_tensorcore_staged;
   const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
   const Workspace ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
   const bool tensor_diagonal = gate_lower_bound < 0.0f && gate_lower_bound >= kTensorDiagonalMinLowerBound;
-  if (variant == KdaChunkVariant::ut_staged_inputs)
-    return tensor_diagonal
-               ? launch<true, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
-               : launch<false, false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which,
-                                                  stream);
-  if (variant == KdaChunkVariant::ut_factored_split_key) {
-    if (which.intra) {
-      const cudaError_t status =
-          kda_chunk::launch_intra_factored(q, k, v, g, beta, tokens, heads, chunks, ws, tensor_diagonal, stream);
-      if (status != cudaSuccess) return status;
-    }
-    return which.state_pass ? kda_chunk::launch_state_pass_split_key(ws, state, out, tokens, heads, chunks, stream)
-                            : cudaSuccess;
+  if (which.intra) {
+    cudaError_t status = cudaSuccess;
+    if (variant == KdaChunkVariant::ut_tensorcore)
+      status = tensor_diagonal ? launch_intra_ut<true>(q, k, v, g, beta, tokens, heads, chunks, ws, stream)
+                               : launch_intra_ut<false>(q, k, v, g, beta, tokens, heads, chunks, ws, stream);
+    else
+      status = kda_chunk::launch_intra_factored(q, k, v, g, beta, tokens, heads, chunks, ws, tensor_diagonal, stream);
+    if (status != cudaSuccess) return status;
   }
-  if (variant == KdaChunkVariant::ut_factored_split_value) {
-    if (which.intra) {
-      const cudaError_t status =
-          kda_chunk::launch_intra_factored(q, k, v, g, beta, tokens, heads, chunks, ws, tensor_diagonal, stream);
-      if (status != cudaSuccess) return status;
-    }
-    // split_value's state pass alone (the phase-1 template arguments are unused without which.intra).
-    return launch<true, true, false, false, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws,
-                                                  Launches{false, which.state_pass}, stream);
-  }
-  if (variant == KdaChunkVariant::ut_staged_split_value)
-    return tensor_diagonal ? launch<true, true, false, false, true>(q, k, v, g, beta, state, out, tokens, heads, chunks,
-                                                                    ws, which, stream)
-                           : launch<false, true, false, false, true>(q, k, v, g, beta, state, out, tokens, heads,
-                                                                     chunks, ws, which, stream);
-  if (variant == KdaChunkVariant::ut_tensorcore_staged)
-    return tensor_diagonal
-               ? launch<true, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
-               : launch<false, true, true>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
-  if (variant == KdaChunkVariant::ut_tensorcore_prefetch)
-    return tensor_diagonal
-               ? launch<true, true, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
-               : launch<false, true, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
-  return tensor_diagonal
-             ? launch<true, false, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream)
-             : launch<false, false, false>(q, k, v, g, beta, state, out, tokens, heads, chunks, ws, which, stream);
+  if (!which.state_pass) return cudaSuccess;
+  if (variant == KdaChunkVariant::ut_tensorcore)
+    return launch_state_pass(ws, state, out, tokens, heads, chunks, stream);
+  if (variant == KdaChunkVariant::ut_factored_split_value)
+    return launch_state_pass_split_value(ws, state, out, tokens, heads, chunks, stream);
+  return kda_chunk::launch_state_pass_split_key(ws, state, out, tokens, heads, chunks, stream);
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 // positive values and NaN are rejected. It only selects how the diagonal 16-token tiles are scored (below); both
 // paths are exact for their inputs. g below the stated bound breaks the tensor-core path's overflow guarantee.
 //
-// Algorithm (both versions below): two launches, every matrix product on tensor cores (WMMA m16n16k8, TF32
-// operands rounded to nearest, fp32 accumulation):
+// Algorithm (as ut_tensorcore runs it; the other versions below differ as noted): two launches, every matrix product
+// on tensor cores (WMMA m16n16k8, TF32 operands rounded to nearest, fp32 accumulation):
 //   1. kda_chunk_intra_ut (one block per (64-token chunk, head), all chunks at once): the chunk-local cumulative log
 //      decay G; A_kk, A_qk in 16 × 16 tiles (K3-SPEC's lower-bound tiling, as ref::kda_chunked_tiled): a tile
 //      below the diagonal is one product with exponents referenced to its row tile's first token (all ≤ 0); a
@@ -30,44 +30,29 @@
 // with TF32 operand rounding: 3.3e-4 to 4.8e-4 for 1 to 8192 tokens); the state itself accumulates in fp32.
 // Versions (KdaChunkVariant; the same workspace, the same two launches and the same arithmetic in the same order —
 // only when data is requested and how the state pass's work is split over blocks differ, except where noted):
-//   ut_tensorcore: as above; every global operand read when it is needed, so the state pass waits one L2/HBM round
-//     trip per group of fragment loads, ≈ 15 dependent round trips per chunk, 128 chunks in a row at 8K tokens.
-//   ut_tensorcore_prefetch: the same kernels, plus (a) the state pass asks the L2 for the next chunk's
-//     W, U, Qg, Kd, A_qk and e^{G_last} (cp.async.bulk.prefetch.L2, 148 KB per head) when it starts a chunk, so that
-//     chunk's fragment loads hit the L2 instead of HBM and the HBM stream runs under the current chunk's products;
-//     (b) phase 1 asks the L2 for its block's q and v rows on
-//     entry (v is first read at the very end) and loads each score tile's next 16-channel q slice into registers
-//     while it builds the current one (8K on an H200: 8.45 ms = 4.58 phase 1 + 3.89 state pass, from 9.23).
-//   ut_tensorcore_staged (8K on an H200: 7.07 ms = 4.49 phase 1 + 2.60 state pass): phase 1 as
-//     ut_tensorcore_prefetch; the state pass is one block of 16 warps per head
-//     (96 blocks for K3, one per SM) holding the head's whole S (128 × 128, fp32) in shared memory, and copying each
-//     chunk's W, Qg, Kd, U, A_qk and e^{G_last} into shared memory with cp.async (217.5 KB of shared memory in all),
-//     so that no product waits on a global load: {W, Qg} of chunk c + 1 are requested as soon as chunk c's
-//     V' = U − W S and Qg S are done and arrive under the rest of chunk c; {U, Kd, A_qk, e^{G_last}} of chunk c + 1
-//     are requested once chunk c's O is stored and arrive under chunk c + 1's W S and Qg S, which do not need them.
-//     W, Qg, Kd are read from the workspace once per head instead of once per value block (4×), and the per-chunk
-//     chain is six block barriers around shared-memory products (≈ 7 MFLOP per chunk and head). The products and
-//     their order are those of the other versions.
-//   ut_staged_inputs (8K on an H200: 7.20 ms = 4.62 phase 1 + 2.59 state pass): the state pass of ut_tensorcore_staged; phase 1 copies its
-//     block's g, k, q rows (one cp.async group) and v rows (a second group, waited for only before U = X (β ⊙ V))
-//     into shared memory on entry, 176 KB per block, one block per SM, so a block waits one global round trip where
-//     the others wait ≈ 40 (the per-thread loops over k, g, q and v rows, and each score tile's q slices); the
-//     rest of phase 1 reads the same values from shared memory, in the same order. Needs q, k, v, g 16-byte aligned
-//     (every row and head then is); with a base that is not, the call runs as ut_tensorcore_staged.
-//   ut_staged_split_value (8K on an H200: 6.28 ms = 4.49 phase 1 + 1.77 state pass, 6.5× the roofline;
-//     32K 24.9 ms, 128K 98.8 ms): phase 1 as ut_tensorcore_staged; the state pass is one block of
-//     2 warps per (head, 32 value columns) (4·heads blocks, 384 for K3, three per SM), each warp holding its 16
-//     columns of S (128 × 16, fp32) in registers from the first chunk to the last, kept transposed (Sᵀ), so the
+//   ut_tensorcore (the plain reference version; 8K on an H200: 9.18 ms = 5.31 phase 1 + 3.88 state pass): as above;
+//     every global operand read when it is needed, so the state pass waits one L2/HBM round trip per group of
+//     fragment loads, ≈ 15 dependent round trips per chunk, 128 chunks in a row at 8K tokens.
+//   Tried and removed (superseded by the two below; the code is in the repository's history):
+//   ut_tensorcore_prefetch (L2 prefetch of the next chunk's operands in the state pass, of q and v rows in phase 1):
+//     measured on an H200: 8.45 ms = 4.58 phase 1 + 3.89 state pass at 8K; removed.
+//   ut_tensorcore_staged (state pass one block of 16 warps per head, the whole S and each chunk's operands in shared
+//     memory via cp.async): measured on an H200: 7.07 ms = 4.49 phase 1 + 2.60 state pass at 8K; removed.
+//   ut_staged_inputs (phase 1's q, k, v, g rows copied into shared memory on entry; staged state pass): measured on
+//     an H200: 7.20 ms = 4.62 phase 1 + 2.59 state pass at 8K; removed.
+//   ut_staged_split_value (phase 1 as ut_tensorcore_prefetch; the split-value state pass below): measured on an
+//     H200: 6.28 ms = 4.49 phase 1 + 1.77 state pass at 8K (32K 24.9 ms, 128K 98.8 ms); removed.
+//   ut_factored_split_value (8K on an H200: 3.36 ms = 1.57 phase 1 + 1.79 state pass, 3.5× the roofline
+//     and 10.0× faster than the recurrent kernel's 33.7 ms; 32K 13.2 ms, 128K 52.8 ms, 3.4×): the state pass is one
+//     block of 2 warps per (head, 32 value columns) (4·heads blocks, 384 for K3, three per SM), each warp holding its
+//     16 columns of S (128 × 16, fp32) in registers from the first chunk to the last, kept transposed (Sᵀ), so the
 //     products V'ᵀ = Uᵀ − Sᵀ Wᵀ, Oᵀ = Sᵀ Qgᵀ + V'ᵀ A_qkᵀ, Sᵀ ← Sᵀ Diag(e^{G_last}) + V'ᵀ Kd run on mma.sync m16n8k8
 //     (TF32 rounded to nearest, fp32 accumulation) with no exchange between warps: an accumulator tile serves as the
 //     next product's A operand with the reduction order permuted within each 8 (the B rows read to match). Each
 //     chunk's operands stream through a ring of four shared buffers in 8 steps of 16 to 32 rows (W and Qg 16 rows at
 //     a time, then U's 32 columns, e^{G_last} and A_qk, then Kd), each copied with cp.async three steps before it is
-//     used (74 KB of shared memory per block). W, Qg, Kd and A_qk are read by all 4 blocks of a head (4× staged's L2
-//     traffic). The same products as the other versions, summed in another order within each 8-term group.
-//   ut_factored_split_value (8K on an H200: 3.36 ms = 1.57 phase 1 + 1.79 state pass, 3.5× the roofline
-//     and 10.0× faster than the recurrent kernel's 33.7 ms; 32K 13.2 ms, 128K 52.8 ms, 3.4×): the state pass of
-//     ut_staged_split_value; phase 1 (kda_chunk_intra_factored,
+//     used (74 KB of shared memory per block). W, Qg, Kd and A_qk are read by all 4 blocks of a head. The same
+//     products as ut_tensorcore, summed in another order within each 8-term group. Phase 1 (kda_chunk_intra_factored,
 //     kernels/kda_chunk_intra.cu) writes the same workspace with far fewer instructions and more resident warps:
 //     every exponent split at tile boundaries, so each row factor q ⊙ e^{G − G_{16I}}, k ⊙ e^{G − G_{16I}} and column
 //     factor k ⊙ e^{G_{16J+15} − G} is built once (two exponentials per element, in two rounds of 64 channels) and
@@ -88,13 +73,11 @@
 //     cp.async two steps ahead (75 KB per block). The same products and roundings; the key sums in another order.
 //     Workspace contract of both ut_factored versions: phase 1 stores W, Qg, Kd and A_qk (product operands only)
 //     already TF32-rounded, U and e^{G_last} in fp32; split_key's pass feeds the rounded ones to mma.sync unconverted.
-// Measured (H200, 8K tokens × 96 heads, before ut_tensorcore_staged): ut_tensorcore_prefetch 8.37 ms = phase 1
-// 4.52 ms + phase 2 3.86 ms (30 µs per chunk step); ut_tensorcore 9.18 ms (5.31 + 3.88).
-// Where the time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its own, rows
-// "phase 1" and "phase 2"): the workspace is 1.8 GB written then read back (≈ 0.9 ms at 4 TB/s, the floor of the
-// two-launch design); phase 1 runs 12288 blocks two per SM (112 KB shared memory each), ≈ 47 waves of a chain of
-// ≈ 40 dependent global round trips per block; the state pass is 128 chunks × ≈ 15 dependent round trips in every
-// block, 384 blocks in one wave (ut_tensorcore_staged answers this part). Not done: full double buffering of a
+// Where ut_tensorcore's time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its
+// own, rows "phase 1" and "phase 2"): the workspace is 1.8 GB written then read back (≈ 0.9 ms at 4 TB/s, the floor
+// of the two-launch design); phase 1 runs 12288 blocks two per SM (112 KB shared memory each), ≈ 47 waves of a chain
+// of ≈ 40 dependent global round trips per block; the state pass is 128 chunks × ≈ 15 dependent round trips in every
+// block, 384 blocks in one wave (the split state passes answer this part). Not done: full double buffering of a
 // chunk's operands (144 KB per chunk does not fit twice beside the 64 KB state), a blocked UT inverse on tensor
 // cores in phase 1, and a workspace in a narrower type.
 #pragma once
@@ -108,14 +91,11 @@ namespace k3::kernels {
 // A_qk [64, 64] and e^{G_last} [128], fp32.
 size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 
-// The algorithm's versions (above); both take the same arguments and workspace.
+// The algorithm's versions (above); all take the same arguments and workspace.
 enum class KdaChunkVariant {
-  ut_tensorcore,           // every operand read when needed
-  ut_tensorcore_prefetch,  // the next chunk's operands prefetched into the L2
-  ut_tensorcore_staged,    // phase 1 as ut_tensorcore_prefetch; state pass one block per head, operands in shared memory
-  ut_staged_inputs,        // phase 1's q, k, v, g rows copied into shared memory on entry; state pass as staged
-  ut_staged_split_value,   // phase 1 as staged; state pass per (head, 32 value columns), S in registers
-  ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); split_value's pass
+  ut_tensorcore,            // the plain reference version: every operand read when needed
+  ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); state pass per
+                            // (head, 32 value columns), S in registers
   ut_factored_split_key,    // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
 };
 // The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-6, -7).

@@ -87,10 +87,7 @@ int main(int argc, char** argv) {
     void* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
     const double input_bytes = (4.0 * tokens * kHeads * kD + double(tokens) * kHeads) * sizeof(float);
     const double out_state_bytes = (double(tokens) * kHeads * kD + 2.0 * kHeads * kD * kD) * sizeof(float);
-    for (const KdaChunkVariant variant : {KdaChunkVariant::ut_tensorcore, KdaChunkVariant::ut_tensorcore_prefetch,
-                                          KdaChunkVariant::ut_tensorcore_staged, KdaChunkVariant::ut_staged_inputs,
-                                          KdaChunkVariant::ut_staged_split_value,
-                                          KdaChunkVariant::ut_factored_split_value,
+    for (const KdaChunkVariant variant : {KdaChunkVariant::ut_tensorcore, KdaChunkVariant::ut_factored_split_value,
                                           KdaChunkVariant::ut_factored_split_key}) {
       const char* name = k3::kernels::kda_chunk_variant_name(variant);
       const bool is_default = variant == k3::kernels::kKdaChunkDefaultVariant;

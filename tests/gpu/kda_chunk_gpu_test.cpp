@@ -28,10 +28,6 @@ constexpr double kTf32Tolerance = 2e-3;
 
 // Every version of the kernel runs every check.
 const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tensorcore,
-                                              kernels::KdaChunkVariant::ut_tensorcore_prefetch,
-                                              kernels::KdaChunkVariant::ut_tensorcore_staged,
-                                              kernels::KdaChunkVariant::ut_staged_inputs,
-                                              kernels::KdaChunkVariant::ut_staged_split_value,
                                               kernels::KdaChunkVariant::ut_factored_split_value,
                                               kernels::KdaChunkVariant::ut_factored_split_key};
 
@@ -327,8 +323,8 @@ TEST(GpuKdaChunk, PhasesOneAtATimeEqualOneCall) {
 }
 
 TEST(GpuKdaChunk, InputsNotSixteenByteAligned) {
-  // q, k, v, g one float past a 16-byte boundary (as column slices of a wider buffer can be): ut_staged_inputs then
-  // runs without its 16-byte copies, and every version still gives the reference's output and state.
+  // q, k, v, g one float past a 16-byte boundary (as column slices of a wider buffer can be): every version still
+  // gives the reference's output and state.
   const ChunkCase c{150, 3, Gate::bounded_sigmoid};
   std::mt19937 rng(20261207);
   const Inputs in = random_inputs(c, rng);
@@ -377,14 +373,6 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
     return kernels::kda_chunk_prefill_f32state(p, p, p, p, p, p, p, tokens, heads, d, lb, ws, ws_bytes, nullptr);
   };
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore), "kda_chunk_ut_tensorcore");
-  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore_prefetch),
-               "kda_chunk_ut_tensorcore_prefetch");
-  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_tensorcore_staged),
-               "kda_chunk_ut_tensorcore_staged");
-  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_staged_inputs),
-               "kda_chunk_ut_staged_inputs");
-  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_staged_split_value),
-               "kda_chunk_ut_staged_split_value");
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_value),
                "kda_chunk_ut_factored_split_value");
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_key),
@@ -400,10 +388,20 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   EXPECT_EQ(call(100, 4, 128, -5.0f, aligned, enough - 4), cudaErrorInvalidValue);  // workspace too small
   EXPECT_EQ(call(100, 4, 128, -5.0f, nullptr, enough), cudaErrorInvalidValue);
   EXPECT_EQ(call(100, 4, 128, -5.0f, misaligned, enough), cudaErrorInvalidValue);
-  const auto bad_variant = static_cast<kernels::KdaChunkVariant>(7);
-  EXPECT_EQ(kernels::kda_chunk_prefill_f32state(p, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough, nullptr,
-                                                bad_variant),
-            cudaErrorInvalidValue);
+  // 3 is one past the last version, 7 the old count of versions (kept invalid by the assert).
+  static_assert(static_cast<int>(kernels::KdaChunkVariant::ut_factored_split_key) == 2, "3 must stay invalid");
+  for (int bad : {3, 7, -1}) {
+    const auto bad_variant = static_cast<kernels::KdaChunkVariant>(bad);
+    EXPECT_STREQ(kernels::kda_chunk_variant_name(bad_variant), "unknown") << bad;
+    EXPECT_EQ(kernels::kda_chunk_prefill_f32state(p, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough, nullptr,
+                                                  bad_variant),
+              cudaErrorInvalidValue)
+        << bad;
+    EXPECT_EQ(kernels::kda_chunk_prefill_phase_for_bench(kernels::KdaChunkPhase::intra_chunk, p, p, p, p, p, p, p, 100,
+                                                         4, 128, -5.0f, aligned, enough, nullptr, bad_variant),
+              cudaErrorInvalidValue)
+        << bad;
+  }
   EXPECT_EQ(kernels::kda_chunk_prefill_phase_for_bench(static_cast<kernels::KdaChunkPhase>(5), p, p, p, p, p, p, p, 100,
                                                        4, 128, -5.0f, aligned, enough, nullptr),
             cudaErrorInvalidValue);
