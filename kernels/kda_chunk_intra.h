@@ -36,6 +36,18 @@ struct Workspace {
   __device__ float* decay(int64_t b) const { return base + 4 * blocks * kRowsBlock + blocks * kScoreBlock + b * kD; }
 };
 
+// 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
+__device__ __forceinline__ void cp_async_16(float* dst_shared, const float* src_global) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(__cvta_generic_to_global(src_global))
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most kPending of this thread's most recent groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
 // The TF32 value nearest x (as WMMA's __float_to_tf32), as an operand register.
 __device__ __forceinline__ uint32_t tf32_rna(float x) {
   uint32_t r;

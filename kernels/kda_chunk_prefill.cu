@@ -28,6 +28,9 @@ constexpr int kValueBlocks = kD / kValueBlock;
 constexpr float kTensorDiagonalMinLowerBound = -5.0f;
 
 using kda_chunk::kFloatsPerBlock;
+using kda_chunk::cp_async_16;
+using kda_chunk::cp_async_commit;
+using kda_chunk::cp_async_wait;
 using kda_chunk::Workspace;
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
@@ -42,19 +45,6 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* p, unsigned ldm)
   wmma::load_matrix_sync(f, p, ldm);
 #pragma unroll
   for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
-}
-
-// 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
-__device__ __forceinline__ void cp_async_16(float* dst_shared, const float* src_global) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(__cvta_generic_to_global(src_global))
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most kPending of this thread's most recent groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 // Shared memory of kda_chunk_intra_ut, in floats. X doubles as the warps' factor scratch while the scores are built

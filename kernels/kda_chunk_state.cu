@@ -76,19 +76,6 @@ static_assert(3 * (kSmemBytes + 1024) <= 228 * 1024, "three blocks (and their re
 // 16-byte pieces (column multiples of 4) as wholes and keeps a column within its row.
 __device__ __forceinline__ int swizzle(int row, int col) { return col ^ ((row & 3) << 3); }
 
-// 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
-__device__ __forceinline__ void cp_async_16(float* dst_shared, const float* src_global) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(__cvta_generic_to_global(src_global))
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most kPending of this thread's most recent groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
 // x, unknown to the compiler: indices derived from it are recomputed where used instead of being hoisted out of the
 // chunk loop and held in registers (which spilled: the loop body's addresses outnumber the registers).
 __device__ __forceinline__ int opaque(int x) {
