@@ -30,6 +30,7 @@
 // exponentials taken as products of per-tile scalars and within-tile ones (a few fp32 ulps apart), the transform in
 // fp32 in another order.
 #include "kernels/kda_chunk_intra.h"
+#include "kernels/shared_memory_config.h"
 
 #include <cmath>
 #include <cstdint>
@@ -500,12 +501,9 @@ cudaError_t launch_intra_factored(const float* q, const float* k, const float* v
                                   cudaStream_t stream) {
   const auto kernel = tensor_diagonal ? kda_chunk_intra_factored<true> : kda_chunk_intra_factored<false>;
   const size_t smem_bytes = tensor_diagonal ? kSmemBytes : kSmemExactBytes;
-  // Per call: the attributes belong to the current device; neither call enqueues work (allowed while capturing).
-  cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes));
-  if (status != cudaSuccess) return status;
-  status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
-  if (status != cudaSuccess) return status;
+  // Per call: the attributes belong to the current device.
+  if (const cudaError_t status = allow_dynamic_shared_memory(kernel, int(smem_bytes)); status != cudaSuccess)
+    return status;
   kernel<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, smem_bytes, stream>>>(q, k, v, g, beta, tokens, heads,
                                                                                     ws);
   return cudaGetLastError();

@@ -2,6 +2,7 @@
 
 #include "kernels/kda_chunk_intra.h"
 #include "kernels/kda_chunk_state.h"
+#include "kernels/shared_memory_config.h"
 
 #include <mma.h>
 
@@ -649,13 +650,9 @@ template <bool kTensorDiagonal>
 cudaError_t launch_intra_ut(const float* q, const float* k, const float* v, const float* g, const float* beta,
                             int tokens, int heads, int chunks, Workspace ws, cudaStream_t stream) {
   const auto intra = kda_chunk_intra_ut<kTensorDiagonal>;
-  // Per call rather than once: the attributes belong to the current device. Neither call enqueues work, so both are
-  // allowed while a stream is being captured.
-  cudaError_t status = cudaFuncSetAttribute(intra, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kIntraSmemBytes));
-  if (status != cudaSuccess) return status;
-  status = cudaFuncSetAttribute(intra, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                int(cudaSharedmemCarveoutMaxShared));
-  if (status != cudaSuccess) return status;
+  // Per call rather than once: the attributes belong to the current device.
+  if (const cudaError_t status = allow_dynamic_shared_memory(intra, int(kIntraSmemBytes)); status != cudaSuccess)
+    return status;
   intra<<<dim3(unsigned(chunks), unsigned(heads)), kThreads, kIntraSmemBytes, stream>>>(q, k, v, g, beta, tokens,
                                                                                         heads, ws);
   return cudaGetLastError();
@@ -673,12 +670,9 @@ cudaError_t launch_state_pass(Workspace ws, float* state, float* out, int tokens
 cudaError_t launch_state_pass_split_value(Workspace ws, float* state, float* out, int tokens, int heads, int chunks,
                                           cudaStream_t stream) {
   const auto pass = kda_chunk_state_pass_split_value;
-  cudaError_t status = cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitSmemBytes));
-  if (status != cudaSuccess) return status;
   // Three blocks per SM need the largest shared-memory carveout.
-  status = cudaFuncSetAttribute(pass, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                int(cudaSharedmemCarveoutMaxShared));
-  if (status != cudaSuccess) return status;
+  if (const cudaError_t status = allow_dynamic_shared_memory(pass, int(kSplitSmemBytes)); status != cudaSuccess)
+    return status;
   pass<<<dim3(kSplitValueBlocks, unsigned(heads)), kSplitThreads, kSplitSmemBytes, stream>>>(ws, state, out, tokens,
                                                                                             heads, chunks);
   return cudaGetLastError();

@@ -35,6 +35,7 @@
 // run as four 32-key quarters in one accumulator (each 8-key group in the order (0, 2, 4, 6, 1, 3, 5, 7) inside the
 // mma), so results differ from the other versions' in fp32 summation order only.
 #include "kernels/kda_chunk_state.h"
+#include "kernels/shared_memory_config.h"
 
 #include <cstdint>
 
@@ -325,13 +326,9 @@ __global__ void __launch_bounds__(kThreads, 3)
 cudaError_t launch_state_pass_split_key(Workspace ws, float* state, float* out, int tokens, int heads, int chunks,
                                         cudaStream_t stream) {
   const auto pass = kda_chunk_state_pass_split_key;
-  // Per call: the attributes belong to the current device; neither call enqueues work (allowed while capturing).
-  cudaError_t status = cudaFuncSetAttribute(pass, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
-  if (status != cudaSuccess) return status;
-  // Three blocks per SM need the largest shared-memory carveout.
-  status = cudaFuncSetAttribute(pass, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                int(cudaSharedmemCarveoutMaxShared));
-  if (status != cudaSuccess) return status;
+  // Per call: the attributes belong to the current device; three blocks per SM need the largest carveout.
+  if (const cudaError_t status = allow_dynamic_shared_memory(pass, int(kSmemBytes)); status != cudaSuccess)
+    return status;
   pass<<<dim3(kValueBlocks, unsigned(heads)), kThreads, kSmemBytes, stream>>>(ws, state, out, tokens, heads, chunks);
   return cudaGetLastError();
 }

@@ -2,6 +2,7 @@
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/ptx_mma.h"
+#include "kernels/shared_memory_config.h"
 
 #include <algorithm>
 #include <atomic>
@@ -360,22 +361,14 @@ int head_groups(int heads) { return (heads + kHeadsPerBlock - 1) / kHeadsPerBloc
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Sets the split kernel's shared-memory attributes once per device (bit d of `configured` for device d < 64; a
-// device beyond that sets them on every call), so the launch path does no attribute calls after the first.
+// Sets the split kernel's shared-memory attributes once per device, so the launch path does no attribute calls
+// after the first.
 cudaError_t configure_split_kernel() {
   static std::atomic<uint64_t> configured{0};
   int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
+  const cudaError_t status = cudaGetDevice(&device);
   if (status != cudaSuccess) return status;
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
-  if (bit != 0 && (configured.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-  status = cudaFuncSetAttribute(mla_decode_split_kv, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemLayout::kBytes);
-  if (status != cudaSuccess) return status;
-  status = cudaFuncSetAttribute(mla_decode_split_kv, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                cudaSharedmemCarveoutMaxShared);
-  if (status != cudaSuccess) return status;
-  configured.fetch_or(bit, std::memory_order_release);
-  return cudaSuccess;
+  return allow_dynamic_shared_memory_once(mla_decode_split_kv, SmemLayout::kBytes, device, configured);
 }
 
 cudaError_t launch_split_kernel(const dim3& grid, cudaStream_t stream, const __nv_bfloat16* q,

@@ -1,6 +1,7 @@
 #include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/ptx_mma.h"
+#include "kernels/shared_memory_config.h"
 #include "kernels/wgmma_sm90.h"
 
 #include "core/error.h"
@@ -407,19 +408,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// Sets the kernel's shared-memory attributes once per device (bit d of `configured` for device d < 64).
+// Sets the kernel's shared-memory attributes once per device.
 cudaError_t configure_kernel(int device) {
   static std::atomic<uint64_t> configured{0};
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
-  if (bit != 0 && (configured.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-  cudaError_t status = cudaFuncSetAttribute(mla_decode_wgmma_alternating_split_kv,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kAllocBytes);
-  if (status != cudaSuccess) return status;
-  status = cudaFuncSetAttribute(mla_decode_wgmma_alternating_split_kv, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                cudaSharedmemCarveoutMaxShared);
-  if (status != cudaSuccess) return status;
-  configured.fetch_or(bit, std::memory_order_release);
-  return cudaSuccess;
+  return allow_dynamic_shared_memory_once(mla_decode_wgmma_alternating_split_kv, Smem::kAllocBytes, device,
+                                          configured);
 }
 
 }  // namespace
