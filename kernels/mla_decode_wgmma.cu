@@ -1,4 +1,5 @@
 #include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_rows.h"
 #include "kernels/ptx_mma.h"
 #include "kernels/shared_memory_config.h"
 #include "kernels/wgmma_sm90.h"
@@ -69,22 +70,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = blockIdx.x % head_groups, split = blockIdx.x / head_groups, b = blockIdx.y;
   const int head0 = group * kHeadsPerBlock;
 
-  const int context = min(max(context_tokens[b], 0), max_context);
-  const int tiles = (context + kTileTokens - 1) / kTileTokens;
-  const int tiles_per_split = (tiles + splits - 1) / splits;
-  const int tile_begin = min(split * tiles_per_split, tiles);
-  const int tile_end = min(tile_begin + tiles_per_split, tiles);
+  const mla_wgmma::SplitTiles range =
+      mla_wgmma::split_tiles<kTileTokens>(context_tokens, b, max_context, splits, split);
+  const int context = range.context, tile_begin = range.begin, tile_end = range.end;
 
   // Loader role: thread i fills row i / 4 of a 64-row operand, chunks i % 4, i % 4 + 4, … (18 of 72).
   const int load_row = threadIdx.x >> 2, load_chunk0 = threadIdx.x & 3;
   const auto load_tile = [&](int tile, int stage) {
     const int token = tile * kTileTokens + load_row;
     const bool valid = token < context;
-    const __nv_bfloat16* src = pages;
-    if (valid) {
-      const int64_t page = page_table[int64_t(b) * max_pages + token / page_tokens];
-      src = pages + (page * page_tokens + token % page_tokens) * kWidth;
-    }
+    const __nv_bfloat16* src =
+        valid ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : pages;
     const uint32_t dst = base + Smem::kKv + stage * Smem::kOperandBytes;
     for (int chunk = load_chunk0; chunk < kRowChunks; chunk += 4)
       cp_async_16(dst + wgmma::sw128_offset(kTileTokens, load_row, chunk), src + (valid ? chunk * 8 : 0), valid);
@@ -223,32 +219,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();
   } else if (wg == 0 && t4 == 0) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int head = head0 + row_lo + 8 * h;
-      if (head < heads)
-        partial_stats[(int64_t(b) * splits + split) * heads + head] = make_float2(m_run[h], l_run[h]);
-    }
+    mla_wgmma::store_split_stats(partial_stats, b, splits, split, heads, head0, row_lo, m_run, l_run);
   }
   if (splits > 1 && tile_begin == tile_end) return;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row_lo + 8 * h, head = head0 + row;
-    if (head >= heads) continue;
-    float* dst;
-    float factor = 1.0f;
-    if (splits == 1) {
-      dst = out + (int64_t(b) * heads + head) * kLatent;
-      factor = sum_s[row] > 0.0f ? 1.0f / sum_s[row] : 0.0f;  // a sequence with no tokens gets zeros
-    } else {
-      dst = partial_out + ((int64_t(b) * splits + split) * heads + head) * kLatent;
-    }
-#pragma unroll
-    for (int j = 0; j < kColumnsPerGroup / 8; ++j) {
-      const int column = wg * kColumnsPerGroup + 8 * j + 2 * t4;
-      *reinterpret_cast<float2*>(dst + column) = make_float2(o[4 * j + 2 * h] * factor, o[4 * j + 2 * h + 1] * factor);
-    }
-  }
+  mla_wgmma::store_rows<kColumnsPerGroup>(o, out, partial_out, b, splits, split, heads, head0, row_lo, wg, t4,
+                                          [&](int h) { return sum_s[row_lo + 8 * h]; });
 #elif defined(__CUDA_ARCH__)
   __trap();  // built without sm_90a: the host side refuses before launching
 #endif

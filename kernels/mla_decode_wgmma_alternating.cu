@@ -1,5 +1,6 @@
 #include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_rows.h"
 #include "kernels/ptx_mma.h"
 #include "kernels/shared_memory_config.h"
 #include "kernels/wgmma_sm90.h"
@@ -186,11 +187,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = blockIdx.x % head_groups, split = blockIdx.x / head_groups, b = blockIdx.y;
   const int head0 = group * kHeadsPerBlock;
 
-  const int context = min(max(context_tokens[b], 0), max_context);
-  const int tiles = (context + kTileTokens - 1) / kTileTokens;
-  const int tiles_per_split = (tiles + splits - 1) / splits;
-  const int tile_begin = min(split * tiles_per_split, tiles);
-  const int n = min(tile_begin + tiles_per_split, tiles) - tile_begin;  // local tiles of this split
+  const mla_wgmma::SplitTiles range =
+      mla_wgmma::split_tiles<kTileTokens>(context_tokens, b, max_context, splits, split);
+  const int context = range.context, tile_begin = range.begin;
+  const int n = range.end - tile_begin;  // local tiles of this split
 
   // Loader role (in the tile's owner): thread wg_thread fills token row wg_thread / 4, chunks l, l + 4, …, l + 68,
   // l = wg_thread % 4.
@@ -198,11 +198,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto load_tile = [&](int i) {
     const int token = (tile_begin + i) * kTileTokens + load_row;
     const bool valid = token < context;
-    const __nv_bfloat16* src = pages;
-    if (valid) {
-      const int64_t page = page_table[int64_t(b) * max_pages + token / page_tokens];
-      src = pages + (page * page_tokens + token % page_tokens) * kWidth;
-    }
+    const __nv_bfloat16* src =
+        valid ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : pages;
     // Chunk l + 4c sits in block c / 2 at swizzled position (l + 4·(c % 2)) ^ (row % 8) (wgmma::sw128_offset), so the
     // 18 addresses are two registers plus constants.
     const uint32_t dst = base + Smem::kTiles + (i % kStages) * Smem::kTileBytes + load_row * 128;
@@ -375,34 +372,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Epilogue. One split: normalise and write out. Several: this split's unnormalised output and (max, sum); an
   // empty split writes only (−∞, 0), which the combine skips.
   if (splits > 1) {
-    if (wg == 0 && t4 == 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int head = head0 + row_lo + 8 * h;
-        if (head < heads)
-          partial_stats[(int64_t(b) * splits + split) * heads + head] = make_float2(m_run[h], l_run[h]);
-      }
-    }
+    if (wg == 0 && t4 == 0)
+      mla_wgmma::store_split_stats(partial_stats, b, splits, split, heads, head0, row_lo, m_run, l_run);
     if (n == 0) return;
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int head = head0 + row_lo + 8 * h;
-    if (head >= heads) continue;
-    float* dst;
-    float factor = 1.0f;
-    if (splits == 1) {
-      dst = out + (int64_t(b) * heads + head) * kLatent;
-      factor = l_run[h] > 0.0f ? 1.0f / l_run[h] : 0.0f;  // a sequence with no tokens gets zeros
-    } else {
-      dst = partial_out + ((int64_t(b) * splits + split) * heads + head) * kLatent;
-    }
-#pragma unroll
-    for (int j = 0; j < kColumnsPerGroup / 8; ++j) {
-      const int column = wg * kColumnsPerGroup + 8 * j + 2 * t4;
-      *reinterpret_cast<float2*>(dst + column) = make_float2(o[4 * j + 2 * h] * factor, o[4 * j + 2 * h + 1] * factor);
-    }
-  }
+  mla_wgmma::store_rows<kColumnsPerGroup>(o, out, partial_out, b, splits, split, heads, head0, row_lo, wg, t4,
+                                          [&](int h) { return l_run[h]; });
 #elif defined(__CUDA_ARCH__)
   __trap();  // built without sm_90a: the host side refuses before launching
 #endif
