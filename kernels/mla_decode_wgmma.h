@@ -15,9 +15,9 @@
 // lookup per token row; rows past the context zero-filled, never read). Q, two tiles, P: 225 KiB of shared memory,
 // one block per SM; the splits fill one wave (132 blocks, an H200's SMs) and never exceed mla_decode_num_splits, so
 // the common workspace and combine pass serve it.
-// Faster (not done): warpgroup 1 waits while warpgroup 0 computes the scores; alternating the score tiles between the
-// warpgroups and issuing the next tile's score product before this tile's output product would keep the tensor cores
-// busy through the softmax.
+// Warpgroup 1 waits while warpgroup 0 computes the scores: kernels/mla_decode_wgmma_alternating.h alternates the score
+// tiles between the warpgroups so that the tensor cores stay busy through the softmax (572 against 710 µs at batch 1
+// and 1 M on an H200; the default there).
 #pragma once
 
 #include "kernels/mla_decode_paged.h"
