@@ -11,98 +11,212 @@ namespace {
 
 using namespace mxfp4_detail;
 
-// ---- Decode: mxfp4_grouped_gemv_mma_rows16 ----------------------------------------------------------
+// ---- Decode: mxfp4_grouped_gemv_mma_rows16 and its pipelined form --------------------------------------
 constexpr int kGemvThreads = 128;
 constexpr int kGemvWarpRows = 16;                                  // one mma m-tile per warp
 constexpr int kGemvBlockRows = kGemvThreads / 32 * kGemvWarpRows;  // 64
 constexpr int kGemvSlots = 8;                                      // one mma n-tile per pass
 constexpr int kGemvLoads = 2;  // 16-byte weight loads per row and lane issued together
+constexpr int kGemvGroupBlocks = 4 * kGemvLoads;  // blocks of one rows16 k-group: lanes t = 0..3, kGemvLoads each
 
-// blockIdx.x = active expert index · row_blocks + (output row) / 64. Lane (g, t) of a warp loads, for its
-// rows g and g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 4·kGemvLoads
-// blocks, and the same blocks of x for slot g of the pass: every mma then covers 16 k of one word position
-// of four different blocks, whose scales are already folded into the bf16 weights.
+// blockIdx.x = active expert index · row_blocks + (output row) / 64; lane (g, t) of a warp owns rows g and g + 8
+// of the warp's 16. Both GEMVs share this layout, the operand loads and the math.
+struct GemvWarpRows {
+  const uint8_t* packed_lo;  // this lane's row g, then row g + 8
+  const uint8_t* packed_hi;
+  const uint8_t* scales_lo;
+  const uint8_t* scales_hi;
+  int64_t row;     // row g (the output row of acc[0], acc[1]; acc[2], acc[3] are row + 8)
+  int64_t blocks;  // 32-element blocks per row
+  int first_slot, end_slot;
+};
+
+// Lane (g, t) of warp `warp`: its rows of the block's active expert, or false when the warp has none (the whole
+// warp returns).
+__device__ __forceinline__ bool gemv_warp_rows(const Mxfp4ExpertWeights& w, const ExpertRouting& r,
+                                               unsigned row_blocks, int warp, int g, GemvWarpRows& rows) {
+  const int active = static_cast<int>(blockIdx.x / row_blocks);
+  if (active >= min(*r.active_count, r.max_active_experts)) return false;
+  const int expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return false;
+  expert_slots(r, expert, rows.first_slot, rows.end_slot);
+
+  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
+  if (tile_row >= w.out_features) return false;  // the whole warp (out is a multiple of 16)
+  rows.row = tile_row + g;
+  rows.blocks = w.in_features / kMxBlockElements;
+  const int64_t first_row = int64_t(expert) * w.out_features + rows.row;
+  rows.packed_lo = w.packed + first_row * rows.blocks * kMxBlockBytes;
+  rows.packed_hi = rows.packed_lo + 8 * rows.blocks * kMxBlockBytes;
+  rows.scales_lo = w.scales + first_row * rows.blocks;
+  rows.scales_hi = rows.scales_lo + 8 * rows.blocks;
+  return true;
+}
+
+// The x row of this lane's mma column, slot `slot` of the pass; none (zeros) past the expert's slots or for a
+// token outside x.
+__device__ __forceinline__ const __nv_bfloat16* gemv_x_row(const ExpertRouting& r, const __nv_bfloat16* x,
+                                                           int64_t x_stride, int64_t x_rows, int slot, int end_slot) {
+  if (slot < end_slot) {
+    const int token = r.slot_token[slot];
+    if (token >= 0 && token < x_rows) return x + int64_t(token) * x_stride;
+  }
+  return nullptr;
+}
+
+// Block b of this lane's two rows; past the end of the rows, zeros at the neutral scale.
+__device__ __forceinline__ void gemv_load_weights(const GemvWarpRows& rows, int64_t b, uint4& q_lo, uint4& q_hi,
+                                                  uint32_t& s_lo, uint32_t& s_hi) {
+  if (b < rows.blocks) {
+    q_lo = __ldcs(reinterpret_cast<const uint4*>(rows.packed_lo + b * kMxBlockBytes));
+    q_hi = __ldcs(reinterpret_cast<const uint4*>(rows.packed_hi + b * kMxBlockBytes));
+    s_lo = __ldcs(rows.scales_lo + b);
+    s_hi = __ldcs(rows.scales_hi + b);
+  } else {
+    q_lo = q_hi = make_uint4(0, 0, 0, 0);
+    s_lo = s_hi = kNeutralScale;
+  }
+}
+
+// Block b of this lane's x row (32 elements); zeros for no row or past its end.
+__device__ __forceinline__ void gemv_load_x(const __nv_bfloat16* x_row, int64_t b, int64_t blocks, uint4 (&xv)[4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
+  if (x_row != nullptr && b < blocks) {
+    const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
+  }
+}
+
+// acc += the products of this lane's block of its two rows with its block of x, across the warp: every mma
+// covers 16 k of one word position of the four lanes' t blocks, whose scales are already folded into the bf16
+// weights; word positions k = 0..3 in turn (permuted positions 0..3, then 4..7 of each).
+__device__ __forceinline__ void gemv_multiply_block(float (&acc)[4], const uint4& q_lo, const uint4& q_hi,
+                                                    uint32_t s_lo, uint32_t s_hi, const uint4 (&xv)[4]) {
+  const uint32_t words_lo[4] = {q_lo.x, q_lo.y, q_lo.z, q_lo.w};
+  const uint32_t words_hi[4] = {q_hi.x, q_hi.y, q_hi.z, q_hi.w};
+  const BlockScale scale_lo = block_scale(s_lo), scale_hi = block_scale(s_hi);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    uint32_t a_lo[4], a_hi[4];
+    dequantize_word(words_lo[k], scale_lo, a_lo);
+    dequantize_word(words_hi[k], scale_hi, a_hi);
+    const uint4 bx = permute_x8(xv[k]);
+    mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+    mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+  }
+}
+
+// The pass's columns 2t, 2t + 1 of rows g and g + 8; NaN for a slot whose token lies outside x.
+template <typename OutT>
+__device__ __forceinline__ void gemv_store(const ExpertRouting& r, const GemvWarpRows& rows, int pass, int t,
+                                           int64_t x_rows, const float (&acc)[4], OutT* y, int64_t y_stride) {
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int slot = pass + 2 * t + c;
+    if (slot < rows.end_slot) {
+      const bool ok = token_valid(r, slot, x_rows);
+      OutT* out = y + int64_t(slot) * y_stride + rows.row;
+      store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+      store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+    }
+  }
+}
+
+// One warp per 16 output rows streams them once per 8 slots: k-groups of 4·kGemvLoads blocks, lane t loading
+// blocks 4u + t of each (u < kGemvLoads) together, then multiplying them in turn with the same blocks of x.
 template <typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                                   unsigned row_blocks) {
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
-
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
-  const int64_t row = tile_row + g;        // and row + 8
-  const int64_t blocks = w.in_features / kMxBlockElements;
-  const int64_t first_row = int64_t(expert) * w.out_features + row;
-  const uint8_t* packed_lo = w.packed + first_row * blocks * kMxBlockBytes;
-  const uint8_t* packed_hi = packed_lo + 8 * blocks * kMxBlockBytes;
-  const uint8_t* scales_lo = w.scales + first_row * blocks;
-  const uint8_t* scales_hi = scales_lo + 8 * blocks;
+  GemvWarpRows rows;
+  if (!gemv_warp_rows(w, r, row_blocks, warp, g, rows)) return;
 
-  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* x_row = nullptr;  // this lane's mma column: slot pass + g (none: zeros)
-    if (pass + g < end_slot) {
-      const int token = r.slot_token[pass + g];
-      if (token >= 0 && token < x_rows) x_row = x + int64_t(token) * x_stride;
-    }
+  for (int pass = rows.first_slot; pass < rows.end_slot; pass += kGemvSlots) {
+    const __nv_bfloat16* x_row = gemv_x_row(r, x, x_stride, x_rows, pass + g, rows.end_slot);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t b0 = 0; b0 < blocks; b0 += 4 * kGemvLoads) {
+    for (int64_t b0 = 0; b0 < rows.blocks; b0 += kGemvGroupBlocks) {
       uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];
       uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
 #pragma unroll
-      for (int u = 0; u < kGemvLoads; ++u) {
-        const int64_t b = b0 + 4 * u + t;
-        if (b < blocks) {
-          q_lo[u] = __ldcs(reinterpret_cast<const uint4*>(packed_lo + b * kMxBlockBytes));
-          q_hi[u] = __ldcs(reinterpret_cast<const uint4*>(packed_hi + b * kMxBlockBytes));
-          s_lo[u] = __ldcs(scales_lo + b);
-          s_hi[u] = __ldcs(scales_hi + b);
-        } else {
-          q_lo[u] = q_hi[u] = make_uint4(0, 0, 0, 0);
-          s_lo[u] = s_hi[u] = kNeutralScale;
-        }
-      }
+      for (int u = 0; u < kGemvLoads; ++u) gemv_load_weights(rows, b0 + 4 * u + t, q_lo[u], q_hi[u], s_lo[u], s_hi[u]);
 #pragma unroll
       for (int u = 0; u < kGemvLoads; ++u) {
-        const int64_t b = b0 + 4 * u + t;
         uint4 xv[4];
+        gemv_load_x(x_row, b0 + 4 * u + t, rows.blocks, xv);
+        gemv_multiply_block(acc, q_lo[u], q_hi[u], s_lo[u], s_hi[u], xv);
+      }
+    }
+    gemv_store(r, rows, pass, t, x_rows, acc, y, y_stride);
+  }
+}
+
+// rows16's tile and math, software-pipelined in registers: stages of kGemvStageLoads · 4 blocks (lane t: blocks
+// 4u + t of each, one 16-byte load per row and u) go through a ring of kGemvPipelineStages register stages, and the
+// loads (weights, scales and x) of stage j + kGemvPipelineStages − 1 are issued before the dequantisation and mma of
+// stage j, so every lane has loads in flight while it computes. The blocks, their mma order and the all-zero blocks
+// of rows16's last k-group are rows16's, so the results are its bit for bit.
+constexpr int kGemvPipelineStages = 2;
+// One load per row and stage: at 80 registers (6 blocks per SM) ptxas spills 408 bytes for 2 stages of 2 loads (the
+// ring alone would be 104 registers with x in it) and 144 bytes for 3 stages of 1.
+constexpr int kGemvStageLoads = 1;
+static_assert(kGemvLoads % kGemvStageLoads == 0);
+
+struct GemvStage {  // one lane's operands of one stage
+  uint4 q_lo[kGemvStageLoads], q_hi[kGemvStageLoads];
+  uint32_t s_lo[kGemvStageLoads], s_hi[kGemvStageLoads];
+  uint4 x[kGemvStageLoads][4];
+};
+
+// Stage j of this lane; a stage at or past the last lies past the end of the rows: zeros, no loads.
+__device__ __forceinline__ void gemv_load_stage(const GemvWarpRows& rows, const __nv_bfloat16* x_row, int64_t j,
+                                                int t, GemvStage& stage) {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
-        if (x_row != nullptr && b < blocks) {
-          const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
+  for (int u = 0; u < kGemvStageLoads; ++u) {
+    const int64_t b = (j * kGemvStageLoads + u) * 4 + t;
+    gemv_load_weights(rows, b, stage.q_lo[u], stage.q_hi[u], stage.s_lo[u], stage.s_hi[u]);
+    gemv_load_x(x_row, b, rows.blocks, stage.x[u]);
+  }
+}
+
+template <typename OutT>
+__global__ void __launch_bounds__(kGemvThreads, 6)
+    mxfp4_grouped_gemv_mma_rows16_pipelined(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                                            int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                                            unsigned row_blocks) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  GemvWarpRows rows;
+  if (!gemv_warp_rows(w, r, row_blocks, warp, g, rows)) return;
+  // rows16's k-groups, kGemvLoads / kGemvStageLoads stages each.
+  const int64_t stage_count =
+      (rows.blocks + kGemvGroupBlocks - 1) / kGemvGroupBlocks * (kGemvLoads / kGemvStageLoads);
+
+  for (int pass = rows.first_slot; pass < rows.end_slot; pass += kGemvSlots) {
+    const __nv_bfloat16* x_row = gemv_x_row(r, x, x_stride, x_rows, pass + g, rows.end_slot);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    GemvStage stages[kGemvPipelineStages];
 #pragma unroll
-          for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
-        }
-        const uint32_t words_lo[4] = {q_lo[u].x, q_lo[u].y, q_lo[u].z, q_lo[u].w};
-        const uint32_t words_hi[4] = {q_hi[u].x, q_hi[u].y, q_hi[u].z, q_hi[u].w};
-        const BlockScale scale_lo = block_scale(s_lo[u]), scale_hi = block_scale(s_hi[u]);
+    for (int i = 0; i + 1 < kGemvPipelineStages; ++i) gemv_load_stage(rows, x_row, i, t, stages[i]);
+    for (int64_t j0 = 0; j0 < stage_count; j0 += kGemvPipelineStages) {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
-          uint32_t a_lo[4], a_hi[4];
-          dequantize_word(words_lo[k], scale_lo, a_lo);
-          dequantize_word(words_hi[k], scale_hi, a_hi);
-          const uint4 bx = permute_x8(xv[k]);
-          mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
-          mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+      for (int i = 0; i < kGemvPipelineStages; ++i) {
+        const int64_t j = j0 + i;
+        // Into the stage that stage j − 1 used.
+        gemv_load_stage(rows, x_row, j + kGemvPipelineStages - 1, t,
+                        stages[(i + kGemvPipelineStages - 1) % kGemvPipelineStages]);
+        if (j < stage_count) {
+          const GemvStage& s = stages[i];
+#pragma unroll
+          for (int u = 0; u < kGemvStageLoads; ++u) {
+            gemv_multiply_block(acc, s.q_lo[u], s.q_hi[u], s.s_lo[u], s.s_hi[u], s.x[u]);
+          }
         }
       }
     }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
-      const int slot = pass + 2 * t + c;
-      if (slot < end_slot) {
-        const bool ok = token_valid(r, slot, x_rows);
-        OutT* out = y + int64_t(slot) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-      }
-    }
+    gemv_store(r, rows, pass, t, x_rows, acc, y, y_stride);
   }
 }
 
@@ -268,7 +382,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
+      algorithm != Mxfp4GroupedAlgorithm::gemv_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -279,12 +394,17 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                         static_cast<unsigned>(row_blocks));
+    if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
+      mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                           static_cast<unsigned>(row_blocks));
+    } else {
+      mxfp4_grouped_gemv_mma_rows16_pipelined<OutT><<<grid, kGemvThreads, 0, stream>>>(
+          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+    }
     return cudaGetLastError();
   }
 

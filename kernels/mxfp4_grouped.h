@@ -19,6 +19,11 @@
 //     lane in flight) and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate):
 //     each lane dequantises its own 32-element block in registers, and x is read in the same permuted k
 //     order.
+//   mxfp4_grouped_gemv_mma_rows16_pipelined — decode on request (not yet measured): rows16's tile, math and mma
+//     order (bit for bit its results), software-pipelined in registers: each lane's operands of 4 blocks (one
+//     16-byte load per row, its two scales and its 64 bytes of x) form one stage of a 2-stage register ring, and the
+//     loads of the next 4 blocks are issued before the dequantisation and mma of these, so every lane keeps loads
+//     in flight while it computes (80 registers, 6 blocks per SM, no spills; 2 stages of 8 blocks would spill).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -65,7 +70,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
