@@ -19,6 +19,8 @@
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <utility>
@@ -142,41 +144,63 @@ int main(int argc, char** argv) {
     for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
   }
 
-  // KDA decode at batch 1 as it runs in the decode graph: 69 layers' steps (each its own state) captured in
-  // one CUDA graph; the time per layer is the replay time / 69.
-  {
-    const int layers = 69, heads = 96, d = 128;
-    const size_t state_elems = size_t(heads) * d * d, vec = size_t(heads) * d;
+  // KDA decode as it runs in the decode graph: one step per layer (each layer its own state) captured in one CUDA
+  // graph, so launch gaps of the host API are gone; the time per layer is the replay time / layers. 69 layers (K3's
+  // KDA layers) while their states fit 16 GiB, fewer above (64 at batch 16 is 6.6 GB; batch 256, 1.6 GB a layer,
+  // takes 10). Beside each, the same-size ceiling as the graph sees it: one copy of each layer's state bytes per
+  // layer (device-to-device, read + write counted), replayed the same way.
+  for (int batch : {1, 16, 64, 256}) {
+    const int heads = 96, d = 128;
+    const size_t state_elems = size_t(batch) * heads * d * d, vec = size_t(batch) * heads * d;
+    const double state_bytes = double(state_elems) * 4;
+    const int layers = int(std::min(69.0, std::max(2.0, std::floor(16.0 * (1 << 30) / state_bytes))));
     std::vector<float*> state(layers);
     for (int l = 0; l < layers; ++l) state[l] = device_alloc<float>(state_elems, 0);
     float* q = device_alloc<float>(vec, 0);
     float* k = device_alloc<float>(vec, 0);
     float* v = device_alloc<float>(vec, 0);
     float* g = device_alloc<float>(vec, 0);
-    float* beta = device_alloc<float>(heads, 0);
+    float* beta = device_alloc<float>(size_t(batch) * heads, 0);
     float* out = device_alloc<float>(vec, 0);
+    float* copy_to = device_alloc<float>(state_elems, 0);
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreate(&stream));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int l = 0; l < layers; ++l) {
-      CUDA_CHECK(k3::kernels::kda_decode_step_f32state(q, k, v, g, beta, state[l], out, 1, heads, d, stream));
-    }
-    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    const double bytes = 2.0 * state_elems * 4 + vec * 4 * 5 + heads * 4;
-    const double flops = double(heads) * (7.0 * d * d + 2.0 * d);
-    Result r{"kda_decode_step_f32state batch 1, per layer of a 69-layer CUDA graph", bytes, flops};
+    // Median µs per layer of a graph holding `step(l)` for every layer.
+    const auto per_layer_us = [&](const std::function<void(int)>& step) {
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      for (int l = 0; l < layers; ++l) step(l);
+      CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      const double us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / layers;
+      CUDA_CHECK(cudaGraphExecDestroy(exec));
+      CUDA_CHECK(cudaGraphDestroy(graph));
+      return us;
+    };
+    const double bytes = 2.0 * state_bytes + double(vec) * 4 * 5 + double(batch) * heads * 4;
+    const double flops = double(batch) * heads * (7.0 * d * d + 2.0 * d);
+    Result r{fmt::format("kda_decode_step_f32state batch {}, per layer of a {}-layer CUDA graph", batch, layers), bytes,
+             flops};
     r.cls = EfficiencyClass::recurrent;
-    r.median_us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / layers;
+    r.median_us = per_layer_us([&](int l) {
+      CUDA_CHECK(k3::kernels::kda_decode_step_f32state(q, k, v, g, beta, state[l], out, batch, heads, d, stream));
+    });
     r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
     results.push_back(r);
-    CUDA_CHECK(cudaGraphExecDestroy(exec));
-    CUDA_CHECK(cudaGraphDestroy(graph));
+    Result copy{fmt::format("copy of the KDA state bytes, batch {}, per layer of a {}-layer CUDA graph "
+                            "(cudaMemcpyAsync, read + write)",
+                            batch, layers),
+                2.0 * state_bytes, 0.0};
+    copy.cls = EfficiencyClass::recurrent;
+    copy.median_us = per_layer_us([&](int l) {
+      CUDA_CHECK(cudaMemcpyAsync(copy_to, state[l], state_elems * 4, cudaMemcpyDeviceToDevice, stream));
+    });
+    copy.roofline_us = session.roofline_us(0.0, copy.bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
+    results.push_back(copy);
     CUDA_CHECK(cudaStreamDestroy(stream));
     for (float* p : state) CUDA_CHECK(cudaFree(p));
-    for (float* p : {q, k, v, g, beta, out}) CUDA_CHECK(cudaFree(p));
+    for (float* p : {q, k, v, g, beta, out, copy_to}) CUDA_CHECK(cudaFree(p));
   }
 
   // KDA gate projections at K3's widths (f_a 128 x 7168, f_b 12288 x 128, b_proj 96 x 7168: 6.3 MB of bf16 weights)
