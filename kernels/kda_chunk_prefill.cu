@@ -689,7 +689,6 @@ const char* kda_chunk_variant_name(KdaChunkVariant variant) {
     case KdaChunkVariant::ut_tensorcore: return "kda_chunk_ut_tensorcore";
     case KdaChunkVariant::ut_factored_split_value: return "kda_chunk_ut_factored_split_value";
     case KdaChunkVariant::ut_factored_split_key: return "kda_chunk_ut_factored_split_key";
-    case KdaChunkVariant::ut_factored_split_key_lean: return "kda_chunk_ut_factored_split_key_lean";
   }
   return "unknown";
 }
@@ -711,7 +710,7 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
   if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_factored_split_value &&
-      variant != KdaChunkVariant::ut_factored_split_key && variant != KdaChunkVariant::ut_factored_split_key_lean)
+      variant != KdaChunkVariant::ut_factored_split_key)
     return cudaErrorInvalidValue;
   const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
   const Workspace ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
@@ -730,8 +729,6 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
     return launch_state_pass(ws, state, out, tokens, heads, chunks, stream);
   if (variant == KdaChunkVariant::ut_factored_split_value)
     return launch_state_pass_split_value(ws, state, out, tokens, heads, chunks, stream);
-  if (variant == KdaChunkVariant::ut_factored_split_key_lean)
-    return kda_chunk::launch_state_pass_split_key_lean(ws, state, out, tokens, heads, chunks, stream);
   return kda_chunk::launch_state_pass_split_key(ws, state, out, tokens, heads, chunks, stream);
 }
 

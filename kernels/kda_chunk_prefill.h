@@ -97,7 +97,6 @@ enum class KdaChunkVariant {
   ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); state pass per
                             // (head, 32 value columns), S in registers
   ut_factored_split_key,    // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
-  ut_factored_split_key_lean,  // split_key with its state pass's addresses hoisted and U through shared memory
 };
 // The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-6, -7).
 constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_key;

@@ -10,25 +10,35 @@
 //   - it computes V'ᵀ and Oᵀ whole, over all 128 keys, for its two token tiles {p, 7 − p} (8 tokens each; the pair
 //     balances Oᵀ's triangular A_qk term at 9 products per warp): the keys' sum is not split, so there is no
 //     reduction between warps. The block's Sᵀ (32 × 128, fp32) lives in shared memory (St) between chunks, where
-//     every warp reads its A operands; V'ᵀ goes to shared memory (Vs, 32 × 64, TF32-rounded) for the products that
-//     contract over tokens.
+//     every warp reads its A operands; V' goes to shared memory (Vs, TF32-rounded) for the products that contract
+//     over tokens.
 // Per warp and chunk: 64 products for V'ᵀ and Sᵀ Qgᵀ, 9 for V'ᵀ A_qkᵀ, 32 for the state (105; split_value's warps
 // do about 450). A chunk is 7 steps, one block barrier each; each step's operands come through a ring of 3 shared
 // buffers, copied with cp.async two steps ahead (one commit group per step, cp.async.wait_group 1 and a barrier
 // before a step reads; a buffer is refilled only at the barrier after the step that read it):
-//   steps 0..3: W's and Qg's key quarter q (64 tokens × 32 keys each): V'ᵀ, Oᵀ += Sᵀ[:, quarter q] (W, Qg)ᵀ; after
-//     step 3, V'ᵀ = Uᵀ − (that sum) into Vs (U read from global memory at the start of the chunk, one element per
-//     lane and term, consumed after step 3);
+//   steps 0..3: W's and Qg's key quarter q (64 tokens × 32 keys each): V'ᵀ, Oᵀ += Sᵀ[:, quarter q] (W, Qg)ᵀ; step 2's
+//     group also brings U's 32 columns into the Vs area (free from the barrier of step 0: the previous chunk's step
+//     6 is done); after step 3 each lane reads its U elements there and writes V'ᵀ = Uᵀ − (that sum) to the same
+//     addresses (no warp touches another's elements);
 //   step 4: A_qk and e^{G_last}: Oᵀ += V'ᵀ A_qkᵀ (every warp's V'ᵀ tiles, after the step's barrier), O stored
 //     (tokens ≥ n of a partial last chunk are not), the warp's slice of St into registers, Sᵀ ← Sᵀ Diag(e^{G_last});
 //   steps 5, 6: Kd rows 0..31, 32..63: Sᵀ += V'ᵀ Kd over those tokens; after step 6 the slice goes back to St (every
 //     warp read St in steps 0..3, before the barriers of steps 4..6; the next chunk reads it after step 0's barrier).
 // Rows ≥ n of a partial chunk are zero in the workspace (phase 1 pads q, k, v, β with zeros), so they add nothing.
-// Shared arrays read as float2 pairs at (row g (+ 8), column 2t) are unpadded with their columns XOR-swizzled by
-// 8 · (row mod 4), so each half warp reads 32 distinct banks; Kd, read as scalars at (rows 2t, 2t + 1, column g),
-// is padded to a row stride of 132. W, Qg, Kd and A_qk are read by the 4 blocks of a head, U once (as split_value).
-// Resources (sm_90, ptxas): 80 registers (launch bound of three blocks, 24 warps, per SM), no spills; 75,264 bytes
-// of dynamic shared memory. Keeping Sᵀ in registers across the whole chunk, as split_value does, spilled.
+// Layouts: St and the W/Qg and A_qk buffers, read as float2 pairs at (row g (+ 8), column 2t), are unpadded with
+// their columns XOR-swizzled by 8 · (row mod 4), so each half warp reads 32 distinct banks; every row a lane reads
+// there is ≡ g (mod 4), so one per-lane swizzle serves them all. Vs holds V' token-major, [64 tokens][32 values],
+// the values XOR-swizzled by 8 · ((token / 2) mod 4), so U arrives by 16-byte copies and the A fragments of V'ᵀ are
+// four conflict-free scalar reads. Kd, read as scalars at (rows 2t, 2t + 1, column g), is padded to a row stride of
+// 132. W, Qg, Kd and A_qk are read by the 4 blocks of a head, U once (as split_value).
+// Addressing: each shared read is a per-lane base plus the 8-column block's swizzled offset plus a compile-time
+// offset; the lane's bases are rebuilt at the start of each step (from opaque(tid)) instead of being held across the
+// chunk, and the key-block loops are not unrolled, which keeps ptxas within the 80 registers of three blocks per SM
+// without spilling (sm_90: 76 registers, 75,264 bytes of dynamic shared memory). On an H200 at 8K tokens × 96
+// heads: 1.14 ms, 608 M instructions, against 1.39 ms and 819 M for this pass's first form, which computed every
+// address (swizzle, row and copy offsets) where it was used and read U from global memory (the same products, order
+// and roundings, so the same results bit for bit; bench/results/2026-11-30-h200-kernels-8). Keeping Sᵀ in
+// registers across the whole chunk, as split_value does, spilled.
 // Numerics: the same TF32 roundings as split_value's state pass (every operand rounded to nearest; V'ᵀ once, into Vs;
 // W, Qg, Kd and A_qk once, by phase 1, which stores them TF32-rounded: kernels/kda_chunk_intra.h, so they go to the
 // products as they are, with no conversion here; U and e^{G_last} are fp32) and the same products; the 128-key sums
@@ -54,9 +64,9 @@ constexpr int kStepsPerChunk = 7;
 constexpr int kStages = 3;  // ring buffers; each step's copy is issued kStages − 1 steps ahead
 static_assert(kValueBlock == 2 * kWarpValues && kD == 4 * kQuarter && kChunk == 2 * kKdRows, "the warp roles");
 
-// Shared memory, in floats. St [32 values][128 keys], Vs [32 values][64 tokens], then the ring. A buffer holds W's
-// key quarter at 0 and Qg's at kStageQg ([64 tokens][32 keys] each), or A_qk [64][64] at 0 and e^{G_last} at
-// kStageDecay, or Kd rows [32][kLdKd].
+// Shared memory, in floats. St [32 values][128 keys], Vs [64 tokens][32 values] (U, then V'), then the ring. A
+// buffer holds W's key quarter at 0 and Qg's at kStageQg ([64 tokens][32 keys] each), or A_qk [64][64] at 0 and
+// e^{G_last} at kStageDecay, or Kd rows [32][kLdKd].
 constexpr int kLdKd = kD + 4;
 constexpr int kSmemSt = 0;
 constexpr int kSmemVs = kSmemSt + kValueBlock * kD;
@@ -78,265 +88,15 @@ static_assert(3 * (kSmemBytes + 1024) <= 228 * 1024, "three blocks (and their re
 // 16-byte pieces (column multiples of 4) as wholes and keeps a column within its row.
 __device__ __forceinline__ int swizzle(int row, int col) { return col ^ ((row & 3) << 3); }
 
-// x, unknown to the compiler: indices derived from it are recomputed where used instead of being hoisted out of the
-// chunk loop and held in registers (which spilled: the loop body's addresses outnumber the registers).
+// x, unknown to the compiler: values derived from it (a lane's bases, a copy's offsets) are rebuilt where they are
+// derived instead of being hoisted out of the chunk loop and held in registers (which spilled).
 __device__ __forceinline__ int opaque(int x) {
   int y;
   asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
   return y;
 }
 
-// kRows × kCols floats (kCols a multiple of 4) from global memory (row stride src_ld, 16-byte aligned rows) into
-// shared memory (row stride dst_ld, columns swizzled when kSwizzle), the block's threads sharing the 16-byte pieces.
-template <int kRows, int kCols, bool kSwizzle>
-__device__ __forceinline__ void copy_rows_async(float* dst, int dst_ld, const float* src, int src_ld, int tid) {
-  constexpr int kPerRow = kCols / 4;
-#pragma unroll 4
-  for (int idx = opaque(tid); idx < kRows * kPerRow; idx += kThreads) {
-    const int r = idx / kPerRow, c = 4 * (idx % kPerRow);
-    cp_async_16(dst + r * dst_ld + (kSwizzle ? swizzle(r, c) : c), src + r * src_ld + c);
-  }
-}
-
-// The ring: step kStep of chunk c uses buffer (c + kStep) mod 3, i.e. global step 7c + kStep mod 3 (7 ≡ 1 mod 3), so
-// consecutive steps, across chunk boundaries too, take consecutive buffers.
-struct StageCopies {
-  float* smem;
-  Workspace ws;
-  int64_t blk0;  // the head's first workspace block
-  int chunks, tid;
-
-  __device__ __forceinline__ float* buffer(int chunk, int step) const {
-    return smem + kSmemStages + ((chunk + step) % kStages) * kStageFloats;
-  }
-  // One group (empty past the last chunk, so that every thread commits one group per step).
-  template <int kStep>
-  __device__ __forceinline__ void issue(int chunk) const {
-    if (chunk < chunks) {
-      const int64_t b = blk0 + chunk;
-      float* buf = buffer(chunk, kStep);
-      if constexpr (kStep < 4) {
-        copy_rows_async<kChunk, kQuarter, true>(buf, kQuarter, ws.w(b) + kQuarter * kStep, kD, tid);
-        copy_rows_async<kChunk, kQuarter, true>(buf + kStageQg, kQuarter, ws.qg(b) + kQuarter * kStep, kD, tid);
-      } else if constexpr (kStep == 4) {
-        copy_rows_async<kChunk, kChunk, true>(buf, kChunk, ws.a_qk(b), kChunk, tid);
-        copy_rows_async<1, kD, false>(buf + kStageDecay, kD, ws.decay(b), kD, tid);
-      } else {
-        static_assert(kStep == 5 || kStep == 6, "seven steps per chunk");
-        copy_rows_async<kKdRows, kD, false>(buf, kLdKd, ws.kd(b) + (kStep - 5) * kKdRows * kD, kD, tid);
-      }
-    }
-    cp_async_commit();
-  }
-  // Waits for step kStep of `chunk` (every thread's copies), then refills the buffer the previous step read (every
-  // thread is past it) with the step kStages − 1 ahead; returns step kStep's buffer.
-  template <int kStep>
-  __device__ __forceinline__ const float* begin(int chunk) const {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    constexpr int kAhead = kStep + kStages - 1;
-    issue<kAhead % kStepsPerChunk>(chunk + kAhead / kStepsPerChunk);
-    return buffer(chunk, kStep);
-  }
-};
-
 __device__ __forceinline__ float tf32_value(float x) { return __uint_as_float(tf32_rna(x)); }
-
-// The A fragment of rows [row0, row0 + 16) of a swizzled shared array (row stride ld) over the 8 columns from col0,
-// rounded to TF32 unless the array already is (kRounded), the reduction index permuted: logical column t is
-// col0 + 2t, logical t + 4 is col0 + 2t + 1, so the B operand takes rows 2t (b0) and 2t + 1 (b1) of its 8.
-template <bool kRounded>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const float* base, int ld, int row0, int col0, int g, int t) {
-  const int r0 = row0 + g, r1 = row0 + g + 8;
-  const float2 lo = *reinterpret_cast<const float2*>(base + r0 * ld + swizzle(r0, col0 + 2 * t));
-  const float2 hi = *reinterpret_cast<const float2*>(base + r1 * ld + swizzle(r1, col0 + 2 * t));
-  a[0] = kRounded ? __float_as_uint(lo.x) : tf32_rna(lo.x);
-  a[1] = kRounded ? __float_as_uint(hi.x) : tf32_rna(hi.x);
-  a[2] = kRounded ? __float_as_uint(lo.y) : tf32_rna(lo.y);
-  a[3] = kRounded ? __float_as_uint(hi.y) : tf32_rna(hi.y);
-}
-
-// The warp's slice of Sᵀ between St and registers: s[kb][e] at value row0 + g + 8(e / 2), key key0 + 8kb + 2t + e % 2.
-template <bool kStore>
-__device__ __forceinline__ void move_st(float* st, float (&s)[4][4], int row0, int key0, int g, int t) {
-  const int r0 = row0 + g, r1 = row0 + g + 8;
-#pragma unroll
-  for (int kb = 0; kb < 4; ++kb) {
-    const int key = key0 + 8 * kb + 2 * t;
-    float2* lo = reinterpret_cast<float2*>(st + r0 * kD + swizzle(r0, key));
-    float2* hi = reinterpret_cast<float2*>(st + r1 * kD + swizzle(r1, key));
-    if constexpr (kStore) {
-      *lo = make_float2(s[kb][0], s[kb][1]);
-      *hi = make_float2(s[kb][2], s[kb][3]);
-    } else {
-      const float2 x = *lo, y = *hi;
-      s[kb][0] = x.x;
-      s[kb][1] = x.y;
-      s[kb][2] = y.x;
-      s[kb][3] = y.y;
-    }
-  }
-}
-
-// Steps 0..3: vp[j] += Sᵀ Wᵀ and o[j] += Sᵀ Qgᵀ over the keys of quarter kQ for the warp's token tiles tile[j]
-// (vp[j][e], o[j][e] at value g + 8(e / 2) of the warp's 16, token 8·tile[j] + 2t + e % 2); buf holds W's and Qg's
-// columns of that quarter.
-template <int kQ>
-__device__ __forceinline__ void key_quarter_step(const float* buf, const float* st, int row0, const int (&tile)[2],
-                                                 float (&vp)[2][4], float (&o)[2][4], int g, int t) {
-#pragma unroll
-  for (int kb = 0; kb < kQuarter / 8; ++kb) {
-    uint32_t a[4];
-    load_a<false>(a, st, kD, row0, kQuarter * kQ + 8 * kb, g, t);
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int row = 8 * tile[j] + g;  // W[token 8·tile[j] + g][key 32kQ + 8kb + 2t ..]
-      const int at = row * kQuarter + swizzle(row, 8 * kb + 2 * t);
-      const float2 w2 = *reinterpret_cast<const float2*>(buf + at);
-      const float2 q2 = *reinterpret_cast<const float2*>(buf + kStageQg + at);
-      mma_tf32(vp[j], a, __float_as_uint(w2.x), __float_as_uint(w2.y));  // W, Qg: TF32 in the workspace
-      mma_tf32(o[j], a, __float_as_uint(q2.x), __float_as_uint(q2.y));
-    }
-  }
-}
-
-// Steps 5, 6: Sᵀ += V'ᵀ Kd over the tokens [32·kHalf, 32·kHalf + 32) and the warp's keys [key0, key0 + 32);
-// kd_rows holds Kd's rows of those tokens.
-template <int kHalf>
-__device__ __forceinline__ void state_step(const float* kd_rows, const float* vs, int row0, int key0, float (&s)[4][4],
-                                           int g, int t) {
-#pragma unroll
-  for (int kt = 0; kt < kKdRows / 8; ++kt) {
-    uint32_t a[4];
-    load_a<true>(a, vs, kChunk, row0, kKdRows * kHalf + 8 * kt, g, t);
-    const float* row = kd_rows + (8 * kt + 2 * t) * kLdKd + key0 + g;  // Kd[32kHalf + 8kt + 2t][key0 + g]
-#pragma unroll
-    for (int kb = 0; kb < kQuarter / 8; ++kb)
-      mma_tf32(s[kb], a, __float_as_uint(row[8 * kb]), __float_as_uint(row[kLdKd + 8 * kb]));  // Kd: TF32
-  }
-}
-
-__global__ void __launch_bounds__(kThreads, 3)
-    kda_chunk_state_pass_split_key(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens,
-                                   int heads, int chunks) {
-  extern __shared__ __align__(128) float smem[];
-  const int vb = blockIdx.x, h = blockIdx.y;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int vh = warp % 2, p = warp / 2;
-  const int row0 = kWarpValues * vh;                 // the warp's first row of St and Vs
-  const int value0 = kValueBlock * vb + row0;        // the warp's first value column of the head
-  const int key0 = kQuarter * p;                     // the warp's keys of S
-  const int tile[2] = {p, kChunk / 8 - 1 - p};       // the warp's token tiles of V' and O
-  const int64_t P = int64_t(heads) * kD;
-  float* s_global = state + int64_t(h) * kD * kD + value0;  // S[i][value0 + j] at s_global[i·128 + j]
-  float* out_w = out + int64_t(h) * kD + value0;
-  float* st = smem + kSmemSt;
-  float* vs = smem + kSmemVs;
-  const StageCopies copies{smem, ws, int64_t(h) * chunks, chunks, tid};
-
-  copies.issue<0>(0);
-  copies.issue<1>(0);
-  // s[kb] = Sᵀ's key tile kb of the warp's quarter: s[kb][e] = S[key0 + 8kb + 2t + (e & 1)][value0 + g + 8(e >> 1)],
-  // held in St between chunks and in registers from step 4 to step 6.
-  float s[kQuarter / 8][4];
-#pragma unroll
-  for (int kb = 0; kb < kQuarter / 8; ++kb)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[kb][e] = s_global[(key0 + 8 * kb + 2 * t + (e & 1)) * kD + g + 8 * (e >> 1)];
-  move_st<true>(st, s, row0, key0, g, t);  // read after step 0's barrier
-
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int lane = opaque(tid) % 32, g = lane / 4, t = lane % 4;  // the same values, recomputed per chunk
-    const int64_t blk = int64_t(h) * chunks + chunk;
-    // U's elements of the warp's V' tiles, requested now and first used after step 3.
-    float u[2][4];
-    const float* u_w = ws.u(blk) + value0;
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) u[j][e] = u_w[(8 * tile[j] + 2 * t + (e & 1)) * kD + g + 8 * (e >> 1)];
-
-    float vp[2][4], o[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) vp[j][e] = o[j][e] = 0.0f;
-    key_quarter_step<0>(copies.begin<0>(chunk), st, row0, tile, vp, o, g, t);
-    key_quarter_step<1>(copies.begin<1>(chunk), st, row0, tile, vp, o, g, t);
-    key_quarter_step<2>(copies.begin<2>(chunk), st, row0, tile, vp, o, g, t);
-    key_quarter_step<3>(copies.begin<3>(chunk), st, row0, tile, vp, o, g, t);
-    // V'ᵀ = Uᵀ − Sᵀ Wᵀ, TF32-rounded into Vs (read by every warp after step 4's barrier).
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) vp[j][e] = u[j][e] - vp[j][e];
-      const int col = 8 * tile[j] + 2 * t, r0 = row0 + g, r1 = row0 + g + 8;
-      *reinterpret_cast<float2*>(vs + r0 * kChunk + swizzle(r0, col)) =
-          make_float2(tf32_value(vp[j][0]), tf32_value(vp[j][1]));
-      *reinterpret_cast<float2*>(vs + r1 * kChunk + swizzle(r1, col)) =
-          make_float2(tf32_value(vp[j][2]), tf32_value(vp[j][3]));
-    }
-
-    const int64_t t0 = int64_t(chunk) * kChunk;
-    const int n = tokens - t0 < kChunk ? int(tokens - t0) : kChunk;
-    {
-      // Step 4: Oᵀ += V'ᵀ A_qkᵀ over the tokens up to each tile's last (A_qk is zero above its diagonal); O out;
-      // Sᵀ ← Sᵀ Diag(e^{G_last}) in registers (the warp's own slice of St, last written by this thread).
-      const float* buf = copies.begin<4>(chunk);
-      float* out_chunk = out_w + t0 * P;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int row = 8 * tile[j] + g;  // A_qk[8·tile[j] + g][8kb + 2t ..]
-        for (int kb = 0; kb <= tile[j]; ++kb) {
-          uint32_t a[4];
-          load_a<true>(a, vs, kChunk, row0, 8 * kb, g, t);
-          const float2 b = *reinterpret_cast<const float2*>(buf + row * kChunk + swizzle(row, 8 * kb + 2 * t));
-          mma_tf32(o[j], a, __float_as_uint(b.x), __float_as_uint(b.y));  // A_qk: TF32 in the workspace
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int token = 8 * tile[j] + 2 * t + (e & 1);
-          if (token < n) out_chunk[token * P + g + 8 * (e >> 1)] = o[j][e];
-        }
-      }
-      move_st<false>(st, s, row0, key0, g, t);
-#pragma unroll
-      for (int kb = 0; kb < kQuarter / 8; ++kb) {
-        const float2 decay = *reinterpret_cast<const float2*>(buf + kStageDecay + key0 + 8 * kb + 2 * t);
-        s[kb][0] *= decay.x;
-        s[kb][1] *= decay.y;
-        s[kb][2] *= decay.x;
-        s[kb][3] *= decay.y;
-      }
-    }
-    state_step<0>(copies.begin<5>(chunk), vs, row0, key0, s, g, t);
-    state_step<1>(copies.begin<6>(chunk), vs, row0, key0, s, g, t);
-    move_st<true>(st, s, row0, key0, g, t);  // every warp's reads of St for this chunk were before step 4's barrier
-  }
-  cp_async_wait<0>();  // the groups issued past the last chunk are empty; none is left in flight
-
-  move_st<false>(st, s, row0, key0, g, t);  // this thread's own last writes
-#pragma unroll
-  for (int kb = 0; kb < kQuarter / 8; ++kb)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s_global[(key0 + 8 * kb + 2 * t + (e & 1)) * kD + g + 8 * (e >> 1)] = s[kb][e];
-}
-
-// ---- kda_chunk_state_pass_split_key_lean: the same pass with its addresses hoisted -----------------------------
-// The same steps, products (in the same order), roundings and ring as kda_chunk_state_pass_split_key (so the same
-// results bit for bit), with far less address arithmetic per product:
-//   - every row a lane reads as a fragment of St or of a W/Qg buffer is ≡ g (mod 4), so one swizzle serves them all:
-//     each shared read is a per-lane base plus the 8-column block's swizzled offset plus a compile-time offset; each
-//     copy's shared and global offsets are per-lane values of its step's kind; the ring's buffer follows a per-chunk
-//     counter;
-//   - U comes through shared memory: copied with step 2's group into the Vs area, which holds V' token-major,
-//     [64 tokens][32 values] with the values XOR-swizzled by 8 · ((token / 2) mod 4), so every lane reads its U
-//     elements after step 3 and writes its V' elements to the same addresses (no warp touches another's), and the
-//     A fragments of V'ᵀ (steps 4..6) are four scalar reads from per-lane bases;
-//   - the lane's bases are rebuilt at the start of each step (from opaque(tid)) rather than held across the chunk,
-//     and the key-block loops are not unrolled (both keep ptxas within the 80 registers of three blocks per SM
-//     without spilling).
-namespace lean {
 
 // The ring buffer holding step kStep of a chunk whose step 0 is in buffer `ring` (0..2).
 template <int kStep>
@@ -397,8 +157,8 @@ struct Copies {
     }
     cp_async_commit();
   }
-  // As StageCopies::begin: waits for step kStep of the chunk whose step 0 uses buffer `ring`, refills the buffer the
-  // previous step read with the step kStages − 1 ahead, returns step kStep's buffer.
+  // Waits for step kStep of the chunk whose step 0 uses buffer `ring`, refills the buffer the
+  // previous step read (every thread is past it) with the step kStages − 1 ahead, returns step kStep's buffer.
   template <int kStep>
   __device__ __forceinline__ const float* begin(int chunk, int ring) const {
     cp_async_wait<kStages - 2>();
@@ -451,11 +211,9 @@ __device__ __forceinline__ void load_vs_a(uint32_t (&a)[4], const LaneLayout& l,
   a[3] = __float_as_uint(l.vs[1][at + kValueBlock]);
 }
 
-}  // namespace lean
-
 __global__ void __launch_bounds__(kThreads, 3)
-    kda_chunk_state_pass_split_key_lean(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens,
-                                        int heads, int chunks) {
+    kda_chunk_state_pass_split_key(Workspace ws, float* __restrict__ state, float* __restrict__ out, int tokens,
+                                   int heads, int chunks) {
   extern __shared__ __align__(128) float smem[];
   const int vb = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -464,11 +222,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int key0 = kQuarter * p;
   const int tile0 = p, tile1 = kChunk / 8 - 1 - p;  // the warp's token tiles of V' and O
   const int64_t P = int64_t(heads) * kD;
-  const lean::Copies copies{smem, ws, int64_t(h) * chunks, chunks, tid, kValueBlock * vb};
+  const Copies copies{smem, ws, int64_t(h) * chunks, chunks, tid, kValueBlock * vb};
 
   copies.issue<0>(0, 0);
   copies.issue<1>(0, 0);
-  // s[kb] = Sᵀ's key tile kb of the warp's quarter (as the split_key pass), in St between chunks.
+  // s[kb] = Sᵀ's key tile kb of the warp's quarter: s[kb][e] = S[key0 + 8kb + 2t + (e & 1)][value0 + g + 8(e >> 1)],
+  // held in St between chunks and in registers from step 4 to step 6.
   float s[kQuarter / 8][4];
   {
     const float* s_global = state + int64_t(h) * kD * kD + value0;
@@ -478,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       for (int e = 0; e < 4; ++e) s[kb][e] = s_global[(key0 + 8 * kb + 2 * t + (e & 1)) * kD + g + 8 * (e >> 1)];
   }
   const auto move_st = [&](auto store) {
-    const lean::LaneLayout l = lean::lane_layout(smem, opaque(tid));
+    const LaneLayout l = lane_layout(smem, opaque(tid));
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) {
       float2* lo = reinterpret_cast<float2*>(l.st_row + l.key0 + l.col(kb));
@@ -495,10 +254,10 @@ __global__ void __launch_bounds__(kThreads, 3)
   move_st(std::true_type{});  // read after step 0's barrier
 
   float vp[2][4], o[2][4];
-  // Steps 0..3: vp[j] += Sᵀ Wᵀ and o[j] += Sᵀ Qgᵀ over key quarter kQ (key_quarter_step's products and order).
+  // Steps 0..3: vp[j] += Sᵀ Wᵀ and o[j] += Sᵀ Qgᵀ over key quarter kQ .
   const auto quarter = [&](const float* buf, auto quarter_index) {
     constexpr int kQ = decltype(quarter_index)::value;
-    const lean::LaneLayout l = lean::lane_layout(smem, opaque(tid));
+    const LaneLayout l = lane_layout(smem, opaque(tid));
 #pragma unroll 1
     for (int kb = 0; kb < kQuarter / 8; ++kb) {
       const float2 lo = *reinterpret_cast<const float2*>(l.st_row + kQuarter * kQ + l.col(kb));
@@ -514,14 +273,14 @@ __global__ void __launch_bounds__(kThreads, 3)
       }
     }
   };
-  // Steps 5, 6: Sᵀ += V'ᵀ Kd over the tokens [32·kHalf, 32·kHalf + 32) and the warp's keys (state_step's order).
+  // Steps 5, 6: Sᵀ += V'ᵀ Kd over the tokens [32·kHalf, 32·kHalf + 32) and the warp's keys .
   const auto state_half = [&](const float* kd_rows, auto half_index) {
     constexpr int kHalf = decltype(half_index)::value;
-    const lean::LaneLayout l = lean::lane_layout(smem, opaque(tid));
+    const LaneLayout l = lane_layout(smem, opaque(tid));
 #pragma unroll 1
     for (int kt = 0; kt < kKdRows / 8; ++kt) {
       uint32_t a[4];
-      lean::load_vs_a(a, l, kKdRows * kHalf / 8 + kt);
+      load_vs_a(a, l, kKdRows * kHalf / 8 + kt);
       const float* row = kd_rows + 8 * kt * kLdKd + l.kd_lane;  // Kd[32kHalf + 8kt + 2t][key0 + g]
 #pragma unroll
       for (int kb = 0; kb < kQuarter / 8; ++kb)
@@ -539,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     quarter(copies.begin<1>(chunk, ring), std::integral_constant<int, 1>{});
     quarter(copies.begin<2>(chunk, ring), std::integral_constant<int, 2>{});  // U is in the Vs area from here
     quarter(copies.begin<3>(chunk, ring), std::integral_constant<int, 3>{});
-    const lean::LaneLayout l = lean::lane_layout(smem, opaque(tid));
+    const LaneLayout l = lane_layout(smem, opaque(tid));
     // V'ᵀ = Uᵀ − Sᵀ Wᵀ, TF32-rounded, over the lane's U elements in the Vs area (read by every warp after step 4's
     // barrier).
 #pragma unroll
@@ -564,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         const float* a_row = buf + (8 * tile + g) * kChunk + l.t2;  // A_qk[8·tile + g][8kb + 2t ..]
         for (int kb = 0; kb <= tile; ++kb) {
           uint32_t a[4];
-          lean::load_vs_a(a, l, kb);
+          load_vs_a(a, l, kb);
           const float2 b = *reinterpret_cast<const float2*>(a_row + ((8 * kb) ^ l.sw));
           mma_tf32(o[j], a, __float_as_uint(b.x), __float_as_uint(b.y));  // A_qk: TF32 in the workspace
         }
@@ -606,15 +365,6 @@ cudaError_t launch_state_pass_split_key(Workspace ws, float* state, float* out, 
                                         cudaStream_t stream) {
   const auto pass = kda_chunk_state_pass_split_key;
   // Per call: the attributes belong to the current device; three blocks per SM need the largest carveout.
-  if (const cudaError_t status = allow_dynamic_shared_memory(pass, int(kSmemBytes)); status != cudaSuccess)
-    return status;
-  pass<<<dim3(kValueBlocks, unsigned(heads)), kThreads, kSmemBytes, stream>>>(ws, state, out, tokens, heads, chunks);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_state_pass_split_key_lean(Workspace ws, float* state, float* out, int tokens, int heads, int chunks,
-                                             cudaStream_t stream) {
-  const auto pass = kda_chunk_state_pass_split_key_lean;
   if (const cudaError_t status = allow_dynamic_shared_memory(pass, int(kSmemBytes)); status != cudaSuccess)
     return status;
   pass<<<dim3(kValueBlocks, unsigned(heads)), kThreads, kSmemBytes, stream>>>(ws, state, out, tokens, heads, chunks);

@@ -14,8 +14,5 @@ namespace k3::kernels::kda_chunk {
 // caller.
 cudaError_t launch_state_pass_split_key(Workspace ws, float* state, float* out, int tokens, int heads, int chunks,
                                         cudaStream_t stream);
-// The same pass and results with fewer instructions (kda_chunk_state_pass_split_key_lean).
-cudaError_t launch_state_pass_split_key_lean(Workspace ws, float* state, float* out, int tokens, int heads, int chunks,
-                                             cudaStream_t stream);
 
 }  // namespace k3::kernels::kda_chunk

@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -30,8 +29,7 @@ constexpr double kTf32Tolerance = 2e-3;
 // Every version of the kernel runs every check.
 const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tensorcore,
                                               kernels::KdaChunkVariant::ut_factored_split_value,
-                                              kernels::KdaChunkVariant::ut_factored_split_key,
-                                              kernels::KdaChunkVariant::ut_factored_split_key_lean};
+                                              kernels::KdaChunkVariant::ut_factored_split_key};
 
 enum class Gate {
   bounded_sigmoid,  // g = lb·sigmoid(z), z uniform in [-9, 3]: the K3 gate's form, slow and fast channels
@@ -324,41 +322,6 @@ TEST(GpuKdaChunk, PhasesOneAtATimeEqualOneCall) {
   }
 }
 
-TEST(GpuKdaChunk, SplitKeyLeanEqualsSplitKeyBitForBit) {
-  // The lean state pass runs the split_key pass's products in the same order with the same roundings: the same
-  // workspace (one phase 1) must give the same output and state, every bit, partial last chunk and 96 heads included.
-  for (const ChunkCase c : {ChunkCase{1000, 3, Gate::bounded_sigmoid}, ChunkCase{333, 96, Gate::softplus}}) {
-    std::mt19937 rng(20261130);
-    const Inputs in = random_inputs(c, rng);
-    K3_REQUIRE_GPU();
-    DeviceCall call(in, c.heads);
-    call.poison();
-    const float lb = lower_bound_of(c.gate);
-    DeviceBuffer<float> unused(flatten(in.state));
-    CUDA_CHECK(call.run_phase(kernels::KdaChunkPhase::intra_chunk, unused, lb,
-                              kernels::KdaChunkVariant::ut_factored_split_key));
-    std::vector<std::vector<float>> outs, states;
-    for (const kernels::KdaChunkVariant variant :
-         {kernels::KdaChunkVariant::ut_factored_split_key, kernels::KdaChunkVariant::ut_factored_split_key_lean}) {
-      DeviceBuffer<float> state(flatten(in.state));
-      CUDA_CHECK(cudaMemset(call.out.get(), 0xFF, call.out.size() * sizeof(float)));
-      CUDA_CHECK(call.run_phase(kernels::KdaChunkPhase::state_pass, state, lb, variant));
-      outs.push_back(call.out.download());
-      states.push_back(state.download());
-    }
-    EXPECT_LE(normalized_error(from_f32(outs[0], c.tokens, Index(c.heads) * kD), recurrent_reference(in, c.heads).out),
-              kTf32Tolerance)
-        << describe(c);
-    ASSERT_EQ(outs[0].size(), outs[1].size());
-    size_t out_diff = 0, state_diff = 0;
-    for (size_t i = 0; i < outs[0].size(); ++i) out_diff += std::memcmp(&outs[0][i], &outs[1][i], sizeof(float)) != 0;
-    for (size_t i = 0; i < states[0].size(); ++i)
-      state_diff += std::memcmp(&states[0][i], &states[1][i], sizeof(float)) != 0;
-    EXPECT_EQ(out_diff, 0u) << describe(c) << ": output elements that differ";
-    EXPECT_EQ(state_diff, 0u) << describe(c) << ": state elements that differ";
-  }
-}
-
 TEST(GpuKdaChunk, InputsNotSixteenByteAligned) {
   // q, k, v, g one float past a 16-byte boundary (as column slices of a wider buffer can be): every version still
   // gives the reference's output and state.
@@ -414,8 +377,6 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
                "kda_chunk_ut_factored_split_value");
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_key),
                "kda_chunk_ut_factored_split_key");
-  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_key_lean),
-               "kda_chunk_ut_factored_split_key_lean");
   const size_t enough = kernels::kda_chunk_prefill_workspace_bytes(100, 4, 128);
   for (int d : {0, 64, 127, 256})
     EXPECT_EQ(call(100, 4, d, -5.0f, aligned, enough), cudaErrorInvalidValue) << "d " << d;
@@ -427,9 +388,9 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   EXPECT_EQ(call(100, 4, 128, -5.0f, aligned, enough - 4), cudaErrorInvalidValue);  // workspace too small
   EXPECT_EQ(call(100, 4, 128, -5.0f, nullptr, enough), cudaErrorInvalidValue);
   EXPECT_EQ(call(100, 4, 128, -5.0f, misaligned, enough), cudaErrorInvalidValue);
-  // 4 is one past the last version, 7 the old count of versions (kept invalid by the assert).
-  static_assert(static_cast<int>(kernels::KdaChunkVariant::ut_factored_split_key_lean) == 3, "4 must stay invalid");
-  for (int bad : {4, 7, -1}) {
+  // 3 is one past the last version, 7 the old count of versions (kept invalid by the assert).
+  static_assert(static_cast<int>(kernels::KdaChunkVariant::ut_factored_split_key) == 2, "3 must stay invalid");
+  for (int bad : {3, 7, -1}) {
     const auto bad_variant = static_cast<kernels::KdaChunkVariant>(bad);
     EXPECT_STREQ(kernels::kda_chunk_variant_name(bad_variant), "unknown") << bad;
     EXPECT_EQ(kernels::kda_chunk_prefill_f32state(p, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough, nullptr,
