@@ -155,38 +155,44 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
 }
 
 // rows16's tile and math, software-pipelined in registers: stages of kGemvStageLoads · 4 blocks (lane t: blocks
-// 4u + t of each, one 16-byte load per row and u) go through a ring of kGemvPipelineStages register stages, and the
-// loads (weights, scales and x) of stage j + kGemvPipelineStages − 1 are issued before the dequantisation and mma of
-// stage j, so every lane has loads in flight while it computes. The blocks, their mma order and the all-zero blocks
-// of rows16's last k-group are rows16's, so the results are its bit for bit.
-constexpr int kGemvPipelineStages = 2;
-// One load per row and stage: at 80 registers (6 blocks per SM) ptxas spills 408 bytes for 2 stages of 2 loads (the
-// ring alone would be 104 registers with x in it) and 144 bytes for 3 stages of 1.
+// 4u + t of each, one 16-byte load per row and u) go through a ring of kStages register stages, and the weight and
+// scale loads of stage j + kStages − 1 (with kPrefetchX its x loads too) are issued before the dequantisation and mma
+// of stage j, so every lane has loads in flight while it computes; without kPrefetchX each stage's x (an L1/L2 hit:
+// every warp of an expert reads the same rows) is loaded just before its own math. The blocks, their mma order and
+// the all-zero blocks of rows16's last k-group are rows16's, so the results are its bit for bit.
+// One load per row and stage: at 80 registers (6 blocks per SM) ptxas spills 408 bytes for 2 stages of 2 loads with
+// x, 144 bytes for 3 stages of 1 with x; 2 stages of 1 with x and 3 stages of 1 without fit (80 and 78 registers).
 constexpr int kGemvStageLoads = 1;
 static_assert(kGemvLoads % kGemvStageLoads == 0);
 
+template <bool kPrefetchX>
 struct GemvStage {  // one lane's operands of one stage
   uint4 q_lo[kGemvStageLoads], q_hi[kGemvStageLoads];
   uint32_t s_lo[kGemvStageLoads], s_hi[kGemvStageLoads];
-  uint4 x[kGemvStageLoads][4];
+  uint4 x[kPrefetchX ? kGemvStageLoads : 1][4];  // unused without kPrefetchX
 };
 
+// Stage j's block u of this lane.
+__device__ __forceinline__ int64_t gemv_stage_block(int64_t j, int u, int t) { return (j * kGemvStageLoads + u) * 4 + t; }
+
 // Stage j of this lane; a stage at or past the last lies past the end of the rows: zeros, no loads.
+template <bool kPrefetchX>
 __device__ __forceinline__ void gemv_load_stage(const GemvWarpRows& rows, const __nv_bfloat16* x_row, int64_t j,
-                                                int t, GemvStage& stage) {
+                                                int t, GemvStage<kPrefetchX>& stage) {
 #pragma unroll
   for (int u = 0; u < kGemvStageLoads; ++u) {
-    const int64_t b = (j * kGemvStageLoads + u) * 4 + t;
+    const int64_t b = gemv_stage_block(j, u, t);
     gemv_load_weights(rows, b, stage.q_lo[u], stage.q_hi[u], stage.s_lo[u], stage.s_hi[u]);
-    gemv_load_x(x_row, b, rows.blocks, stage.x[u]);
+    if constexpr (kPrefetchX) gemv_load_x(x_row, b, rows.blocks, stage.x[u]);
   }
 }
 
-template <typename OutT>
+template <typename OutT, int kStages, bool kPrefetchX>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_rows16_pipelined(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                             int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                                             unsigned row_blocks) {
+  static_assert(kStages >= 2);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   GemvWarpRows rows;
   if (!gemv_warp_rows(w, r, row_blocks, warp, g, rows)) return;
@@ -197,21 +203,26 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
   for (int pass = rows.first_slot; pass < rows.end_slot; pass += kGemvSlots) {
     const __nv_bfloat16* x_row = gemv_x_row(r, x, x_stride, x_rows, pass + g, rows.end_slot);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    GemvStage stages[kGemvPipelineStages];
+    GemvStage<kPrefetchX> stages[kStages];
 #pragma unroll
-    for (int i = 0; i + 1 < kGemvPipelineStages; ++i) gemv_load_stage(rows, x_row, i, t, stages[i]);
-    for (int64_t j0 = 0; j0 < stage_count; j0 += kGemvPipelineStages) {
+    for (int i = 0; i + 1 < kStages; ++i) gemv_load_stage(rows, x_row, i, t, stages[i]);
+    for (int64_t j0 = 0; j0 < stage_count; j0 += kStages) {
 #pragma unroll
-      for (int i = 0; i < kGemvPipelineStages; ++i) {
+      for (int i = 0; i < kStages; ++i) {
         const int64_t j = j0 + i;
         // Into the stage that stage j − 1 used.
-        gemv_load_stage(rows, x_row, j + kGemvPipelineStages - 1, t,
-                        stages[(i + kGemvPipelineStages - 1) % kGemvPipelineStages]);
+        gemv_load_stage(rows, x_row, j + kStages - 1, t, stages[(i + kStages - 1) % kStages]);
         if (j < stage_count) {
-          const GemvStage& s = stages[i];
+          const GemvStage<kPrefetchX>& s = stages[i];
 #pragma unroll
           for (int u = 0; u < kGemvStageLoads; ++u) {
-            gemv_multiply_block(acc, s.q_lo[u], s.q_hi[u], s.s_lo[u], s.s_hi[u], s.x[u]);
+            if constexpr (kPrefetchX) {
+              gemv_multiply_block(acc, s.q_lo[u], s.q_hi[u], s.s_lo[u], s.s_hi[u], s.x[u]);
+            } else {
+              uint4 xv[4];
+              gemv_load_x(x_row, gemv_stage_block(j, u, t), rows.blocks, xv);
+              gemv_multiply_block(acc, s.q_lo[u], s.q_hi[u], s.s_lo[u], s.s_hi[u], xv);
+            }
           }
         }
       }
@@ -383,7 +394,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
       algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_pipelined) {
+      algorithm != Mxfp4GroupedAlgorithm::gemv_pipelined && algorithm != Mxfp4GroupedAlgorithm::gemv_pipelined_weights) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -394,15 +405,19 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined ||
+      algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined_weights) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
     if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
       mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
                                                                            static_cast<unsigned>(row_blocks));
+    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined) {
+      mxfp4_grouped_gemv_mma_rows16_pipelined<OutT, 2, true><<<grid, kGemvThreads, 0, stream>>>(
+          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     } else {
-      mxfp4_grouped_gemv_mma_rows16_pipelined<OutT><<<grid, kGemvThreads, 0, stream>>>(
+      mxfp4_grouped_gemv_mma_rows16_pipelined<OutT, 3, false><<<grid, kGemvThreads, 0, stream>>>(
           w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     }
     return cudaGetLastError();

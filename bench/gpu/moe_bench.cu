@@ -90,6 +90,7 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
     case Mxfp4GroupedAlgorithm::gemv_pipelined: return "gemv_mma_rows16_pipelined";
+    case Mxfp4GroupedAlgorithm::gemv_pipelined_weights: return "gemv_mma_rows16_pipelined_weights";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: break;
@@ -99,6 +100,7 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
 
 constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv,
                                                        Mxfp4GroupedAlgorithm::gemv_pipelined,
+                                                       Mxfp4GroupedAlgorithm::gemv_pipelined_weights,
                                                        Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};

@@ -164,6 +164,7 @@ const char* name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemv_pipelined: return "gemv_pipelined";
+    case Mxfp4GroupedAlgorithm::gemv_pipelined_weights: return "gemv_pipelined_weights";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
@@ -172,6 +173,7 @@ const char* name(Mxfp4GroupedAlgorithm a) {
 }
 
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_pipelined,
+                                                 Mxfp4GroupedAlgorithm::gemv_pipelined_weights,
                                                  Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
@@ -379,7 +381,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_pipelined,
-                                       Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
+                                       Mxfp4GroupedAlgorithm::gemv_pipelined_weights, Mxfp4GroupedAlgorithm::gemm,
+                                       Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -435,18 +438,21 @@ TEST(GpuMxfp4Grouped, PipelinedGemvEqualsRows16BitForBit) {
     DeviceBuffer<__nv_bfloat16> rows16_bf16(y_size), pipelined_bf16(y_size);
     const auto view = droute.view(bank.experts);
     CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, rows16.get(), y_stride, Mxfp4GroupedAlgorithm::gemv));
-    CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, pipelined.get(), y_stride,
-                   Mxfp4GroupedAlgorithm::gemv_pipelined));
     CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, rows16_bf16.get(), y_stride,
                    Mxfp4GroupedAlgorithm::gemv));
-    CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, pipelined_bf16.get(), y_stride,
-                   Mxfp4GroupedAlgorithm::gemv_pipelined));
     const std::vector<float> want = rows16.download();
     ASSERT_EQ(std::count_if(want.begin(), want.end(), [](float v) { return std::isnan(v); }),
               int64_t(routing.slots()) * 5)
         << label << ": rows16 left NaN outside the padding";  // so the comparison is of real values
-    EXPECT_EQ(bit_differences(want, pipelined.download()), 0) << label << " f32";
-    EXPECT_EQ(bit_differences(rows16_bf16.download(), pipelined_bf16.download()), 0) << label << " bf16";
+    for (const Mxfp4GroupedAlgorithm a :
+         {Mxfp4GroupedAlgorithm::gemv_pipelined, Mxfp4GroupedAlgorithm::gemv_pipelined_weights}) {
+      CUDA_CHECK(cudaMemset(pipelined.get(), 0xFF, y_size * sizeof(float)));
+      CUDA_CHECK(cudaMemset(pipelined_bf16.get(), 0xFF, y_size * sizeof(__nv_bfloat16)));
+      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, pipelined.get(), y_stride, a));
+      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, pipelined_bf16.get(), y_stride, a));
+      EXPECT_EQ(bit_differences(want, pipelined.download()), 0) << label << " f32 " << name(a);
+      EXPECT_EQ(bit_differences(rows16_bf16.download(), pipelined_bf16.download()), 0) << label << " bf16 " << name(a);
+    }
   }
 }
 
@@ -505,9 +511,9 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   EXPECT_EQ(call(good_w, good_r, x, 64, 0, 16), cudaErrorInvalidValue);      // no x rows
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 15), cudaErrorInvalidValue);      // y stride below out
   EXPECT_EQ(call(good_w, good_r, nullptr, 64, 4, 16), cudaErrorInvalidValue);
-  // Not an enumerator (the enum's values are 0..4).
+  // Not an enumerator (the enum's values are 0..5).
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(7)), cudaErrorInvalidValue);
-  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(5)), cudaErrorInvalidValue);
+  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(6)), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 2 * kernels::kMxfp4GroupedGemmMaxActiveExperts + 2;
   r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
