@@ -11,7 +11,7 @@ namespace {
 
 using namespace mxfp4_detail;
 
-// ---- Decode: mxfp4_grouped_gemv_mma_rows16 and its pipelined form --------------------------------------
+// ---- Decode: mxfp4_grouped_gemv_mma_rows16 (and its L2-prefetching form) ------------------------------
 constexpr int kGemvThreads = 128;
 constexpr int kGemvWarpRows = 16;                                  // one mma m-tile per warp
 constexpr int kGemvBlockRows = kGemvThreads / 32 * kGemvWarpRows;  // 64
@@ -20,7 +20,7 @@ constexpr int kGemvLoads = 2;  // 16-byte weight loads per row and lane issued t
 constexpr int kGemvGroupBlocks = 4 * kGemvLoads;  // blocks of one rows16 k-group: lanes t = 0..3, kGemvLoads each
 
 // blockIdx.x = active expert index · row_blocks + (output row) / 64; lane (g, t) of a warp owns rows g and g + 8
-// of the warp's 16. Both GEMVs share this layout, the operand loads and the math.
+// of the warp's 16.
 struct GemvWarpRows {
   const uint8_t* packed_lo;  // this lane's row g, then row g + 8
   const uint8_t* packed_hi;
@@ -124,9 +124,18 @@ __device__ __forceinline__ void gemv_store(const ExpertRouting& r, const GemvWar
   }
 }
 
+// Hints the L2 to fetch [p, p + bytes) (bytes a multiple of 16, p 16-byte aligned); no effect on results.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
+}
+
 // One warp per 16 output rows streams them once per 8 slots: k-groups of 4·kGemvLoads blocks, lane t loading
 // blocks 4u + t of each (u < kGemvLoads) together, then multiplying them in turn with the same blocks of x.
-template <typename OutT>
+// With kPrefetchGroups > 0 (gemv_l2_prefetch), lane L < 16 also asks the L2 for the warp's row L kPrefetchGroups
+// k-groups ahead of the one being loaded (one bulk prefetch of 128 bytes per row and group, the first
+// kPrefetchGroups groups and lane 16 the warp's scales at the start), so more of the weight stream is in flight than
+// the lanes' registers hold; the loads and the math are rows16's.
+template <typename OutT, int kPrefetchGroups>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -134,11 +143,30 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   GemvWarpRows rows;
   if (!gemv_warp_rows(w, r, row_blocks, warp, g, rows)) return;
+  const int64_t row_bytes = rows.blocks * kMxBlockBytes;
+  // The warp's row `lane` (lanes 0..15): the warp's 16 rows are consecutive in the packed array.
+  const uint8_t* prefetch_row = rows.packed_lo + (int64_t(lane % kGemvWarpRows) - g) * row_bytes;
+  if constexpr (kPrefetchGroups > 0) {
+    if (lane < kGemvWarpRows) {
+      const int64_t ahead = min(rows.blocks, int64_t(kPrefetchGroups) * kGemvGroupBlocks);
+      prefetch_l2_bulk(prefetch_row, uint32_t(ahead * kMxBlockBytes));
+    } else if (lane == kGemvWarpRows) {
+      const uint8_t* scales = rows.scales_lo - int64_t(g) * rows.blocks;  // the warp's 16 rows of scales
+      if (reinterpret_cast<uintptr_t>(scales) % 16 == 0) prefetch_l2_bulk(scales, uint32_t(kGemvWarpRows * rows.blocks));
+    }
+  }
 
   for (int pass = rows.first_slot; pass < rows.end_slot; pass += kGemvSlots) {
     const __nv_bfloat16* x_row = gemv_x_row(r, x, x_stride, x_rows, pass + g, rows.end_slot);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t b0 = 0; b0 < rows.blocks; b0 += kGemvGroupBlocks) {
+      if constexpr (kPrefetchGroups > 0) {
+        const int64_t ahead = b0 + int64_t(kPrefetchGroups) * kGemvGroupBlocks;
+        if (lane < kGemvWarpRows && ahead < rows.blocks) {
+          prefetch_l2_bulk(prefetch_row + ahead * kMxBlockBytes,
+                           uint32_t(min(int64_t(kGemvGroupBlocks), rows.blocks - ahead) * kMxBlockBytes));
+        }
+      }
       uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];
       uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
 #pragma unroll
@@ -148,83 +176,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
         uint4 xv[4];
         gemv_load_x(x_row, b0 + 4 * u + t, rows.blocks, xv);
         gemv_multiply_block(acc, q_lo[u], q_hi[u], s_lo[u], s_hi[u], xv);
-      }
-    }
-    gemv_store(r, rows, pass, t, x_rows, acc, y, y_stride);
-  }
-}
-
-// rows16's tile and math, software-pipelined in registers: stages of kGemvStageLoads · 4 blocks (lane t: blocks
-// 4u + t of each, one 16-byte load per row and u) go through a ring of kStages register stages, and the weight and
-// scale loads of stage j + kStages − 1 (with kPrefetchX its x loads too) are issued before the dequantisation and mma
-// of stage j, so every lane has loads in flight while it computes; without kPrefetchX each stage's x (an L1/L2 hit:
-// every warp of an expert reads the same rows) is loaded just before its own math. The blocks, their mma order and
-// the all-zero blocks of rows16's last k-group are rows16's, so the results are its bit for bit.
-// One load per row and stage: at 80 registers (6 blocks per SM) ptxas spills 408 bytes for 2 stages of 2 loads with
-// x, 144 bytes for 3 stages of 1 with x; 2 stages of 1 with x and 3 stages of 1 without fit (80 and 78 registers).
-constexpr int kGemvStageLoads = 1;
-static_assert(kGemvLoads % kGemvStageLoads == 0);
-
-template <bool kPrefetchX>
-struct GemvStage {  // one lane's operands of one stage
-  uint4 q_lo[kGemvStageLoads], q_hi[kGemvStageLoads];
-  uint32_t s_lo[kGemvStageLoads], s_hi[kGemvStageLoads];
-  uint4 x[kPrefetchX ? kGemvStageLoads : 1][4];  // unused without kPrefetchX
-};
-
-// Stage j's block u of this lane.
-__device__ __forceinline__ int64_t gemv_stage_block(int64_t j, int u, int t) { return (j * kGemvStageLoads + u) * 4 + t; }
-
-// Stage j of this lane; a stage at or past the last lies past the end of the rows: zeros, no loads.
-template <bool kPrefetchX>
-__device__ __forceinline__ void gemv_load_stage(const GemvWarpRows& rows, const __nv_bfloat16* x_row, int64_t j,
-                                                int t, GemvStage<kPrefetchX>& stage) {
-#pragma unroll
-  for (int u = 0; u < kGemvStageLoads; ++u) {
-    const int64_t b = gemv_stage_block(j, u, t);
-    gemv_load_weights(rows, b, stage.q_lo[u], stage.q_hi[u], stage.s_lo[u], stage.s_hi[u]);
-    if constexpr (kPrefetchX) gemv_load_x(x_row, b, rows.blocks, stage.x[u]);
-  }
-}
-
-template <typename OutT, int kStages, bool kPrefetchX>
-__global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_rows16_pipelined(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                            int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
-                                            unsigned row_blocks) {
-  static_assert(kStages >= 2);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  GemvWarpRows rows;
-  if (!gemv_warp_rows(w, r, row_blocks, warp, g, rows)) return;
-  // rows16's k-groups, kGemvLoads / kGemvStageLoads stages each.
-  const int64_t stage_count =
-      (rows.blocks + kGemvGroupBlocks - 1) / kGemvGroupBlocks * (kGemvLoads / kGemvStageLoads);
-
-  for (int pass = rows.first_slot; pass < rows.end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* x_row = gemv_x_row(r, x, x_stride, x_rows, pass + g, rows.end_slot);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    GemvStage<kPrefetchX> stages[kStages];
-#pragma unroll
-    for (int i = 0; i + 1 < kStages; ++i) gemv_load_stage(rows, x_row, i, t, stages[i]);
-    for (int64_t j0 = 0; j0 < stage_count; j0 += kStages) {
-#pragma unroll
-      for (int i = 0; i < kStages; ++i) {
-        const int64_t j = j0 + i;
-        // Into the stage that stage j − 1 used.
-        gemv_load_stage(rows, x_row, j + kStages - 1, t, stages[(i + kStages - 1) % kStages]);
-        if (j < stage_count) {
-          const GemvStage<kPrefetchX>& s = stages[i];
-#pragma unroll
-          for (int u = 0; u < kGemvStageLoads; ++u) {
-            if constexpr (kPrefetchX) {
-              gemv_multiply_block(acc, s.q_lo[u], s.q_hi[u], s.s_lo[u], s.s_hi[u], s.x[u]);
-            } else {
-              uint4 xv[4];
-              gemv_load_x(x_row, gemv_stage_block(j, u, t), rows.blocks, xv);
-              gemv_multiply_block(acc, s.q_lo[u], s.q_hi[u], s.s_lo[u], s.s_hi[u], xv);
-            }
-          }
-        }
       }
     }
     gemv_store(r, rows, pass, t, x_rows, acc, y, y_stride);
@@ -394,7 +345,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
       algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_pipelined && algorithm != Mxfp4GroupedAlgorithm::gemv_pipelined_weights) {
+      algorithm != Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4 && algorithm != Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -405,21 +356,15 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined_weights) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4 ||
+      algorithm == Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
-      mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                           static_cast<unsigned>(row_blocks));
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_pipelined) {
-      mxfp4_grouped_gemv_mma_rows16_pipelined<OutT, 2, true><<<grid, kGemvThreads, 0, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else {
-      mxfp4_grouped_gemv_mma_rows16_pipelined<OutT, 3, false><<<grid, kGemvThreads, 0, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    }
+    const auto kernel = algorithm == Mxfp4GroupedAlgorithm::gemv                 ? mxfp4_grouped_gemv_mma_rows16<OutT, 0>
+                        : algorithm == Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4 ? mxfp4_grouped_gemv_mma_rows16<OutT, 4>
+                                                                                  : mxfp4_grouped_gemv_mma_rows16<OutT, 8>;
+    kernel<<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 

@@ -19,11 +19,10 @@
 //     lane in flight) and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate):
 //     each lane dequantises its own 32-element block in registers, and x is read in the same permuted k
 //     order.
-//   mxfp4_grouped_gemv_mma_rows16_pipelined — decode on request (not yet measured): rows16's tile, math and mma
-//     order (bit for bit its results), software-pipelined in registers: each lane's operands of 4 blocks (one
-//     16-byte load per row, its two scales and its 64 bytes of x) form one stage of a 2-stage register ring, and the
-//     loads of the next 4 blocks are issued before the dequantisation and mma of these, so every lane keeps loads
-//     in flight while it computes (80 registers, 6 blocks per SM, no spills; 2 stages of 8 blocks would spill).
+//   mxfp4_grouped_gemv_mma_rows16 with L2 prefetch (gemv_l2_prefetch_4, _8; on request, not yet measured):
+//     rows16's loads and math, and lanes 0..15 of each warp ask the L2 (cp.async.bulk.prefetch) for the warp's 16
+//     rows 4 or 8 k-groups ahead of the one being loaded, so more of the weight stream is in flight than the
+//     registers hold (the same results bit for bit).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -40,7 +39,11 @@
 // decode bit for bit.
 // History, measured on an H200: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
-// decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed.
+// decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
+// software-pipelined in registers: 2 stages of 4 blocks with their x) and gemv_pipelined_weights (3 stages of 4
+// blocks, weights only), 80 and 78 registers: at T = 1 / 8 / 16 / 64, 53.2 / 318.9 / 582.8 / 1533.7 us and
+// 50.0 / 288.3 / 528.1 / 1390.6 us against rows16's 48.6 / 273.6 / 498.9 / 1308.9 us in the same run (one 16-byte
+// load per row in flight ahead is fewer bytes than rows16's two at once); removed.
 // Faster: wgmma with TMA-fed tiles for prefill, split-in for the GEMV when few experts are active.
 #pragma once
 
@@ -70,7 +73,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_pipelined, gemv_pipelined_weights };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_l2_prefetch_4, gemv_l2_prefetch_8 };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

@@ -89,8 +89,8 @@ DeviceRouting random_routing(int tokens, std::mt19937& rng) {
 const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
-    case Mxfp4GroupedAlgorithm::gemv_pipelined: return "gemv_mma_rows16_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_pipelined_weights: return "gemv_mma_rows16_pipelined_weights";
+    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4: return "gemv_mma_rows16_l2_prefetch_4";
+    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8: return "gemv_mma_rows16_l2_prefetch_8";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: break;
@@ -99,8 +99,8 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
 }
 
 constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv,
-                                                       Mxfp4GroupedAlgorithm::gemv_pipelined,
-                                                       Mxfp4GroupedAlgorithm::gemv_pipelined_weights,
+                                                       Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4,
+                                                       Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8,
                                                        Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};

@@ -5,7 +5,7 @@
 // expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, a prefill-like
 // routing with partial tiles in both dimensions, every E2M1 code at scales on both sides of the
 // two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
-// argument rejection; and the pipelined GEMV against rows16 bit for bit.
+// argument rejection; and the L2-prefetching GEMVs against rows16 bit for bit.
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
 #include "kernels/mxfp4_grouped.h"
@@ -163,8 +163,8 @@ ref::Matrix download(const DeviceBuffer<__nv_bfloat16>& y, int64_t rows, int64_t
 const char* name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
-    case Mxfp4GroupedAlgorithm::gemv_pipelined: return "gemv_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_pipelined_weights: return "gemv_pipelined_weights";
+    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4: return "gemv_l2_prefetch_4";
+    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8: return "gemv_l2_prefetch_8";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
@@ -172,8 +172,8 @@ const char* name(Mxfp4GroupedAlgorithm a) {
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_pipelined,
-                                                 Mxfp4GroupedAlgorithm::gemv_pipelined_weights,
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4,
+                                                 Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8,
                                                  Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
@@ -380,8 +380,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceBank dbank(bank);
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_pipelined,
-                                       Mxfp4GroupedAlgorithm::gemv_pipelined_weights, Mxfp4GroupedAlgorithm::gemm,
+  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4,
+                                       Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8, Mxfp4GroupedAlgorithm::gemm,
                                        Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
@@ -412,10 +412,10 @@ int bit_differences(const std::vector<T>& a, const std::vector<T>& b) {
   return differences;
 }
 
-// The pipelined GEMV runs rows16's mma sequence, so its y is rows16's bit for bit (padding columns included):
-// in = 96 (3 blocks: rows16's second half-group all zeros), 37 blocks (a last k-group of 5), and K3's 112 blocks
-// (14 whole k-groups); 1..20 slots per expert (up to 3 passes of 8).
-TEST(GpuMxfp4Grouped, PipelinedGemvEqualsRows16BitForBit) {
+// The L2-prefetching GEMVs run rows16's loads and mma sequence, so their y is rows16's bit for bit (padding columns
+// included): in = 96 (3 blocks: rows16's second half-group all zeros, a prefetch clipped to the row), 37 blocks (a
+// last k-group of 5), and K3's 112 blocks (14 whole k-groups); 1..20 slots per expert (up to 3 passes of 8).
+TEST(GpuMxfp4Grouped, PrefetchingGemvEqualsRows16BitForBit) {
   std::mt19937 rng(20261217);
   struct Case {
     int64_t out, in;
@@ -434,8 +434,8 @@ TEST(GpuMxfp4Grouped, PipelinedGemvEqualsRows16BitForBit) {
     DeviceRouting droute(routing);
     DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
     const size_t y_size = size_t(routing.slots() * y_stride);
-    DeviceBuffer<float> rows16(y_size), pipelined(y_size);
-    DeviceBuffer<__nv_bfloat16> rows16_bf16(y_size), pipelined_bf16(y_size);
+    DeviceBuffer<float> rows16(y_size), prefetching(y_size);
+    DeviceBuffer<__nv_bfloat16> rows16_bf16(y_size), prefetching_bf16(y_size);
     const auto view = droute.view(bank.experts);
     CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, rows16.get(), y_stride, Mxfp4GroupedAlgorithm::gemv));
     CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, rows16_bf16.get(), y_stride,
@@ -445,13 +445,13 @@ TEST(GpuMxfp4Grouped, PipelinedGemvEqualsRows16BitForBit) {
               int64_t(routing.slots()) * 5)
         << label << ": rows16 left NaN outside the padding";  // so the comparison is of real values
     for (const Mxfp4GroupedAlgorithm a :
-         {Mxfp4GroupedAlgorithm::gemv_pipelined, Mxfp4GroupedAlgorithm::gemv_pipelined_weights}) {
-      CUDA_CHECK(cudaMemset(pipelined.get(), 0xFF, y_size * sizeof(float)));
-      CUDA_CHECK(cudaMemset(pipelined_bf16.get(), 0xFF, y_size * sizeof(__nv_bfloat16)));
-      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, pipelined.get(), y_stride, a));
-      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, pipelined_bf16.get(), y_stride, a));
-      EXPECT_EQ(bit_differences(want, pipelined.download()), 0) << label << " f32 " << name(a);
-      EXPECT_EQ(bit_differences(rows16_bf16.download(), pipelined_bf16.download()), 0) << label << " bf16 " << name(a);
+         {Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4, Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8}) {
+      CUDA_CHECK(cudaMemset(prefetching.get(), 0xFF, y_size * sizeof(float)));
+      CUDA_CHECK(cudaMemset(prefetching_bf16.get(), 0xFF, y_size * sizeof(__nv_bfloat16)));
+      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, prefetching.get(), y_stride, a));
+      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, prefetching_bf16.get(), y_stride, a));
+      EXPECT_EQ(bit_differences(want, prefetching.download()), 0) << label << " f32 " << name(a);
+      EXPECT_EQ(bit_differences(rows16_bf16.download(), prefetching_bf16.download()), 0) << label << " bf16 " << name(a);
     }
   }
 }
