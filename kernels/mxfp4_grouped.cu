@@ -11,174 +11,98 @@ namespace {
 
 using namespace mxfp4_detail;
 
-// ---- Decode: mxfp4_grouped_gemv_mma_rows16 (and its L2-prefetching form) ------------------------------
+// ---- Decode: mxfp4_grouped_gemv_mma_rows16 ----------------------------------------------------------
 constexpr int kGemvThreads = 128;
 constexpr int kGemvWarpRows = 16;                                  // one mma m-tile per warp
 constexpr int kGemvBlockRows = kGemvThreads / 32 * kGemvWarpRows;  // 64
 constexpr int kGemvSlots = 8;                                      // one mma n-tile per pass
 constexpr int kGemvLoads = 2;  // 16-byte weight loads per row and lane issued together
-constexpr int kGemvGroupBlocks = 4 * kGemvLoads;  // blocks of one rows16 k-group: lanes t = 0..3, kGemvLoads each
 
-// blockIdx.x = active expert index · row_blocks + (output row) / 64; lane (g, t) of a warp owns rows g and g + 8
-// of the warp's 16.
-struct GemvWarpRows {
-  const uint8_t* packed_lo;  // this lane's row g, then row g + 8
-  const uint8_t* packed_hi;
-  const uint8_t* scales_lo;
-  const uint8_t* scales_hi;
-  int64_t row;     // row g (the output row of acc[0], acc[1]; acc[2], acc[3] are row + 8)
-  int64_t blocks;  // 32-element blocks per row
-  int first_slot, end_slot;
-};
-
-// Lane (g, t) of warp `warp`: its rows of the block's active expert, or false when the warp has none (the whole
-// warp returns).
-__device__ __forceinline__ bool gemv_warp_rows(const Mxfp4ExpertWeights& w, const ExpertRouting& r,
-                                               unsigned row_blocks, int warp, int g, GemvWarpRows& rows) {
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return false;
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return false;
-  expert_slots(r, expert, rows.first_slot, rows.end_slot);
-
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  if (tile_row >= w.out_features) return false;  // the whole warp (out is a multiple of 16)
-  rows.row = tile_row + g;
-  rows.blocks = w.in_features / kMxBlockElements;
-  const int64_t first_row = int64_t(expert) * w.out_features + rows.row;
-  rows.packed_lo = w.packed + first_row * rows.blocks * kMxBlockBytes;
-  rows.packed_hi = rows.packed_lo + 8 * rows.blocks * kMxBlockBytes;
-  rows.scales_lo = w.scales + first_row * rows.blocks;
-  rows.scales_hi = rows.scales_lo + 8 * rows.blocks;
-  return true;
-}
-
-// The x row of this lane's mma column, slot `slot` of the pass; none (zeros) past the expert's slots or for a
-// token outside x.
-__device__ __forceinline__ const __nv_bfloat16* gemv_x_row(const ExpertRouting& r, const __nv_bfloat16* x,
-                                                           int64_t x_stride, int64_t x_rows, int slot, int end_slot) {
-  if (slot < end_slot) {
-    const int token = r.slot_token[slot];
-    if (token >= 0 && token < x_rows) return x + int64_t(token) * x_stride;
-  }
-  return nullptr;
-}
-
-// Block b of this lane's two rows; past the end of the rows, zeros at the neutral scale.
-__device__ __forceinline__ void gemv_load_weights(const GemvWarpRows& rows, int64_t b, uint4& q_lo, uint4& q_hi,
-                                                  uint32_t& s_lo, uint32_t& s_hi) {
-  if (b < rows.blocks) {
-    q_lo = __ldcs(reinterpret_cast<const uint4*>(rows.packed_lo + b * kMxBlockBytes));
-    q_hi = __ldcs(reinterpret_cast<const uint4*>(rows.packed_hi + b * kMxBlockBytes));
-    s_lo = __ldcs(rows.scales_lo + b);
-    s_hi = __ldcs(rows.scales_hi + b);
-  } else {
-    q_lo = q_hi = make_uint4(0, 0, 0, 0);
-    s_lo = s_hi = kNeutralScale;
-  }
-}
-
-// Block b of this lane's x row (32 elements); zeros for no row or past its end.
-__device__ __forceinline__ void gemv_load_x(const __nv_bfloat16* x_row, int64_t b, int64_t blocks, uint4 (&xv)[4]) {
-#pragma unroll
-  for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
-  if (x_row != nullptr && b < blocks) {
-    const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
-  }
-}
-
-// acc += the products of this lane's block of its two rows with its block of x, across the warp: every mma
-// covers 16 k of one word position of the four lanes' t blocks, whose scales are already folded into the bf16
-// weights; word positions k = 0..3 in turn (permuted positions 0..3, then 4..7 of each).
-__device__ __forceinline__ void gemv_multiply_block(float (&acc)[4], const uint4& q_lo, const uint4& q_hi,
-                                                    uint32_t s_lo, uint32_t s_hi, const uint4 (&xv)[4]) {
-  const uint32_t words_lo[4] = {q_lo.x, q_lo.y, q_lo.z, q_lo.w};
-  const uint32_t words_hi[4] = {q_hi.x, q_hi.y, q_hi.z, q_hi.w};
-  const BlockScale scale_lo = block_scale(s_lo), scale_hi = block_scale(s_hi);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    uint32_t a_lo[4], a_hi[4];
-    dequantize_word(words_lo[k], scale_lo, a_lo);
-    dequantize_word(words_hi[k], scale_hi, a_hi);
-    const uint4 bx = permute_x8(xv[k]);
-    mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
-    mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
-  }
-}
-
-// The pass's columns 2t, 2t + 1 of rows g and g + 8; NaN for a slot whose token lies outside x.
+// blockIdx.x = active expert index · row_blocks + (output row) / 64. Lane (g, t) of a warp loads, for its
+// rows g and g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 4·kGemvLoads
+// blocks, and the same blocks of x for slot g of the pass: every mma then covers 16 k of one word position
+// of four different blocks, whose scales are already folded into the bf16 weights.
 template <typename OutT>
-__device__ __forceinline__ void gemv_store(const ExpertRouting& r, const GemvWarpRows& rows, int pass, int t,
-                                           int64_t x_rows, const float (&acc)[4], OutT* y, int64_t y_stride) {
-#pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int slot = pass + 2 * t + c;
-    if (slot < rows.end_slot) {
-      const bool ok = token_valid(r, slot, x_rows);
-      OutT* out = y + int64_t(slot) * y_stride + rows.row;
-      store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-      store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-    }
-  }
-}
-
-// Hints the L2 to fetch [p, p + bytes) (bytes a multiple of 16, p 16-byte aligned); no effect on results.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
-}
-
-// One warp per 16 output rows streams them once per 8 slots: k-groups of 4·kGemvLoads blocks, lane t loading
-// blocks 4u + t of each (u < kGemvLoads) together, then multiplying them in turn with the same blocks of x.
-// With kPrefetchGroups > 0 (gemv_l2_prefetch), lane L < 16 also asks the L2 for the warp's row L kPrefetchGroups
-// k-groups ahead of the one being loaded (one bulk prefetch of 128 bytes per row and group, the first
-// kPrefetchGroups groups and lane 16 the warp's scales at the start), so more of the weight stream is in flight than
-// the lanes' registers hold; the loads and the math are rows16's.
-template <typename OutT, int kPrefetchGroups>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                                   unsigned row_blocks) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  GemvWarpRows rows;
-  if (!gemv_warp_rows(w, r, row_blocks, warp, g, rows)) return;
-  const int64_t row_bytes = rows.blocks * kMxBlockBytes;
-  // The warp's row `lane` (lanes 0..15): the warp's 16 rows are consecutive in the packed array.
-  const uint8_t* prefetch_row = rows.packed_lo + (int64_t(lane % kGemvWarpRows) - g) * row_bytes;
-  if constexpr (kPrefetchGroups > 0) {
-    if (lane < kGemvWarpRows) {
-      const int64_t ahead = min(rows.blocks, int64_t(kPrefetchGroups) * kGemvGroupBlocks);
-      prefetch_l2_bulk(prefetch_row, uint32_t(ahead * kMxBlockBytes));
-    } else if (lane == kGemvWarpRows) {
-      const uint8_t* scales = rows.scales_lo - int64_t(g) * rows.blocks;  // the warp's 16 rows of scales
-      if (reinterpret_cast<uintptr_t>(scales) % 16 == 0) prefetch_l2_bulk(scales, uint32_t(kGemvWarpRows * rows.blocks));
-    }
-  }
+  const int active = static_cast<int>(blockIdx.x / row_blocks);
+  if (active >= min(*r.active_count, r.max_active_experts)) return;
+  const int expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return;
+  int first_slot = 0, end_slot = 0;
+  expert_slots(r, expert, first_slot, end_slot);
 
-  for (int pass = rows.first_slot; pass < rows.end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* x_row = gemv_x_row(r, x, x_stride, x_rows, pass + g, rows.end_slot);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
+  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
+  const int64_t row = tile_row + g;        // and row + 8
+  const int64_t blocks = w.in_features / kMxBlockElements;
+  const int64_t first_row = int64_t(expert) * w.out_features + row;
+  const uint8_t* packed_lo = w.packed + first_row * blocks * kMxBlockBytes;
+  const uint8_t* packed_hi = packed_lo + 8 * blocks * kMxBlockBytes;
+  const uint8_t* scales_lo = w.scales + first_row * blocks;
+  const uint8_t* scales_hi = scales_lo + 8 * blocks;
+
+  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
+    const __nv_bfloat16* x_row = nullptr;  // this lane's mma column: slot pass + g (none: zeros)
+    if (pass + g < end_slot) {
+      const int token = r.slot_token[pass + g];
+      if (token >= 0 && token < x_rows) x_row = x + int64_t(token) * x_stride;
+    }
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t b0 = 0; b0 < rows.blocks; b0 += kGemvGroupBlocks) {
-      if constexpr (kPrefetchGroups > 0) {
-        const int64_t ahead = b0 + int64_t(kPrefetchGroups) * kGemvGroupBlocks;
-        if (lane < kGemvWarpRows && ahead < rows.blocks) {
-          prefetch_l2_bulk(prefetch_row + ahead * kMxBlockBytes,
-                           uint32_t(min(int64_t(kGemvGroupBlocks), rows.blocks - ahead) * kMxBlockBytes));
-        }
-      }
+    for (int64_t b0 = 0; b0 < blocks; b0 += 4 * kGemvLoads) {
       uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];
       uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
 #pragma unroll
-      for (int u = 0; u < kGemvLoads; ++u) gemv_load_weights(rows, b0 + 4 * u + t, q_lo[u], q_hi[u], s_lo[u], s_hi[u]);
+      for (int u = 0; u < kGemvLoads; ++u) {
+        const int64_t b = b0 + 4 * u + t;
+        if (b < blocks) {
+          q_lo[u] = __ldcs(reinterpret_cast<const uint4*>(packed_lo + b * kMxBlockBytes));
+          q_hi[u] = __ldcs(reinterpret_cast<const uint4*>(packed_hi + b * kMxBlockBytes));
+          s_lo[u] = __ldcs(scales_lo + b);
+          s_hi[u] = __ldcs(scales_hi + b);
+        } else {
+          q_lo[u] = q_hi[u] = make_uint4(0, 0, 0, 0);
+          s_lo[u] = s_hi[u] = kNeutralScale;
+        }
+      }
 #pragma unroll
       for (int u = 0; u < kGemvLoads; ++u) {
+        const int64_t b = b0 + 4 * u + t;
         uint4 xv[4];
-        gemv_load_x(x_row, b0 + 4 * u + t, rows.blocks, xv);
-        gemv_multiply_block(acc, q_lo[u], q_hi[u], s_lo[u], s_hi[u], xv);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
+        if (x_row != nullptr && b < blocks) {
+          const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
+        }
+        const uint32_t words_lo[4] = {q_lo[u].x, q_lo[u].y, q_lo[u].z, q_lo[u].w};
+        const uint32_t words_hi[4] = {q_hi[u].x, q_hi[u].y, q_hi[u].z, q_hi[u].w};
+        const BlockScale scale_lo = block_scale(s_lo[u]), scale_hi = block_scale(s_hi[u]);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
+          uint32_t a_lo[4], a_hi[4];
+          dequantize_word(words_lo[k], scale_lo, a_lo);
+          dequantize_word(words_hi[k], scale_hi, a_hi);
+          const uint4 bx = permute_x8(xv[k]);
+          mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+          mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+        }
       }
     }
-    gemv_store(r, rows, pass, t, x_rows, acc, y, y_stride);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
+      const int slot = pass + 2 * t + c;
+      if (slot < end_slot) {
+        const bool ok = token_valid(r, slot, x_rows);
+        OutT* out = y + int64_t(slot) * y_stride + row;
+        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+      }
+    }
   }
 }
 
@@ -344,8 +268,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4 && algorithm != Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -356,15 +279,12 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4 ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    const auto kernel = algorithm == Mxfp4GroupedAlgorithm::gemv                 ? mxfp4_grouped_gemv_mma_rows16<OutT, 0>
-                        : algorithm == Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4 ? mxfp4_grouped_gemv_mma_rows16<OutT, 4>
-                                                                                  : mxfp4_grouped_gemv_mma_rows16<OutT, 8>;
-    kernel<<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+    mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                         static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 

@@ -19,10 +19,6 @@
 //     lane in flight) and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate):
 //     each lane dequantises its own 32-element block in registers, and x is read in the same permuted k
 //     order.
-//   mxfp4_grouped_gemv_mma_rows16 with L2 prefetch (gemv_l2_prefetch_4, _8; on request, not yet measured):
-//     rows16's loads and math, and lanes 0..15 of each warp ask the L2 (cp.async.bulk.prefetch) for the warp's 16
-//     rows 4 or 8 k-groups ahead of the one being loaded, so more of the weight stream is in flight than the
-//     registers hold (the same results bit for bit).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -43,7 +39,12 @@
 // software-pipelined in registers: 2 stages of 4 blocks with their x) and gemv_pipelined_weights (3 stages of 4
 // blocks, weights only), 80 and 78 registers: at T = 1 / 8 / 16 / 64, 53.2 / 318.9 / 582.8 / 1533.7 us and
 // 50.0 / 288.3 / 528.1 / 1390.6 us against rows16's 48.6 / 273.6 / 498.9 / 1308.9 us in the same run (one 16-byte
-// load per row in flight ahead is fewer bytes than rows16's two at once); removed.
+// load per row in flight ahead is fewer bytes than rows16's two at once); removed. gemv_l2_prefetch_4 and _8 (rows16
+// with lanes 0..15 asking the L2, by cp.async.bulk.prefetch, for the warp's rows 4 or 8 k-groups ahead): 58.0 / 335.4 /
+// 612.3 / 1605.6 and 57.8 / 324.2 / 587.0 / 1528.9 us against 48.2 / 272.9 / 496.2 / 1311.6 us; removed. Nsight
+// Compute on rows16 (…-kernels-8): at T = 64 issue slots 80 % busy, the ALU pipe 80 % and the FMA-heavy pipe (IMAD
+// shifts, the bf16 scale multiplies) 68 %: the in-register E2M1 decode binds; at T = 1 (one wave of 768 blocks) DRAM
+// 36 %, issue 69 % at ncu's locked 1.34 GHz, stalls on long scoreboard and math-pipe throttle alike.
 // Faster: wgmma with TMA-fed tiles for prefill, split-in for the GEMV when few experts are active.
 #pragma once
 
@@ -73,7 +74,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_l2_prefetch_4, gemv_l2_prefetch_8 };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

@@ -89,8 +89,6 @@ DeviceRouting random_routing(int tokens, std::mt19937& rng) {
 const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
-    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4: return "gemv_mma_rows16_l2_prefetch_4";
-    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8: return "gemv_mma_rows16_l2_prefetch_8";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: break;
@@ -98,10 +96,8 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv,
-                                                       Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4,
-                                                       Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8,
-                                                       Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined};
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
+                                                       Mxfp4GroupedAlgorithm::gemm_pipelined};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 

@@ -1,18 +1,17 @@
 // MXFP4 grouped routed-expert products (kernels/mxfp4_grouped.h) against the CPU: random normal weights
 // quantised with weights::mxfp4_quantize and decoded with weights::mxfp4_dequantize, y = x Wᵀ per slot in
-// fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the two
-// GEMVs and the two GEMMs) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
+// fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the GEMV
+// and the two GEMMs) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
 // expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, a prefill-like
 // routing with partial tiles in both dimensions, every E2M1 code at scales on both sides of the
 // two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
-// argument rejection; and the L2-prefetching GEMVs against rows16 bit for bit.
+// argument rejection.
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
 #include "kernels/mxfp4_grouped.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -163,8 +162,6 @@ ref::Matrix download(const DeviceBuffer<__nv_bfloat16>& y, int64_t rows, int64_t
 const char* name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
-    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4: return "gemv_l2_prefetch_4";
-    case Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8: return "gemv_l2_prefetch_8";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
@@ -172,9 +169,8 @@ const char* name(Mxfp4GroupedAlgorithm a) {
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4,
-                                                 Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8,
-                                                 Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined,
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
+                                                 Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
@@ -380,9 +376,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceBank dbank(bank);
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4,
-                                       Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8, Mxfp4GroupedAlgorithm::gemm,
-                                       Mxfp4GroupedAlgorithm::gemm_pipelined}) {
+  for (const Mxfp4GroupedAlgorithm a :
+       {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -401,58 +396,6 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(stream));
-  }
-}
-
-// The elements of a and b whose bits differ.
-template <typename T>
-int bit_differences(const std::vector<T>& a, const std::vector<T>& b) {
-  int differences = 0;
-  for (size_t i = 0; i < a.size(); ++i) differences += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
-  return differences;
-}
-
-// The L2-prefetching GEMVs run rows16's loads and mma sequence, so their y is rows16's bit for bit (padding columns
-// included): in = 96 (3 blocks: rows16's second half-group all zeros, a prefetch clipped to the row), 37 blocks (a
-// last k-group of 5), and K3's 112 blocks (14 whole k-groups); 1..20 slots per expert (up to 3 passes of 8).
-TEST(GpuMxfp4Grouped, PrefetchingGemvEqualsRows16BitForBit) {
-  std::mt19937 rng(20261217);
-  struct Case {
-    int64_t out, in;
-    std::vector<int> counts;  // slots per expert
-  };
-  const Case cases[] = {{48, 96, {2, 0, 20, 1}}, {80, 37 * 32, {9, 0, 20}}, {64, 3584, {1, 16, 0, 3}}};
-  for (const Case& c : cases) {
-    const std::string label = std::to_string(c.out) + "x" + std::to_string(c.in);
-    const ExpertBank bank = random_bank(static_cast<int>(c.counts.size()), c.out, c.in, rng);
-    const int x_rows = 30;
-    const int64_t x_stride = c.in + 8, y_stride = c.out + 5;
-    const HostRouting routing = routing_with_counts(c.counts, x_rows, rng);
-    const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
-    K3_REQUIRE_GPU();
-    DeviceBank dbank(bank);
-    DeviceRouting droute(routing);
-    DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-    const size_t y_size = size_t(routing.slots() * y_stride);
-    DeviceBuffer<float> rows16(y_size), prefetching(y_size);
-    DeviceBuffer<__nv_bfloat16> rows16_bf16(y_size), prefetching_bf16(y_size);
-    const auto view = droute.view(bank.experts);
-    CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, rows16.get(), y_stride, Mxfp4GroupedAlgorithm::gemv));
-    CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, rows16_bf16.get(), y_stride,
-                   Mxfp4GroupedAlgorithm::gemv));
-    const std::vector<float> want = rows16.download();
-    ASSERT_EQ(std::count_if(want.begin(), want.end(), [](float v) { return std::isnan(v); }),
-              int64_t(routing.slots()) * 5)
-        << label << ": rows16 left NaN outside the padding";  // so the comparison is of real values
-    for (const Mxfp4GroupedAlgorithm a :
-         {Mxfp4GroupedAlgorithm::gemv_l2_prefetch_4, Mxfp4GroupedAlgorithm::gemv_l2_prefetch_8}) {
-      CUDA_CHECK(cudaMemset(prefetching.get(), 0xFF, y_size * sizeof(float)));
-      CUDA_CHECK(cudaMemset(prefetching_bf16.get(), 0xFF, y_size * sizeof(__nv_bfloat16)));
-      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, prefetching.get(), y_stride, a));
-      CUDA_CHECK(run(dbank.view, view, dx.get(), x_stride, x_rows, prefetching_bf16.get(), y_stride, a));
-      EXPECT_EQ(bit_differences(want, prefetching.download()), 0) << label << " f32 " << name(a);
-      EXPECT_EQ(bit_differences(rows16_bf16.download(), prefetching_bf16.download()), 0) << label << " bf16 " << name(a);
-    }
   }
 }
 
@@ -511,9 +454,9 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   EXPECT_EQ(call(good_w, good_r, x, 64, 0, 16), cudaErrorInvalidValue);      // no x rows
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 15), cudaErrorInvalidValue);      // y stride below out
   EXPECT_EQ(call(good_w, good_r, nullptr, 64, 4, 16), cudaErrorInvalidValue);
-  // Not an enumerator (the enum's values are 0..5).
+  // Not an enumerator (the enum's values are 0..3; 4 and 5 were the removed pipelined GEMVs).
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(7)), cudaErrorInvalidValue);
-  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(6)), cudaErrorInvalidValue);
+  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(4)), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 2 * kernels::kMxfp4GroupedGemmMaxActiveExperts + 2;
   r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
