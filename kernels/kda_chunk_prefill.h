@@ -60,17 +60,18 @@
 //     operand bounds as the other versions); the UT transform's off-diagonal blocks by blocked doubling
 //     (X_10 = −X_11 L_10 X_00, then the 32 × 32 block) in four barrier-separated fp32 steps instead of a wavefront;
 //     W and U on mma.sync. 61.7 KB of shared memory, three blocks (24 warps) per SM instead of two; same precision.
-//   ut_factored_split_key (the default; 8K on an H200: 3.04 ms = 1.64 phase 1 + 1.40 state pass, 3.1× the roofline and
-//     11.0× faster than the recurrent kernel's 33.5 ms; 32K 11.9 ms, 128K 47.7 ms, 3.1×; bench/results/2026-11-30-
-//     h200-kernels-7): phase 1 of
-//     ut_factored_split_value; the state pass
+//   ut_factored_split_key (the default; 8K on an H200: 2.78 ms = 1.64 phase 1 + 1.15 state pass, 2.87× the roofline
+//     and 12.1× faster than the recurrent kernel's 33.6 ms; 32K 10.9 ms, 2.82×; 128K 44.2 ms, 2.85×;
+//     bench/results/2026-11-30-h200-kernels-8): phase 1 of ut_factored_split_value; the state pass
 //     (kernels/kda_chunk_state.cu) is one block of 8 warps per (head, 32 value columns) (384 blocks for K3, three
 //     per SM): warp (vh, p) keeps Sᵀ's 16 values vh × 32 keys [32p, 32p + 32) in registers and updates them alone,
 //     and computes V'ᵀ and Oᵀ over all 128 keys for its token tiles {p, 7 − p} from a TF32 copy of the block's Sᵀ in
 //     shared memory, so no sum is split between warps and each warp's chain per chunk is 105 products instead of
 //     ≈ 450; V'ᵀ goes through shared memory to the products over tokens. Each chunk's operands stream through a ring
 //     of 3 shared buffers in 7 steps (W and Qg by key quarter, A_qk with e^{G_last}, Kd by halves), each copied with
-//     cp.async two steps ahead (75 KB per block). The same products and roundings; the key sums in another order.
+//     cp.async two steps ahead (75 KB per block), with the per-lane address arithmetic out of the chunk loop (608 M
+//     instructions at 8K against 819 M before; kernels/kda_chunk_state.cu). The same products and roundings; the key
+//     sums in another order.
 //     Workspace contract of both ut_factored versions: phase 1 stores W, Qg, Kd and A_qk (product operands only)
 //     already TF32-rounded, U and e^{G_last} in fp32; split_key's pass feeds the rounded ones to mma.sync unconverted.
 // Where ut_tensorcore's time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its

@@ -4,7 +4,9 @@
 // The decode step's small ops (MoE router selection and bucketing, the fp32 MoE latent RMSNorm, greedy sampling)
 // are latency-bound: their inputs are the L2-resident outputs of the kernel before them, so they are timed on one
 // buffer set, each variant both as one launch and per launch of 32 replayed from one CUDA graph (as in the decode
-// step, where launch gaps of the host API are gone).
+// step, where launch gaps of the host API are gone). The KDA decode step is timed both as one launch and per layer of
+// a CUDA graph holding one step per layer (each layer its own state), beside a copy of the same state bytes timed
+// the same two ways.
 //
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
