@@ -5,9 +5,12 @@
 // Shapes: gate_up [tokens, 2·intermediate] fp32 (as a GEMM with fp32 output writes it) or bf16, row stride in
 // elements ≥ 2·intermediate; out [tokens, intermediate] bf16 (the input of the down projection), row stride
 // ≥ intermediate. fp32 arithmetic, rounded to nearest once on the store.
-// Versions: glu_elementwise — a 2D grid (blocks over the intermediate dimension × tokens), one element per thread
-// per step of a grid-stride loop. Faster (not done): fuse into the gate|up GEMM's epilogue, so gate_up never goes
-// to memory.
+// Versions (chosen on the host): glu_vec4 — a 2D grid (blocks over the intermediate dimension × tokens, rows by a
+// grid-stride loop), four consecutive elements per thread and step (16-byte fp32 / 8-byte bf16 loads, one 8-byte
+// store), wherever intermediate, both row strides and both base addresses come in whole groups of four (K3's rows
+// do; not yet measured); glu_elementwise otherwise — the same grid, one element per thread and step. Both run the
+// same arithmetic per element, so the same results bit for bit. Faster (not done): fuse into the gate|up GEMM's
+// epilogue, so gate_up never goes to memory.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -14,7 +14,10 @@ constexpr float kBeta = 4.0f, kLinearBeta = 25.0f;
 struct Case {
   int64_t tokens, intermediate, in_pad, out_pad;
 };
-const Case kCases[] = {{1, 3072, 0, 0}, {3, 37, 5, 3}, {17, 6144, 8, 0}, {64, 1, 1, 1}, {2, 33792, 0, 0}};
+// Four-element groups throughout (1, 3072), (17, 6144, padded input rows), (2, 33792) and more rows than one grid
+// column holds (70000); one element at a time where a width or stride is not a multiple of four.
+const Case kCases[] = {{1, 3072, 0, 0},  {3, 37, 5, 3},     {17, 6144, 8, 0}, {64, 1, 1, 1},
+                       {2, 33792, 0, 0}, {70000, 12, 4, 0}, {5, 64, 2, 0}};
 
 TEST(GpuSituGlu, MatchesReference) {
   std::mt19937 rng(20261209);
