@@ -268,8 +268,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm_wgmma) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -292,9 +291,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   if (active > kMxfp4GroupedGemmMaxActiveExperts) return cudaErrorInvalidValue;
   if (algorithm == Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return launch_gemm_pipelined(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
-  }
-  if (algorithm == Mxfp4GroupedAlgorithm::gemm_wgmma) {
-    return launch_gemm_wgmma(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
   }
   const size_t prefix_bytes = size_t(active + 1) * sizeof(int);
   static_assert(kGemmStaticSharedBytes + (kMxfp4GroupedGemmMaxActiveExperts + 1) * sizeof(int) <= 48 * 1024);
@@ -323,16 +319,6 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
   // The pipelined GEMM was measured 1.47x faster than gemm_mma_128x64 at a prefill of 8192 tokens on an H200
   // (18.3 vs 26.8 ms, bench/results/2026-11-30-h200-kernels-6).
   return Mxfp4GroupedAlgorithm::gemm_pipelined;
-}
-
-bool mxfp4_grouped_algorithm_supported(Mxfp4GroupedAlgorithm algorithm, int device) {
-  if (algorithm != Mxfp4GroupedAlgorithm::gemm_wgmma) return true;
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    return false;
-  }
-  return major == 9 && minor == 0;
 }
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,

@@ -30,12 +30,6 @@
 //     each lane dequantises its own mma A fragments from the packed bytes straight into registers (the lookup
 //     decode), B comes as 16-byte chunks of a bank-swizzled x tile, and 32-slot groups past an expert's last
 //     slot are skipped. Each warp owns 32 rows × all 128 slots (32 accumulator tiles): no weight decoded twice.
-//   mxfp4_grouped_gemm_wgmma_128x128 — prefill on request (mxfp4_grouped_gemm_wgmma.cu; Hopper's wgmma, compute
-//     capability 9.0 only; not yet measured): the pipelined GEMM's tiles and schedule on 2 warpgroups, each 64 rows ×
-//     the tile's slots rounded up to 32 (wgmma m64nNk16, N = 32..128); a 4-stage cp.async ring, 2 steps ahead, brings
-//     the raw packed W bytes and the gathered x rows as a 128-byte-swizzled K-major B tile; each thread decodes its A
-//     fragments from the packed bytes into registers (the lookup decode), and step s's wgmma runs while step s + 1 is
-//     decoded.
 // All decode E2M1 to the bf16 bits of v·2^-126 (E2M1 subnormals included; by bit placement, the pipelined GEMM
 // by byte lookup) and one or two exact bf16 multiplies by powers of two; the dequantised W equals the fp32
 // decode bit for bit.
@@ -80,7 +74,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemm_wgmma };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
@@ -90,10 +84,6 @@ inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 // The algorithm `automatic` runs for these weights and bounds (host values only): the GEMV while the
 // average is small (rows16), the pipelined GEMM above it.
 Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const ExpertRouting& routing);
-
-// Whether `device` runs `algorithm`: gemm_wgmma needs compute capability 9.0 (it is built for sm_90a alone) and
-// returns cudaErrorNotSupported elsewhere; the others run on every device the project builds for.
-bool mxfp4_grouped_algorithm_supported(Mxfp4GroupedAlgorithm algorithm, int device);
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                       const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,

@@ -1,8 +1,8 @@
 // mxfp4_grouped_device: the device building blocks that the MXFP4 grouped kernels (mxfp4_grouped.cu, the GEMV and
-// the first GEMM; mxfp4_grouped_gemm.cu, the pipelined GEMM; mxfp4_grouped_gemm_wgmma.cu, the wgmma GEMM) share: E2M1
-// decode by bit placement and by byte lookup, E8M0 block scales as exact bf16 multiplies, the bf16 m16n8k16 MMA, output
-// stores, the routing accessors, cp.async group commit/wait and a block-wide scan; and the launchers of the GEMMs in
-// their own files. Internal to kernels/: callers use mxfp4_grouped.h.
+// the first GEMM; mxfp4_grouped_gemm.cu, the pipelined GEMM) share: E2M1 decode by bit placement and by byte lookup,
+// E8M0 block scales as exact bf16 multiplies, the bf16 m16n8k16 MMA, output stores, the routing accessors, cp.async
+// group commit/wait and a block-wide scan; and the pipelined GEMM's launchers. Internal to kernels/: callers use
+// mxfp4_grouped.h.
 #pragma once
 
 #include "kernels/mxfp4_grouped.h"
@@ -235,14 +235,5 @@ cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouti
 cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
                                   int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
                                   cudaStream_t stream);
-
-// mxfp4_grouped_gemm_wgmma_128x128 (mxfp4_grouped_gemm_wgmma.cu) under the same conditions; cudaErrorNotSupported on a
-// device that is not compute capability 9.0.
-cudaError_t launch_gemm_wgmma(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                              int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, int64_t active,
-                              cudaStream_t stream);
-cudaError_t launch_gemm_wgmma(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                              int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
-                              cudaStream_t stream);
 
 }  // namespace k3::kernels::mxfp4_detail

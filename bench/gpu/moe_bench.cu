@@ -6,8 +6,7 @@
 //            over several routings that the timed launches take in turn (so consecutive launches read
 //            different experts); every algorithm, the one `automatic` picks marked so;
 //   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak, the
-//            three GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here; the wgmma GEMM
-//            on a device of compute capability 9.0 only).
+//            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here).
 //
 // Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
@@ -92,7 +91,6 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
-    case Mxfp4GroupedAlgorithm::gemm_wgmma: return "gemm_wgmma_128x128";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
@@ -101,8 +99,7 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
 constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
                                                        Mxfp4GroupedAlgorithm::gemm_pipelined};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
-                                                        Mxfp4GroupedAlgorithm::gemm_pipelined,
-                                                        Mxfp4GroupedAlgorithm::gemm_wgmma};
+                                                        Mxfp4GroupedAlgorithm::gemm_pipelined};
 
 }  // namespace
 
@@ -154,10 +151,7 @@ int main(int argc, char** argv) {
     __nv_bfloat16* x = device_alloc<__nv_bfloat16>(size_t(tokens) * kIn, 0x3F);
     __nv_bfloat16* y = device_alloc<__nv_bfloat16>(size_t(slots) * kOut, 0);
     const Mxfp4GroupedAlgorithm automatic = k3::kernels::mxfp4_grouped_algorithm(w, routing.view());
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
     for (const Mxfp4GroupedAlgorithm algorithm : kPrefillAlgorithms) {
-      if (!k3::kernels::mxfp4_grouped_algorithm_supported(algorithm, device)) continue;
       Result r{fmt::format("mxfp4_grouped_{}{} w1 3072x3584 prefill T={} top 16 of 896 ({} distinct experts)",
                            algorithm_name(algorithm), algorithm == automatic ? " (automatic)" : "", tokens,
                            routing.distinct_experts),

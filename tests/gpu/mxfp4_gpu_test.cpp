@@ -1,17 +1,14 @@
 // MXFP4 grouped routed-expert products (kernels/mxfp4_grouped.h) against the CPU: random normal weights
 // quantised with weights::mxfp4_quantize and decoded with weights::mxfp4_dequantize, y = x Wᵀ per slot in
 // fp64, with the routing built on the CPU in the device bucketing's contract. Every algorithm (the GEMV
-// and the three GEMMs; the wgmma GEMM where the device is compute capability 9.0) on odd sizes (one and
-// several cp.async k-steps, a partial last step) and K3's expert shape, empty experts, one expert holding
-// every slot, 1..300 slots per expert, every wgmma tile width, a prefill-like routing with partial tiles in
-// both dimensions, every E2M1 code at scales on both sides of the two-multiply threshold, NaN scales,
-// invalid tokens, replay from a CUDA graph with a new routing, and argument rejection; and the wgmma GEMM
-// against the pipelined one.
+// and the two GEMMs) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
+// expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, a prefill-like
+// routing with partial tiles in both dimensions, every E2M1 code at scales on both sides of the
+// two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
+// argument rejection.
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
 #include "kernels/mxfp4_grouped.h"
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -48,8 +45,8 @@ void decode_bank(ExpertBank& bank) {
 }
 
 // Standard normal weights times a power of two per 32-element block (2^-6..2^6), so the scale bytes vary
-// and some exceed 128 (the kernels' two-multiply path); decoded for the fp64 reference unless `decode` is false.
-ExpertBank random_bank(int experts, int64_t out, int64_t in, std::mt19937& rng, bool decode = true) {
+// and some exceed 128 (the kernels' two-multiply path).
+ExpertBank random_bank(int experts, int64_t out, int64_t in, std::mt19937& rng) {
   ExpertBank bank{experts, out, in, {}, {}, {}};
   const int64_t n = out * in;
   bank.packed.resize(size_t(experts * n / 2));
@@ -64,7 +61,7 @@ ExpertBank random_bank(int experts, int64_t out, int64_t in, std::mt19937& rng, 
     }
     weights::mxfp4_quantize(w.data(), n, bank.packed.data() + e * n / 2, bank.scales.data() + e * n / 32);
   }
-  if (decode) decode_bank(bank);
+  decode_bank(bank);
   return bank;
 }
 
@@ -167,7 +164,6 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
-    case Mxfp4GroupedAlgorithm::gemm_wgmma: return "gemm_wgmma";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
@@ -175,17 +171,7 @@ const char* name(Mxfp4GroupedAlgorithm a) {
 
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
                                                  Mxfp4GroupedAlgorithm::gemm_pipelined,
-                                                 Mxfp4GroupedAlgorithm::gemm_wgmma, Mxfp4GroupedAlgorithm::automatic};
-
-// Whether the current device runs `a` (gemm_wgmma: compute capability 9.0 only; elsewhere it must refuse with
-// cudaErrorNotSupported, checked in GemmWgmmaMatchesGemmPipelined); a note on stderr when it does not.
-bool runs_here(Mxfp4GroupedAlgorithm a) {
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  if (kernels::mxfp4_grouped_algorithm_supported(a, device)) return true;
-  fmt::print(stderr, "note: device {} is not compute capability 9.0, so {} is not tested\n", device, name(a));
-  return false;
-}
+                                                 Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
@@ -200,7 +186,6 @@ void expect_matches(const ExpertBank& bank, const HostRouting& routing, const re
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   const int64_t y_stride = bank.out + 5, rows = routing.slots();
   for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
-    if (!runs_here(a)) continue;
     DeviceBuffer<OutT> dy(size_t(rows * y_stride));
     CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), x_stride, x.rows(), dy.get(), y_stride, a));
     const ref::Matrix got = download(dy, rows, y_stride);
@@ -230,8 +215,6 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtOddSizes) {
       {"expert 3 and 6 empty", {2, 1, 3, 0, 1, 2, 0}},
       {"one expert holds all slots", {0, 0, 0, 0, 0, 40, 0}},
       {"1..300 slots per expert", {1, 300, 0, 17, 8, 9, 64}},
-      // Last slot tiles of 20, 50, 80, 110, 128 and 1 slots: wgmma widths 32, 64, 96, 128, 128, 32.
-      {"every wgmma tile width", {20, 50, 80, 110, 128, 129, 0}},
   };
   for (const Case& c : cases) {
     const int x_rows = 300, x_stride = 96 + 16;
@@ -324,7 +307,6 @@ TEST(GpuMxfp4Grouped, DequantisesEveryCodeExactly) {
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
-    if (!runs_here(a)) continue;
     DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
     DeviceBuffer<__nv_bfloat16> dy16(size_t(routing.slots() * bank.out));
     CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), bank.in, bank.in, dy.get(), bank.out, a));
@@ -365,7 +347,6 @@ TEST(GpuMxfp4Grouped, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
-    if (!runs_here(a)) continue;
     DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
     CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 96, 100, dy.get(), bank.out, a));
     const ref::Matrix got = download(dy, routing.slots(), bank.out);
@@ -395,9 +376,8 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceBank dbank(bank);
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
-                                        Mxfp4GroupedAlgorithm::gemm_pipelined, Mxfp4GroupedAlgorithm::gemm_wgmma}) {
-    if (!runs_here(a)) continue;
+  for (const Mxfp4GroupedAlgorithm a :
+       {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -416,55 +396,6 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(stream));
-  }
-}
-
-// gemm_wgmma against gemm_pipelined at a prefill shape (out = 400: the last row tile holds 16 rows, so its second
-// warpgroup lies wholly past `out`; in = 1056: a half-filled last k-step; last slot tiles of every wgmma width) and at
-// K3's expert shape. Both multiply the same bf16 operands (the dequantised W is exact and every product is exact in
-// fp32), so they differ only in how the tensor cores group the fp32 sums: a rounding of about 2^-24 each time a
-// 16-element partial sum enters an accumulator, in/16 times, growing at most linearly with in where the hardware
-// truncates. A CPU model of the two kernels' k groupings gives 2.6e-7 at in = 1056 and 8.3e-7 at in = 3584 with
-// rounding toward zero (1.6e-7 and 3.1e-7 to nearest); hence 1e-6 per 1024 elements of in, 4x above the model, while
-// a fragment, layout or scale mistake errs by O(1).
-TEST(GpuMxfp4Grouped, GemmWgmmaMatchesGemmPipelined) {
-  struct Case {
-    std::string label;
-    int64_t out, in;
-    std::vector<int> counts;  // slots per expert
-  };
-  const Case cases[] = {
-      {"400x1056", 400, 1056, {20, 50, 80, 110, 128, 300, 0, 257}},
-      {"3072x3584", 3072, 3584, {300, 210, 20}},
-  };
-  constexpr int kXRows = 320;
-  K3_REQUIRE_GPU();
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  const bool wgmma_here = kernels::mxfp4_grouped_algorithm_supported(Mxfp4GroupedAlgorithm::gemm_wgmma, device);
-  std::mt19937 rng(20261217);
-  for (const Case& c : cases) {
-    const ExpertBank bank = random_bank(static_cast<int>(c.counts.size()), c.out, c.in, rng, /*decode=*/false);
-    const HostRouting routing = routing_with_counts(c.counts, kXRows, rng);
-    const int64_t x_stride = c.in + 8, rows = routing.slots();
-    const ref::Matrix x = round_to_bf16(random_matrix(kXRows, x_stride, rng));
-    DeviceBank dbank(bank);
-    DeviceRouting droute(routing);
-    DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-    DeviceBuffer<float> pipelined(size_t(rows * c.out)), wgmma(size_t(rows * c.out));
-    if (!wgmma_here) {
-      EXPECT_EQ(run(dbank.view, droute.view(bank.experts), dx.get(), x_stride, kXRows, wgmma.get(), c.out,
-                    Mxfp4GroupedAlgorithm::gemm_wgmma),
-                cudaErrorNotSupported);
-      GTEST_SKIP() << "gemm_wgmma needs compute capability 9.0 (sm_90a)";
-    }
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), x_stride, kXRows, pipelined.get(), c.out,
-                   Mxfp4GroupedAlgorithm::gemm_pipelined));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), x_stride, kXRows, wgmma.get(), c.out,
-                   Mxfp4GroupedAlgorithm::gemm_wgmma));
-    const ref::Matrix want = download(pipelined, rows, c.out), got = download(wgmma, rows, c.out);
-    ASSERT_TRUE(want.allFinite()) << c.label;
-    EXPECT_LE(normalized_error(got, want), 1e-6 * std::max(1.0, double(c.in) / 1024)) << c.label;
   }
 }
 
@@ -523,10 +454,9 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   EXPECT_EQ(call(good_w, good_r, x, 64, 0, 16), cudaErrorInvalidValue);      // no x rows
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 15), cudaErrorInvalidValue);      // y stride below out
   EXPECT_EQ(call(good_w, good_r, nullptr, 64, 4, 16), cudaErrorInvalidValue);
-  // Not an enumerator (the enum's values are 0..4, gemm_wgmma the last).
+  // Not an enumerator (the enum's values are 0..3; 4 and 5 were the removed pipelined GEMVs).
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(7)), cudaErrorInvalidValue);
-  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(5)), cudaErrorInvalidValue);
-  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(-1)), cudaErrorInvalidValue);
+  EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(4)), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 2 * kernels::kMxfp4GroupedGemmMaxActiveExperts + 2;
   r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
@@ -534,7 +464,6 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   w.experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;
   EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm), cudaErrorInvalidValue);
   EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm_pipelined), cudaErrorInvalidValue);
-  EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm_wgmma), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 0;  // nothing routed: nothing to do, for every algorithm
   for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
