@@ -12,7 +12,6 @@
 #include "bench/gpu/bench_harness.h"
 #include "kernels/kda_decode.h"
 #include "kernels/kda_gate_proj.h"
-#include "kernels/kda_preprocess.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/moe_bucket.h"
 #include "kernels/moe_router.h"
@@ -204,44 +203,6 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamDestroy(stream));
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out, copy_to}) CUDA_CHECK(cudaFree(p));
-  }
-
-  // KDA pre-processing of a prefill chunk (K3: 96 heads x 128, conv kernel 4, bounded gate), 4096 tokens: qkv bf16,
-  // f, b in; q, k, v, g, beta out (fp32); memory-bound. Each algorithm on the same buffers (0.5 GB read, 0.8 GB
-  // written per call: far beyond L2).
-  {
-    const int tokens = 4096, heads = 96, d = 128, kernel = 4;
-    const size_t P = size_t(heads) * d;
-    const double bytes = double(tokens) * (3.0 * P * 2 + P * 4 + heads * 4 + 4.0 * P * 4 + heads * 4) +
-                         3.0 * P * (kernel + 2 * (kernel - 1)) * 4 + P * 4 + heads * 4;
-    const double flops = double(tokens) * P * (3.0 * 2 * kernel + 20.0);
-    __nv_bfloat16* qkv = device_alloc<__nv_bfloat16>(size_t(tokens) * 3 * P, 0x3F);
-    float* f = device_alloc<float>(size_t(tokens) * P, 0);
-    float* b = device_alloc<float>(size_t(tokens) * heads, 0);
-    float* conv_w = device_alloc<float>(3 * P * kernel, 0);
-    float* conv_state = device_alloc<float>(3 * P * (kernel - 1), 0);
-    float* a_log = device_alloc<float>(heads, 0);
-    float* dt_bias = device_alloc<float>(P, 0);
-    float* out = device_alloc<float>(size_t(tokens) * P * 4, 0);
-    float* beta = device_alloc<float>(size_t(tokens) * heads, 0);
-    using k3::kernels::KdaPreprocessAlgorithm;
-    for (const auto& [algorithm, label] : {std::pair{KdaPreprocessAlgorithm::block_per_token_head, "block_per_token_head"},
-                                           std::pair{KdaPreprocessAlgorithm::token_tile, "token_tile"}}) {
-      Result r{fmt::format("kda_preprocess_{} T={} heads 96 d 128 conv 4 (prefill chunk)", label, tokens), bytes, flops};
-      r.cls = EfficiencyClass::elementwise;
-      const KdaPreprocessAlgorithm a = algorithm;
-      r.median_us = time_us([&](int) {
-        CUDA_CHECK(k3::kernels::kda_preprocess_bounded_sigmoid_gate(
-            qkv, f, b, conv_w, conv_state, a_log, dt_bias, -5.0f, out, out + size_t(tokens) * P,
-            out + 2 * size_t(tokens) * P, out + 3 * size_t(tokens) * P, beta, tokens, heads, d, kernel, nullptr, a));
-      }, repeats);
-      r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
-      results.push_back(r);
-    }
-    for (void* ptr : {static_cast<void*>(qkv), static_cast<void*>(f), static_cast<void*>(b), static_cast<void*>(conv_w),
-                      static_cast<void*>(conv_state), static_cast<void*>(a_log), static_cast<void*>(dt_bias),
-                      static_cast<void*>(out), static_cast<void*>(beta)})
-      CUDA_CHECK(cudaFree(ptr));
   }
 
   // KDA gate projections at K3's widths (f_a 128 x 7168, f_b 12288 x 128, b_proj 96 x 7168: 6.3 MB of bf16 weights)
