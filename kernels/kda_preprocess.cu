@@ -98,111 +98,6 @@ __global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restr
   if (i == 0) beta[t * heads + h] = sigmoid(b[t * heads + h]);
 }
 
-// ---- kda_preprocess_token_tile: prefill chunks ---------------------------------------------------------------
-// Block = (16-token tile, head): thread i < head_dim is channel c = h·d + i for every token of the tile, so each
-// input of the conv window is read once per tile (K reads per token before) and a block does 16 tokens' work. The
-// arithmetic is block_per_token_head's in the same order, so the results are its bit for bit: each conv is
-// conv_silu's chain of fmaf, and each token's two sums of squares are block_sum2's — the warp's xor tree, then the
-// warps' partial sums combined as lane 0 of block_sum2's second tree combines them (tree_sum_exact).
-constexpr int kTileTokens = 16;
-constexpr int kTileMaxKernel = 8;  // conv kernels up to this run tiled (K3: 4)
-
-// silu(conv) of channel ch for the tile's tokens t0 .. t0 + n − 1 (out[u], u < n; the rest 0), conv_silu's products.
-__device__ __forceinline__ void conv_silu_tile(const __nv_bfloat16* x, const float* w, const float* conv_state,
-                                               int64_t channels, int64_t ch, int64_t t0, int n, int kernel,
-                                               float (&out)[kTileTokens]) {
-  float hist[kTileTokens + kTileMaxKernel - 1];  // history [t0, t0 + n + K − 1)
-#pragma unroll
-  for (int m = 0; m < kTileTokens + kTileMaxKernel - 1; ++m)
-    hist[m] = m < n + kernel - 1 ? history(x, conv_state, channels, ch, t0 + m, kernel) : 0.0f;
-  float wk[kTileMaxKernel];
-#pragma unroll
-  for (int j = 0; j < kTileMaxKernel; ++j) wk[j] = j < kernel ? w[ch * kernel + j] : 0.0f;
-#pragma unroll
-  for (int u = 0; u < kTileTokens; ++u) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kTileMaxKernel; ++j)
-      if (j < kernel) acc = fmaf(wk[j], hist[u + j], acc);
-    out[u] = u < n ? silu(acc) : 0.0f;
-  }
-}
-
-// Reduces p[0 .. warps) in place to the value lane 0 of block_sum2's second xor tree ends with when lanes < warps
-// hold p[lane] and the others 0: at offset o, lane j < o adds lane j + o (a zero past the warps leaves a sum
-// unchanged, exactly, so those terms are skipped). One thread per row p.
-__device__ __forceinline__ float2 tree_sum_exact(float2* p, int warps) {
-  for (int o = 16; o > 0; o /= 2) {
-    for (int j = 0; j < o && j + o < warps; ++j) p[j] = make_float2(p[j].x + p[j + o].x, p[j].y + p[j + o].y);
-  }
-  return p[0];
-}
-
-template <Gate kGate>
-__global__ void kda_preprocess_token_tile(const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ f,
-                                          const float* __restrict__ b, const float* __restrict__ conv_weight,
-                                          const float* __restrict__ conv_state, const float* __restrict__ a_log,
-                                          const float* __restrict__ dt_bias, float gate_lower_bound, float q_scale,
-                                          float* __restrict__ q, float* __restrict__ k, float* __restrict__ v,
-                                          float* __restrict__ g, float* __restrict__ beta, int tokens, int heads,
-                                          int head_dim, int kernel) {
-  __shared__ float2 partial[kTileTokens][32];  // per token: each warp's (Σ q², Σ k²)
-  __shared__ float2 inverse_norm[kTileTokens];
-  const int64_t t0 = int64_t(blockIdx.x) * kTileTokens;
-  const int n = tokens - t0 < kTileTokens ? int(tokens - t0) : kTileTokens;
-  const int h = int(blockIdx.y);
-  const int i = int(threadIdx.x), warp = i / 32, lane = i % 32, warps = int(blockDim.x / 32);
-  const bool active = i < head_dim;
-  const int64_t P = int64_t(heads) * head_dim, C = 3 * P;
-  const int64_t c = int64_t(h) * head_dim + i;
-
-  float qc[kTileTokens], kc[kTileTokens];
-  if (active) {
-    conv_silu_tile(qkv, conv_weight, conv_state, C, c, t0, n, kernel, qc);
-    conv_silu_tile(qkv, conv_weight, conv_state, C, P + c, t0, n, kernel, kc);
-  } else {
-#pragma unroll
-    for (int u = 0; u < kTileTokens; ++u) qc[u] = kc[u] = 0.0f;
-  }
-#pragma unroll
-  for (int u = 0; u < kTileTokens; ++u) {
-    float a = qc[u] * qc[u], s = kc[u] * kc[u];
-    for (int offset = 16; offset > 0; offset /= 2) {
-      a += __shfl_xor_sync(0xffffffffu, a, offset);
-      s += __shfl_xor_sync(0xffffffffu, s, offset);
-    }
-    if (lane == 0) partial[u][warp] = make_float2(a, s);
-  }
-  __syncthreads();
-  if (i < n) {
-    const float2 sum_sq = tree_sum_exact(partial[i], warps);
-    inverse_norm[i] = make_float2(1.0f / sqrtf(sum_sq.x + kL2NormEps), 1.0f / sqrtf(sum_sq.y + kL2NormEps));
-    beta[(t0 + i) * heads + h] = sigmoid(b[(t0 + i) * heads + h]);
-  }
-  __syncthreads();
-  if (!active) return;
-#pragma unroll
-  for (int u = 0; u < kTileTokens; ++u) {
-    if (u < n) {
-      const int64_t o = (t0 + u) * P + c;
-      q[o] = qc[u] * inverse_norm[u].x * q_scale;
-      k[o] = kc[u] * inverse_norm[u].y;
-    }
-  }
-  float vc[kTileTokens];
-  conv_silu_tile(qkv, conv_weight, conv_state, C, 2 * P + c, t0, n, kernel, vc);
-  const float a = expf(a_log[h]), bias = dt_bias[c];
-#pragma unroll
-  for (int u = 0; u < kTileTokens; ++u) {
-    if (u < n) {
-      const int64_t o = (t0 + u) * P + c;
-      v[o] = vc[u];
-      const float z = f[o] + bias;
-      g[o] = kGate == Gate::bounded_sigmoid ? gate_lower_bound * sigmoid(a * z) : -a * softplus(z);
-    }
-  }
-}
-
 // conv_state [C, K−1] ← history [T, T + K − 1) of each channel. Ascending m reads history index T + m > m, which
 // this thread has not overwritten yet, so the shift is safe in place. blockIdx.y is the sequence in the batched
 // decode form (one token and one conv-state slot per sequence; gridDim.y = 1 otherwise).
@@ -220,35 +115,19 @@ template <Gate kGate>
 cudaError_t launch(const __nv_bfloat16* qkv, const float* f, const float* b, const float* conv_weight,
                    float* conv_state, const float* a_log, const float* dt_bias, float gate_lower_bound, float* q,
                    float* k, float* v, float* g, float* beta, int tokens, int heads, int head_dim, int kernel,
-                   bool token_per_sequence, KdaPreprocessAlgorithm algorithm, cudaStream_t stream) {
+                   bool token_per_sequence, cudaStream_t stream) {
   if (tokens < 0 || heads <= 0 || head_dim <= 0 || head_dim > kMaxHeadDim || kernel < 1) return cudaErrorInvalidValue;
   if (kGate == Gate::bounded_sigmoid && !(gate_lower_bound < 0.0f)) return cudaErrorInvalidValue;
-  if (algorithm != KdaPreprocessAlgorithm::automatic && algorithm != KdaPreprocessAlgorithm::block_per_token_head &&
-      algorithm != KdaPreprocessAlgorithm::token_tile)
-    return cudaErrorInvalidValue;
-  // The tiled kernel serves one sequence's tokens (not the batched decode form) with a conv of at most 8 taps.
-  if (algorithm == KdaPreprocessAlgorithm::token_tile && (token_per_sequence || kernel > kTileMaxKernel))
-    return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
-  if (algorithm == KdaPreprocessAlgorithm::automatic)
-    algorithm = kda_preprocess_algorithm(tokens, kernel);
-  if (token_per_sequence) algorithm = KdaPreprocessAlgorithm::block_per_token_head;
   const int64_t blocks = int64_t(tokens) * heads, channels = 3 * int64_t(heads) * head_dim;
   const int64_t shift_blocks = (channels + kShiftThreads - 1) / kShiftThreads;
-  if (blocks > INT32_MAX || shift_blocks > INT32_MAX || heads > 65535) return cudaErrorInvalidValue;
+  if (blocks > INT32_MAX || shift_blocks > INT32_MAX) return cudaErrorInvalidValue;
   const float q_scale = float(1.0 / std::sqrt(double(head_dim)));
   const int threads = (head_dim + 31) / 32 * 32;
-  if (algorithm == KdaPreprocessAlgorithm::token_tile) {
-    const dim3 grid(unsigned((int64_t(tokens) + kTileTokens - 1) / kTileTokens), unsigned(heads));
-    kda_preprocess_token_tile<kGate><<<grid, threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log,
-                                                                   dt_bias, gate_lower_bound, q_scale, q, k, v, g,
-                                                                   beta, tokens, heads, head_dim, kernel);
-  } else {
-    kda_preprocess_block_per_token_head<kGate>
-        <<<unsigned(blocks), threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias,
-                                                   gate_lower_bound, q_scale, q, k, v, g, beta, heads, head_dim,
-                                                   kernel, token_per_sequence);
-  }
+  kda_preprocess_block_per_token_head<kGate>
+      <<<unsigned(blocks), threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound,
+                                                 q_scale, q, k, v, g, beta, heads, head_dim, kernel,
+                                                 token_per_sequence);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess || kernel == 1) return status;
   const dim3 shift_grid(unsigned(shift_blocks), token_per_sequence ? unsigned(tokens) : 1u);
   kda_conv_state_shift<<<shift_grid, kShiftThreads, 0, stream>>>(qkv, conv_state, channels,
@@ -258,28 +137,21 @@ cudaError_t launch(const __nv_bfloat16* qkv, const float* f, const float* b, con
 
 }  // namespace
 
-KdaPreprocessAlgorithm kda_preprocess_algorithm(int tokens, int conv_kernel) {
-  return tokens >= kTileTokens && conv_kernel <= kTileMaxKernel ? KdaPreprocessAlgorithm::token_tile
-                                                                 : KdaPreprocessAlgorithm::block_per_token_head;
-}
-
 cudaError_t kda_preprocess_bounded_sigmoid_gate(const __nv_bfloat16* qkv, const float* f, const float* b,
                                                 const float* conv_weight, float* conv_state, const float* a_log,
                                                 const float* dt_bias, float gate_lower_bound, float* q, float* k,
                                                 float* v, float* g, float* beta, int tokens, int heads, int head_dim,
-                                                int conv_kernel, cudaStream_t stream,
-                                                KdaPreprocessAlgorithm algorithm) {
+                                                int conv_kernel, cudaStream_t stream) {
   return launch<Gate::bounded_sigmoid>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q, k, v, g,
-                                       beta, tokens, heads, head_dim, conv_kernel, false, algorithm, stream);
+                                       beta, tokens, heads, head_dim, conv_kernel, false, stream);
 }
 
 cudaError_t kda_preprocess_softplus_gate(const __nv_bfloat16* qkv, const float* f, const float* b,
                                          const float* conv_weight, float* conv_state, const float* a_log,
                                          const float* dt_bias, float* q, float* k, float* v, float* g, float* beta,
-                                         int tokens, int heads, int head_dim, int conv_kernel, cudaStream_t stream,
-                                         KdaPreprocessAlgorithm algorithm) {
+                                         int tokens, int heads, int head_dim, int conv_kernel, cudaStream_t stream) {
   return launch<Gate::softplus>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, 0.0f, q, k, v, g, beta, tokens,
-                                heads, head_dim, conv_kernel, false, algorithm, stream);
+                                heads, head_dim, conv_kernel, false, stream);
 }
 
 cudaError_t kda_preprocess_bounded_sigmoid_gate_decode_batch(const __nv_bfloat16* qkv, const float* f, const float* b,
@@ -290,8 +162,7 @@ cudaError_t kda_preprocess_bounded_sigmoid_gate_decode_batch(const __nv_bfloat16
                                                              int head_dim, int conv_kernel, cudaStream_t stream) {
   if (sequences > 65535) return cudaErrorInvalidValue;
   return launch<Gate::bounded_sigmoid>(qkv, f, b, conv_weight, conv_states, a_log, dt_bias, gate_lower_bound, q, k, v,
-                                       g, beta, sequences, heads, head_dim, conv_kernel, true,
-                                       KdaPreprocessAlgorithm::block_per_token_head, stream);
+                                       g, beta, sequences, heads, head_dim, conv_kernel, true, stream);
 }
 
 cudaError_t kda_preprocess_softplus_gate_decode_batch(const __nv_bfloat16* qkv, const float* f, const float* b,
@@ -301,8 +172,7 @@ cudaError_t kda_preprocess_softplus_gate_decode_batch(const __nv_bfloat16* qkv, 
                                                       int conv_kernel, cudaStream_t stream) {
   if (sequences > 65535) return cudaErrorInvalidValue;
   return launch<Gate::softplus>(qkv, f, b, conv_weight, conv_states, a_log, dt_bias, 0.0f, q, k, v, g, beta, sequences,
-                                heads, head_dim, conv_kernel, true, KdaPreprocessAlgorithm::block_per_token_head,
-                                stream);
+                                heads, head_dim, conv_kernel, true, stream);
 }
 
 }  // namespace k3::kernels

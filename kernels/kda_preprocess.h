@@ -14,15 +14,10 @@
 // all fp32, none aliasing an input.
 // *_decode_batch: one decode step of `sequences` sequences at once — token t is the one new token of sequence t,
 // whose conv state is slot t of conv_states [sequences, 3P, K−1]; otherwise the same.
-// Versions (KdaPreprocessAlgorithm; both followed by kda_conv_state_shift, one thread per channel, a second launch
-// because the blocks of the first K−1 tokens read the state it overwrites):
-//   block_per_token_head — one block per (token, head), one thread per channel of the head computing its q, k and v
-//     convs (K taps, from conv_state or qkv) and its g; the two L2 norms are one block-wide sum. The decode forms
-//     (*_decode_batch) and chunks of fewer than 16 tokens.
-//   token_tile — prefill chunks of ≥ 16 tokens (automatic; conv kernels of ≤ 8 taps): one block per (16-token tile,
-//     head), each thread one channel over the tile's tokens, so every conv input is read once per tile and a block
-//     carries 16 tokens; the same arithmetic in the same order as block_per_token_head (the sums of squares by the
-//     same trees), so the same results bit for bit. Not yet measured.
+// Versions: kda_preprocess_block_per_token_head — one block per (token, head), one thread per channel of the head
+// computing its q, k and v convs (K taps, from conv_state or qkv) and its g; the two L2 norms are one block-wide sum;
+// followed by kda_conv_state_shift (one thread per channel), a second launch because the blocks of the first K−1
+// tokens read the state it overwrites.
 // Faster (not done): for decode, fuse into kda_decode (one block per head: preprocess, then the state update) and save
 // writing q, k, v, g; for prefill, fold the conv and SiLU into the projection GEMM's epilogue (tiles overlapping by
 // K−1 rows); bf16x2 / float4 vector loads.
@@ -33,21 +28,15 @@
 
 namespace k3::kernels {
 
-enum class KdaPreprocessAlgorithm { automatic, block_per_token_head, token_tile };
-// What `automatic` runs for a chunk of `tokens` tokens of one sequence (host values only).
-KdaPreprocessAlgorithm kda_preprocess_algorithm(int tokens, int conv_kernel);
-
 cudaError_t kda_preprocess_bounded_sigmoid_gate(const __nv_bfloat16* qkv, const float* f, const float* b,
                                                 const float* conv_weight, float* conv_state, const float* a_log,
                                                 const float* dt_bias, float gate_lower_bound, float* q, float* k,
                                                 float* v, float* g, float* beta, int tokens, int heads, int head_dim,
-                                                int conv_kernel, cudaStream_t stream,
-                                                KdaPreprocessAlgorithm algorithm = KdaPreprocessAlgorithm::automatic);
+                                                int conv_kernel, cudaStream_t stream);
 cudaError_t kda_preprocess_softplus_gate(const __nv_bfloat16* qkv, const float* f, const float* b,
                                          const float* conv_weight, float* conv_state, const float* a_log,
                                          const float* dt_bias, float* q, float* k, float* v, float* g, float* beta,
-                                         int tokens, int heads, int head_dim, int conv_kernel, cudaStream_t stream,
-                                         KdaPreprocessAlgorithm algorithm = KdaPreprocessAlgorithm::automatic);
+                                         int tokens, int heads, int head_dim, int conv_kernel, cudaStream_t stream);
 
 cudaError_t kda_preprocess_bounded_sigmoid_gate_decode_batch(const __nv_bfloat16* qkv, const float* f, const float* b,
                                                              const float* conv_weight, float* conv_states,

@@ -7,7 +7,6 @@
 #include "kernels/kda_preprocess.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -216,8 +215,6 @@ const PreprocessCase kPreprocessCases[] = {
     {70, 4, 16, KdaGateForm::bounded_sigmoid}, {1, 96, 128, KdaGateForm::bounded_sigmoid},
     {1, 4, 16, KdaGateForm::softplus},         {3, 4, 16, KdaGateForm::softplus},
     {70, 4, 16, KdaGateForm::softplus},        {1, 96, 128, KdaGateForm::softplus},
-    // Prefill chunks (automatic: token_tile), a partial last tile, K3's shape and d not a multiple of 32.
-    {200, 96, 128, KdaGateForm::bounded_sigmoid}, {37, 3, 80, KdaGateForm::softplus},
 };
 
 struct PreprocessData {
@@ -285,44 +282,24 @@ void check_preprocess_contract(const PreprocessData& r) {
   EXPECT_TRUE(r.q.allFinite() && r.k.allFinite() && r.v.allFinite() && r.g.allFinite()) << describe(c);
 }
 
-// One call's device buffers: the inputs of r, the outputs poisoned.
-struct PreprocessCall {
-  DeviceBuffer<__nv_bfloat16> qkv;
-  DeviceBuffer<float> f, b, conv_w, conv_state, a_log, dt_bias, q, k, v, g, beta;
-  explicit PreprocessCall(const PreprocessData& r)
-      : qkv(to_bf16(r.qkv)),
-        f(to_f32(r.f)),
-        b(to_f32(r.b)),
-        conv_w(to_f32(r.conv_w)),
-        conv_state(to_f32(r.conv_state)),
-        a_log(std::vector<float>(r.a_log.data(), r.a_log.data() + r.c.heads)),
-        dt_bias(std::vector<float>(r.dt_bias.data(), r.dt_bias.data() + r.dt_bias.size())),
-        q(size_t(r.q.size())),
-        k(size_t(r.q.size())),
-        v(size_t(r.q.size())),
-        g(size_t(r.q.size())),
-        beta(size_t(r.beta.size())) {}
-  cudaError_t run(const PreprocessCase& c, kernels::KdaPreprocessAlgorithm algorithm) {
-    if (c.gate == KdaGateForm::bounded_sigmoid) {
-      return kernels::kda_preprocess_bounded_sigmoid_gate(
-          qkv.get(), f.get(), b.get(), conv_w.get(), conv_state.get(), a_log.get(), dt_bias.get(),
-          float(kGateLowerBound), q.get(), k.get(), v.get(), g.get(), beta.get(), c.tokens, c.heads, c.d, kConvKernel,
-          nullptr, algorithm);
-    }
-    return kernels::kda_preprocess_softplus_gate(qkv.get(), f.get(), b.get(), conv_w.get(), conv_state.get(),
-                                                 a_log.get(), dt_bias.get(), q.get(), k.get(), v.get(), g.get(),
-                                                 beta.get(), c.tokens, c.heads, c.d, kConvKernel, nullptr, algorithm);
-  }
-};
-
-void check_preprocess_on_gpu(const PreprocessData& r, kernels::KdaPreprocessAlgorithm algorithm) {
+void check_preprocess_on_gpu(const PreprocessData& r) {
   const PreprocessCase& c = r.c;
   const int T = c.tokens, H = c.heads, K = kConvKernel;
   const Index P = Index(H) * c.d;
-  PreprocessCall call(r);
-  CUDA_CHECK(call.run(c, algorithm));
-  const DeviceBuffer<float>&q = call.q, &k = call.k, &v = call.v, &g = call.g, &beta = call.beta;
-  const DeviceBuffer<float>& conv_state = call.conv_state;
+  DeviceBuffer<__nv_bfloat16> qkv(to_bf16(r.qkv));
+  DeviceBuffer<float> f(to_f32(r.f)), b(to_f32(r.b)), conv_w(to_f32(r.conv_w)), conv_state(to_f32(r.conv_state));
+  DeviceBuffer<float> a_log(std::vector<float>(r.a_log.data(), r.a_log.data() + H));
+  DeviceBuffer<float> dt_bias(std::vector<float>(r.dt_bias.data(), r.dt_bias.data() + P));
+  DeviceBuffer<float> q(T * P), k(T * P), v(T * P), g(T * P), beta(Index(T) * H);
+  if (c.gate == KdaGateForm::bounded_sigmoid) {
+    CUDA_CHECK(kernels::kda_preprocess_bounded_sigmoid_gate(
+        qkv.get(), f.get(), b.get(), conv_w.get(), conv_state.get(), a_log.get(), dt_bias.get(), float(kGateLowerBound),
+        q.get(), k.get(), v.get(), g.get(), beta.get(), T, H, c.d, K, nullptr));
+  } else {
+    CUDA_CHECK(kernels::kda_preprocess_softplus_gate(qkv.get(), f.get(), b.get(), conv_w.get(), conv_state.get(),
+                                                     a_log.get(), dt_bias.get(), q.get(), k.get(), v.get(), g.get(),
+                                                     beta.get(), T, H, c.d, K, nullptr));
+  }
   const double tol = tolerance_for<float>();
   EXPECT_LE(normalized_error(from_f32(q.download(), T, P), r.q), tol) << "q " << describe(c);
   EXPECT_LE(normalized_error(from_f32(k.download(), T, P), r.k), tol) << "k " << describe(c);
@@ -341,36 +318,7 @@ TEST(GpuKda, PreprocessMatchesReference) {
     check_preprocess_contract(cases.back());
   }
   K3_REQUIRE_GPU();
-  for (const PreprocessData& r : cases) {
-    check_preprocess_on_gpu(r, kernels::KdaPreprocessAlgorithm::automatic);
-    check_preprocess_on_gpu(r, kernels::KdaPreprocessAlgorithm::block_per_token_head);
-    if (r.c.tokens >= 16) check_preprocess_on_gpu(r, kernels::KdaPreprocessAlgorithm::token_tile);
-  }
-}
-
-TEST(GpuKda, PreprocessTokenTileEqualsBlockPerTokenHeadBitForBit) {
-  // token_tile runs block_per_token_head's arithmetic in the same order (the sums of squares by the same trees), so
-  // every output and the new conv state must match bit for bit, partial last tiles and 1 to 4 warps per head included.
-  for (const PreprocessCase c : {PreprocessCase{70, 4, 16, KdaGateForm::bounded_sigmoid},
-                                 PreprocessCase{200, 96, 128, KdaGateForm::bounded_sigmoid},
-                                 PreprocessCase{37, 3, 80, KdaGateForm::softplus}}) {
-    std::mt19937 rng(20261130);
-    const PreprocessData r = preprocess_reference(c, rng);
-    K3_REQUIRE_GPU();
-    PreprocessCall tile(r), per_token(r);
-    CUDA_CHECK(tile.run(c, kernels::KdaPreprocessAlgorithm::token_tile));
-    CUDA_CHECK(per_token.run(c, kernels::KdaPreprocessAlgorithm::block_per_token_head));
-    const auto same_bits = [](const DeviceBuffer<float>& a, const DeviceBuffer<float>& b) {
-      const std::vector<float> x = a.download(), y = b.download();
-      return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-    };
-    EXPECT_TRUE(same_bits(tile.q, per_token.q)) << "q " << describe(c);
-    EXPECT_TRUE(same_bits(tile.k, per_token.k)) << "k " << describe(c);
-    EXPECT_TRUE(same_bits(tile.v, per_token.v)) << "v " << describe(c);
-    EXPECT_TRUE(same_bits(tile.g, per_token.g)) << "g " << describe(c);
-    EXPECT_TRUE(same_bits(tile.beta, per_token.beta)) << "beta " << describe(c);
-    EXPECT_TRUE(same_bits(tile.conv_state, per_token.conv_state)) << "conv state " << describe(c);
-  }
+  for (const PreprocessData& r : cases) check_preprocess_on_gpu(r);
 }
 
 TEST(GpuKda, PreprocessRejectsInvalidArguments) {
@@ -388,18 +336,6 @@ TEST(GpuKda, PreprocessRejectsInvalidArguments) {
   EXPECT_EQ(kernels::kda_preprocess_softplus_gate(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                                   nullptr, nullptr, nullptr, nullptr, nullptr, 0, 4, 16, 4, nullptr),
             cudaSuccess);
-  // token_tile takes conv kernels of at most 8 taps; not an enumerator.
-  EXPECT_EQ(kernels::kda_preprocess_softplus_gate(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                                  nullptr, nullptr, nullptr, nullptr, nullptr, 32, 4, 16, 9, nullptr,
-                                                  kernels::KdaPreprocessAlgorithm::token_tile),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(kernels::kda_preprocess_softplus_gate(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                                  nullptr, nullptr, nullptr, nullptr, nullptr, 32, 4, 16, 4, nullptr,
-                                                  static_cast<kernels::KdaPreprocessAlgorithm>(3)),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(kernels::kda_preprocess_algorithm(15, 4), kernels::KdaPreprocessAlgorithm::block_per_token_head);
-  EXPECT_EQ(kernels::kda_preprocess_algorithm(16, 4), kernels::KdaPreprocessAlgorithm::token_tile);
-  EXPECT_EQ(kernels::kda_preprocess_algorithm(4096, 9), kernels::KdaPreprocessAlgorithm::block_per_token_head);
 }
 
 }  // namespace
