@@ -44,7 +44,10 @@
 // 612.3 / 1605.6 and 57.8 / 324.2 / 587.0 / 1528.9 us against 48.2 / 272.9 / 496.2 / 1311.6 us; removed. Nsight
 // Compute on rows16 (…-kernels-8): at T = 64 issue slots 80 % busy, the ALU pipe 80 % and the FMA-heavy pipe (IMAD
 // shifts, the bf16 scale multiplies) 68 %: the in-register E2M1 decode binds; at T = 1 (one wave of 768 blocks) DRAM
-// 36 %, issue 69 % at ncu's locked 1.34 GHz, stalls on long scoreboard and math-pipe throttle alike.
+// 36 %, issue 69 % at ncu's locked 1.34 GHz, stalls on long scoreboard and math-pipe throttle alike. gemm_wgmma (the
+// pipelined GEMM's tiles on 2 warpgroups with wgmma m64nNk16, A decoded from the packed bytes into registers, x as a
+// SW128 tile; commit 7dd6f2b): passed every test, memcheck and racecheck clean, 18.69 ms (154 TFLOP/s) for w1 at
+// 8192 tokens against gemm_pipelined's 18.28 ms in the same run, so the MMA instruction was not the limit; removed.
 // Faster: wgmma with TMA-fed tiles for prefill, split-in for the GEMV when few experts are active.
 #pragma once
 
