@@ -165,27 +165,17 @@ int main(int argc, char** argv) {
     float* beta = device_alloc<float>(size_t(batch) * heads, 0);
     float* out = device_alloc<float>(vec, 0);
     float* copy_to = device_alloc<float>(state_elems, 0);
-    cudaStream_t stream;
-    CUDA_CHECK(cudaStreamCreate(&stream));
-    // Median µs per layer of a graph holding `step(l)` for every layer.
-    const auto per_layer_us = [&](const std::function<void(int)>& step) {
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      for (int l = 0; l < layers; ++l) step(l);
-      CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      const double us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / layers;
-      CUDA_CHECK(cudaGraphExecDestroy(exec));
-      CUDA_CHECK(cudaGraphDestroy(graph));
-      return us;
+    // Median µs per layer of a graph holding `step(l, stream)` for every layer, each layer once.
+    const auto per_layer_us = [&](const std::function<void(int, cudaStream_t)>& step) {
+      int layer = 0;
+      return graph_us_per_launch([&](cudaStream_t stream) { step(layer++, stream); }, layers, repeats);
     };
     const double bytes = 2.0 * state_bytes + double(vec) * 4 * 5 + double(batch) * heads * 4;
     const double flops = double(batch) * heads * (7.0 * d * d + 2.0 * d);
     Result r{fmt::format("kda_decode_step_f32state batch {}, per layer of a {}-layer CUDA graph", batch, layers), bytes,
              flops};
     r.cls = EfficiencyClass::recurrent;
-    r.median_us = per_layer_us([&](int l) {
+    r.median_us = per_layer_us([&](int l, cudaStream_t stream) {
       CUDA_CHECK(k3::kernels::kda_decode_step_f32state(q, k, v, g, beta, state[l], out, batch, heads, d, stream));
     });
     r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
@@ -195,12 +185,11 @@ int main(int argc, char** argv) {
                             batch, layers),
                 2.0 * state_bytes, 0.0};
     copy.cls = EfficiencyClass::recurrent;
-    copy.median_us = per_layer_us([&](int l) {
+    copy.median_us = per_layer_us([&](int l, cudaStream_t stream) {
       CUDA_CHECK(cudaMemcpyAsync(copy_to, state[l], state_elems * 4, cudaMemcpyDeviceToDevice, stream));
     });
     copy.roofline_us = session.roofline_us(0.0, copy.bytes, EfficiencyClass::recurrent, k3::ComputeType::fp32);
     results.push_back(copy);
-    CUDA_CHECK(cudaStreamDestroy(stream));
     for (float* p : state) CUDA_CHECK(cudaFree(p));
     for (float* p : {q, k, v, g, beta, out, copy_to}) CUDA_CHECK(cudaFree(p));
   }
