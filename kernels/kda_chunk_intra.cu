@@ -156,6 +156,11 @@ __device__ __forceinline__ void store_l_tile(float* Ls, const float* bs, const f
     }
 }
 
+// acc + a · x per component (fmaf), for the UT transform's fp32 row products.
+__device__ __forceinline__ float4 fma4(float a, float4 x, float4 acc) {
+  return make_float4(fmaf(a, x.x, acc.x), fmaf(a, x.y, acc.y), fmaf(a, x.z, acc.z), fmaf(a, x.w, acc.w));
+}
+
 // X_II = (I + L_II)⁻¹ for diagonal block I: lane c < 16 solves column c by forward substitution (fp32), writing every
 // entry of the block (zeros above its diagonal).
 __device__ __forceinline__ void invert_diagonal_block(const float* Ls, float* Xs, int I, int lane) {
@@ -409,10 +414,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int p = s_c0; p < kTile; ++p) {  // X_jj[p][c] = 0 for p < c
       const float l = l_row[p];
       const float4 x = *reinterpret_cast<const float4*>(Xs + (kTile * s_j + p) * kLdX + kTile * s_j + s_c0);
-      acc.x = fmaf(l, x.x, acc.x);
-      acc.y = fmaf(l, x.y, acc.y);
-      acc.z = fmaf(l, x.z, acc.z);
-      acc.w = fmaf(l, x.w, acc.w);
+      acc = fma4(l, x, acc);
     }
     *reinterpret_cast<float4*>(Ts + s_row * kLdT + kTile * sb_block + s_c0) = acc;
   }
@@ -423,10 +425,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int p = 0; p <= s_row; ++p) {  // X_ii is lower triangular
       const float x = x_row[p];
       const float4 tv = *reinterpret_cast<const float4*>(Ts + p * kLdT + kTile * sb_block + s_c0);
-      acc.x = fmaf(x, tv.x, acc.x);
-      acc.y = fmaf(x, tv.y, acc.y);
-      acc.z = fmaf(x, tv.z, acc.z);
-      acc.w = fmaf(x, tv.w, acc.w);
+      acc = fma4(x, tv, acc);
     }
     *reinterpret_cast<float4*>(Xs + (kTile * s_i + s_row) * kLdX + kTile * s_j + s_c0) =
         make_float4(-acc.x, -acc.y, -acc.z, -acc.w);
@@ -440,10 +439,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int p = kTile * (h_c0 / kTile); p < 2 * kTile; ++p) {  // X_ll's block (0, 1) is zero
       const float l = l_row[p];
       const float4 x = *reinterpret_cast<const float4*>(Xs + p * kLdX + h_c0);
-      acc.x = fmaf(l, x.x, acc.x);
-      acc.y = fmaf(l, x.y, acc.y);
-      acc.z = fmaf(l, x.z, acc.z);
-      acc.w = fmaf(l, x.w, acc.w);
+      acc = fma4(l, x, acc);
     }
     *reinterpret_cast<float4*>(Ts + h_row * kLdT + h_c0) = acc;
   }
@@ -454,10 +450,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int p = 0; p <= h_row; ++p) {  // X_hh is lower triangular
       const float x = x_row[p];
       const float4 tv = *reinterpret_cast<const float4*>(Ts + p * kLdT + h_c0);
-      acc.x = fmaf(x, tv.x, acc.x);
-      acc.y = fmaf(x, tv.y, acc.y);
-      acc.z = fmaf(x, tv.z, acc.z);
-      acc.w = fmaf(x, tv.w, acc.w);
+      acc = fma4(x, tv, acc);
     }
     *reinterpret_cast<float4*>(Xs + (2 * kTile + h_row) * kLdX + h_c0) = make_float4(-acc.x, -acc.y, -acc.z, -acc.w);
   }

@@ -14,6 +14,21 @@ __device__ __forceinline__ float load_state(const __nv_bfloat16* p) { return __b
 __device__ __forceinline__ void store_state(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_state(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
+// The step's vectors of one (sequence, head) into shared memory for the block's kThreads threads: q, k, α = exp(g)
+// and α ⊙ k; returns after the block barrier.
+template <int D, int kThreads>
+__device__ __forceinline__ void stage_step_vectors(const float* q, const float* k, const float* g, float* q_s,
+                                                   float* k_s, float* alpha_s, float* alpha_k_s) {
+  for (int i = threadIdx.x; i < D; i += kThreads) {
+    const float k_i = k[i], alpha_i = expf(g[i]);
+    q_s[i] = q[i];
+    k_s[i] = k_i;
+    alpha_s[i] = alpha_i;
+    alpha_k_s[i] = alpha_i * k_i;
+  }
+  __syncthreads();
+}
+
 // Block = (sequence b, head h, column block); blockIdx.x = (b·heads + h)·(D / columns) + column block, so the
 // q, k, v, g, out vectors of (b, h) start at (b·heads + h)·D, β at b·heads + h and the state at (b·heads + h)·D·D.
 template <int D, typename State>
@@ -29,14 +44,7 @@ __global__ void __launch_bounds__(columns_per_block(D))
   const int64_t seq_head = blockIdx.x / kBlocksPerHead;
   const int column = int(blockIdx.x % kBlocksPerHead) * kColumns + int(threadIdx.x);
   const int64_t vec = seq_head * D;
-  for (int i = threadIdx.x; i < D; i += kColumns) {
-    const float k_i = k[vec + i], alpha_i = expf(g[vec + i]);
-    q_s[i] = q[vec + i];
-    k_s[i] = k_i;
-    alpha_s[i] = alpha_i;
-    alpha_k_s[i] = alpha_i * k_i;
-  }
-  __syncthreads();
+  stage_step_vectors<D, kColumns>(q + vec, k + vec, g + vec, q_s, k_s, alpha_s, alpha_k_s);
 
   State* col = state + seq_head * D * D + column;  // S[0, column]; S[i, column] at col[i·D]
   // (Sᵀ k) after the decay is Σ_i S[i, column] α_i k_i: one shared operand per row in the pass that holds all d
@@ -115,14 +123,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int part = lane / kLanesPerRow;
   const int column = int(blockIdx.x % kBlocksPerHead) * kColumns + warp * 32 + (lane % kLanesPerRow) * V;
   const int64_t vec = seq_head * D;
-  for (int i = threadIdx.x; i < D; i += kColumns) {
-    const float k_i = k[vec + i], alpha_i = expf(g[vec + i]);
-    q_s[i] = q[vec + i];
-    k_s[i] = k_i;
-    alpha_s[i] = alpha_i;
-    alpha_k_s[i] = alpha_i * k_i;
-  }
-  __syncthreads();
+  stage_step_vectors<D, kColumns>(q + vec, k + vec, g + vec, q_s, k_s, alpha_s, alpha_k_s);
 
   // S[i, column + c] at col[i·D + c]; this thread's rows start at part·kRows.
   State* col = state + seq_head * D * D + int64_t(part) * kRows * D + column;
