@@ -106,6 +106,171 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
   }
 }
 
+// ---- Decode: mxfp4_grouped_gemv_mma_lean<kLoads, kPrefetch> ---------------------------------------------
+// rows16's tile, lane mapping and products with a lean instruction stream: the k-loop over whole groups of
+// 4·kLoads blocks has no bounds tests (one checked group finishes a row whose block count is not a multiple),
+// walks pointers, lets lanes without a slot read a valid x row whose mma column is never stored (so no zero
+// fill), and decodes the scale as one multiply-add while no scale of the warp's group exceeds 2^1 (above it, or
+// NaN, the group takes block_scale's two-multiply path).
+// kPrefetch: the next group's weights and scales are loaded before this group's math.
+template <int kLoads>
+struct GemvGroup {
+  uint4 q_lo[kLoads], q_hi[kLoads];
+  uint32_t s_lo[kLoads], s_hi[kLoads];
+};
+
+// 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
+__device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
+
+template <int kLoads, bool kChecked>
+__device__ __forceinline__ GemvGroup<kLoads> load_gemv_group(const uint4* w_lo, const uint4* w_hi,
+                                                             const uint8_t* sc_lo, const uint8_t* sc_hi,
+                                                             int first_block, int t, int blocks) {
+  GemvGroup<kLoads> g;
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int b = first_block + 4 * u;  // this lane's block is b + t
+    if (!kChecked || b + t < blocks) {
+      g.q_lo[u] = __ldcs(w_lo + b);
+      g.q_hi[u] = __ldcs(w_hi + b);
+      g.s_lo[u] = __ldcs(sc_lo + b);
+      g.s_hi[u] = __ldcs(sc_hi + b);
+    } else {
+      g.q_lo[u] = g.q_hi[u] = make_uint4(0, 0, 0, 0);
+      g.s_lo[u] = g.s_hi[u] = kNeutralScale;
+    }
+  }
+  return g;
+}
+
+// The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kLoads products. kGeneral: the
+// two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
+template <int kLoads, bool kChecked, bool kGeneral>
+__device__ __forceinline__ void gemv_group_products(const GemvGroup<kLoads>& g, const __nv_bfloat16* x_lane,
+                                                    int first_block, int t, int blocks, float (&acc)[4]) {
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int b = first_block + 4 * u;
+    uint4 xv[4];
+    if (!kChecked || b + t < blocks) {
+      const uint4* p = reinterpret_cast<const uint4*>(x_lane + b * kMxBlockElements);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
+    }
+    const uint32_t words_lo[4] = {g.q_lo[u].x, g.q_lo[u].y, g.q_lo[u].z, g.q_lo[u].w};
+    const uint32_t words_hi[4] = {g.q_hi[u].x, g.q_hi[u].y, g.q_hi[u].z, g.q_hi[u].w};
+    BlockScale scale_lo{}, scale_hi{};
+    if constexpr (kGeneral) {
+      scale_lo = block_scale(g.s_lo[u]);
+      scale_hi = block_scale(g.s_hi[u]);
+    } else {
+      scale_lo.first2 = small_scale_factor(g.s_lo[u]);
+      scale_hi.first2 = small_scale_factor(g.s_hi[u]);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
+      uint32_t a_lo[4], a_hi[4];
+      if constexpr (kGeneral) {
+        dequantize_word(words_lo[k], scale_lo, a_lo);
+        dequantize_word(words_hi[k], scale_hi, a_hi);
+      } else {
+        a_lo[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_lo[k]), scale_lo.first2);
+        a_lo[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_lo[k]), scale_lo.first2);
+        a_lo[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_lo[k]), scale_lo.first2);
+        a_lo[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_lo[k]), scale_lo.first2);
+        a_hi[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_hi[k]), scale_hi.first2);
+        a_hi[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_hi[k]), scale_hi.first2);
+        a_hi[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_hi[k]), scale_hi.first2);
+        a_hi[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_hi[k]), scale_hi.first2);
+      }
+      const uint4 bx = permute_x8(xv[k]);
+      mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+      mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+    }
+  }
+}
+
+template <int kLoads, bool kChecked>
+__device__ __forceinline__ void gemv_group_math(const GemvGroup<kLoads>& g, const __nv_bfloat16* x_lane,
+                                                int first_block, int t, int blocks, float (&acc)[4]) {
+  uint32_t big = 0;
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
+  if (__any_sync(0xFFFFFFFFu, big != 0)) {
+    gemv_group_products<kLoads, kChecked, true>(g, x_lane, first_block, t, blocks, acc);
+  } else {
+    gemv_group_products<kLoads, kChecked, false>(g, x_lane, first_block, t, blocks, acc);
+  }
+}
+
+template <int kLoads, bool kPrefetch, int kMinBlocks, typename OutT>
+__global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
+    mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                                int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                                unsigned row_blocks) {
+  const int active = static_cast<int>(blockIdx.x / row_blocks);
+  if (active >= min(*r.active_count, r.max_active_experts)) return;
+  const int expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return;
+  int first_slot = 0, end_slot = 0;
+  expert_slots(r, expert, first_slot, end_slot);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
+  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
+  const int64_t row = tile_row + g;        // and row + 8
+  const int blocks = static_cast<int>(w.in_features / kMxBlockElements);
+  const int64_t first_row = int64_t(expert) * w.out_features + row;
+  const uint4* w_lo = reinterpret_cast<const uint4*>(w.packed + first_row * blocks * kMxBlockBytes) + t;
+  const uint4* w_hi = w_lo + 8 * blocks;
+  const uint8_t* sc_lo = w.scales + first_row * blocks + t;
+  const uint8_t* sc_hi = sc_lo + 8 * blocks;
+  constexpr int kGroup = 4 * kLoads;  // blocks per row and group
+  const int full_end = blocks / kGroup * kGroup;
+
+  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
+    // This lane's mma column is slot pass + g; without one (or with an invalid token) it reads the pass's
+    // first slot, or row 0, instead: that column is never stored.
+    const int slot = pass + g < end_slot ? pass + g : pass;
+    const int token = r.slot_token[slot];
+    const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) +
+                                  t * kMxBlockElements;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (kPrefetch) {
+      if (full_end > 0) {
+        GemvGroup<kLoads> next = load_gemv_group<kLoads, false>(w_lo, w_hi, sc_lo, sc_hi, 0, t, blocks);
+        for (int b0 = 0; b0 < full_end; b0 += kGroup) {
+          const GemvGroup<kLoads> current = next;
+          if (b0 + kGroup < full_end) next = load_gemv_group<kLoads, false>(w_lo, w_hi, sc_lo, sc_hi, b0 + kGroup, t, blocks);
+          gemv_group_math<kLoads, false>(current, x_lane, b0, t, blocks, acc);
+        }
+      }
+    } else {
+      for (int b0 = 0; b0 < full_end; b0 += kGroup) {
+        const GemvGroup<kLoads> current = load_gemv_group<kLoads, false>(w_lo, w_hi, sc_lo, sc_hi, b0, t, blocks);
+        gemv_group_math<kLoads, false>(current, x_lane, b0, t, blocks, acc);
+      }
+    }
+    if (full_end < blocks) {
+      const GemvGroup<kLoads> last = load_gemv_group<kLoads, true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
+      gemv_group_math<kLoads, true>(last, x_lane, full_end, t, blocks, acc);
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
+      const int s = pass + 2 * t + c;
+      if (s < end_slot) {
+        const bool ok = token_valid(r, s, x_rows);
+        OutT* out = y + int64_t(s) * y_stride + row;
+        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+      }
+    }
+  }
+}
+
 // ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
 constexpr int kGemmThreads = 256;
 constexpr int kGemmRows = 128;   // output rows per tile (4 warps × 32)
@@ -268,7 +433,9 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
+      algorithm != Mxfp4GroupedAlgorithm::gemv_lean2 && algorithm != Mxfp4GroupedAlgorithm::gemv_lean4 &&
+      algorithm != Mxfp4GroupedAlgorithm::gemv_lean2_prefetch) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -279,12 +446,27 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
+  if (algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                         static_cast<unsigned>(row_blocks));
+    const auto rb = static_cast<unsigned>(row_blocks);
+    switch (algorithm) {
+      case Mxfp4GroupedAlgorithm::gemv_lean2:
+        mxfp4_grouped_gemv_mma_lean<2, false, 6, OutT>
+            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+        break;
+      case Mxfp4GroupedAlgorithm::gemv_lean4:
+        mxfp4_grouped_gemv_mma_lean<4, false, 5, OutT>
+            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+        break;
+      case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch:
+        mxfp4_grouped_gemv_mma_lean<2, true, 5, OutT>
+            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+        break;
+      default:
+        mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+    }
     return cudaGetLastError();
   }
 

@@ -53,6 +53,24 @@ inline double time_us(const std::function<void(int)>& launch, int repeats, int w
   return samples[samples.size() / 2];
 }
 
+// Median µs per launch when `count` launches of `launch(stream)` are replayed from one CUDA graph (as a decode
+// step runs them): the host API's launch gaps are gone.
+inline double graph_us_per_launch(const std::function<void(cudaStream_t)>& launch, int count, int repeats) {
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < count; ++i) launch(stream);
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / count;
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return us;
+}
+
 template <typename T>
 T* device_alloc(size_t n, uint8_t fill) {
   T* p = nullptr;

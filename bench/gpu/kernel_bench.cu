@@ -31,26 +31,10 @@
 using k3::EfficiencyClass;
 using k3::bench::Result;
 using k3::bench::device_alloc;
+using k3::bench::graph_us_per_launch;
 using k3::bench::time_us;
 
 namespace {
-
-// Median µs per launch when `count` launches of `launch(stream)` are replayed from one CUDA graph.
-double graph_us_per_launch(const std::function<void(cudaStream_t)>& launch, int count, int repeats) {
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < count; ++i) launch(stream);
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  const double us = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, nullptr)); }, repeats) / count;
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  CUDA_CHECK(cudaStreamDestroy(stream));
-  return us;
-}
 
 // Both timings of a latency-bound op (see the top of the file) appended to `results`.
 void time_small_op(const k3::bench::Session& session, std::vector<Result>& results, const std::string& name,

@@ -91,13 +91,22 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
+    case Mxfp4GroupedAlgorithm::gemv_lean2: return "gemv_mma_lean2";
+    case Mxfp4GroupedAlgorithm::gemv_lean4: return "gemv_mma_lean4";
+    case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch: return "gemv_mma_lean2_prefetch";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
-                                                       Mxfp4GroupedAlgorithm::gemm_pipelined};
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {
+    Mxfp4GroupedAlgorithm::gemv,       Mxfp4GroupedAlgorithm::gemv_lean2,          Mxfp4GroupedAlgorithm::gemv_lean4,
+    Mxfp4GroupedAlgorithm::gemv_lean2_prefetch, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined};
+// GEMVs also timed per launch of a CUDA graph that replays kRoutings launches, one per routing (as the decode graph
+// runs them).
+constexpr Mxfp4GroupedAlgorithm kGraphAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean2,
+                                                      Mxfp4GroupedAlgorithm::gemv_lean4,
+                                                      Mxfp4GroupedAlgorithm::gemv_lean2_prefetch};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 
@@ -136,6 +145,20 @@ int main(int argc, char** argv) {
         CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(i % kRoutings)].view(), x, kIn, tokens, y,
                                                           kOut, nullptr, algorithm));
       }, repeats);
+      r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+      results.push_back(r);
+    }
+    for (const Mxfp4GroupedAlgorithm algorithm : kGraphAlgorithms) {
+      Result r{fmt::format("mxfp4_grouped_{} w1 3072x3584 decode T={} top 16 of 896 ({:.1f} distinct experts), per "
+                           "launch of {} in a CUDA graph",
+                           algorithm_name(algorithm), tokens, distinct, kRoutings),
+               distinct * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 4.0, 2.0 * slots * kOut * kIn};
+      r.cls = EfficiencyClass::grouped_gemm;
+      int next = 0;
+      r.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(next++ % kRoutings)].view(), x, kIn,
+                                                          tokens, y, kOut, stream, algorithm));
+      }, kRoutings, repeats);
       r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
       results.push_back(r);
     }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -164,14 +165,20 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
+    case Mxfp4GroupedAlgorithm::gemv_lean2: return "gemv_lean2";
+    case Mxfp4GroupedAlgorithm::gemv_lean4: return "gemv_lean4";
+    case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch: return "gemv_lean2_prefetch";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
-                                                 Mxfp4GroupedAlgorithm::gemm_pipelined,
-                                                 Mxfp4GroupedAlgorithm::automatic};
+constexpr Mxfp4GroupedAlgorithm kLeanGemvs[] = {Mxfp4GroupedAlgorithm::gemv_lean2, Mxfp4GroupedAlgorithm::gemv_lean4,
+                                                 Mxfp4GroupedAlgorithm::gemv_lean2_prefetch};
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {
+    Mxfp4GroupedAlgorithm::gemv,       Mxfp4GroupedAlgorithm::gemm,       Mxfp4GroupedAlgorithm::gemm_pipelined,
+    Mxfp4GroupedAlgorithm::gemv_lean2, Mxfp4GroupedAlgorithm::gemv_lean4, Mxfp4GroupedAlgorithm::gemv_lean2_prefetch,
+    Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
@@ -280,10 +287,13 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtAPrefillShape) {
   expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "prefill 400x1056 bf16");
 }
 
-// Every nibble at scales 2^-125..2^125 (bytes on both sides of 128), x one-hot: y is W itself, exactly.
-TEST(GpuMxfp4Grouped, DequantisesEveryCodeExactly) {
+// Every nibble at scales 2^-125..2^125 (bytes on both sides of 128), x one-hot: y is W itself, exactly. in = 96
+// (3 blocks: only the GEMVs' checked last k-group) and 544 (17 blocks: whole groups of 8 and of 16, then one more).
+class GpuMxfp4GroupedExact : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
   const uint8_t scale_bytes[] = {2, 3, 64, 120, 126, 127, 128, 129, 130, 200, 252};
-  ExpertBank bank{2, 48, 96, {}, {}, {}};
+  ExpertBank bank{2, 48, GetParam(), {}, {}, {}};
   for (int e = 0; e < bank.experts; ++e) {
     for (int64_t o = 0; o < bank.out; ++o) {
       for (int64_t i = 0; i < bank.in; i += 2) {
@@ -329,17 +339,44 @@ TEST(GpuMxfp4Grouped, DequantisesEveryCodeExactly) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedExact, ::testing::Values(int64_t{96}, int64_t{544}));
+
+// The lean GEMVs compute rows16's products in rows16's order: the same bits at the K3 shape (whole k-groups), with
+// scales on both sides of the one-multiply threshold and a NaN scale, for 1, 5 and 19 slots per expert.
+TEST(GpuMxfp4Grouped, LeanGemvsEqualRows16BitForBit) {
+  std::mt19937 rng(20261217);
+  ExpertBank bank = random_bank(3, 3072, 3584, rng);
+  bank.scales[size_t((2 * bank.out + 77) * (bank.in / 32) + 40)] = weights::kE8m0Nan;  // expert 2, row 77, block 40
+  const HostRouting routing = routing_with_counts({1, 5, 19}, 40, rng);
+  const ref::Matrix x = round_to_bf16(random_matrix(40, 3584, rng));
+  K3_REQUIRE_GPU();
+  DeviceBank dbank(bank);
+  DeviceRouting droute(routing);
+  DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
+  const auto run_f32 = [&](Mxfp4GroupedAlgorithm a) {
+    DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
+    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 3584, 40, dy.get(), bank.out, a));
+    return dy.download();
+  };
+  const std::vector<float> want = run_f32(Mxfp4GroupedAlgorithm::gemv);
+  for (const Mxfp4GroupedAlgorithm a : kLeanGemvs) {
+    const std::vector<float> got = run_f32(a);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << name(a);
+  }
+}
+
 // A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
 // gets NaN in every column.
 TEST(GpuMxfp4Grouped, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
   std::mt19937 rng(20261212);
-  ExpertBank bank = random_bank(3, 48, 96, rng);
+  ExpertBank bank = random_bank(3, 48, 288, rng);  // 9 blocks: a whole GEMV k-group of 8, then one more
   const int64_t poisoned_row = 5;
-  bank.scales[size_t((1 * bank.out + poisoned_row) * 3 + 2)] = weights::kE8m0Nan;  // expert 1, row 5, block 2
+  bank.scales[size_t((1 * bank.out + poisoned_row) * 9 + 2)] = weights::kE8m0Nan;  // expert 1, row 5, block 2
   decode_bank(bank);
   HostRouting routing = routing_with_counts({4, 70, 9}, 100, rng);
   const int bad_slot = routing.offsets[2] + 3;  // an expert-2 slot
-  const ref::Matrix x = round_to_bf16(random_matrix(100, 96, rng));
+  const ref::Matrix x = round_to_bf16(random_matrix(100, 288, rng));
   const ref::MatrixD expected = reference(bank, routing, x);
   routing.slot_token[size_t(bad_slot)] = 100;  // x has 100 rows
   K3_REQUIRE_GPU();
@@ -348,7 +385,7 @@ TEST(GpuMxfp4Grouped, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
     DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 96, 100, dy.get(), bank.out, a));
+    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 288, 100, dy.get(), bank.out, a));
     const ref::Matrix got = download(dy, routing.slots(), bank.out);
     for (int s = 0; s < routing.slots(); ++s) {
       const bool expert1 = s >= routing.offsets[1] && s < routing.offsets[2];
