@@ -1,8 +1,11 @@
 #include "kernels/mxfp4_grouped.h"
 
 #include "kernels/mxfp4_grouped_device.h"
+#include "kernels/ptx_mma.h"
+#include "kernels/shared_memory_config.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 namespace k3::kernels {
@@ -271,6 +274,121 @@ __global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
   }
 }
 
+// ---- Decode: mxfp4_grouped_gemv_mma_async<kStages> ------------------------------------------------------
+// gemv_lean<2>'s tile, products and order, for rows of whole 8-block groups (in a multiple of 256), with each warp's
+// weights and scales brought by cp.async through a kStages-deep ring in shared memory (each lane copies and reads
+// back its own 16-byte chunks; lanes 0..15 copy one row's 8 scale bytes each): kStages − 1 groups are in flight
+// while the warp does a group's math, without the registers a register prefetch takes.
+constexpr int kRingLoads = 2;  // 16-byte chunks per row and lane in one group, as gemv_lean<2>
+constexpr int kRingGroupBlocks = 4 * kRingLoads;
+
+template <int kStages>
+struct GemvRing {
+  uint4 q[kStages][2 * kRingLoads][32];         // [stage][2u + (row g + 8)][lane]
+  uint8_t s[kStages][kGemvWarpRows][kRingGroupBlocks];  // [stage][warp row][block of the group]
+};
+
+__device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src));
+}
+
+template <int kStages, typename OutT>
+__global__ void __launch_bounds__(kGemvThreads, 6)
+    mxfp4_grouped_gemv_mma_async(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                                 unsigned row_blocks) {
+  extern __shared__ __align__(16) unsigned char gemv_ring_bytes[];
+  const int active = static_cast<int>(blockIdx.x / row_blocks);
+  if (active >= min(*r.active_count, r.max_active_experts)) return;
+  const int expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return;
+  int first_slot = 0, end_slot = 0;
+  expert_slots(r, expert, first_slot, end_slot);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  GemvRing<kStages>& ring = reinterpret_cast<GemvRing<kStages>*>(gemv_ring_bytes)[warp];
+  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
+  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
+  const int64_t row = tile_row + g;        // and row + 8
+  const int blocks = static_cast<int>(w.in_features / kMxBlockElements);
+  const int groups = blocks / kRingGroupBlocks;
+  const int64_t first_row = int64_t(expert) * w.out_features + row;
+  const uint4* w_lo = reinterpret_cast<const uint4*>(w.packed + first_row * blocks * kMxBlockBytes) + t;
+  const uint4* w_hi = w_lo + 8 * blocks;
+  // Lanes 0..15 copy the scales of warp row `lane` (rows g are 0..7, rows g + 8 are 8..15).
+  const uint8_t* sc_copy = w.scales + (int64_t(expert) * w.out_features + tile_row + lane % kGemvWarpRows) * blocks;
+
+  const auto issue = [&](int group) {
+    const int stage = group % kStages, b0 = group * kRingGroupBlocks;
+#pragma unroll
+    for (int u = 0; u < kRingLoads; ++u) {
+      ptx::cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(&ring.q[stage][2 * u][lane])), w_lo + b0 + 4 * u,
+                       true);
+      ptx::cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(&ring.q[stage][2 * u + 1][lane])),
+                       w_hi + b0 + 4 * u, true);
+    }
+    if (lane < kGemvWarpRows) cp_async_8(&ring.s[stage][lane][0], sc_copy + b0);
+  };
+
+  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
+    const int slot = pass + g < end_slot ? pass + g : pass;  // as gemv_lean: a slot-less column is never stored
+    const int token = r.slot_token[slot];
+    const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) +
+                                  t * kMxBlockElements;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    __syncwarp();  // the previous pass's reads of the ring are done
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (i < groups) issue(i);
+      cp_async_commit();
+    }
+    for (int n = 0; n < groups; ++n) {
+      cp_async_wait<kStages - 2>();  // group n has landed (this lane's copies) …
+      __syncwarp();                  // … and every lane's; stage (n − 1) % kStages is free again
+      if (n + kStages - 1 < groups) issue(n + kStages - 1);
+      cp_async_commit();
+      const int stage = n % kStages;
+      GemvGroup<kRingLoads> group;
+#pragma unroll
+      for (int u = 0; u < kRingLoads; ++u) {
+        group.q_lo[u] = ring.q[stage][2 * u][lane];
+        group.q_hi[u] = ring.q[stage][2 * u + 1][lane];
+        group.s_lo[u] = ring.s[stage][g][4 * u + t];
+        group.s_hi[u] = ring.s[stage][8 + g][4 * u + t];
+      }
+      gemv_group_math<kRingLoads, false>(group, x_lane, n * kRingGroupBlocks, t, blocks, acc);
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
+      const int s = pass + 2 * t + c;
+      if (s < end_slot) {
+        const bool ok = token_valid(r, s, x_rows);
+        OutT* out = y + int64_t(s) * y_stride + row;
+        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+      }
+    }
+  }
+}
+
+template <int kStages, typename OutT>
+cudaError_t launch_gemv_async(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                              int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, unsigned grid,
+                              unsigned row_blocks, cudaStream_t stream) {
+  static std::atomic<uint64_t> configured{0};
+  constexpr int kBytes = kGemvThreads / 32 * int(sizeof(GemvRing<kStages>));
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) {
+    status = allow_dynamic_shared_memory_once(mxfp4_grouped_gemv_mma_async<kStages, OutT>, kBytes, device, configured);
+  }
+  if (status != cudaSuccess) return status;
+  mxfp4_grouped_gemv_mma_async<kStages, OutT>
+      <<<grid, kGemvThreads, kBytes, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, row_blocks);
+  return cudaGetLastError();
+}
+
 // ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
 constexpr int kGemmThreads = 256;
 constexpr int kGemmRows = 128;   // output rows per tile (4 warps × 32)
@@ -435,7 +553,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
       algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
       algorithm != Mxfp4GroupedAlgorithm::gemv_lean2 && algorithm != Mxfp4GroupedAlgorithm::gemv_lean4 &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_lean2_prefetch) {
+      algorithm != Mxfp4GroupedAlgorithm::gemv_lean2_prefetch && algorithm != Mxfp4GroupedAlgorithm::gemv_async3 &&
+      algorithm != Mxfp4GroupedAlgorithm::gemv_async4) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -464,6 +583,16 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
         mxfp4_grouped_gemv_mma_lean<2, true, 5, OutT>
             <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
         break;
+      case Mxfp4GroupedAlgorithm::gemv_async3:
+      case Mxfp4GroupedAlgorithm::gemv_async4:
+        if (w.in_features % (kRingGroupBlocks * kMxBlockElements) != 0) {  // rows of whole groups only
+          mxfp4_grouped_gemv_mma_lean<2, false, 6, OutT>
+              <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+          break;
+        }
+        return algorithm == Mxfp4GroupedAlgorithm::gemv_async3
+                   ? launch_gemv_async<3>(w, r, x, x_stride, x_rows, y, y_stride, grid, rb, stream)
+                   : launch_gemv_async<4>(w, r, x, x_stride, x_rows, y, y_stride, grid, rb, stream);
       default:
         mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
     }
