@@ -148,9 +148,9 @@ __device__ __forceinline__ GemvGroup<kLoads> load_gemv_group(const uint4* w_lo, 
 
 // The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kLoads products. kGeneral: the
 // two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
-template <int kLoads, bool kChecked, bool kGeneral>
+template <int kLoads, bool kChecked, bool kGeneral, int kAcc>
 __device__ __forceinline__ void gemv_group_products(const GemvGroup<kLoads>& g, const __nv_bfloat16* x_lane,
-                                                    int first_block, int t, int blocks, float (&acc)[4]) {
+                                                    int first_block, int t, int blocks, float (&acc)[kAcc][4]) {
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) {
     const int b = first_block + 4 * u;
@@ -190,26 +190,26 @@ __device__ __forceinline__ void gemv_group_products(const GemvGroup<kLoads>& g, 
         a_hi[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_hi[k]), scale_hi.first2);
       }
       const uint4 bx = permute_x8(xv[k]);
-      mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
-      mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+      mma_bf16_16x8x16(acc[0], a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+      mma_bf16_16x8x16(acc[kAcc - 1], a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
     }
   }
 }
 
-template <int kLoads, bool kChecked>
+template <int kLoads, bool kChecked, int kAcc>
 __device__ __forceinline__ void gemv_group_math(const GemvGroup<kLoads>& g, const __nv_bfloat16* x_lane,
-                                                int first_block, int t, int blocks, float (&acc)[4]) {
+                                                int first_block, int t, int blocks, float (&acc)[kAcc][4]) {
   uint32_t big = 0;
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
   if (__any_sync(0xFFFFFFFFu, big != 0)) {
-    gemv_group_products<kLoads, kChecked, true>(g, x_lane, first_block, t, blocks, acc);
+    gemv_group_products<kLoads, kChecked, true, kAcc>(g, x_lane, first_block, t, blocks, acc);
   } else {
-    gemv_group_products<kLoads, kChecked, false>(g, x_lane, first_block, t, blocks, acc);
+    gemv_group_products<kLoads, kChecked, false, kAcc>(g, x_lane, first_block, t, blocks, acc);
   }
 }
 
-template <int kLoads, bool kPrefetch, int kMinBlocks, typename OutT>
+template <int kLoads, int kAcc, int kMinBlocks, typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -241,25 +241,22 @@ __global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
     const int token = r.slot_token[slot];
     const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) +
                                   t * kMxBlockElements;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if constexpr (kPrefetch) {
-      if (full_end > 0) {
-        GemvGroup<kLoads> next = load_gemv_group<kLoads, false>(w_lo, w_hi, sc_lo, sc_hi, 0, t, blocks);
-        for (int b0 = 0; b0 < full_end; b0 += kGroup) {
-          const GemvGroup<kLoads> current = next;
-          if (b0 + kGroup < full_end) next = load_gemv_group<kLoads, false>(w_lo, w_hi, sc_lo, sc_hi, b0 + kGroup, t, blocks);
-          gemv_group_math<kLoads, false>(current, x_lane, b0, t, blocks, acc);
-        }
-      }
-    } else {
-      for (int b0 = 0; b0 < full_end; b0 += kGroup) {
-        const GemvGroup<kLoads> current = load_gemv_group<kLoads, false>(w_lo, w_hi, sc_lo, sc_hi, b0, t, blocks);
-        gemv_group_math<kLoads, false>(current, x_lane, b0, t, blocks, acc);
-      }
+    float acc[kAcc][4] = {};
+    const uint4 *wl = w_lo, *wh = w_hi;  // walked a group at a time
+    const uint8_t *sl = sc_lo, *sh = sc_hi;
+    const __nv_bfloat16* xl = x_lane;
+    for (int b0 = 0; b0 < full_end; b0 += kGroup) {
+      const GemvGroup<kLoads> current = load_gemv_group<kLoads, false>(wl, wh, sl, sh, 0, t, blocks);
+      gemv_group_math<kLoads, false, kAcc>(current, xl, 0, t, blocks, acc);
+      wl += kGroup;
+      wh += kGroup;
+      sl += kGroup;
+      sh += kGroup;
+      xl += kGroup * kMxBlockElements;
     }
     if (full_end < blocks) {
       const GemvGroup<kLoads> last = load_gemv_group<kLoads, true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
-      gemv_group_math<kLoads, true>(last, x_lane, full_end, t, blocks, acc);
+      gemv_group_math<kLoads, true, kAcc>(last, x_lane, full_end, t, blocks, acc);
     }
 #pragma unroll
     for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
@@ -267,8 +264,9 @@ __global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
       if (s < end_slot) {
         const bool ok = token_valid(r, s, x_rows);
         OutT* out = y + int64_t(s) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+        store_out(out, ok ? acc[0][c] + (kAcc > 1 ? acc[kAcc - 1][c] : 0.0f) : __int_as_float(0x7FC00000));
+        store_out(out + 8,
+                  ok ? acc[0][2 + c] + (kAcc > 1 ? acc[kAcc - 1][2 + c] : 0.0f) : __int_as_float(0x7FC00000));
       }
     }
   }
@@ -336,7 +334,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     const int token = r.slot_token[slot];
     const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) +
                                   t * kMxBlockElements;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float acc[1][4] = {};
     __syncwarp();  // the previous pass's reads of the ring are done
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
@@ -357,7 +355,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
         group.s_lo[u] = ring.s[stage][g][4 * u + t];
         group.s_hi[u] = ring.s[stage][8 + g][4 * u + t];
       }
-      gemv_group_math<kRingLoads, false>(group, x_lane, n * kRingGroupBlocks, t, blocks, acc);
+      gemv_group_math<kRingLoads, false, 1>(group, x_lane, n * kRingGroupBlocks, t, blocks, acc);
     }
 #pragma unroll
     for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
@@ -365,8 +363,8 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
       if (s < end_slot) {
         const bool ok = token_valid(r, s, x_rows);
         OutT* out = y + int64_t(s) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+        store_out(out, ok ? acc[0][c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? acc[0][2 + c] : __int_as_float(0x7FC00000));
       }
     }
   }
@@ -572,21 +570,21 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     const auto rb = static_cast<unsigned>(row_blocks);
     switch (algorithm) {
       case Mxfp4GroupedAlgorithm::gemv_lean2:
-        mxfp4_grouped_gemv_mma_lean<2, false, 6, OutT>
+        mxfp4_grouped_gemv_mma_lean<2, 1, 6, OutT>
             <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
         break;
       case Mxfp4GroupedAlgorithm::gemv_lean4:
-        mxfp4_grouped_gemv_mma_lean<4, false, 5, OutT>
+        mxfp4_grouped_gemv_mma_lean<4, 1, 5, OutT>
             <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
         break;
       case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch:
-        mxfp4_grouped_gemv_mma_lean<2, true, 5, OutT>
+        mxfp4_grouped_gemv_mma_lean<2, 2, 6, OutT>
             <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
         break;
       case Mxfp4GroupedAlgorithm::gemv_async3:
       case Mxfp4GroupedAlgorithm::gemv_async4:
         if (w.in_features % (kRingGroupBlocks * kMxBlockElements) != 0) {  // rows of whole groups only
-          mxfp4_grouped_gemv_mma_lean<2, false, 6, OutT>
+          mxfp4_grouped_gemv_mma_lean<2, 1, 6, OutT>
               <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
           break;
         }

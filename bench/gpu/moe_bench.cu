@@ -93,7 +93,7 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::gemv_lean2: return "gemv_mma_lean2";
     case Mxfp4GroupedAlgorithm::gemv_lean4: return "gemv_mma_lean4";
-    case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch: return "gemv_mma_lean2_prefetch";
+    case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch: return "gemv_mma_lean2_acc2";
     case Mxfp4GroupedAlgorithm::gemv_async3: return "gemv_mma_async3";
     case Mxfp4GroupedAlgorithm::gemv_async4: return "gemv_mma_async4";
     case Mxfp4GroupedAlgorithm::automatic: break;
@@ -102,14 +102,13 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
 }
 
 constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {
-    Mxfp4GroupedAlgorithm::gemv,        Mxfp4GroupedAlgorithm::gemv_lean2,  Mxfp4GroupedAlgorithm::gemv_lean4,
-    Mxfp4GroupedAlgorithm::gemv_async3, Mxfp4GroupedAlgorithm::gemv_async4, Mxfp4GroupedAlgorithm::gemm,
-    Mxfp4GroupedAlgorithm::gemm_pipelined};
+    Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean2, Mxfp4GroupedAlgorithm::gemv_lean4,
+    Mxfp4GroupedAlgorithm::gemv_lean2_prefetch};
 // GEMVs also timed per launch of a CUDA graph that replays kRoutings launches, one per routing (as the decode graph
 // runs them).
 constexpr Mxfp4GroupedAlgorithm kGraphAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean2,
-                                                      Mxfp4GroupedAlgorithm::gemv_lean4, Mxfp4GroupedAlgorithm::gemv_async3,
-                                                      Mxfp4GroupedAlgorithm::gemv_async4};
+                                                      Mxfp4GroupedAlgorithm::gemv_lean4,
+                                                      Mxfp4GroupedAlgorithm::gemv_lean2_prefetch};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 
