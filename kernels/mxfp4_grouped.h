@@ -77,8 +77,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_lean2, gemv_lean4, gemv_lean2_prefetch,
-                                   gemv_async3, gemv_async4 };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_lean, gemv_async };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

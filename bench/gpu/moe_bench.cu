@@ -91,24 +91,19 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_rows16";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_lean2: return "gemv_mma_lean2";
-    case Mxfp4GroupedAlgorithm::gemv_lean4: return "gemv_mma_lean4";
-    case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch: return "gemv_mma_lean2_acc2";
-    case Mxfp4GroupedAlgorithm::gemv_async3: return "gemv_mma_async3";
-    case Mxfp4GroupedAlgorithm::gemv_async4: return "gemv_mma_async4";
+    case Mxfp4GroupedAlgorithm::gemv_lean: return "gemv_mma_lean";
+    case Mxfp4GroupedAlgorithm::gemv_async: return "gemv_mma_async";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {
-    Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean2, Mxfp4GroupedAlgorithm::gemv_lean4,
-    Mxfp4GroupedAlgorithm::gemv_lean2_prefetch};
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean,
+                                                       Mxfp4GroupedAlgorithm::gemv_async};
 // GEMVs also timed per launch of a CUDA graph that replays kRoutings launches, one per routing (as the decode graph
 // runs them).
-constexpr Mxfp4GroupedAlgorithm kGraphAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean2,
-                                                      Mxfp4GroupedAlgorithm::gemv_lean4,
-                                                      Mxfp4GroupedAlgorithm::gemv_lean2_prefetch};
+constexpr Mxfp4GroupedAlgorithm kGraphAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean,
+                                                      Mxfp4GroupedAlgorithm::gemv_async};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 

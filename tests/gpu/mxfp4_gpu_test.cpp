@@ -165,23 +165,17 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_lean2: return "gemv_lean2";
-    case Mxfp4GroupedAlgorithm::gemv_lean4: return "gemv_lean4";
-    case Mxfp4GroupedAlgorithm::gemv_lean2_prefetch: return "gemv_lean2_prefetch";
-    case Mxfp4GroupedAlgorithm::gemv_async3: return "gemv_async3";
-    case Mxfp4GroupedAlgorithm::gemv_async4: return "gemv_async4";
+    case Mxfp4GroupedAlgorithm::gemv_lean: return "gemv_lean";
+    case Mxfp4GroupedAlgorithm::gemv_async: return "gemv_async";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kLeanGemvs[] = {Mxfp4GroupedAlgorithm::gemv_lean2, Mxfp4GroupedAlgorithm::gemv_lean4,
-                                                 Mxfp4GroupedAlgorithm::gemv_lean2_prefetch,
-                                                 Mxfp4GroupedAlgorithm::gemv_async3, Mxfp4GroupedAlgorithm::gemv_async4};
+constexpr Mxfp4GroupedAlgorithm kLeanGemvs[] = {Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async};
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {
-    Mxfp4GroupedAlgorithm::gemv,        Mxfp4GroupedAlgorithm::gemm,       Mxfp4GroupedAlgorithm::gemm_pipelined,
-    Mxfp4GroupedAlgorithm::gemv_lean2,  Mxfp4GroupedAlgorithm::gemv_lean4, Mxfp4GroupedAlgorithm::gemv_lean2_prefetch,
-    Mxfp4GroupedAlgorithm::gemv_async3, Mxfp4GroupedAlgorithm::gemv_async4, Mxfp4GroupedAlgorithm::automatic};
+    Mxfp4GroupedAlgorithm::gemv,      Mxfp4GroupedAlgorithm::gemm,       Mxfp4GroupedAlgorithm::gemm_pipelined,
+    Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async, Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
