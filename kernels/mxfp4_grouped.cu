@@ -112,8 +112,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
 // ---- Decode: mxfp4_grouped_gemv_mma_lean ----------------------------------------------------------------
 // rows16's tile, lane mapping and products (so the same bits) with a lean instruction stream: the k-loop over whole
 // groups of 8 blocks has no bounds tests (one checked group finishes a row whose block count is not a multiple of
-// 8), walks pointers, issues the group's x loads with its weight loads (not after the scales arrive), lets lanes
-// without a slot read a valid x row whose mma column is never stored (so no zero fill), and decodes the scale as one
+// 8), walks pointers, lets lanes without a slot read a valid x row whose mma column is never stored (so no zero fill), and decodes the scale as one
 // multiply-add while no scale of the warp's group exceeds 2^1 (above it, or NaN, the group takes block_scale's
 // two-multiply path).
 constexpr int kGemvLoads = 2;                    // 16-byte weight chunks per row and lane in one group
@@ -122,7 +121,6 @@ constexpr int kGemvGroupBlocks = 4 * kGemvLoads;  // blocks per row in one group
 struct GemvGroup {
   uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];  // rows g and g + 8: blocks 4u + t of the group
   uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
-  uint4 x[kGemvLoads][4];  // x of this lane's slot over the same blocks
 };
 
 // 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
@@ -149,24 +147,18 @@ __device__ __forceinline__ void load_gemv_weights(GemvGroup& g, const uint4* w_l
   }
 }
 
-template <bool kChecked>
-__device__ __forceinline__ void load_gemv_x(GemvGroup& g, const __nv_bfloat16* x_lane, int first_block, int t,
-                                            int blocks) {
-#pragma unroll
-  for (int u = 0; u < kGemvLoads; ++u) {
-    const int b = first_block + 4 * u;
-    const uint4* p = reinterpret_cast<const uint4*>(x_lane + b * kMxBlockElements);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) g.x[u][k] = !kChecked || b + t < blocks ? __ldg(p + k) : make_uint4(0, 0, 0, 0);
-  }
-}
-
-// The group's 2·4·kGemvLoads products. kGeneral: the two-multiply scales of block_scale (any scale above 2^1, or
+// The group's 2·4·kGemvLoads products with x of this lane's slot from x_group (the group's first block; checked:
+// `blocks` blocks are left in the row). kGeneral: the two-multiply scales of block_scale (any scale above 2^1, or
 // NaN), else one multiply by small_scale_factor.
-template <bool kGeneral>
-__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, float (&acc)[4]) {
+template <bool kChecked, bool kGeneral>
+__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_group, int t,
+                                                    int blocks, float (&acc)[4]) {
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) {
+    uint4 xv[4];
+    const uint4* p = reinterpret_cast<const uint4*>(x_group + 4 * u * kMxBlockElements);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) xv[k] = !kChecked || 4 * u + t < blocks ? __ldg(p + k) : make_uint4(0, 0, 0, 0);
     const uint32_t words_lo[4] = {g.q_lo[u].x, g.q_lo[u].y, g.q_lo[u].z, g.q_lo[u].w};
     const uint32_t words_hi[4] = {g.q_hi[u].x, g.q_hi[u].y, g.q_hi[u].z, g.q_hi[u].w};
     BlockScale scale_lo{}, scale_hi{};
@@ -193,21 +185,34 @@ __device__ __forceinline__ void gemv_group_products(const GemvGroup& g, float (&
         a_hi[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_hi[k]), scale_hi.first2);
         a_hi[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_hi[k]), scale_hi.first2);
       }
-      const uint4 bx = permute_x8(g.x[u][k]);
+      const uint4 bx = permute_x8(xv[k]);
       mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
       mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
     }
   }
 }
 
-__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, float (&acc)[4]) {
+template <bool kChecked>
+__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_group, int t, int blocks,
+                                                float (&acc)[4]) {
   uint32_t big = 0;
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
   if (__any_sync(0xFFFFFFFFu, big != 0)) {
-    gemv_group_products<true>(g, acc);
+    gemv_group_products<kChecked, true>(g, x_group, t, blocks, acc);
   } else {
-    gemv_group_products<false>(g, acc);
+    gemv_group_products<kChecked, false>(g, x_group, t, blocks, acc);
+  }
+}
+
+// Asks the L2 for the weights of the group kAhead groups on (rows g, g + 8; their scales share lines with this
+// group's).
+template <int kAhead>
+__device__ __forceinline__ void prefetch_gemv_weights(const uint4* w_lo, const uint4* w_hi) {
+#pragma unroll
+  for (int u = 0; u < kGemvLoads; ++u) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(w_lo + kAhead * kGemvGroupBlocks + 4 * u));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(w_hi + kAhead * kGemvGroupBlocks + 4 * u));
   }
 }
 
@@ -267,7 +272,7 @@ __device__ __forceinline__ void store_gemv_pass(const ExpertRouting& r, const Ge
   }
 }
 
-template <typename OutT>
+template <int kPrefetchAhead, typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -279,10 +284,12 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     const __nv_bfloat16* xl = gemv_x_lane(r, l, pass, x, x_stride, x_rows);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {  // the lane's pointers walk a group at a time
+      if constexpr (kPrefetchAhead > 0) {
+        if (b0 + kPrefetchAhead * kGemvGroupBlocks < full_end) prefetch_gemv_weights<kPrefetchAhead>(l.w_lo, l.w_hi);
+      }
       GemvGroup group;
       load_gemv_weights<false>(group, l.w_lo, l.w_hi, l.sc_lo, l.sc_hi, 0, l.t, kGemvGroupBlocks);
-      load_gemv_x<false>(group, xl, 0, l.t, kGemvGroupBlocks);
-      gemv_group_math(group, acc);
+      gemv_group_math<false>(group, xl, l.t, kGemvGroupBlocks, acc);
       l.w_lo += kGemvGroupBlocks;
       l.w_hi += kGemvGroupBlocks;
       l.sc_lo += kGemvGroupBlocks;
@@ -292,8 +299,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     if (full_end < l.blocks) {  // the blocks left: fewer than a group
       GemvGroup group;
       load_gemv_weights<true>(group, l.w_lo, l.w_hi, l.sc_lo, l.sc_hi, 0, l.t, l.blocks - full_end);
-      load_gemv_x<true>(group, xl, 0, l.t, l.blocks - full_end);
-      gemv_group_math(group, acc);
+      gemv_group_math<true>(group, xl, l.t, l.blocks - full_end, acc);
     }
     l.w_lo -= full_end;  // back to the row starts for the next pass
     l.w_hi -= full_end;
@@ -307,7 +313,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
 // gemv_lean's products and order for rows of whole groups (in a multiple of 256), with each warp's weights and
 // scales brought by cp.async through a kGemvRingStages-deep ring in shared memory (each lane copies and reads back
 // its own 16-byte chunks; lanes 0..15 copy one row's 8 scale bytes each), so two groups are in flight while the
-// warp does one group's math; x is loaded as gemv_lean does.
+// warp does one group's math.
 constexpr int kGemvRingStages = 3;
 
 struct GemvRing {
@@ -358,7 +364,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     }
     for (int n = 0; n < groups; ++n) {
       GemvGroup group;
-      load_gemv_x<false>(group, x_lane, n * kGemvGroupBlocks, l.t, l.blocks);
       cp_async_wait<kGemvRingStages - 2>();  // group n has landed (this lane's copies) …
       __syncwarp();                          // … and every lane's; stage (n − 1) % stages is free again
       if (n + kGemvRingStages - 1 < groups) issue(n + kGemvRingStages - 1);
@@ -371,7 +376,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
         group.s_lo[u] = ring.s[stage][l.g][4 * u + l.t];
         group.s_hi[u] = ring.s[stage][8 + l.g][4 * u + l.t];
       }
-      gemv_group_math(group, acc);
+      gemv_group_math<false>(group, x_lane + n * kGemvGroupBlocks * kMxBlockElements, l.t, kGemvGroupBlocks, acc);
     }
     store_gemv_pass(r, l, pass, acc, x_rows, y, y_stride);
   }
@@ -556,7 +561,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
       algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_lean && algorithm != Mxfp4GroupedAlgorithm::gemv_async) {
+      algorithm != Mxfp4GroupedAlgorithm::gemv_lean && algorithm != Mxfp4GroupedAlgorithm::gemv_async &&
+      algorithm != Mxfp4GroupedAlgorithm::gemv_lean_l2pf1 && algorithm != Mxfp4GroupedAlgorithm::gemv_lean_l2pf2) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -574,13 +580,23 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     const auto rb = static_cast<unsigned>(row_blocks);
     switch (algorithm) {
       case Mxfp4GroupedAlgorithm::gemv_lean:
-        mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+        mxfp4_grouped_gemv_mma_lean<0, OutT>
+            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+        break;
+      case Mxfp4GroupedAlgorithm::gemv_lean_l2pf1:
+        mxfp4_grouped_gemv_mma_lean<1, OutT>
+            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+        break;
+      case Mxfp4GroupedAlgorithm::gemv_lean_l2pf2:
+        mxfp4_grouped_gemv_mma_lean<2, OutT>
+            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
         break;
       case Mxfp4GroupedAlgorithm::gemv_async:
         if (w.in_features % (kGemvGroupBlocks * kMxBlockElements) == 0) {
           return launch_gemv_async(w, r, x, x_stride, x_rows, y, y_stride, grid, rb, stream);
         }
-        mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
+        mxfp4_grouped_gemv_mma_lean<0, OutT>
+            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
         break;
       default:
         mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);

@@ -93,17 +93,21 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::gemv_lean: return "gemv_mma_lean";
     case Mxfp4GroupedAlgorithm::gemv_async: return "gemv_mma_async";
+    case Mxfp4GroupedAlgorithm::gemv_lean_l2pf1: return "gemv_mma_lean_l2pf1";
+    case Mxfp4GroupedAlgorithm::gemv_lean_l2pf2: return "gemv_mma_lean_l2pf2";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
 constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean,
-                                                       Mxfp4GroupedAlgorithm::gemv_async};
+                                                       Mxfp4GroupedAlgorithm::gemv_lean_l2pf1,
+                                                       Mxfp4GroupedAlgorithm::gemv_lean_l2pf2};
 // GEMVs also timed per launch of a CUDA graph that replays kRoutings launches, one per routing (as the decode graph
 // runs them).
 constexpr Mxfp4GroupedAlgorithm kGraphAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_lean,
-                                                      Mxfp4GroupedAlgorithm::gemv_async};
+                                                      Mxfp4GroupedAlgorithm::gemv_lean_l2pf1,
+                                                      Mxfp4GroupedAlgorithm::gemv_lean_l2pf2};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 

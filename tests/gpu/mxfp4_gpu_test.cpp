@@ -167,15 +167,20 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::gemv_lean: return "gemv_lean";
     case Mxfp4GroupedAlgorithm::gemv_async: return "gemv_async";
+    case Mxfp4GroupedAlgorithm::gemv_lean_l2pf1: return "gemv_lean_l2pf1";
+    case Mxfp4GroupedAlgorithm::gemv_lean_l2pf2: return "gemv_lean_l2pf2";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kLeanGemvs[] = {Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async};
+constexpr Mxfp4GroupedAlgorithm kLeanGemvs[] = {Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async,
+                                                 Mxfp4GroupedAlgorithm::gemv_lean_l2pf1,
+                                                 Mxfp4GroupedAlgorithm::gemv_lean_l2pf2};
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {
     Mxfp4GroupedAlgorithm::gemv,      Mxfp4GroupedAlgorithm::gemm,       Mxfp4GroupedAlgorithm::gemm_pipelined,
-    Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async, Mxfp4GroupedAlgorithm::automatic};
+    Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async, Mxfp4GroupedAlgorithm::gemv_lean_l2pf1,
+    Mxfp4GroupedAlgorithm::gemv_lean_l2pf2, Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
