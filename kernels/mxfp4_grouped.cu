@@ -1,11 +1,8 @@
 #include "kernels/mxfp4_grouped.h"
 
 #include "kernels/mxfp4_grouped_device.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 
 namespace k3::kernels {
@@ -14,110 +11,23 @@ namespace {
 
 using namespace mxfp4_detail;
 
-// ---- Decode: mxfp4_grouped_gemv_mma_rows16 ----------------------------------------------------------
+
+// ---- Decode: mxfp4_grouped_gemv_mma_lean ---------------------------------------------------------------
 constexpr int kGemvThreads = 128;
 constexpr int kGemvWarpRows = 16;                                  // one mma m-tile per warp
 constexpr int kGemvBlockRows = kGemvThreads / 32 * kGemvWarpRows;  // 64
 constexpr int kGemvSlots = 8;                                      // one mma n-tile per pass
-constexpr int kRows16Loads = 2;  // 16-byte weight loads per row and lane issued together
+constexpr int kGemvLoads = 2;                                      // 16-byte chunks per row and lane in one group
+constexpr int kGemvGroupBlocks = 4 * kGemvLoads;                   // blocks per row in one group
 
-// blockIdx.x = active expert index · row_blocks + (output row) / 64. Lane (g, t) of a warp loads, for its
-// rows g and g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 4·kRows16Loads
-// blocks, and the same blocks of x for slot g of the pass: every mma then covers 16 k of one word position
-// of four different blocks, whose scales are already folded into the bf16 weights.
-template <typename OutT>
-__global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_rows16(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                  int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
-                                  unsigned row_blocks) {
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
-  const int64_t row = tile_row + g;        // and row + 8
-  const int64_t blocks = w.in_features / kMxBlockElements;
-  const int64_t first_row = int64_t(expert) * w.out_features + row;
-  const uint8_t* packed_lo = w.packed + first_row * blocks * kMxBlockBytes;
-  const uint8_t* packed_hi = packed_lo + 8 * blocks * kMxBlockBytes;
-  const uint8_t* scales_lo = w.scales + first_row * blocks;
-  const uint8_t* scales_hi = scales_lo + 8 * blocks;
-
-  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* x_row = nullptr;  // this lane's mma column: slot pass + g (none: zeros)
-    if (pass + g < end_slot) {
-      const int token = r.slot_token[pass + g];
-      if (token >= 0 && token < x_rows) x_row = x + int64_t(token) * x_stride;
-    }
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t b0 = 0; b0 < blocks; b0 += 4 * kRows16Loads) {
-      uint4 q_lo[kRows16Loads], q_hi[kRows16Loads];
-      uint32_t s_lo[kRows16Loads], s_hi[kRows16Loads];
-#pragma unroll
-      for (int u = 0; u < kRows16Loads; ++u) {
-        const int64_t b = b0 + 4 * u + t;
-        if (b < blocks) {
-          q_lo[u] = __ldcs(reinterpret_cast<const uint4*>(packed_lo + b * kMxBlockBytes));
-          q_hi[u] = __ldcs(reinterpret_cast<const uint4*>(packed_hi + b * kMxBlockBytes));
-          s_lo[u] = __ldcs(scales_lo + b);
-          s_hi[u] = __ldcs(scales_hi + b);
-        } else {
-          q_lo[u] = q_hi[u] = make_uint4(0, 0, 0, 0);
-          s_lo[u] = s_hi[u] = kNeutralScale;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kRows16Loads; ++u) {
-        const int64_t b = b0 + 4 * u + t;
-        uint4 xv[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
-        if (x_row != nullptr && b < blocks) {
-          const uint4* p = reinterpret_cast<const uint4*>(x_row + b * kMxBlockElements);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
-        }
-        const uint32_t words_lo[4] = {q_lo[u].x, q_lo[u].y, q_lo[u].z, q_lo[u].w};
-        const uint32_t words_hi[4] = {q_hi[u].x, q_hi[u].y, q_hi[u].z, q_hi[u].w};
-        const BlockScale scale_lo = block_scale(s_lo[u]), scale_hi = block_scale(s_hi[u]);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
-          uint32_t a_lo[4], a_hi[4];
-          dequantize_word(words_lo[k], scale_lo, a_lo);
-          dequantize_word(words_hi[k], scale_hi, a_hi);
-          const uint4 bx = permute_x8(xv[k]);
-          mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
-          mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
-        }
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
-      const int slot = pass + 2 * t + c;
-      if (slot < end_slot) {
-        const bool ok = token_valid(r, slot, x_rows);
-        OutT* out = y + int64_t(slot) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-      }
-    }
-  }
-}
-
-// ---- Decode: mxfp4_grouped_gemv_mma_lean ----------------------------------------------------------------
-// rows16's tile, lane mapping and products (so the same bits) with a lean instruction stream: the k-loop over whole
-// groups of 8 blocks has no bounds tests (one checked group finishes a row whose block count is not a multiple of
-// 8), walks pointers, lets lanes without a slot read a valid x row whose mma column is never stored (so no zero fill), and decodes the scale as one
-// multiply-add while no scale of the warp's group exceeds 2^1 (above it, or NaN, the group takes block_scale's
-// two-multiply path).
-constexpr int kGemvLoads = 2;                    // 16-byte weight chunks per row and lane in one group
-constexpr int kGemvGroupBlocks = 4 * kGemvLoads;  // blocks per row in one group
-
+// blockIdx.x = active expert index · row_blocks + (output row) / 64. Lane (g, t) of a warp loads, for its rows g and
+// g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 8 blocks (16-byte loads, two per row
+// and lane in flight), and the same blocks of x for slot g of the pass: every mma then covers 16 k of one word
+// position of four different blocks, whose scales are already folded into the bf16 weights. The instruction stream
+// is kept lean: the k-loop over whole groups has no bounds tests (one checked group finishes a row whose block count
+// is not a multiple of 8) and walks pointers, lanes without a slot read a valid x row whose mma column is never
+// stored (no zero fill), and the scale is one multiply-add while no scale of the warp's group exceeds 2^1 (above
+// it, or NaN, the group takes block_scale's two-multiply path).
 struct GemvGroup {
   uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];  // rows g and g + 8: blocks 4u + t of the group
   uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
@@ -126,12 +36,11 @@ struct GemvGroup {
 // 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
 __device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
 
-// The weights and scales of the group whose first block is first_block (checked: blocks past the row's end are
-// zeros at scale 2^0).
 template <bool kChecked>
-__device__ __forceinline__ void load_gemv_weights(GemvGroup& g, const uint4* w_lo, const uint4* w_hi,
-                                                  const uint8_t* sc_lo, const uint8_t* sc_hi, int first_block, int t,
-                                                  int blocks) {
+__device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi,
+                                                             const uint8_t* sc_lo, const uint8_t* sc_hi,
+                                                             int first_block, int t, int blocks) {
+  GemvGroup g;
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;  // this lane's block is b + t
@@ -145,20 +54,26 @@ __device__ __forceinline__ void load_gemv_weights(GemvGroup& g, const uint4* w_l
       g.s_lo[u] = g.s_hi[u] = kNeutralScale;
     }
   }
+  return g;
 }
 
-// The group's 2·4·kGemvLoads products with x of this lane's slot from x_group (the group's first block; checked:
-// `blocks` blocks are left in the row). kGeneral: the two-multiply scales of block_scale (any scale above 2^1, or
-// NaN), else one multiply by small_scale_factor.
+// The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kGemvLoads products. kGeneral: the
+// two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
 template <bool kChecked, bool kGeneral>
-__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_group, int t,
-                                                    int blocks, float (&acc)[4]) {
+__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_lane,
+                                                    int first_block, int t, int blocks, float (&acc)[4]) {
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) {
+    const int b = first_block + 4 * u;
     uint4 xv[4];
-    const uint4* p = reinterpret_cast<const uint4*>(x_group + 4 * u * kMxBlockElements);
+    if (!kChecked || b + t < blocks) {
+      const uint4* p = reinterpret_cast<const uint4*>(x_lane + b * kMxBlockElements);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) xv[k] = !kChecked || 4 * u + t < blocks ? __ldg(p + k) : make_uint4(0, 0, 0, 0);
+      for (int k = 0; k < 4; ++k) xv[k] = __ldg(p + k);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
+    }
     const uint32_t words_lo[4] = {g.q_lo[u].x, g.q_lo[u].y, g.q_lo[u].z, g.q_lo[u].w};
     const uint32_t words_hi[4] = {g.q_hi[u].x, g.q_hi[u].y, g.q_hi[u].z, g.q_hi[u].w};
     BlockScale scale_lo{}, scale_hi{};
@@ -193,209 +108,77 @@ __device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __
 }
 
 template <bool kChecked>
-__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_group, int t, int blocks,
-                                                float (&acc)[4]) {
+__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_lane,
+                                                int first_block, int t, int blocks, float (&acc)[4]) {
   uint32_t big = 0;
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
   if (__any_sync(0xFFFFFFFFu, big != 0)) {
-    gemv_group_products<kChecked, true>(g, x_group, t, blocks, acc);
+    gemv_group_products<kChecked, true>(g, x_lane, first_block, t, blocks, acc);
   } else {
-    gemv_group_products<kChecked, false>(g, x_group, t, blocks, acc);
+    gemv_group_products<kChecked, false>(g, x_lane, first_block, t, blocks, acc);
   }
 }
 
-// Asks the L2 for the weights of the group kAhead groups on (rows g, g + 8; their scales share lines with this
-// group's).
-template <int kAhead>
-__device__ __forceinline__ void prefetch_gemv_weights(const uint4* w_lo, const uint4* w_hi) {
-#pragma unroll
-  for (int u = 0; u < kGemvLoads; ++u) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(w_lo + kAhead * kGemvGroupBlocks + 4 * u));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(w_hi + kAhead * kGemvGroupBlocks + 4 * u));
-  }
-}
-
-// What every GEMV block starts from: its expert's slots, this warp's rows and this lane's pointers.
-struct GemvLane {
-  int first_slot, end_slot, g, t, blocks;
-  int64_t row;                   // and row + 8
-  const uint4 *w_lo, *w_hi;      // this lane's first 16-byte chunk of rows g, g + 8 (block t)
-  const uint8_t *sc_lo, *sc_hi;  // their scale of block t
-};
-
-// False when the block or warp has nothing to do.
-__device__ __forceinline__ bool gemv_lane(const Mxfp4ExpertWeights& w, const ExpertRouting& r, unsigned row_blocks,
-                                          GemvLane& l) {
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return false;
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return false;
-  expert_slots(r, expert, l.first_slot, l.end_slot);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  l.g = lane / 4;
-  l.t = lane % 4;
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  if (tile_row >= w.out_features) return false;  // the whole warp (out is a multiple of 16)
-  l.row = tile_row + l.g;
-  l.blocks = static_cast<int>(w.in_features / kMxBlockElements);
-  const int64_t first_row = int64_t(expert) * w.out_features + l.row;
-  l.w_lo = reinterpret_cast<const uint4*>(w.packed + first_row * l.blocks * kMxBlockBytes) + l.t;
-  l.w_hi = l.w_lo + 8 * l.blocks;
-  l.sc_lo = w.scales + first_row * l.blocks + l.t;
-  l.sc_hi = l.sc_lo + 8 * l.blocks;
-  return true;
-}
-
-// This lane's x for the pass starting at slot `pass`: its mma column is slot pass + g; without one (or with an
-// invalid token) it reads the pass's first slot, or row 0, instead, as that column is never stored.
-__device__ __forceinline__ const __nv_bfloat16* gemv_x_lane(const ExpertRouting& r, const GemvLane& l, int pass,
-                                                            const __nv_bfloat16* x, int64_t x_stride, int64_t x_rows) {
-  const int slot = pass + l.g < l.end_slot ? pass + l.g : pass;
-  const int token = r.slot_token[slot];
-  return x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) + l.t * kMxBlockElements;
-}
-
-// The pass's outputs: columns 2t, 2t + 1 of rows g, g + 8; NaN for a slot whose token is invalid.
 template <typename OutT>
-__device__ __forceinline__ void store_gemv_pass(const ExpertRouting& r, const GemvLane& l, int pass,
-                                                const float (&acc)[4], int64_t x_rows, OutT* y, int64_t y_stride) {
-#pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int s = pass + 2 * l.t + c;
-    if (s < l.end_slot) {
-      const bool ok = token_valid(r, s, x_rows);
-      OutT* out = y + int64_t(s) * y_stride + l.row;
-      store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-      store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-    }
-  }
-}
-
-template <int kPrefetchAhead, typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                                 unsigned row_blocks) {
-  GemvLane l;
-  if (!gemv_lane(w, r, row_blocks, l)) return;
-  const int full_end = l.blocks / kGemvGroupBlocks * kGemvGroupBlocks;
-  for (int pass = l.first_slot; pass < l.end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* xl = gemv_x_lane(r, l, pass, x, x_stride, x_rows);
+  const int active = static_cast<int>(blockIdx.x / row_blocks);
+  if (active >= min(*r.active_count, r.max_active_experts)) return;
+  const int expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return;
+  int first_slot = 0, end_slot = 0;
+  expert_slots(r, expert, first_slot, end_slot);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
+  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
+  const int64_t row = tile_row + g;        // and row + 8
+  const int blocks = static_cast<int>(w.in_features / kMxBlockElements);
+  const int64_t first_row = int64_t(expert) * w.out_features + row;
+  const uint4* w_lo = reinterpret_cast<const uint4*>(w.packed + first_row * blocks * kMxBlockBytes) + t;
+  const uint4* w_hi = w_lo + 8 * blocks;
+  const uint8_t* sc_lo = w.scales + first_row * blocks + t;
+  const uint8_t* sc_hi = sc_lo + 8 * blocks;
+  const int full_end = blocks / kGemvGroupBlocks * kGemvGroupBlocks;
+
+  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
+    // This lane's mma column is slot pass + g; without one (or with an invalid token) it reads the pass's
+    // first slot, or row 0, instead: that column is never stored.
+    const int slot = pass + g < end_slot ? pass + g : pass;
+    const int token = r.slot_token[slot];
+    const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) +
+                                  t * kMxBlockElements;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {  // the lane's pointers walk a group at a time
-      if constexpr (kPrefetchAhead > 0) {
-        if (b0 + kPrefetchAhead * kGemvGroupBlocks < full_end) prefetch_gemv_weights<kPrefetchAhead>(l.w_lo, l.w_hi);
-      }
-      GemvGroup group;
-      load_gemv_weights<false>(group, l.w_lo, l.w_hi, l.sc_lo, l.sc_hi, 0, l.t, kGemvGroupBlocks);
-      gemv_group_math<false>(group, xl, l.t, kGemvGroupBlocks, acc);
-      l.w_lo += kGemvGroupBlocks;
-      l.w_hi += kGemvGroupBlocks;
-      l.sc_lo += kGemvGroupBlocks;
-      l.sc_hi += kGemvGroupBlocks;
+    const uint4 *wl = w_lo, *wh = w_hi;  // walked a group at a time
+    const uint8_t *sl = sc_lo, *sh = sc_hi;
+    const __nv_bfloat16* xl = x_lane;
+    for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
+      const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
+      gemv_group_math<false>(current, xl, 0, t, blocks, acc);
+      wl += kGemvGroupBlocks;
+      wh += kGemvGroupBlocks;
+      sl += kGemvGroupBlocks;
+      sh += kGemvGroupBlocks;
       xl += kGemvGroupBlocks * kMxBlockElements;
     }
-    if (full_end < l.blocks) {  // the blocks left: fewer than a group
-      GemvGroup group;
-      load_gemv_weights<true>(group, l.w_lo, l.w_hi, l.sc_lo, l.sc_hi, 0, l.t, l.blocks - full_end);
-      gemv_group_math<true>(group, xl, l.t, l.blocks - full_end, acc);
+    if (full_end < blocks) {
+      const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
+      gemv_group_math<true>(last, x_lane, full_end, t, blocks, acc);
     }
-    l.w_lo -= full_end;  // back to the row starts for the next pass
-    l.w_hi -= full_end;
-    l.sc_lo -= full_end;
-    l.sc_hi -= full_end;
-    store_gemv_pass(r, l, pass, acc, x_rows, y, y_stride);
-  }
-}
-
-// ---- Decode: mxfp4_grouped_gemv_mma_async ---------------------------------------------------------------
-// gemv_lean's products and order for rows of whole groups (in a multiple of 256), with each warp's weights and
-// scales brought by cp.async through a kGemvRingStages-deep ring in shared memory (each lane copies and reads back
-// its own 16-byte chunks; lanes 0..15 copy one row's 8 scale bytes each), so two groups are in flight while the
-// warp does one group's math.
-constexpr int kGemvRingStages = 3;
-
-struct GemvRing {
-  uint4 q[kGemvRingStages][2 * kGemvLoads][32];                  // [stage][2u + (row g + 8)][lane]
-  uint8_t s[kGemvRingStages][kGemvWarpRows][kGemvGroupBlocks];  // [stage][warp row][block of the group]
-};
-constexpr int kGemvRingBytes = kGemvThreads / 32 * int(sizeof(GemvRing));
-
-__device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src));
-}
-
-template <typename OutT>
-__global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_async(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
-                                 unsigned row_blocks) {
-  extern __shared__ __align__(16) unsigned char gemv_ring_bytes[];
-  GemvLane l;
-  if (!gemv_lane(w, r, row_blocks, l)) return;
-  const int lane = threadIdx.x % 32;
-  GemvRing& ring = reinterpret_cast<GemvRing*>(gemv_ring_bytes)[threadIdx.x / 32];
-  const int groups = l.blocks / kGemvGroupBlocks;
-  // Lanes 0..15 copy the scales of warp row `lane` (rows g are 0..7, rows g + 8 are 8..15).
-  const uint8_t* sc_copy = (lane < 8 ? l.sc_lo - l.t : l.sc_hi - l.t) + int64_t(lane % 8 - l.g) * l.blocks;
-
-  const auto issue = [&](int group) {
-    const int stage = group % kGemvRingStages, b0 = group * kGemvGroupBlocks;
 #pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
-      ptx::cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(&ring.q[stage][2 * u][lane])),
-                       l.w_lo + b0 + 4 * u, true);
-      ptx::cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(&ring.q[stage][2 * u + 1][lane])),
-                       l.w_hi + b0 + 4 * u, true);
-    }
-    if (lane < kGemvWarpRows) cp_async_8(&ring.s[stage][lane][0], sc_copy + b0);
-  };
-
-  for (int pass = l.first_slot; pass < l.end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* x_lane = gemv_x_lane(r, l, pass, x, x_stride, x_rows);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    __syncwarp();  // the previous pass's reads of the ring are done
-#pragma unroll
-    for (int i = 0; i < kGemvRingStages - 1; ++i) {
-      if (i < groups) issue(i);
-      cp_async_commit();
-    }
-    for (int n = 0; n < groups; ++n) {
-      GemvGroup group;
-      cp_async_wait<kGemvRingStages - 2>();  // group n has landed (this lane's copies) …
-      __syncwarp();                          // … and every lane's; stage (n − 1) % stages is free again
-      if (n + kGemvRingStages - 1 < groups) issue(n + kGemvRingStages - 1);
-      cp_async_commit();
-      const int stage = n % kGemvRingStages;
-#pragma unroll
-      for (int u = 0; u < kGemvLoads; ++u) {
-        group.q_lo[u] = ring.q[stage][2 * u][lane];
-        group.q_hi[u] = ring.q[stage][2 * u + 1][lane];
-        group.s_lo[u] = ring.s[stage][l.g][4 * u + l.t];
-        group.s_hi[u] = ring.s[stage][8 + l.g][4 * u + l.t];
+    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
+      const int s = pass + 2 * t + c;
+      if (s < end_slot) {
+        const bool ok = token_valid(r, s, x_rows);
+        OutT* out = y + int64_t(s) * y_stride + row;
+        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
       }
-      gemv_group_math<false>(group, x_lane + n * kGemvGroupBlocks * kMxBlockElements, l.t, kGemvGroupBlocks, acc);
     }
-    store_gemv_pass(r, l, pass, acc, x_rows, y, y_stride);
   }
-}
-
-template <typename OutT>
-cudaError_t launch_gemv_async(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                              int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, unsigned grid,
-                              unsigned row_blocks, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) {
-    status = allow_dynamic_shared_memory_once(mxfp4_grouped_gemv_mma_async<OutT>, kGemvRingBytes, device, configured);
-  }
-  if (status != cudaSuccess) return status;
-  mxfp4_grouped_gemv_mma_async<OutT>
-      <<<grid, kGemvThreads, kGemvRingBytes, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, row_blocks);
-  return cudaGetLastError();
 }
 
 // ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
@@ -560,9 +343,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_lean && algorithm != Mxfp4GroupedAlgorithm::gemv_async &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_lean_l2pf1 && algorithm != Mxfp4GroupedAlgorithm::gemv_lean_l2pf2) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -573,34 +354,12 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    const auto rb = static_cast<unsigned>(row_blocks);
-    switch (algorithm) {
-      case Mxfp4GroupedAlgorithm::gemv_lean:
-        mxfp4_grouped_gemv_mma_lean<0, OutT>
-            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-        break;
-      case Mxfp4GroupedAlgorithm::gemv_lean_l2pf1:
-        mxfp4_grouped_gemv_mma_lean<1, OutT>
-            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-        break;
-      case Mxfp4GroupedAlgorithm::gemv_lean_l2pf2:
-        mxfp4_grouped_gemv_mma_lean<2, OutT>
-            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-        break;
-      case Mxfp4GroupedAlgorithm::gemv_async:
-        if (w.in_features % (kGemvGroupBlocks * kMxBlockElements) == 0) {
-          return launch_gemv_async(w, r, x, x_stride, x_rows, y, y_stride, grid, rb, stream);
-        }
-        mxfp4_grouped_gemv_mma_lean<0, OutT>
-            <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-        break;
-      default:
-        mxfp4_grouped_gemv_mma_rows16<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-    }
+    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                       static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 

@@ -14,11 +14,14 @@
 // gets NaN.
 //
 // Versions (one entry, the algorithm chosen on the host from max_slots / max_active_experts):
-//   mxfp4_grouped_gemv_mma_rows16 — decode (the automatic choice), few slots per expert: one warp per 16
-//     output rows of one active expert streams those rows once per 8 slots (16-byte loads, two per row per
-//     lane in flight) and multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate):
-//     each lane dequantises its own 32-element block in registers, and x is read in the same permuted k
-//     order.
+//   mxfp4_grouped_gemv_mma_lean — decode (the automatic choice), few slots per expert: one warp per 16 output rows
+//     of one active expert streams those rows once per 8 slots (16-byte loads, two per row per lane in flight) and
+//     multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate): each lane dequantises its own
+//     32-element blocks in registers, and x is read in the same permuted k order. Its k-loop over whole 8-block
+//     groups carries no bounds tests and walks pointers, slot-less lanes read a valid x row (their column is never
+//     stored), and the scale is one multiply-add unless a scale of the warp's group is above 2^1 or NaN. On an H200
+//     (…-kernels-9) it reads w1's weights at 82 / 80 / 83 % of copy bandwidth at T = 8 / 16 / 64 per launch in a
+//     CUDA graph, 66 % at T = 1.
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -33,7 +36,14 @@
 // All decode E2M1 to the bf16 bits of v·2^-126 (E2M1 subnormals included; by bit placement, the pipelined GEMM
 // by byte lookup) and one or two exact bf16 multiplies by powers of two; the dequantised W equals the fp32
 // decode bit for bit.
-// History, measured on an H200: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
+// History, measured on an H200: gemv_mma_rows16 (the lean GEMV's tile, products and order, so the same bits, with
+// bounds tests and 64-bit index arithmetic in its k-loop, zero-filled x for slot-less lanes and both scale multiplies
+// always; 760 SASS instructions per k-group): 52.7 / 64.0 / 65.3 / 66.4 % per graph launch at T = 1 / 8 / 16 / 64
+// against the lean form's 65.8 / 80.1 / 82.0 / 82.7 % in the same run (…-kernels-9, run 3); removed. Forms of the
+// lean GEMV tried in …-kernels-9 and removed: 4 loads per row in flight (96 registers, 5 blocks per SM: a second
+// wave at T = 1), two accumulators, x loaded beside the weights, a 3- or 4-stage cp.async ring for weights and
+// scales, and an L2 prefetch 1 or 2 groups ahead: none faster at every T, the ring and the prefetch 5-15 % slower.
+// Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
 // software-pipelined in registers: 2 stages of 4 blocks with their x) and gemv_pipelined_weights (3 stages of 4
@@ -48,7 +58,9 @@
 // pipelined GEMM's tiles on 2 warpgroups with wgmma m64nNk16, A decoded from the packed bytes into registers, x as a
 // SW128 tile; commit 7dd6f2b): passed every test, memcheck and racecheck clean, 18.69 ms (154 TFLOP/s) for w1 at
 // 8192 tokens against gemm_pipelined's 18.28 ms in the same run, so the MMA instruction was not the limit; removed.
-// Faster: wgmma with TMA-fed tiles for prefill, split-in for the GEMV when few experts are active.
+// Faster: wgmma with TMA-fed tiles for prefill; for the GEMV at T = 1 (one wave of 768 blocks, each warp waiting on
+// DRAM once per group: long-scoreboard stalls 15 K of ~44 K cycles per warp) a decode cheap enough to let more
+// groups be in flight per warp.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -77,7 +89,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_lean, gemv_async, gemv_lean_l2pf1, gemv_lean_l2pf2 };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
@@ -85,7 +97,7 @@ inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
 inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 
 // The algorithm `automatic` runs for these weights and bounds (host values only): the GEMV while the
-// average is small (rows16), the pipelined GEMM above it.
+// average is small (the lean GEMV), the pipelined GEMM above it.
 Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const ExpertRouting& routing);
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,

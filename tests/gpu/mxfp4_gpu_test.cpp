@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -165,22 +164,14 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_lean: return "gemv_lean";
-    case Mxfp4GroupedAlgorithm::gemv_async: return "gemv_async";
-    case Mxfp4GroupedAlgorithm::gemv_lean_l2pf1: return "gemv_lean_l2pf1";
-    case Mxfp4GroupedAlgorithm::gemv_lean_l2pf2: return "gemv_lean_l2pf2";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kLeanGemvs[] = {Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async,
-                                                 Mxfp4GroupedAlgorithm::gemv_lean_l2pf1,
-                                                 Mxfp4GroupedAlgorithm::gemv_lean_l2pf2};
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {
-    Mxfp4GroupedAlgorithm::gemv,      Mxfp4GroupedAlgorithm::gemm,       Mxfp4GroupedAlgorithm::gemm_pipelined,
-    Mxfp4GroupedAlgorithm::gemv_lean, Mxfp4GroupedAlgorithm::gemv_async, Mxfp4GroupedAlgorithm::gemv_lean_l2pf1,
-    Mxfp4GroupedAlgorithm::gemv_lean_l2pf2, Mxfp4GroupedAlgorithm::automatic};
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
+                                                 Mxfp4GroupedAlgorithm::gemm_pipelined,
+                                                 Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
@@ -290,8 +281,8 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtAPrefillShape) {
 }
 
 // Every nibble at scales 2^-125..2^125 (bytes on both sides of 128), x one-hot: y is W itself, exactly. in = 96
-// (3 blocks: only the GEMVs' checked last k-group), 544 (17 blocks: whole groups of 8 and of 16, then one more) and
-// 768 (24 blocks: the shared-memory ring's rows of whole groups).
+// (3 blocks: only the GEMV's checked last k-group), 544 (17 blocks: two whole groups of 8, then one more) and 768
+// (24 blocks: whole groups only).
 class GpuMxfp4GroupedExact : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
@@ -343,31 +334,6 @@ TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedExact, ::testing::Values(int64_t{96}, int64_t{544}, int64_t{768}));
-
-// The lean GEMVs compute rows16's products in rows16's order: the same bits at the K3 shape (whole k-groups), with
-// scales on both sides of the one-multiply threshold and a NaN scale, for 1, 5 and 19 slots per expert.
-TEST(GpuMxfp4Grouped, LeanGemvsEqualRows16BitForBit) {
-  std::mt19937 rng(20261217);
-  ExpertBank bank = random_bank(3, 3072, 3584, rng);
-  bank.scales[size_t((2 * bank.out + 77) * (bank.in / 32) + 40)] = weights::kE8m0Nan;  // expert 2, row 77, block 40
-  const HostRouting routing = routing_with_counts({1, 5, 19}, 40, rng);
-  const ref::Matrix x = round_to_bf16(random_matrix(40, 3584, rng));
-  K3_REQUIRE_GPU();
-  DeviceBank dbank(bank);
-  DeviceRouting droute(routing);
-  DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  const auto run_f32 = [&](Mxfp4GroupedAlgorithm a) {
-    DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 3584, 40, dy.get(), bank.out, a));
-    return dy.download();
-  };
-  const std::vector<float> want = run_f32(Mxfp4GroupedAlgorithm::gemv);
-  for (const Mxfp4GroupedAlgorithm a : kLeanGemvs) {
-    const std::vector<float> got = run_f32(a);
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << name(a);
-  }
-}
 
 // A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
 // gets NaN in every column.
@@ -439,7 +405,7 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   }
 }
 
-// The rows16 GEMV at decode, the pipelined GEMM at prefill.
+// The GEMV at decode, the pipelined GEMM at prefill.
 TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
   alignas(16) static uint8_t packed[16], scales[32];
   const kernels::Mxfp4ExpertWeights k3_w1{packed, scales, 896, 3072, 3584};
