@@ -28,21 +28,24 @@ constexpr int kGemvGroupBlocks = 4 * kGemvLoads;                   // blocks per
 // is not a multiple of 8) and walks pointers, lanes without a slot read a valid x row whose mma column is never
 // stored (no zero fill), and the scale is one multiply-add while no scale of the warp's group exceeds 2^1 (above
 // it, or NaN, the group takes block_scale's two-multiply path).
-struct GemvGroup {
-  uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];  // rows g and g + 8: blocks 4u + t of the group
-  uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
+// kN 16-byte chunks per row: rows g and g + 8, blocks 4u + t (u < kN) from the first block.
+template <int kN>
+struct GemvChunks {
+  uint4 q_lo[kN], q_hi[kN];
+  uint32_t s_lo[kN], s_hi[kN];
 };
+using GemvGroup = GemvChunks<kGemvLoads>;
 
 // 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
 __device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
 
-template <bool kChecked>
-__device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi,
+template <bool kChecked, int kN = kGemvLoads>
+__device__ __forceinline__ GemvChunks<kN> load_gemv_group(const uint4* w_lo, const uint4* w_hi,
                                                              const uint8_t* sc_lo, const uint8_t* sc_hi,
                                                              int first_block, int t, int blocks) {
-  GemvGroup g;
+  GemvChunks<kN> g;
 #pragma unroll
-  for (int u = 0; u < kGemvLoads; ++u) {
+  for (int u = 0; u < kN; ++u) {
     const int b = first_block + 4 * u;  // this lane's block is b + t
     if (!kChecked || b + t < blocks) {
       g.q_lo[u] = __ldcs(w_lo + b);
@@ -59,11 +62,11 @@ __device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const ui
 
 // The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kGemvLoads products. kGeneral: the
 // two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
-template <bool kChecked, bool kGeneral>
-__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_lane,
+template <bool kChecked, bool kGeneral, int kN>
+__device__ __forceinline__ void gemv_group_products(const GemvChunks<kN>& g, const __nv_bfloat16* x_lane,
                                                     int first_block, int t, int blocks, float (&acc)[4]) {
 #pragma unroll
-  for (int u = 0; u < kGemvLoads; ++u) {
+  for (int u = 0; u < kN; ++u) {
     const int b = first_block + 4 * u;
     uint4 xv[4];
     if (!kChecked || b + t < blocks) {
@@ -107,12 +110,12 @@ __device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __
   }
 }
 
-template <bool kChecked>
-__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_lane,
+template <bool kChecked, int kN>
+__device__ __forceinline__ void gemv_group_math(const GemvChunks<kN>& g, const __nv_bfloat16* x_lane,
                                                 int first_block, int t, int blocks, float (&acc)[4]) {
   uint32_t big = 0;
 #pragma unroll
-  for (int u = 0; u < kGemvLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
+  for (int u = 0; u < kN; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
   if (__any_sync(0xFFFFFFFFu, big != 0)) {
     gemv_group_products<kChecked, true>(g, x_lane, first_block, t, blocks, acc);
   } else {
@@ -120,7 +123,7 @@ __device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_b
   }
 }
 
-template <typename OutT>
+template <bool kStaggered, typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -155,14 +158,35 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     const uint4 *wl = w_lo, *wh = w_hi;  // walked a group at a time
     const uint8_t *sl = sc_lo, *sh = sc_hi;
     const __nv_bfloat16* xl = x_lane;
-    for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
-      const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
-      gemv_group_math<false>(current, xl, 0, t, blocks, acc);
-      wl += kGemvGroupBlocks;
-      wh += kGemvGroupBlocks;
-      sl += kGemvGroupBlocks;
-      sh += kGemvGroupBlocks;
-      xl += kGemvGroupBlocks * kMxBlockElements;
+    if constexpr (kStaggered) {
+      // Half-groups of 4 blocks, each loaded one half-group ahead of its math, in the registers of one group.
+      const int halves = full_end / 4;  // even; none when the row is shorter than a group
+      GemvChunks<1> a{}, b{};
+      if (halves > 0) {
+        a = load_gemv_group<false, 1>(wl, wh, sl, sh, 0, t, blocks);
+        b = load_gemv_group<false, 1>(wl, wh, sl, sh, 4, t, blocks);
+      }
+      for (int h = 0; h < halves; h += 2) {
+        gemv_group_math<false>(a, xl, 0, t, blocks, acc);
+        if (h + 2 < halves) a = load_gemv_group<false, 1>(wl, wh, sl, sh, 8, t, blocks);
+        gemv_group_math<false>(b, xl, 4, t, blocks, acc);
+        if (h + 3 < halves) b = load_gemv_group<false, 1>(wl, wh, sl, sh, 12, t, blocks);
+        wl += kGemvGroupBlocks;
+        wh += kGemvGroupBlocks;
+        sl += kGemvGroupBlocks;
+        sh += kGemvGroupBlocks;
+        xl += kGemvGroupBlocks * kMxBlockElements;
+      }
+    } else {
+      for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
+        const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
+        gemv_group_math<false>(current, xl, 0, t, blocks, acc);
+        wl += kGemvGroupBlocks;
+        wh += kGemvGroupBlocks;
+        sl += kGemvGroupBlocks;
+        sh += kGemvGroupBlocks;
+        xl += kGemvGroupBlocks * kMxBlockElements;
+      }
     }
     if (full_end < blocks) {
       const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
@@ -343,7 +367,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
+      algorithm != Mxfp4GroupedAlgorithm::gemv_staggered) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -354,12 +379,17 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_staggered) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                       static_cast<unsigned>(row_blocks));
+    if (algorithm == Mxfp4GroupedAlgorithm::gemv_staggered) {
+      mxfp4_grouped_gemv_mma_lean<true, OutT>
+          <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+    } else {
+      mxfp4_grouped_gemv_mma_lean<false, OutT>
+          <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+    }
     return cudaGetLastError();
   }
 
