@@ -89,7 +89,8 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_staggered };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_staggered, gemv_xshared,
+                                   gemv_xshared_staggered };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

@@ -94,12 +94,15 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::gemv_staggered: return "gemv_mma_staggered";
+    case Mxfp4GroupedAlgorithm::gemv_xshared: return "gemv_mma_xshared";
+    case Mxfp4GroupedAlgorithm::gemv_xshared_staggered: return "gemv_mma_xshared_staggered";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_staggered};
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_xshared,
+                                                       Mxfp4GroupedAlgorithm::gemv_xshared_staggered};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 

@@ -166,6 +166,8 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::gemv_staggered: return "gemv_staggered";
+    case Mxfp4GroupedAlgorithm::gemv_xshared: return "gemv_xshared";
+    case Mxfp4GroupedAlgorithm::gemv_xshared_staggered: return "gemv_xshared_staggered";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
@@ -174,6 +176,8 @@ const char* name(Mxfp4GroupedAlgorithm a) {
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
                                                  Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::gemv_staggered,
+                                                 Mxfp4GroupedAlgorithm::gemv_xshared,
+                                                 Mxfp4GroupedAlgorithm::gemv_xshared_staggered,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
@@ -355,9 +359,13 @@ TEST(GpuMxfp4Grouped, StaggeredGemvEqualsGemvBitForBit) {
     CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 3584, 40, dy.get(), bank.out, a));
     return dy.download();
   };
-  const std::vector<float> want = run_f32(Mxfp4GroupedAlgorithm::gemv), got = run_f32(Mxfp4GroupedAlgorithm::gemv_staggered);
-  ASSERT_EQ(got.size(), want.size());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+  const std::vector<float> want = run_f32(Mxfp4GroupedAlgorithm::gemv);
+  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv_staggered, Mxfp4GroupedAlgorithm::gemv_xshared,
+                                        Mxfp4GroupedAlgorithm::gemv_xshared_staggered}) {
+    const std::vector<float> got = run_f32(a);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << name(a);
+  }
 }
 
 // A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
