@@ -1,7 +1,6 @@
 #include "kernels/mxfp4_grouped.h"
 
 #include "kernels/mxfp4_grouped_device.h"
-#include "kernels/ptx_mma.h"
 
 #include <algorithm>
 #include <climits>
@@ -29,24 +28,21 @@ constexpr int kGemvGroupBlocks = 4 * kGemvLoads;                   // blocks per
 // is not a multiple of 8) and walks pointers, lanes without a slot read a valid x row whose mma column is never
 // stored (no zero fill), and the scale is one multiply-add while no scale of the warp's group exceeds 2^1 (above
 // it, or NaN, the group takes block_scale's two-multiply path).
-// kN 16-byte chunks per row: rows g and g + 8, blocks 4u + t (u < kN) from the first block.
-template <int kN>
-struct GemvChunks {
-  uint4 q_lo[kN], q_hi[kN];
-  uint32_t s_lo[kN], s_hi[kN];
+struct GemvGroup {
+  uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];  // rows g and g + 8: blocks 4u + t of the group
+  uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
 };
-using GemvGroup = GemvChunks<kGemvLoads>;
 
 // 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
 __device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
 
-template <bool kChecked, int kN = kGemvLoads>
-__device__ __forceinline__ GemvChunks<kN> load_gemv_group(const uint4* w_lo, const uint4* w_hi,
+template <bool kChecked>
+__device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi,
                                                              const uint8_t* sc_lo, const uint8_t* sc_hi,
                                                              int first_block, int t, int blocks) {
-  GemvChunks<kN> g;
+  GemvGroup g;
 #pragma unroll
-  for (int u = 0; u < kN; ++u) {
+  for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;  // this lane's block is b + t
     if (!kChecked || b + t < blocks) {
       g.q_lo[u] = __ldcs(w_lo + b);
@@ -61,50 +57,13 @@ __device__ __forceinline__ GemvChunks<kN> load_gemv_group(const uint4* w_lo, con
   return g;
 }
 
-// The products of one 16-byte chunk per row (one block of rows g and g + 8, scale bytes s_lo, s_hi) with xv, the
-// block's x for this lane's slot. kGeneral: the two-multiply scales of block_scale (any scale above 2^1, or NaN), else
-// one multiply by small_scale_factor.
-template <bool kGeneral>
-__device__ __forceinline__ void gemv_block_products(uint4 q_lo, uint4 q_hi, uint32_t s_lo, uint32_t s_hi,
-                                                    const uint4 (&xv)[4], float (&acc)[4]) {
-  const uint32_t words_lo[4] = {q_lo.x, q_lo.y, q_lo.z, q_lo.w};
-  const uint32_t words_hi[4] = {q_hi.x, q_hi.y, q_hi.z, q_hi.w};
-  BlockScale scale_lo{}, scale_hi{};
-  if constexpr (kGeneral) {
-    scale_lo = block_scale(s_lo);
-    scale_hi = block_scale(s_hi);
-  } else {
-    scale_lo.first2 = small_scale_factor(s_lo);
-    scale_hi.first2 = small_scale_factor(s_hi);
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
-    uint32_t a_lo[4], a_hi[4];
-    if constexpr (kGeneral) {
-      dequantize_word(words_lo[k], scale_lo, a_lo);
-      dequantize_word(words_hi[k], scale_hi, a_hi);
-    } else {
-      a_lo[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_lo[k]), scale_lo.first2);
-      a_lo[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_lo[k]), scale_lo.first2);
-      a_lo[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_lo[k]), scale_lo.first2);
-      a_lo[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_lo[k]), scale_lo.first2);
-      a_hi[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_hi[k]), scale_hi.first2);
-      a_hi[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_hi[k]), scale_hi.first2);
-      a_hi[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_hi[k]), scale_hi.first2);
-      a_hi[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_hi[k]), scale_hi.first2);
-    }
-    const uint4 bx = permute_x8(xv[k]);
-    mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
-    mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
-  }
-}
-
-// The mma work of one group: x of this lane's slot for its blocks from global memory, then the products.
-template <bool kChecked, bool kGeneral, int kN>
-__device__ __forceinline__ void gemv_group_products(const GemvChunks<kN>& g, const __nv_bfloat16* x_lane,
+// The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kGemvLoads products. kGeneral: the
+// two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
+template <bool kChecked, bool kGeneral>
+__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_lane,
                                                     int first_block, int t, int blocks, float (&acc)[4]) {
 #pragma unroll
-  for (int u = 0; u < kN; ++u) {
+  for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;
     uint4 xv[4];
     if (!kChecked || b + t < blocks) {
@@ -115,16 +74,45 @@ __device__ __forceinline__ void gemv_group_products(const GemvChunks<kN>& g, con
 #pragma unroll
       for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
     }
-    gemv_block_products<kGeneral>(g.q_lo[u], g.q_hi[u], g.s_lo[u], g.s_hi[u], xv, acc);
+    const uint32_t words_lo[4] = {g.q_lo[u].x, g.q_lo[u].y, g.q_lo[u].z, g.q_lo[u].w};
+    const uint32_t words_hi[4] = {g.q_hi[u].x, g.q_hi[u].y, g.q_hi[u].z, g.q_hi[u].w};
+    BlockScale scale_lo{}, scale_hi{};
+    if constexpr (kGeneral) {
+      scale_lo = block_scale(g.s_lo[u]);
+      scale_hi = block_scale(g.s_hi[u]);
+    } else {
+      scale_lo.first2 = small_scale_factor(g.s_lo[u]);
+      scale_hi.first2 = small_scale_factor(g.s_hi[u]);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
+      uint32_t a_lo[4], a_hi[4];
+      if constexpr (kGeneral) {
+        dequantize_word(words_lo[k], scale_lo, a_lo);
+        dequantize_word(words_hi[k], scale_hi, a_hi);
+      } else {
+        a_lo[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_lo[k]), scale_lo.first2);
+        a_lo[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_lo[k]), scale_lo.first2);
+        a_lo[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_lo[k]), scale_lo.first2);
+        a_lo[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_lo[k]), scale_lo.first2);
+        a_hi[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_hi[k]), scale_hi.first2);
+        a_hi[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_hi[k]), scale_hi.first2);
+        a_hi[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_hi[k]), scale_hi.first2);
+        a_hi[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_hi[k]), scale_hi.first2);
+      }
+      const uint4 bx = permute_x8(xv[k]);
+      mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+      mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+    }
   }
 }
 
-template <bool kChecked, int kN>
-__device__ __forceinline__ void gemv_group_math(const GemvChunks<kN>& g, const __nv_bfloat16* x_lane,
+template <bool kChecked>
+__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_lane,
                                                 int first_block, int t, int blocks, float (&acc)[4]) {
   uint32_t big = 0;
 #pragma unroll
-  for (int u = 0; u < kN; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
+  for (int u = 0; u < kGemvLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
   if (__any_sync(0xFFFFFFFFu, big != 0)) {
     gemv_group_products<kChecked, true>(g, x_lane, first_block, t, blocks, acc);
   } else {
@@ -132,7 +120,7 @@ __device__ __forceinline__ void gemv_group_math(const GemvChunks<kN>& g, const _
   }
 }
 
-template <bool kStaggered, typename OutT>
+template <typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -167,35 +155,14 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     const uint4 *wl = w_lo, *wh = w_hi;  // walked a group at a time
     const uint8_t *sl = sc_lo, *sh = sc_hi;
     const __nv_bfloat16* xl = x_lane;
-    if constexpr (kStaggered) {
-      // Half-groups of 4 blocks, each loaded one half-group ahead of its math, in the registers of one group.
-      const int halves = full_end / 4;  // even; none when the row is shorter than a group
-      GemvChunks<1> a{}, b{};
-      if (halves > 0) {
-        a = load_gemv_group<false, 1>(wl, wh, sl, sh, 0, t, blocks);
-        b = load_gemv_group<false, 1>(wl, wh, sl, sh, 4, t, blocks);
-      }
-      for (int h = 0; h < halves; h += 2) {
-        gemv_group_math<false>(a, xl, 0, t, blocks, acc);
-        if (h + 2 < halves) a = load_gemv_group<false, 1>(wl, wh, sl, sh, 8, t, blocks);
-        gemv_group_math<false>(b, xl, 4, t, blocks, acc);
-        if (h + 3 < halves) b = load_gemv_group<false, 1>(wl, wh, sl, sh, 12, t, blocks);
-        wl += kGemvGroupBlocks;
-        wh += kGemvGroupBlocks;
-        sl += kGemvGroupBlocks;
-        sh += kGemvGroupBlocks;
-        xl += kGemvGroupBlocks * kMxBlockElements;
-      }
-    } else {
-      for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
-        const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
-        gemv_group_math<false>(current, xl, 0, t, blocks, acc);
-        wl += kGemvGroupBlocks;
-        wh += kGemvGroupBlocks;
-        sl += kGemvGroupBlocks;
-        sh += kGemvGroupBlocks;
-        xl += kGemvGroupBlocks * kMxBlockElements;
-      }
+    for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
+      const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
+      gemv_group_math<false>(current, xl, 0, t, blocks, acc);
+      wl += kGemvGroupBlocks;
+      wh += kGemvGroupBlocks;
+      sl += kGemvGroupBlocks;
+      sh += kGemvGroupBlocks;
+      xl += kGemvGroupBlocks * kMxBlockElements;
     }
     if (full_end < blocks) {
       const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
@@ -209,136 +176,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
         OutT* out = y + int64_t(s) * y_stride + row;
         store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
         store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-      }
-    }
-  }
-}
-
-// ---- Decode: mxfp4_grouped_gemv_mma_xshared<kStaggered> --------------------------------------------------
-// The lean GEMV's products and order with x staged per group in shared memory: the block's 128 threads copy the
-// next group's x of the pass's (up to) 8 slots one group ahead by cp.async into a double buffer (one barrier per
-// group), so no x load in the math waits behind the weights' DRAM loads in the memory queue.
-// kStaggered: the weights of half-groups of 4 blocks are loaded one half ahead of their math.
-constexpr int kXChunkStride = 36;  // 16-byte chunks per slot row: 32 + 4, so a quarter-warp's reads hit distinct banks
-
-// Chunk k of block b of a slot row, XOR-swizzled within the block's 4 chunks.
-__device__ __forceinline__ int x_chunk(int slot, int b, int k) { return slot * kXChunkStride + 4 * b + (k ^ (b & 3)); }
-
-// Copies pieces threadIdx.x and threadIdx.x + 128 of a group (8 slots × 32 chunks: slot p / 32, block (p % 32) / 4,
-// chunk p % 4) into `buffer` by cp.async; slots without a valid token (null rows), and blocks past the row's end
-// (`left` blocks left), get zeros (nothing is read; `x` stands in as the source address).
-__device__ __forceinline__ void stage_x_async(uint4* buffer, const __nv_bfloat16* const (&slot_rows)[2],
-                                              const __nv_bfloat16* x, int first_block, int left) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int p = threadIdx.x + i * kGemvThreads, c = p % 32, b = c / 4, k = c % 4;
-    const bool valid = slot_rows[i] != nullptr && b < left;
-    const __nv_bfloat16* src = valid ? slot_rows[i] + (first_block + b) * kMxBlockElements + 8 * k : x;
-    ptx::cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(&buffer[x_chunk(p / 32, b, k)])), src, valid);
-  }
-  cp_async_commit();
-}
-
-// The products of kN chunks per row with x from the staged buffer (this lane's slot g, blocks first + 4u + t).
-template <int kN>
-__device__ __forceinline__ void gemv_chunks_math_shared(const GemvChunks<kN>& q, const uint4* buffer, int first, int g,
-                                                        int t, float (&acc)[4]) {
-  uint32_t big = 0;
-#pragma unroll
-  for (int u = 0; u < kN; ++u) big |= static_cast<uint32_t>(max(q.s_lo[u], q.s_hi[u]) > 128u);
-  const bool general = __any_sync(0xFFFFFFFFu, big != 0);
-#pragma unroll
-  for (int u = 0; u < kN; ++u) {
-    const int b = first + 4 * u + t;
-    uint4 xv[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) xv[k] = buffer[x_chunk(g, b, k)];
-    if (general) {
-      gemv_block_products<true>(q.q_lo[u], q.q_hi[u], q.s_lo[u], q.s_hi[u], xv, acc);
-    } else {
-      gemv_block_products<false>(q.q_lo[u], q.q_hi[u], q.s_lo[u], q.s_hi[u], xv, acc);
-    }
-  }
-}
-
-template <bool kStaggered, typename OutT>
-__global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_xshared(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                   int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
-                                   unsigned row_blocks) {
-  __shared__ uint4 x_buffers[2][kGemvSlots * kXChunkStride];
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;  // the whole block
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  const bool has_rows = tile_row < w.out_features;  // warps past the end still stage x and meet the barriers
-  const int64_t row = tile_row + g;                 // and row + 8
-  const int blocks = static_cast<int>(w.in_features / kMxBlockElements);
-  const int64_t first_row = int64_t(expert) * w.out_features + (has_rows ? row : 0);
-  const uint4* w_lo = reinterpret_cast<const uint4*>(w.packed + first_row * blocks * kMxBlockBytes) + t;
-  const uint8_t* sc_lo = w.scales + first_row * blocks + t;
-  const int hi = 8 * blocks;  // rows g + 8: hi chunks (and scale bytes) further
-  const int groups = (blocks + kGemvGroupBlocks - 1) / kGemvGroupBlocks;  // the last one may be partial
-  const int full_groups = blocks / kGemvGroupBlocks;
-
-  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-    const __nv_bfloat16* slot_rows[2];  // the x rows of this thread's two staged pieces (null: zeros)
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int slot = pass + (threadIdx.x + i * kGemvThreads) / 32;
-      const int token = slot < end_slot ? r.slot_token[slot] : -1;
-      slot_rows[i] = token >= 0 && token < x_rows ? x + int64_t(token) * x_stride : nullptr;
-    }
-    __syncthreads();  // the previous pass's reads of both buffers are done
-    stage_x_async(x_buffers[0], slot_rows, x, 0, blocks);
-    cp_async_wait<0>();
-    __syncthreads();
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    GemvChunks<1> half_a{}, half_b{};
-    if constexpr (kStaggered) {
-      if (has_rows && full_groups > 0) {
-        half_a = load_gemv_group<false, 1>(w_lo, w_lo + hi, sc_lo, sc_lo + hi, 0, t, blocks);
-        half_b = load_gemv_group<false, 1>(w_lo, w_lo + hi, sc_lo, sc_lo + hi, 4, t, blocks);
-      }
-    }
-    for (int n = 0; n < groups; ++n) {
-      const int b0 = n * kGemvGroupBlocks;
-      const uint4* buffer = x_buffers[n % 2];
-      if (n + 1 < groups) stage_x_async(x_buffers[(n + 1) % 2], slot_rows, x, b0 + kGemvGroupBlocks, blocks - b0 - kGemvGroupBlocks);
-      if (has_rows) {
-        if (n < full_groups) {
-          if constexpr (kStaggered) {
-            gemv_chunks_math_shared(half_a, buffer, 0, g, t, acc);
-            if (n + 1 < full_groups) half_a = load_gemv_group<false, 1>(w_lo, w_lo + hi, sc_lo, sc_lo + hi, b0 + 8, t, blocks);
-            gemv_chunks_math_shared(half_b, buffer, 4, g, t, acc);
-            if (n + 1 < full_groups) half_b = load_gemv_group<false, 1>(w_lo, w_lo + hi, sc_lo, sc_lo + hi, b0 + 12, t, blocks);
-          } else {
-            gemv_chunks_math_shared(load_gemv_group<false>(w_lo, w_lo + hi, sc_lo, sc_lo + hi, b0, t, blocks), buffer, 0, g, t,
-                                    acc);
-          }
-        } else {  // the partial last group
-          gemv_chunks_math_shared(load_gemv_group<true>(w_lo, w_lo + hi, sc_lo, sc_lo + hi, b0, t, blocks), buffer, 0, g, t,
-                                  acc);
-        }
-      }
-      cp_async_wait<0>();  // the next group's x has landed (this thread's copies) …
-      __syncthreads();     // … and every thread's; this group's buffer is free again
-    }
-    if (has_rows) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
-        const int s = pass + 2 * t + c;
-        if (s < end_slot) {
-          const bool ok = token_valid(r, s, x_rows);
-          OutT* out = y + int64_t(s) * y_stride + row;
-          store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-          store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-        }
       }
     }
   }
@@ -506,9 +343,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_staggered && algorithm != Mxfp4GroupedAlgorithm::gemv_xshared &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_xshared_staggered) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -519,24 +354,12 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_staggered ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_xshared || algorithm == Mxfp4GroupedAlgorithm::gemv_xshared_staggered) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    if (algorithm == Mxfp4GroupedAlgorithm::gemv_xshared) {
-      mxfp4_grouped_gemv_mma_xshared<false, OutT>
-          <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_xshared_staggered) {
-      mxfp4_grouped_gemv_mma_xshared<true, OutT>
-          <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_staggered) {
-      mxfp4_grouped_gemv_mma_lean<true, OutT>
-          <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else {
-      mxfp4_grouped_gemv_mma_lean<false, OutT>
-          <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-    }
+    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                       static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 

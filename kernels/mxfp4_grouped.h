@@ -20,8 +20,8 @@
 //     32-element blocks in registers, and x is read in the same permuted k order. Its k-loop over whole 8-block
 //     groups carries no bounds tests and walks pointers, slot-less lanes read a valid x row (their column is never
 //     stored), and the scale is one multiply-add unless a scale of the warp's group is above 2^1 or NaN. On an H200
-//     (…-kernels-9) it reads w1's weights at 82 / 80 / 83 % of copy bandwidth at T = 8 / 16 / 64 per launch in a
-//     CUDA graph, 66 % at T = 1.
+//     (…-kernels-9, four runs) it reads w1's weights at 78-81 / 79-83 / 79-83 % of copy bandwidth at T = 8 / 16 / 64
+//     per launch in a CUDA graph and 65-66 % at T = 1 (timed alone: 76-78 / 80-81 / 79-83 / 55-56 %).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks walk the tiles
 //     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -43,6 +43,12 @@
 // lean GEMV tried in …-kernels-9 and removed: 4 loads per row in flight (96 registers, 5 blocks per SM: a second
 // wave at T = 1), two accumulators, x loaded beside the weights, a 3- or 4-stage cp.async ring for weights and
 // scales, and an L2 prefetch 1 or 2 groups ahead: none faster at every T, the ring and the prefetch 5-15 % slower.
+// Then (runs 7, 8; same bits as the lean GEMV, bit-for-bit tests passed): half-groups of 4 blocks each loaded one
+// half ahead of its math (staggered), x staged per group in shared memory by cp.async one group ahead (xshared),
+// and both: 58.0 / 67.7 / 69.0 / 67.9 %, 55.1 / 68.5 / 70.6 / 70.9 % and 54.5 / 64.4 / 66.2 / 68.1 % per graph
+// launch at T = 1 / 8 / 16 / 64 against the lean GEMV's 66.1 / 80.1 / 82.5 / 81.4 % and 66.2 / 80.5 / 83.1 / 81.5 %
+// in the same runs; removed. Loads issued ahead of the math make the x loads of the math wait behind them
+// (long-scoreboard stalls per warp at T = 1: 26 K staggered, 15 K lean), and staging x costs 23 % more instructions.
 // Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
@@ -89,8 +95,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_staggered, gemv_xshared,
-                                   gemv_xshared_staggered };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
