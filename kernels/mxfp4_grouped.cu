@@ -17,6 +17,8 @@ constexpr int kGemvThreads = 128;
 constexpr int kGemvWarpRows = 16;                                  // one mma m-tile per warp
 constexpr int kGemvBlockRows = kGemvThreads / 32 * kGemvWarpRows;  // 64
 constexpr int kGemvSlots = 8;                                      // one mma n-tile per pass
+constexpr int kGemvLoads = 2;                                      // 16-byte chunks per row and lane in one group
+constexpr int kGemvGroupBlocks = 4 * kGemvLoads;                   // blocks per row in one group
 
 // blockIdx.x = active expert index · row_blocks + (output row) / 64. Lane (g, t) of a warp loads, for its rows g and
 // g + 8 of the warp's 16, the whole 32-element blocks 4u + t of each group of 8 blocks (16-byte loads, two per row
@@ -26,22 +28,21 @@ constexpr int kGemvSlots = 8;                                      // one mma n-
 // is not a multiple of 8) and walks pointers, lanes without a slot read a valid x row whose mma column is never
 // stored (no zero fill), and the scale is one multiply-add while no scale of the warp's group exceeds 2^1 (above
 // it, or NaN, the group takes block_scale's two-multiply path).
-template <int kL>
 struct GemvGroup {
-  uint4 q_lo[kL], q_hi[kL];  // rows g and g + 8: blocks 4u + t of the group
-  uint32_t s_lo[kL], s_hi[kL];
+  uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];  // rows g and g + 8: blocks 4u + t of the group
+  uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
 };
 
 // 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
 __device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
 
-template <bool kChecked, int kL>
-__device__ __forceinline__ GemvGroup<kL> load_gemv_group(const uint4* w_lo, const uint4* w_hi,
+template <bool kChecked>
+__device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi,
                                                              const uint8_t* sc_lo, const uint8_t* sc_hi,
                                                              int first_block, int t, int blocks) {
-  GemvGroup<kL> g;
+  GemvGroup g;
 #pragma unroll
-  for (int u = 0; u < kL; ++u) {
+  for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;  // this lane's block is b + t
     if (!kChecked || b + t < blocks) {
       g.q_lo[u] = __ldcs(w_lo + b);
@@ -58,11 +59,11 @@ __device__ __forceinline__ GemvGroup<kL> load_gemv_group(const uint4* w_lo, cons
 
 // The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kGemvLoads products. kGeneral: the
 // two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
-template <bool kChecked, bool kGeneral, int kL>
-__device__ __forceinline__ void gemv_group_products(const GemvGroup<kL>& g, const __nv_bfloat16* x_lane,
+template <bool kChecked, bool kGeneral>
+__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_lane,
                                                     int first_block, int t, int blocks, float (&acc)[4]) {
 #pragma unroll
-  for (int u = 0; u < kL; ++u) {
+  for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;
     uint4 xv[4];
     if (!kChecked || b + t < blocks) {
@@ -106,12 +107,12 @@ __device__ __forceinline__ void gemv_group_products(const GemvGroup<kL>& g, cons
   }
 }
 
-template <bool kChecked, int kL>
-__device__ __forceinline__ void gemv_group_math(const GemvGroup<kL>& g, const __nv_bfloat16* x_lane,
+template <bool kChecked>
+__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_lane,
                                                 int first_block, int t, int blocks, float (&acc)[4]) {
   uint32_t big = 0;
 #pragma unroll
-  for (int u = 0; u < kL; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
+  for (int u = 0; u < kGemvLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
   if (__any_sync(0xFFFFFFFFu, big != 0)) {
     gemv_group_products<kChecked, true>(g, x_lane, first_block, t, blocks, acc);
   } else {
@@ -119,7 +120,7 @@ __device__ __forceinline__ void gemv_group_math(const GemvGroup<kL>& g, const __
   }
 }
 
-template <int kL, typename OutT>
+template <typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
   const uint4* w_hi = w_lo + 8 * blocks;
   const uint8_t* sc_lo = w.scales + first_row * blocks + t;
   const uint8_t* sc_hi = sc_lo + 8 * blocks;
-  const int full_end = blocks / (4 * kL) * (4 * kL);
+  const int full_end = blocks / kGemvGroupBlocks * kGemvGroupBlocks;
 
   for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
     // This lane's mma column is slot pass + g; without one (or with an invalid token) it reads the pass's
@@ -154,17 +155,17 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     const uint4 *wl = w_lo, *wh = w_hi;  // walked a group at a time
     const uint8_t *sl = sc_lo, *sh = sc_hi;
     const __nv_bfloat16* xl = x_lane;
-    for (int b0 = 0; b0 < full_end; b0 += (4 * kL)) {
-      const GemvGroup<kL> current = load_gemv_group<false, kL>(wl, wh, sl, sh, 0, t, blocks);
+    for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
+      const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
       gemv_group_math<false>(current, xl, 0, t, blocks, acc);
-      wl += (4 * kL);
-      wh += (4 * kL);
-      sl += (4 * kL);
-      sh += (4 * kL);
-      xl += (4 * kL) * kMxBlockElements;
+      wl += kGemvGroupBlocks;
+      wh += kGemvGroupBlocks;
+      sl += kGemvGroupBlocks;
+      sh += kGemvGroupBlocks;
+      xl += kGemvGroupBlocks * kMxBlockElements;
     }
     if (full_end < blocks) {
-      const GemvGroup<kL> last = load_gemv_group<true, kL>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
+      const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
       gemv_group_math<true>(last, x_lane, full_end, t, blocks, acc);
     }
 #pragma unroll
@@ -342,8 +343,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_lean3 && algorithm != Mxfp4GroupedAlgorithm::gemv_lean4) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -354,19 +354,12 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_lean3 ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_lean4) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    const auto rb = static_cast<unsigned>(row_blocks);
-    if (algorithm == Mxfp4GroupedAlgorithm::gemv_lean3) {
-      mxfp4_grouped_gemv_mma_lean<3, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_lean4) {
-      mxfp4_grouped_gemv_mma_lean<4, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-    } else {
-      mxfp4_grouped_gemv_mma_lean<2, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-    }
+    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                       static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 

@@ -49,6 +49,8 @@
 // launch at T = 1 / 8 / 16 / 64 against the lean GEMV's 66.1 / 80.1 / 82.5 / 81.4 % and 66.2 / 80.5 / 83.1 / 81.5 %
 // in the same runs; removed. Loads issued ahead of the math make the x loads of the math wait behind them
 // (long-scoreboard stalls per warp at T = 1: 26 K staggered, 15 K lean), and staging x costs 23 % more instructions.
+// Run 9 (a96b80b): 3 or 4 chunks per row in flight held to 80 registers (4 and 44 bytes of spill): 59.7 / 78.3 /
+// 80.7 / 78.4 % and 62.2 / 80.6 / 82.6 / 80.9 % per graph launch against 65.8 / 80.5 / 82.9 / 81.1 %; removed.
 // Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
@@ -95,7 +97,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_lean3, gemv_lean4 };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

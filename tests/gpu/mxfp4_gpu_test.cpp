@@ -164,16 +164,14 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_lean3: return "gemv_lean3";
-    case Mxfp4GroupedAlgorithm::gemv_lean4: return "gemv_lean4";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {
-    Mxfp4GroupedAlgorithm::gemv,       Mxfp4GroupedAlgorithm::gemm,       Mxfp4GroupedAlgorithm::gemm_pipelined,
-    Mxfp4GroupedAlgorithm::gemv_lean3, Mxfp4GroupedAlgorithm::gemv_lean4, Mxfp4GroupedAlgorithm::automatic};
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
+                                                 Mxfp4GroupedAlgorithm::gemm_pipelined,
+                                                 Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
