@@ -181,79 +181,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
   }
 }
 
-// ---- Decode: mxfp4_grouped_gemv_mma_split4 ---------------------------------------------------------------
-// The lean GEMV's lane work with the 4 warps of a block on the same 16 rows: warp w takes the k-groups w, w + 4, …,
-// and the block adds the 4 partial tiles through shared memory. 4× as many blocks of a quarter of the work each, so
-// a launch of few experts (T = 1: 768 lean blocks, a single wave) runs in several waves whose load and math phases
-// overlap across blocks.
-template <typename OutT>
-__global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_split4(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                  int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
-                                  unsigned row_tiles) {
-  constexpr int kWarps = kGemvThreads / 32;
-  __shared__ float partial[kWarps][32][4];
-  const int active = static_cast<int>(blockIdx.x / row_tiles);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;  // the whole block
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t row = int64_t(blockIdx.x % row_tiles) * kGemvWarpRows + g;  // and row + 8
-  const int blocks = static_cast<int>(w.in_features / kMxBlockElements);
-  const int64_t first_row = int64_t(expert) * w.out_features + row;
-  const int full_groups = blocks / kGemvGroupBlocks, full_end = full_groups * kGemvGroupBlocks;
-  constexpr int kStride = kWarps * kGemvGroupBlocks;  // blocks between a warp's groups
-
-  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-    const int slot = pass + g < end_slot ? pass + g : pass;  // as the lean GEMV: a slot-less column is never stored
-    const int token = r.slot_token[slot];
-    const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) +
-                                  t * kMxBlockElements;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const int first = warp * kGemvGroupBlocks;  // this warp's pointers, walked kStride blocks at a time
-    const uint4* wl = reinterpret_cast<const uint4*>(w.packed + first_row * blocks * kMxBlockBytes) + t + first;
-    const uint4* wh = wl + 8 * blocks;
-    const uint8_t* sl = w.scales + first_row * blocks + t + first;
-    const uint8_t* sh = sl + 8 * blocks;
-    const __nv_bfloat16* xl = x_lane + first * kMxBlockElements;
-    for (int b0 = first; b0 < full_end; b0 += kStride) {
-      const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
-      gemv_group_math<false>(current, xl, 0, t, blocks, acc);
-      wl += kStride;
-      wh += kStride;
-      sl += kStride;
-      sh += kStride;
-      xl += kStride * kMxBlockElements;
-    }
-    if (full_end < blocks && warp == full_groups % kWarps) {  // the partial last group: the warp next in turn,
-      const GemvGroup last = load_gemv_group<true>(wl, wh, sl, sh, 0, t, blocks - full_end);  // walked up to it
-      gemv_group_math<true>(last, xl, 0, t, blocks - full_end, acc);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
-    __syncthreads();
-    if (warp == 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] = ((partial[0][lane][i] + partial[1][lane][i]) + partial[2][lane][i]) +
-                                           partial[3][lane][i];
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
-        const int s = pass + 2 * t + c;
-        if (s < end_slot) {
-          const bool ok = token_valid(r, s, x_rows);
-          OutT* out = y + int64_t(s) * y_stride + row;
-          store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-          store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-        }
-      }
-    }
-    __syncthreads();  // partial is written again by the next pass
-  }
-}
-
 // ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
 constexpr int kGemmThreads = 256;
 constexpr int kGemmRows = 128;   // output rows per tile (4 warps × 32)
@@ -416,8 +343,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_split4) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -434,13 +360,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     const auto grid = static_cast<unsigned>(active * row_blocks);
     mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
                                                                        static_cast<unsigned>(row_blocks));
-    return cudaGetLastError();
-  }
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv_split4) {
-    const int64_t row_tiles = w.out_features / kGemvWarpRows;
-    if (active * row_tiles > INT32_MAX) return cudaErrorInvalidValue;
-    mxfp4_grouped_gemv_mma_split4<OutT><<<static_cast<unsigned>(active * row_tiles), kGemvThreads, 0, stream>>>(
-        w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_tiles));
     return cudaGetLastError();
   }
 

@@ -51,6 +51,9 @@
 // (long-scoreboard stalls per warp at T = 1: 26 K staggered, 15 K lean), and staging x costs 23 % more instructions.
 // Run 9 (a96b80b): 3 or 4 chunks per row in flight held to 80 registers (4 and 44 bytes of spill): 59.7 / 78.3 /
 // 80.7 / 78.4 % and 62.2 / 80.6 / 82.6 / 80.9 % per graph launch against 65.8 / 80.5 / 82.9 / 81.1 %; removed.
+// Run 10 (a4749c7): split4, a block's 4 warps splitting the k-groups of the same 16 rows (4× the blocks, so T = 1 runs
+// in 4 waves): 60.4 / 70.7 / 70.5 / 67.5 % against 65.5 / 79.3 / 80.4 / 77.3 %; removed — the single wave is not
+// what holds T = 1 back.
 // Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
@@ -97,7 +100,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_split4 };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
