@@ -28,23 +28,21 @@ constexpr int kGemvGroupBlocks = 4 * kGemvLoads;                   // blocks per
 // is not a multiple of 8) and walks pointers, lanes without a slot read a valid x row whose mma column is never
 // stored (no zero fill), and the scale is one multiply-add while no scale of the warp's group exceeds 2^1 (above
 // it, or NaN, the group takes block_scale's two-multiply path).
-// kN 16-byte chunks per row: rows g and g + 8, blocks 4u + t (u < kN) from the first block.
-template <int kN>
-struct GemvChunks {
-  uint4 q_lo[kN], q_hi[kN];
-  uint32_t s_lo[kN], s_hi[kN];
+struct GemvGroup {
+  uint4 q_lo[kGemvLoads], q_hi[kGemvLoads];  // rows g and g + 8: blocks 4u + t of the group
+  uint32_t s_lo[kGemvLoads], s_hi[kGemvLoads];
 };
-using GemvGroup = GemvChunks<kGemvLoads>;
 
 // 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
 __device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
 
-template <bool kChecked, int kN = kGemvLoads>
-__device__ __forceinline__ GemvChunks<kN> load_gemv_group(const uint4* w_lo, const uint4* w_hi, const uint8_t* sc_lo,
-                                                          const uint8_t* sc_hi, int first_block, int t, int blocks) {
-  GemvChunks<kN> g;
+template <bool kChecked>
+__device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi,
+                                                             const uint8_t* sc_lo, const uint8_t* sc_hi,
+                                                             int first_block, int t, int blocks) {
+  GemvGroup g;
 #pragma unroll
-  for (int u = 0; u < kN; ++u) {
+  for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;  // this lane's block is b + t
     if (!kChecked || b + t < blocks) {
       g.q_lo[u] = __ldcs(w_lo + b);
@@ -59,59 +57,13 @@ __device__ __forceinline__ GemvChunks<kN> load_gemv_group(const uint4* w_lo, con
   return g;
 }
 
-// The products of one 16-byte chunk per row (one block of rows g and g + 8, scale bytes s_lo, s_hi) with xv, the
-// block's x for this lane's slot. kGeneral: the two-multiply scales of block_scale (any scale above 2^1, or NaN), else
-// one multiply by small_scale_factor.
-template <bool kGeneral>
-__device__ __forceinline__ void gemv_block_products(uint4 q_lo, uint4 q_hi, uint32_t s_lo, uint32_t s_hi,
-                                                    const uint4 (&xv)[4], float (&acc)[4]) {
-  const uint32_t words_lo[4] = {q_lo.x, q_lo.y, q_lo.z, q_lo.w};
-  const uint32_t words_hi[4] = {q_hi.x, q_hi.y, q_hi.z, q_hi.w};
-  BlockScale scale_lo{}, scale_hi{};
-  if constexpr (kGeneral) {
-    scale_lo = block_scale(s_lo);
-    scale_hi = block_scale(s_hi);
-  } else {
-    scale_lo.first2 = small_scale_factor(s_lo);
-    scale_hi.first2 = small_scale_factor(s_hi);
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
-    uint32_t a_lo[4], a_hi[4];
-    if constexpr (kGeneral) {
-      dequantize_word(words_lo[k], scale_lo, a_lo);
-      dequantize_word(words_hi[k], scale_hi, a_hi);
-    } else {
-      a_lo[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_lo[k]), scale_lo.first2);
-      a_lo[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_lo[k]), scale_lo.first2);
-      a_lo[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_lo[k]), scale_lo.first2);
-      a_lo[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_lo[k]), scale_lo.first2);
-      a_hi[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_hi[k]), scale_hi.first2);
-      a_hi[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_hi[k]), scale_hi.first2);
-      a_hi[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_hi[k]), scale_hi.first2);
-      a_hi[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_hi[k]), scale_hi.first2);
-    }
-    const uint4 bx = permute_x8(xv[k]);
-    mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
-    mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
-  }
-}
-
-// True when a scale of the chunks' blocks in the warp exceeds 2^1 or is NaN (the two-multiply path).
-template <int kN>
-__device__ __forceinline__ bool any_large_scale(const GemvChunks<kN>& g) {
-  uint32_t big = 0;
-#pragma unroll
-  for (int u = 0; u < kN; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
-  return __any_sync(0xFFFFFFFFu, big != 0);
-}
-
-// The mma work of one group: x of this lane's slot for its blocks from global memory, then the products.
-template <bool kChecked, bool kGeneral, int kN>
-__device__ __forceinline__ void gemv_group_products(const GemvChunks<kN>& g, const __nv_bfloat16* x_lane,
+// The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kGemvLoads products. kGeneral: the
+// two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
+template <bool kChecked, bool kGeneral>
+__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_lane,
                                                     int first_block, int t, int blocks, float (&acc)[4]) {
 #pragma unroll
-  for (int u = 0; u < kN; ++u) {
+  for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;
     uint4 xv[4];
     if (!kChecked || b + t < blocks) {
@@ -122,14 +74,46 @@ __device__ __forceinline__ void gemv_group_products(const GemvChunks<kN>& g, con
 #pragma unroll
       for (int k = 0; k < 4; ++k) xv[k] = make_uint4(0, 0, 0, 0);
     }
-    gemv_block_products<kGeneral>(g.q_lo[u], g.q_hi[u], g.s_lo[u], g.s_hi[u], xv, acc);
+    const uint32_t words_lo[4] = {g.q_lo[u].x, g.q_lo[u].y, g.q_lo[u].z, g.q_lo[u].w};
+    const uint32_t words_hi[4] = {g.q_hi[u].x, g.q_hi[u].y, g.q_hi[u].z, g.q_hi[u].w};
+    BlockScale scale_lo{}, scale_hi{};
+    if constexpr (kGeneral) {
+      scale_lo = block_scale(g.s_lo[u]);
+      scale_hi = block_scale(g.s_hi[u]);
+    } else {
+      scale_lo.first2 = small_scale_factor(g.s_lo[u]);
+      scale_hi.first2 = small_scale_factor(g.s_hi[u]);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // word k of the block: permuted positions 0..3, then 4..7
+      uint32_t a_lo[4], a_hi[4];
+      if constexpr (kGeneral) {
+        dequantize_word(words_lo[k], scale_lo, a_lo);
+        dequantize_word(words_hi[k], scale_hi, a_hi);
+      } else {
+        a_lo[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_lo[k]), scale_lo.first2);
+        a_lo[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_lo[k]), scale_lo.first2);
+        a_lo[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_lo[k]), scale_lo.first2);
+        a_lo[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_lo[k]), scale_lo.first2);
+        a_hi[0] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<0>(words_hi[k]), scale_hi.first2);
+        a_hi[1] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<1>(words_hi[k]), scale_hi.first2);
+        a_hi[2] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<2>(words_hi[k]), scale_hi.first2);
+        a_hi[3] = bf16x2_mul(e2m1_pair_times_2_pow_minus_126<3>(words_hi[k]), scale_hi.first2);
+      }
+      const uint4 bx = permute_x8(xv[k]);
+      mma_bf16_16x8x16(acc, a_lo[0], a_hi[0], a_lo[1], a_hi[1], bx.x, bx.y);
+      mma_bf16_16x8x16(acc, a_lo[2], a_hi[2], a_lo[3], a_hi[3], bx.z, bx.w);
+    }
   }
 }
 
-template <bool kChecked, int kN>
-__device__ __forceinline__ void gemv_group_math(const GemvChunks<kN>& g, const __nv_bfloat16* x_lane,
+template <bool kChecked>
+__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_lane,
                                                 int first_block, int t, int blocks, float (&acc)[4]) {
-  if (any_large_scale(g)) {
+  uint32_t big = 0;
+#pragma unroll
+  for (int u = 0; u < kGemvLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
+  if (__any_sync(0xFFFFFFFFu, big != 0)) {
     gemv_group_products<kChecked, true>(g, x_lane, first_block, t, blocks, acc);
   } else {
     gemv_group_products<kChecked, false>(g, x_lane, first_block, t, blocks, acc);
@@ -189,124 +173,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
       const int s = pass + 2 * t + c;
       if (s < end_slot) {
         const bool ok = token_valid(r, s, x_rows);
-        OutT* out = y + int64_t(s) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-      }
-    }
-  }
-}
-
-// ---- Decode: mxfp4_grouped_gemv_mma_one_row<kStaggered> ----------------------------------------------------
-// The lean GEMV for x of one row (x_rows = 1: every slot reads row 0, as at a decode of batch 1): the block's threads
-// copy the row into shared memory once (chunk k of block b at 4b + (k ^ (b & 3)), so a quarter-warp's four blocks hit
-// distinct banks) and the math reads x from there, so no x load waits in the memory queue behind the weights' DRAM
-// loads. kStaggered: the weights of half-groups of 4 blocks are loaded one half ahead of their math, in the registers
-// of one group.
-__device__ __forceinline__ int x_row_chunk(int b, int k) { return 4 * b + (k ^ (b & 3)); }
-
-template <int kN>
-__device__ __forceinline__ void gemv_chunks_math_row(const GemvChunks<kN>& q, const uint4* x_row, int first_block,
-                                                     int t, float (&acc)[4]) {
-  const bool general = any_large_scale(q);
-#pragma unroll
-  for (int u = 0; u < kN; ++u) {
-    const int b = first_block + 4 * u + t;
-    uint4 xv[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) xv[k] = x_row[x_row_chunk(b, k)];
-    if (general) {
-      gemv_block_products<true>(q.q_lo[u], q.q_hi[u], q.s_lo[u], q.s_hi[u], xv, acc);
-    } else {
-      gemv_block_products<false>(q.q_lo[u], q.q_hi[u], q.s_lo[u], q.s_hi[u], xv, acc);
-    }
-  }
-}
-
-template <bool kStaggered, typename OutT>
-__global__ void __launch_bounds__(kGemvThreads, 6)
-    mxfp4_grouped_gemv_mma_one_row(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                   OutT* __restrict__ y, int64_t y_stride, unsigned row_blocks) {
-  extern __shared__ uint4 x_row[];  // in / 8 chunks, swizzled
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;  // the whole block
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
-  if (first_slot >= end_slot) return;
-
-  const int blocks = static_cast<int>(w.in_features / kMxBlockElements);
-  for (int c = threadIdx.x; c < 4 * blocks; c += kGemvThreads) {
-    x_row[x_row_chunk(c / 4, c % 4)] = __ldg(reinterpret_cast<const uint4*>(x) + c);
-  }
-  __syncthreads();
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
-  if (tile_row >= w.out_features) return;  // the whole warp (out is a multiple of 16)
-  const int64_t row = tile_row + g;        // and row + 8
-  const int64_t first_row = int64_t(expert) * w.out_features + row;
-  const uint4* w_lo = reinterpret_cast<const uint4*>(w.packed + first_row * blocks * kMxBlockBytes) + t;
-  const uint4* w_hi = w_lo + 8 * blocks;
-  const uint8_t* sc_lo = w.scales + first_row * blocks + t;
-  const uint8_t* sc_hi = sc_lo + 8 * blocks;
-  const int full_end = blocks / kGemvGroupBlocks * kGemvGroupBlocks;
-
-  // Every slot's column is the same product; passes of 8 slots only repeat it for experts with more slots.
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const uint4 *wl = w_lo, *wh = w_hi;
-  const uint8_t *sl = sc_lo, *sh = sc_hi;
-  if constexpr (kStaggered) {
-    const int halves = full_end / 4;  // even; none when the row is shorter than a group
-    GemvChunks<1> a{}, b{};
-    if (halves > 0) {
-      a = load_gemv_group<false, 1>(wl, wh, sl, sh, 0, t, blocks);
-      b = load_gemv_group<false, 1>(wl, wh, sl, sh, 4, t, blocks);
-    }
-    for (int h = 0; h < halves; h += 2) {
-      const int b0 = 4 * h;
-      gemv_chunks_math_row(a, x_row, b0, t, acc);
-      if (h + 2 < halves) a = load_gemv_group<false, 1>(wl, wh, sl, sh, 8, t, blocks);
-      gemv_chunks_math_row(b, x_row, b0 + 4, t, acc);
-      if (h + 3 < halves) b = load_gemv_group<false, 1>(wl, wh, sl, sh, 12, t, blocks);
-      wl += kGemvGroupBlocks;
-      wh += kGemvGroupBlocks;
-      sl += kGemvGroupBlocks;
-      sh += kGemvGroupBlocks;
-    }
-  } else {
-    for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
-      gemv_chunks_math_row(load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks), x_row, b0, t, acc);
-      wl += kGemvGroupBlocks;
-      wh += kGemvGroupBlocks;
-      sl += kGemvGroupBlocks;
-      sh += kGemvGroupBlocks;
-    }
-  }
-  if (full_end < blocks) {  // the partial last group: weights past the row's end are zeros at 2^0, and so is x
-    const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
-    const bool general = any_large_scale(last);
-#pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
-      const int b = full_end + 4 * u + t;
-      uint4 xv[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) xv[k] = b < blocks ? x_row[x_row_chunk(b, k)] : make_uint4(0, 0, 0, 0);
-      if (general) {
-        gemv_block_products<true>(last.q_lo[u], last.q_hi[u], last.s_lo[u], last.s_hi[u], xv, acc);
-      } else {
-        gemv_block_products<false>(last.q_lo[u], last.q_hi[u], last.s_lo[u], last.s_hi[u], xv, acc);
-      }
-    }
-  }
-  // Column 2t + c of the mma is slot pass + 2t + c for every pass; each holds the same sum (x rows all row 0).
-  for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int s = pass + 2 * t + c;
-      if (s < end_slot) {
-        const bool ok = token_valid(r, s, 1);
         OutT* out = y + int64_t(s) * y_stride + row;
         store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
         store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
@@ -477,8 +343,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_one_row && algorithm != Mxfp4GroupedAlgorithm::gemv_one_row_staggered) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -495,21 +360,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     const auto grid = static_cast<unsigned>(active * row_blocks);
     mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
                                                                        static_cast<unsigned>(row_blocks));
-    return cudaGetLastError();
-  }
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv_one_row || algorithm == Mxfp4GroupedAlgorithm::gemv_one_row_staggered) {
-    if (x_rows != 1 || w.in_features * 2 > 48 * 1024) return cudaErrorInvalidValue;
-    const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
-    if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
-    const auto grid = static_cast<unsigned>(active * row_blocks);
-    const auto bytes = static_cast<size_t>(w.in_features * 2);
-    if (algorithm == Mxfp4GroupedAlgorithm::gemv_one_row_staggered) {
-      mxfp4_grouped_gemv_mma_one_row<true, OutT>
-          <<<grid, kGemvThreads, bytes, stream>>>(w, r, x, y, y_stride, static_cast<unsigned>(row_blocks));
-    } else {
-      mxfp4_grouped_gemv_mma_one_row<false, OutT>
-          <<<grid, kGemvThreads, bytes, stream>>>(w, r, x, y, y_stride, static_cast<unsigned>(row_blocks));
-    }
     return cudaGetLastError();
   }
 

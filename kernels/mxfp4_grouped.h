@@ -53,7 +53,10 @@
 // 80.7 / 78.4 % and 62.2 / 80.6 / 82.6 / 80.9 % per graph launch against 65.8 / 80.5 / 82.9 / 81.1 %; removed.
 // Run 10 (a4749c7): split4, a block's 4 warps splitting the k-groups of the same 16 rows (4× the blocks, so T = 1 runs
 // in 4 waves): 60.4 / 70.7 / 70.5 / 67.5 % against 65.5 / 79.3 / 80.4 / 77.3 %; removed — the single wave is not
-// what holds T = 1 back.
+// what holds T = 1 back. Run 11 (ef135c3): one_row, for x of one row (batch-1 decode), the row copied into shared
+// memory once per block (the same bits, test passed), plain and with staggered weights: 63.0 and 57.9 % per graph
+// launch at T = 1 against 65.5 %, and staggered still stalls 19.5 K cycles per warp on long scoreboard with no x load
+// in its loop: the weights' own DRAM latency, not x queued behind them, is what a warp waits on; removed.
 // Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
@@ -100,7 +103,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_one_row, gemv_one_row_staggered };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

@@ -93,18 +93,13 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_lean";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_one_row: return "gemv_mma_one_row";
-    case Mxfp4GroupedAlgorithm::gemv_one_row_staggered: return "gemv_mma_one_row_staggered";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemv_one_row,
-                                                       Mxfp4GroupedAlgorithm::gemv_one_row_staggered};
-bool runs_at(Mxfp4GroupedAlgorithm a, int tokens) {
-  return tokens == 1 || (a != Mxfp4GroupedAlgorithm::gemv_one_row && a != Mxfp4GroupedAlgorithm::gemv_one_row_staggered);
-}
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
+                                                       Mxfp4GroupedAlgorithm::gemm_pipelined};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 
@@ -135,7 +130,6 @@ int main(int argc, char** argv) {
     float* y = device_alloc<float>(size_t(slots) * kOut, 0);
     const Mxfp4GroupedAlgorithm automatic = k3::kernels::mxfp4_grouped_algorithm(w, routings[0].view());
     for (const Mxfp4GroupedAlgorithm algorithm : kDecodeAlgorithms) {
-      if (!runs_at(algorithm, tokens)) continue;
       Result r{fmt::format("mxfp4_grouped_{}{} w1 3072x3584 decode T={} top 16 of 896 ({:.1f} distinct experts)",
                            algorithm_name(algorithm), algorithm == automatic ? " (automatic)" : "", tokens, distinct),
                distinct * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 4.0, 2.0 * slots * kOut * kIn};
@@ -147,8 +141,8 @@ int main(int argc, char** argv) {
       r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
       results.push_back(r);
     }
-    for (const Mxfp4GroupedAlgorithm algorithm : kDecodeAlgorithms) {  // as the decode graph runs it
-      if (!runs_at(algorithm, tokens)) continue;
+    {  // the GEMV as the decode graph runs it
+      const Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::gemv;
       Result r{fmt::format("mxfp4_grouped_{} w1 3072x3584 decode T={} top 16 of 896 ({:.1f} distinct experts), per "
                            "launch of {} in a CUDA graph",
                            algorithm_name(algorithm), tokens, distinct, kRoutings),

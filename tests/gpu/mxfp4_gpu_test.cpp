@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -165,8 +164,6 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_one_row: return "gemv_one_row";
-    case Mxfp4GroupedAlgorithm::gemv_one_row_staggered: return "gemv_one_row_staggered";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
@@ -337,48 +334,6 @@ TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedExact, ::testing::Values(int64_t{96}, int64_t{544}, int64_t{768}));
-
-// The one-row GEMVs (x_rows = 1) compute the lean GEMV's products in its order: the same bits, at the K3 shape (whole
-// groups, scales on both sides of the one-multiply threshold, a NaN scale, an expert without slots) and at 17 blocks
-// (a partial last group), and within the fp64 reference's tolerance.
-TEST(GpuMxfp4Grouped, OneRowGemvsEqualGemvBitForBit) {
-  std::mt19937 rng(20261218);
-  for (const int64_t in : {int64_t{3584}, int64_t{544}}) {
-    ExpertBank bank = random_bank(3, in == 3584 ? 3072 : 48, in, rng);
-    bank.scales[size_t((2 * bank.out + 7) * (bank.in / 32) + 3)] = weights::kE8m0Nan;  // expert 2, row 7, block 3
-    decode_bank(bank);
-    const HostRouting routing = routing_with_counts({1, 0, 1}, 1, rng);
-    const ref::Matrix x = round_to_bf16(random_matrix(1, in, rng));
-    const ref::MatrixD expected = reference(bank, routing, x);
-    K3_REQUIRE_GPU();
-    DeviceBank dbank(bank);
-    DeviceRouting droute(routing);
-    DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-    const auto run_f32 = [&](Mxfp4GroupedAlgorithm a) {
-      DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
-      CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), in, 1, dy.get(), bank.out, a));
-      return dy.download();
-    };
-    const std::vector<float> want = run_f32(Mxfp4GroupedAlgorithm::gemv);
-    for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv_one_row, Mxfp4GroupedAlgorithm::gemv_one_row_staggered}) {
-      const std::vector<float> got = run_f32(a);
-      ASSERT_EQ(got.size(), want.size());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << name(a) << " in " << in;
-      int nan_rows = 0;
-      for (int sl = 0; sl < routing.slots(); ++sl) {
-        for (int64_t o = 0; o < bank.out; ++o) {
-          const float v = got[size_t(sl * bank.out + o)];
-          if (std::isnan(v)) {
-            ++nan_rows;
-          } else {
-            EXPECT_NEAR(v, expected(sl, o), 1e-4 * (1.0 + std::abs(expected(sl, o)))) << name(a) << " " << sl << " " << o;
-          }
-        }
-      }
-      EXPECT_EQ(nan_rows, 1) << name(a) << ": only expert 2's row 7 has the NaN scale";
-    }
-  }
-}
 
 // A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
 // gets NaN in every column.
