@@ -36,29 +36,7 @@ struct GemvGroup {
 // 2^(s − 1) in both bf16 halves, for s ≤ 128: (s + 126) << 7 twice.
 __device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
 
-// A weight chunk: kHint 0 streams it (ld.global.cs), 1 also asks the L2 to fetch 256 bytes around it
-// (.L2::256B, so the row's next group is in L2 when it is wanted), 2 the same on the non-coherent path without L1
-// allocation.
-template <int kHint>
-__device__ __forceinline__ uint4 load_weight_chunk(const uint4* p) {
-  if constexpr (kHint == 0) {
-    return __ldcs(p);
-  } else {
-    uint4 v;
-    if constexpr (kHint == 1) {
-      asm("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "l"(p));
-    } else {
-      asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "l"(p));
-    }
-    return v;
-  }
-}
-
-template <bool kChecked, int kHint = 0>
+template <bool kChecked>
 __device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi,
                                                              const uint8_t* sc_lo, const uint8_t* sc_hi,
                                                              int first_block, int t, int blocks) {
@@ -67,8 +45,8 @@ __device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const ui
   for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;  // this lane's block is b + t
     if (!kChecked || b + t < blocks) {
-      g.q_lo[u] = load_weight_chunk<kHint>(w_lo + b);
-      g.q_hi[u] = load_weight_chunk<kHint>(w_hi + b);
+      g.q_lo[u] = __ldcs(w_lo + b);
+      g.q_hi[u] = __ldcs(w_hi + b);
       g.s_lo[u] = __ldcs(sc_lo + b);
       g.s_hi[u] = __ldcs(sc_hi + b);
     } else {
@@ -142,7 +120,7 @@ __device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_b
   }
 }
 
-template <int kHint, typename OutT>
+template <typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -178,7 +156,7 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     const uint8_t *sl = sc_lo, *sh = sc_hi;
     const __nv_bfloat16* xl = x_lane;
     for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
-      const GemvGroup current = load_gemv_group<false, kHint>(wl, wh, sl, sh, 0, t, blocks);
+      const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
       gemv_group_math<false>(current, xl, 0, t, blocks, acc);
       wl += kGemvGroupBlocks;
       wh += kGemvGroupBlocks;
@@ -365,8 +343,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_l2_256 && algorithm != Mxfp4GroupedAlgorithm::gemv_nc_l2_256) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -377,19 +354,12 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_l2_256 ||
-      algorithm == Mxfp4GroupedAlgorithm::gemv_nc_l2_256) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    const auto rb = static_cast<unsigned>(row_blocks);
-    if (algorithm == Mxfp4GroupedAlgorithm::gemv_l2_256) {
-      mxfp4_grouped_gemv_mma_lean<1, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-    } else if (algorithm == Mxfp4GroupedAlgorithm::gemv_nc_l2_256) {
-      mxfp4_grouped_gemv_mma_lean<2, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-    } else {
-      mxfp4_grouped_gemv_mma_lean<0, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, rb);
-    }
+    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                       static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 

@@ -57,7 +57,10 @@
 // memory once per block (the same bits: its bit-for-bit check passed; the test's extra fp64 bound of 1e-4, too tight
 // for 3,584-term fp32 sums, failed for it and the lean GEMV alike), plain and with staggered weights: 63.0 and 57.9 % per graph
 // launch at T = 1 against 65.5 %, and staggered still stalls 19.5 K cycles per warp on long scoreboard with no x load
-// in its loop: the weights' own DRAM latency, not x queued behind them, is what a warp waits on; removed.
+// in its loop: the weights' own DRAM latency, not x queued behind them, is what a warp waits on; removed. Run 12
+// (cc24dc9): the weight loads with an L2 256-byte fetch hint (.L2::256B, on the streaming and on the non-coherent
+// path): 62.7 / 80.8 / 82.7 / 76.6 % and 62.9 / 81.0 / 72.5 / 81.6 % against 65.2 / 79.0 / 80.5 / 79.4 %: slower at
+// T = 1, within the run-to-run spread elsewhere; removed.
 // Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
@@ -104,7 +107,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_l2_256, gemv_nc_l2_256 };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

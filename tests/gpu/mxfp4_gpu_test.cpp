@@ -164,8 +164,6 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_l2_256: return "gemv_l2_256";
-    case Mxfp4GroupedAlgorithm::gemv_nc_l2_256: return "gemv_nc_l2_256";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
@@ -173,8 +171,6 @@ const char* name(Mxfp4GroupedAlgorithm a) {
 
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
                                                  Mxfp4GroupedAlgorithm::gemm_pipelined,
-                                                 Mxfp4GroupedAlgorithm::gemv_l2_256,
-                                                 Mxfp4GroupedAlgorithm::gemv_nc_l2_256,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
