@@ -11,7 +11,6 @@ namespace {
 
 using namespace mxfp4_detail;
 
-
 // ---- Decode: mxfp4_grouped_gemv_mma_lean ---------------------------------------------------------------
 constexpr int kGemvThreads = 128;
 constexpr int kGemvWarpRows = 16;                                  // one mma m-tile per warp
@@ -37,9 +36,8 @@ struct GemvGroup {
 __device__ __forceinline__ uint32_t small_scale_factor(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
 
 template <bool kChecked>
-__device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi,
-                                                             const uint8_t* sc_lo, const uint8_t* sc_hi,
-                                                             int first_block, int t, int blocks) {
+__device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const uint4* w_hi, const uint8_t* sc_lo,
+                                                     const uint8_t* sc_hi, int first_block, int t, int blocks) {
   GemvGroup g;
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) {
