@@ -118,7 +118,7 @@ __device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_b
   }
 }
 
-template <bool kPrefetch, typename OutT>
+template <typename OutT>
 __global__ void __launch_bounds__(kGemvThreads, 6)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
@@ -153,20 +153,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
     const uint4 *wl = w_lo, *wh = w_hi;  // walked a group at a time
     const uint8_t *sl = sc_lo, *sh = sc_hi;
     const __nv_bfloat16* xl = x_lane;
-    if constexpr (kPrefetch) {  // the next group's weights and scales loaded before this group's math
-      GemvGroup next{};
-      if (full_end > 0) next = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
-      for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
-        const GemvGroup current = next;
-        wl += kGemvGroupBlocks;
-        wh += kGemvGroupBlocks;
-        sl += kGemvGroupBlocks;
-        sh += kGemvGroupBlocks;
-        if (b0 + kGemvGroupBlocks < full_end) next = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
-        gemv_group_math<false>(current, xl, 0, t, blocks, acc);
-        xl += kGemvGroupBlocks * kMxBlockElements;
-      }
-    } else {
     for (int b0 = 0; b0 < full_end; b0 += kGemvGroupBlocks) {
       const GemvGroup current = load_gemv_group<false>(wl, wh, sl, sh, 0, t, blocks);
       gemv_group_math<false>(current, xl, 0, t, blocks, acc);
@@ -176,15 +162,9 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
       sh += kGemvGroupBlocks;
       xl += kGemvGroupBlocks * kMxBlockElements;
     }
-    }
     if (full_end < blocks) {
-      if constexpr (kPrefetch) {  // the pointers have walked to full_end
-        const GemvGroup last = load_gemv_group<true>(wl, wh, sl, sh, 0, t, blocks - full_end);
-        gemv_group_math<true>(last, xl, 0, t, blocks - full_end, acc);
-      } else {
-        const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
-        gemv_group_math<true>(last, x_lane, full_end, t, blocks, acc);
-      }
+      const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
+      gemv_group_math<true>(last, x_lane, full_end, t, blocks, acc);
     }
 #pragma unroll
     for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
@@ -361,8 +341,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined &&
-      algorithm != Mxfp4GroupedAlgorithm::gemv_prefetch) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -373,17 +352,12 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
 
-  if (algorithm == Mxfp4GroupedAlgorithm::gemv || algorithm == Mxfp4GroupedAlgorithm::gemv_prefetch) {
+  if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    if (algorithm == Mxfp4GroupedAlgorithm::gemv_prefetch) {
-      mxfp4_grouped_gemv_mma_lean<true, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                             static_cast<unsigned>(row_blocks));
-    } else {
-      mxfp4_grouped_gemv_mma_lean<false, OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                              static_cast<unsigned>(row_blocks));
-    }
+    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                       static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 

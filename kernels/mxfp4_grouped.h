@@ -60,7 +60,12 @@
 // in its loop: the weights' own DRAM latency, not x queued behind them, is what a warp waits on; removed. Run 12
 // (cc24dc9): the weight loads with an L2 256-byte fetch hint (.L2::256B, on the streaming and on the non-coherent
 // path): 62.7 / 80.8 / 82.7 / 76.6 % and 62.9 / 81.0 / 72.5 / 81.6 % against 65.2 / 79.0 / 80.5 / 79.4 %: slower at
-// T = 1, within the run-to-run spread elsewhere; removed.
+// T = 1, within the run-to-run spread elsewhere; removed. Run 13 (f19403b): the next whole group's weights and
+// scales prefetched in registers at 80 registers (16 bytes of spill; the same bits): 65.4 / 77.2 / 77.3 / 76.1 %
+// against 65.2 / 78.9 / 79.8 / 74.3 %. At T = 1 it halves the long-scoreboard stalls (8.3 K against 15.4 K cycles
+// per warp) without a faster launch: the stall time turns into math-pipe throttle and not-selected (issue 66 %),
+// so the SMs' decode work binds as at T = 64; what T = 1 adds is the single wave's ramp and drain, about 6 µs of its
+// 34 µs (16 experts at T = 64's 1.73 µs each would take 28 µs); removed.
 // Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
@@ -107,7 +112,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined, gemv_prefetch };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -165,7 +164,6 @@ const char* name(Mxfp4GroupedAlgorithm a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
     case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
-    case Mxfp4GroupedAlgorithm::gemv_prefetch: return "gemv_prefetch";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
@@ -173,7 +171,6 @@ const char* name(Mxfp4GroupedAlgorithm a) {
 
 constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
                                                  Mxfp4GroupedAlgorithm::gemm_pipelined,
-                                                 Mxfp4GroupedAlgorithm::gemv_prefetch,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
@@ -337,28 +334,6 @@ TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedExact, ::testing::Values(int64_t{96}, int64_t{544}, int64_t{768}));
-
-// The prefetching GEMV computes the lean GEMV's products in the same order: the same bits at the K3 shape, with
-// scales on both sides of the one-multiply threshold and a NaN scale, for 1, 5 and 19 slots per expert.
-TEST(GpuMxfp4Grouped, PrefetchGemvEqualsGemvBitForBit) {
-  std::mt19937 rng(20261217);
-  ExpertBank bank = random_bank(3, 3072, 3584, rng);
-  bank.scales[size_t((2 * bank.out + 77) * (bank.in / 32) + 40)] = weights::kE8m0Nan;  // expert 2, row 77, block 40
-  const HostRouting routing = routing_with_counts({1, 5, 19}, 40, rng);
-  const ref::Matrix x = round_to_bf16(random_matrix(40, 3584, rng));
-  K3_REQUIRE_GPU();
-  DeviceBank dbank(bank);
-  DeviceRouting droute(routing);
-  DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  const auto run_f32 = [&](Mxfp4GroupedAlgorithm a) {
-    DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 3584, 40, dy.get(), bank.out, a));
-    return dy.download();
-  };
-  const std::vector<float> want = run_f32(Mxfp4GroupedAlgorithm::gemv), got = run_f32(Mxfp4GroupedAlgorithm::gemv_prefetch);
-  ASSERT_EQ(got.size(), want.size());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
-}
 
 // A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
 // gets NaN in every column.
