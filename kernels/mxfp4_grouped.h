@@ -22,8 +22,8 @@
 //     stored), and the scale is one multiply-add unless a scale of the warp's group is above 2^1 or NaN. On an H200
 //     (…-kernels-9, four runs) it reads w1's weights at 78-81 / 79-83 / 79-83 % of copy bandwidth at T = 8 / 16 / 64
 //     per launch in a CUDA graph and 65-66 % at T = 1 (timed alone: 76-78 / 80-81 / 79-83 / 55-56 %).
-//   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks walk the tiles
-//     (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
+//   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks
+//     walk the tiles (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
 //     run mma.sync m16n8k16 from ldmatrix fragments.
 //   mxfp4_grouped_gemm_mma_128x128_pipelined — prefill (the automatic choice; mxfp4_grouped_gemm.cu; on an H200 w1 at
@@ -43,29 +43,22 @@
 // lean GEMV tried in …-kernels-9 and removed: 4 loads per row in flight (96 registers, 5 blocks per SM: a second
 // wave at T = 1), two accumulators, x loaded beside the weights, a 3- or 4-stage cp.async ring for weights and
 // scales, and an L2 prefetch 1 or 2 groups ahead: none faster at every T, the ring and the prefetch 5-15 % slower.
-// Then (runs 7, 8; same bits as the lean GEMV, bit-for-bit tests passed): half-groups of 4 blocks each loaded one
-// half ahead of its math (staggered), x staged per group in shared memory by cp.async one group ahead (xshared),
-// and both: 58.0 / 67.7 / 69.0 / 67.9 %, 55.1 / 68.5 / 70.6 / 70.9 % and 54.5 / 64.4 / 66.2 / 68.1 % per graph
-// launch at T = 1 / 8 / 16 / 64 against the lean GEMV's 66.1 / 80.1 / 82.5 / 81.4 % and 66.2 / 80.5 / 83.1 / 81.5 %
-// in the same runs; removed. Loads issued ahead of the math make the x loads of the math wait behind them
-// (long-scoreboard stalls per warp at T = 1: 26 K staggered, 15 K lean), and staging x costs 23 % more instructions.
-// Run 9 (a96b80b): 3 or 4 chunks per row in flight held to 80 registers (4 and 44 bytes of spill): 59.7 / 78.3 /
-// 80.7 / 78.4 % and 62.2 / 80.6 / 82.6 / 80.9 % per graph launch against 65.8 / 80.5 / 82.9 / 81.1 %; removed.
-// Run 10 (a4749c7): split4, a block's 4 warps splitting the k-groups of the same 16 rows (4× the blocks, so T = 1 runs
-// in 4 waves): 60.4 / 70.7 / 70.5 / 67.5 % against 65.5 / 79.3 / 80.4 / 77.3 %; removed — the single wave is not
-// what holds T = 1 back. Run 11 (ef135c3): one_row, for x of one row (batch-1 decode), the row copied into shared
-// memory once per block (the same bits: its bit-for-bit check passed; the test's extra fp64 bound of 1e-4, too tight
-// for 3,584-term fp32 sums, failed for it and the lean GEMV alike), plain and with staggered weights: 63.0 and 57.9 % per graph
-// launch at T = 1 against 65.5 %, and staggered still stalls 19.5 K cycles per warp on long scoreboard with no x load
-// in its loop: the weights' own DRAM latency, not x queued behind them, is what a warp waits on; removed. Run 12
-// (cc24dc9): the weight loads with an L2 256-byte fetch hint (.L2::256B, on the streaming and on the non-coherent
-// path): 62.7 / 80.8 / 82.7 / 76.6 % and 62.9 / 81.0 / 72.5 / 81.6 % against 65.2 / 79.0 / 80.5 / 79.4 %: slower at
-// T = 1, within the run-to-run spread elsewhere; removed. Run 13 (f19403b): the next whole group's weights and
-// scales prefetched in registers at 80 registers (16 bytes of spill; the same bits): 65.4 / 77.2 / 77.3 / 76.1 %
-// against 65.2 / 78.9 / 79.8 / 74.3 %. At T = 1 it halves the long-scoreboard stalls (8.3 K against 15.4 K cycles
-// per warp) without a faster launch: the stall time turns into math-pipe throttle and not-selected (issue 66 %),
-// so the SMs' decode work binds as at T = 64; what T = 1 adds is the single wave's ramp and drain, about 6 µs of its
-// 34 µs (16 experts at T = 64's 1.73 µs each would take 28 µs); removed.
+// Then, all with the lean GEMV's products (bit-for-bit tests passed), per graph launch at T = 1 / 8 / 16 / 64 against
+// the lean form in the same run, all removed: half-groups of 4 blocks each loaded one half ahead (staggered, run 7)
+// 58.0 / 67.7 / 69.0 / 67.9 % against 66.1 / 80.1 / 82.5 / 81.4 %; x staged per group in shared memory by cp.async
+// (xshared, run 8; +23 % instructions) 55.1 / 68.5 / 70.6 / 70.9 %, with staggered weights 54.5 / 64.4 / 66.2 /
+// 68.1 %, against 66.2 / 80.5 / 83.1 / 81.5 %; 3 or 4 chunks per row held to 80 registers (run 9) 59.7 / 78.3 /
+// 80.7 / 78.4 % and 62.2 / 80.6 / 82.6 / 80.9 % against 65.8 / 80.5 / 82.9 / 81.1 %; a block's 4 warps splitting
+// the k-groups of 16 rows, 4 waves at T = 1 (split4, run 10) 60.4 / 70.7 / 70.5 / 67.5 % against 65.5 / 79.3 /
+// 80.4 / 77.3 %; for x of one row (batch-1 decode) the row in shared memory once per block (one_row, run 11), plain
+// and with staggered weights, 63.0 and 57.9 % at T = 1 against 65.5 %; an L2 256-byte fetch hint on the weight
+// loads (run 12) 62.7 / 80.8 / 82.7 / 76.6 % against 65.2 / 79.0 / 80.5 / 79.4 %; the next whole group prefetched in
+// registers at 80 registers (run 13) 65.4 / 77.2 / 77.3 / 76.1 % against 65.2 / 78.9 / 79.8 / 74.3 %. What T = 1 is
+// bound by (Nsight Compute): the warps wait on the weights' own DRAM latency (15.4 K of ~44 K cycles per warp on
+// long scoreboard; 19.5 K for staggered one_row, which has no x load in its loop); a whole group prefetched halves
+// that (8.3 K) and the time stays, the stall turning into math-pipe throttle (issue 66 %), so the SMs' decode work
+// binds as in T = 64's steady state, and T = 1 adds its single wave's ramp and drain (34 µs against 28 µs for 16
+// experts at T = 64's 1.73 µs per expert).
 // Earlier: gemv_cp_async (rows16's tile with each lane's weight chunks through a 3-step
 // per-warp cp.async ring in shared memory) 4-6 % slower than rows16; removed. gemv_lut (rows16 with the byte-lookup
 // decode, 262 integer PTX instructions against 390) within 1-3 % of rows16; removed. gemv_pipelined (rows16
@@ -81,9 +74,8 @@
 // pipelined GEMM's tiles on 2 warpgroups with wgmma m64nNk16, A decoded from the packed bytes into registers, x as a
 // SW128 tile; commit 7dd6f2b): passed every test, memcheck and racecheck clean, 18.69 ms (154 TFLOP/s) for w1 at
 // 8192 tokens against gemm_pipelined's 18.28 ms in the same run, so the MMA instruction was not the limit; removed.
-// Faster: wgmma with TMA-fed tiles for prefill; for the GEMV at T = 1 (one wave of 768 blocks, each warp waiting on
-// DRAM once per group: long-scoreboard stalls 15 K of ~44 K cycles per warp) a decode cheap enough to let more
-// groups be in flight per warp.
+// Faster: wgmma with TMA-fed tiles for prefill; for the GEMV at T = 1, a cheaper decode (the SMs' math binds once the
+// DRAM wait is hidden) and overlapping its single wave's ramp with the previous kernel (programmatic dependent launch).
 #pragma once
 
 #include <cuda_bf16.h>
