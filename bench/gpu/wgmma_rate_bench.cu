@@ -1,0 +1,429 @@
+// wgmma_rate_bench: two measured ceilings that decide the design of a tensor-core decode kernel on one GPU (Hopper,
+// sm_90a), each against the same-run copy bandwidth:
+//   1. the issue rate of warpgroup MMA (wgmma m64nNk16, bf16 in, fp32 accumulate) by operand form: A and B both from
+//      shared memory (SS) with either operand K-major or MN-major, or A from registers (RS), N = 32 … 256, one or two
+//      warpgroups per SM issuing back to back. With both operands read from shared memory each k16 step reads
+//      2 KiB of A and N·32 bytes of B for 64·N·16 multiply-adds, so a small N asks the most shared-memory bandwidth
+//      per FLOP; the rows show where (at which N, in which form) the rate drops below the large-N rate.
+//   2. the rate at which 73,728-byte tiles (64 tokens × 576 bf16, one MLA latent-cache page of 64 tokens) reach
+//      shared memory by cp.async (3 tiles in flight per SM), when every SM streams its own tiles and when pairs of
+//      SMs stream the same tiles (as two blocks of head groups of one split do): bytes delivered to the SMs per
+//      second, beside the unique bytes read from HBM per second.
+// Operand values are pseudo-random (zeros run faster on tensor cores). Prints the JSON object of bench_harness.h; the
+// rows' "flops" (part 1) and "bytes" (part 2, delivered bytes) give the rates.
+#include "bench/gpu/bench_harness.h"
+#include "kernels/ptx_mma.h"
+#include "kernels/shared_memory_config.h"
+#include "kernels/wgmma_sm90.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace {
+
+using namespace k3;
+namespace wgmma = kernels::wgmma;
+
+// ---- Part 1: wgmma issue rate ----
+// The wrappers: d[N/2] += A · B for m64nNk16, SS (two descriptors, trans-a and trans-b immediates) and RS (A as the
+// m16n8k16 fragment of each warp, trans-b immediate); accumulate always (scale-d 1), operand scales 1.
+// Built for sm_90a alone (bench/gpu/CMakeLists.txt); the guards keep other device passes empty.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_ss(float (&d)[16], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, %18, %19;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
+}
+template <int kTransB>
+__device__ __forceinline__ void mma_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, 1, 1, 1, %21;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB));
+}
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_ss(float (&d)[24], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, 1, 1, 1, %26, %27;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
+}
+template <int kTransB>
+__device__ __forceinline__ void mma_rs(float (&d)[24], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23}, {%24, %25, %26, %27}, %28, 1, 1, 1, %29;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB));
+}
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_ss(float (&d)[32], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, %34, %35;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
+}
+template <int kTransB>
+__device__ __forceinline__ void mma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB));
+}
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_ss(float (&d)[48], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, 1, 1, 1, %50, %51;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
+}
+template <int kTransB>
+__device__ __forceinline__ void mma_rs(float (&d)[48], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, {%48, %49, %50, %51}, %52, 1, 1, 1, %53;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB));
+}
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_ss(float (&d)[64], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, %66, %67;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
+}
+template <int kTransB>
+__device__ __forceinline__ void mma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB));
+}
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_ss(float (&d)[128], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, %130, %131;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
+}
+template <int kTransB>
+__device__ __forceinline__ void mma_rs(float (&d)[128], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, 1, 1, 1, %133;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB));
+}
+#endif
+
+constexpr int kSmemBlock = 8192;          // one SW128 block: 64 rows × 128 bytes
+constexpr int kProbeSmemBytes = 5 * kSmemBlock + 1024;  // A (1 block) + B (up to 4 blocks), 1024-byte alignment slack
+constexpr int kStepsPerGroup = 16;        // k16 steps per commit group (4 passes over the 4 steps of a 64-wide block)
+
+// Fills n bytes of shared memory from `base` with bf16 values in [-1, 1) from a per-byte hash.
+__device__ void fill_pseudo_random(unsigned char* base, int n) {
+  for (int i = 2 * threadIdx.x; i < n; i += 2 * blockDim.x) {
+    const uint32_t h = (uint32_t(i) * 2654435761u) ^ (uint32_t(i) >> 7);
+    const float v = float(int(h % 2001u) - 1000) * 1e-3f;
+    *reinterpret_cast<__nv_bfloat16*>(base + i) = __float2bfloat16(v);
+  }
+}
+
+// Descriptor of a 64-wide k block of an operand in SW128 blocks and the byte step of one k16 step:
+//   K-major (rows = M or N, 128-byte rows of 64 k):  LBO unused, SBO 1024, step 32 bytes;
+//   MN-major (rows = k, 64 M or N per block, blocks 8 KiB apart):  LBO 8192, SBO 1024, step 2048 bytes.
+struct Operand {
+  uint64_t descriptor;
+  uint32_t step_bytes;
+};
+__device__ Operand operand(uint32_t smem, bool mn_major) {
+  return mn_major ? Operand{wgmma::sw128_descriptor(smem, kSmemBlock, 1024), 2048}
+                  : Operand{wgmma::sw128_descriptor(smem, 16, 1024), 32};
+}
+
+// Every warpgroup of the block runs `groups` commit groups of kStepsPerGroup back-to-back wgmma (keeping one group in
+// flight) on the same shared-memory operands; the accumulators' sum goes to sink so the work is kept.
+template <int kN, bool kRegistersA, int kTransA, int kTransB>
+__global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023) & ~1023u;
+  unsigned char* smem = smem_raw + (base - raw);
+  fill_pseudo_random(smem, 5 * kSmemBlock);
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  const Operand a = operand(base, kTransA), b = operand(base + kSmemBlock, kTransB);
+  uint32_t a_fragment[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a_fragment[i] = 0x3C003C00u ^ (threadIdx.x * 0x00110011u + i);  // bf16 pairs near ±1
+  float d[kN / 2];
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
+  wgmma::fence_registers(d);
+  for (int g = 0; g < groups; ++g) {
+    wgmma::fence();
+#pragma unroll
+    for (int s = 0; s < kStepsPerGroup; ++s) {
+      const uint64_t k = s % 4;
+      if constexpr (kRegistersA)
+        mma_rs<kTransB>(d, a_fragment, b.descriptor + ((k * b.step_bytes) >> 4));
+      else
+        mma_ss<kTransA, kTransB>(d, a.descriptor + ((k * a.step_bytes) >> 4), b.descriptor + ((k * b.step_bytes) >> 4));
+    }
+    wgmma::commit_group();
+    wgmma::wait_group<1>();
+  }
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(d);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) sum += d[i];
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+#else
+  __trap();
+#endif
+}
+
+// ---- Part 2: tiles into shared memory ----
+constexpr int kTileBytes = 64 * 576 * 2;  // 73,728
+constexpr int kTileSlots = 3;
+constexpr int kStreamThreads = 256;
+constexpr int kChunksPerThread = kTileBytes / 16 / kStreamThreads;  // 18
+static_assert(kChunksPerThread * 16 * kStreamThreads == kTileBytes);
+
+// Block b streams tiles stream, stream + streams, … of `tiles` (stream = b / sharing, streams = gridDim.x / sharing):
+// with sharing 2, blocks 2s and 2s + 1 load the same tiles. kTileSlots tiles in flight; each landed tile is summed by
+// one word per thread so the loads are used.
+__global__ void __launch_bounds__(kStreamThreads, 1)
+    stream_tiles(const uint4* __restrict__ data, int64_t tiles, int sharing, float* sink) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const int stream = blockIdx.x / sharing, streams = gridDim.x / sharing;
+  uint32_t acc = 0;
+  int64_t issued = 0, consumed = 0;
+  const auto issue = [&](int64_t tile) {
+    const uint4* src = data + tile * (kTileBytes / 16);
+    const uint32_t dst = base + uint32_t(issued % kTileSlots) * kTileBytes;
+#pragma unroll
+    for (int c = 0; c < kChunksPerThread; ++c) {
+      const int chunk = threadIdx.x + c * kStreamThreads;
+      kernels::ptx::cp_async_16(dst + chunk * 16, src + chunk, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    ++issued;
+  };
+  int64_t next = stream;
+  for (int s = 0; s < kTileSlots - 1; ++s, next += streams)
+    if (next < tiles) issue(next);
+    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+  for (int64_t tile = stream; tile < tiles; tile += streams, next += streams) {
+    if (next < tiles) issue(next);
+    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kTileSlots - 1) : "memory");
+    __syncthreads();
+    acc += reinterpret_cast<const uint32_t*>(smem_raw + (consumed % kTileSlots) * kTileBytes)[threadIdx.x];
+    ++consumed;
+    __syncthreads();  // the slot is refilled by the next iteration's issue
+  }
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = float(acc);
+}
+
+struct RateCase {
+  const char* form;
+  int n;
+  void (*kernel)(int, float*);
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Session session(argc, argv);
+  if (session.prop.major != 9 || session.prop.minor != 0) {
+    fmt::print(stderr, "wgmma_rate_bench: {} is compute capability {}.{}; this probe is built for sm_90a only\n",
+               session.prop.name, session.prop.major, session.prop.minor);
+    return 1;
+  }
+  const int sms = session.prop.multiProcessorCount;
+  float* sink = bench::device_alloc<float>(size_t(sms) * 256, 0);
+  std::vector<bench::Result> results;
+
+  // Part 1. Forms: ss_kk (A, B K-major: MLA's scores with either mapping), ss_mm (both MN-major: the output product
+  // V^T · P^T with tokens as M), ss_km (A K-major, B MN-major), rs_k / rs_m (A from registers, B K- / MN-major: the
+  // output product P · V with heads as M).
+  const RateCase cases[] = {
+      {"ss_kk", 32, wgmma_rate<32, false, 0, 0>},   {"ss_kk", 48, wgmma_rate<48, false, 0, 0>},
+      {"ss_kk", 64, wgmma_rate<64, false, 0, 0>},   {"ss_kk", 96, wgmma_rate<96, false, 0, 0>},
+      {"ss_kk", 128, wgmma_rate<128, false, 0, 0>}, {"ss_kk", 256, wgmma_rate<256, false, 0, 0>},
+      {"ss_mm", 48, wgmma_rate<48, false, 1, 1>},   {"ss_mm", 96, wgmma_rate<96, false, 1, 1>},
+      {"ss_mm", 256, wgmma_rate<256, false, 1, 1>}, {"ss_km", 64, wgmma_rate<64, false, 0, 1>},
+      {"rs_k", 48, wgmma_rate<48, true, 0, 0>},     {"rs_k", 64, wgmma_rate<64, true, 0, 0>},
+      {"rs_k", 96, wgmma_rate<96, true, 0, 0>},     {"rs_k", 256, wgmma_rate<256, true, 0, 0>},
+      {"rs_m", 64, wgmma_rate<64, true, 0, 1>},     {"rs_m", 256, wgmma_rate<256, true, 0, 1>},
+  };
+  double best_flops_per_s = 0;
+  for (const RateCase& c : cases) {
+    CUDA_CHECK(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kProbeSmemBytes));
+    for (int warpgroups = 1; warpgroups <= 2; ++warpgroups) {
+      // About 0.5 ms per launch at the full rate: 64·N·16·2 FLOPs per step.
+      const double flops_per_group = 2.0 * 64 * c.n * 16 * kStepsPerGroup;
+      const int groups = int(std::max(64.0, 4e14 * 0.5e-3 / (flops_per_group * warpgroups * sms)));
+      const double us = bench::time_us(
+          [&](int) {
+            c.kernel<<<sms, 128 * warpgroups, kProbeSmemBytes>>>(groups, sink);
+            CUDA_CHECK(cudaGetLastError());
+          },
+          session.repeats);
+      bench::Result r;
+      r.name = fmt::format("wgmma {} m64n{}k16, {} warpgroup{} per SM", c.form, c.n, warpgroups,
+                           warpgroups > 1 ? "s" : "");
+      r.flops = flops_per_group * groups * warpgroups * sms;
+      r.bytes = 1;  // no global traffic; time_over_roofline is against the compute bound
+      r.median_us = us;
+      r.cls = EfficiencyClass::gemm;
+      r.roofline_us = session.roofline_us(r.flops, 0, r.cls, ComputeType::bf16);
+      best_flops_per_s = std::max(best_flops_per_s, r.flops / (us * 1e-6));
+      results.push_back(r);
+    }
+  }
+
+  // Part 2: 1.2 GB of tiles (the latent cache of 1 M tokens), far beyond L2.
+  const int64_t tiles = 16384;
+  uint4* data = bench::device_alloc<uint4>(size_t(tiles) * kTileBytes / 16, 3);
+  const int stream_smem = kTileSlots * kTileBytes;
+  CUDA_CHECK(cudaFuncSetAttribute(stream_tiles, cudaFuncAttributeMaxDynamicSharedMemorySize, stream_smem));
+  struct StreamCase {
+    int blocks, sharing;
+    const char* what;
+  };
+  const StreamCase streams[] = {{sms, 1, "every SM its own tiles"},
+                                {sms - sms % 2, 2, "pairs of SMs the same tiles"},
+                                {sms / 2, 1, "half the SMs their own tiles"}};
+  for (const StreamCase& s : streams) {
+    const double us = bench::time_us(
+        [&](int) {
+          stream_tiles<<<s.blocks, kStreamThreads, stream_smem>>>(data, tiles, s.sharing, sink);
+          CUDA_CHECK(cudaGetLastError());
+        },
+        session.repeats);
+    bench::Result r;
+    r.name = fmt::format("tiles of 73728 B into shared memory, {} blocks, {} (HBM reads {:.4g} B/s)", s.blocks, s.what,
+                         double(tiles) * kTileBytes / (us * 1e-6));
+    r.bytes = double(tiles) * kTileBytes * s.sharing;  // delivered to the SMs
+    r.median_us = us;
+    r.cls = EfficiencyClass::elementwise;
+    r.roofline_us = session.roofline_us(0, double(tiles) * kTileBytes, r.cls, ComputeType::bf16);
+    results.push_back(r);
+  }
+  CUDA_CHECK(cudaFree(data));
+  CUDA_CHECK(cudaFree(sink));
+  session.print(results, fmt::format("\"best_wgmma_bf16_flops_per_s\": {:.4g}", best_flops_per_s));
+  return 0;
+}
