@@ -24,9 +24,10 @@
 // + 1.5 KiB of softmax state = 225.5 KiB, where four 64-token tiles would need 360 KiB. The owner of a tile loads it
 // (cp.async, XOR-swizzled SW128 blocks, the page lookup per token row, rows past the context zero-filled) three
 // tiles ahead, into the slot of its previous tile once both output products of that tile have retired. The price of
-// the smaller tile: the score product reads Q from shared memory once per 32 tokens instead of once per 64, about a
-// quarter more shared-memory traffic per token; the scores of a tile are the same, the online softmax takes its
-// maximum over 32 instead of 64 tokens at a time (results equal up to fp32 rounding).
+// the smaller tile: the score product reads Q from shared memory once per 32 tokens instead of once per 64, and
+// m64n32k16 with both operands in shared memory issues at 69 % of the best wgmma rate where m64n64k16 issues at 99 %
+// (measured on an H200, bench/results/2026-11-30-h200-kernels-10); the scores of a tile are the same, the online
+// softmax takes its maximum over 32 instead of 64 tokens at a time (results equal up to fp32 rounding).
 #pragma once
 
 #include "kernels/mla_decode_paged.h"

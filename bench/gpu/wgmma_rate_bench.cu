@@ -346,10 +346,10 @@ struct RateCase {
 
 int main(int argc, char** argv) {
   bench::Session session(argc, argv);
-  if (session.prop.major != 9 || session.prop.minor != 0) {
-    fmt::print(stderr, "wgmma_rate_bench: {} is compute capability {}.{}; this probe is built for sm_90a only\n",
-               session.prop.name, session.prop.major, session.prop.minor);
-    return 1;
+  if (session.prop.major != 9 || session.prop.minor != 0) {  // built for sm_90a only: nothing to measure here
+    session.print({}, fmt::format("\"skipped\": \"compute capability {}.{}, not 9.0\"", session.prop.major,
+                                  session.prop.minor));
+    return 0;
   }
   const int sms = session.prop.multiProcessorCount;
   float* sink = bench::device_alloc<float>(size_t(sms) * 256, 0);
