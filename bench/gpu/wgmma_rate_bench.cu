@@ -9,6 +9,9 @@
 //      shared memory by cp.async (3 tiles in flight per SM), when every SM streams its own tiles and when pairs of
 //      SMs stream the same tiles (as two blocks of head groups of one split do): bytes delivered to the SMs per
 //      second, beside the unique bytes read from HBM per second.
+//   3. the cost of handing a 64 × 96 fp32 score tile (24 KiB) between the two blocks of a cluster through
+//      distributed shared memory with mbarrier hand-offs, as a split of the score product over two blocks would per
+//      tile: microseconds per round.
 // Operand values are pseudo-random (zeros run faster on tensor cores). Prints the JSON object of bench_harness.h; the
 // rows' "flops" (part 1) and "bytes" (part 2, delivered bytes) give the rates.
 #include "bench/gpu/bench_harness.h"
@@ -336,6 +339,78 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   sink[blockIdx.x * blockDim.x + threadIdx.x] = float(acc);
 }
 
+
+// ---- Part 3: partial scores exchanged between the two blocks of a cluster ----
+constexpr int kExchangeThreads = 128;                // one warpgroup
+constexpr int kExchangeFloats = 64 * 96 / kExchangeThreads;  // 48 per thread: a 64 × 96 fp32 score tile, 24 KiB
+
+__device__ __forceinline__ uint32_t peer_address(uint32_t local, uint32_t peer_rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(peer_rank));
+  return remote;
+}
+__device__ __forceinline__ void remote_arrive(uint32_t remote_barrier) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_barrier) : "memory");
+}
+__device__ __forceinline__ void wait_parity(uint32_t barrier, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(barrier), "r"(parity) : "memory");
+}
+
+// Clusters of 2 blocks; per round each thread writes its 48 fp32 into the other block's buffer (double-buffered) with
+// st.shared::cluster, arrives on that block's "full" barrier, waits on its own, adds what the other block wrote and
+// arrives on the other block's "empty" barrier (which the writer waits on before reusing the buffer two rounds
+// later) — the hand-off a two-block split of the score product needs once per 64-token tile.
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kExchangeThreads, 1)
+    exchange_scores(int rounds, float* sink) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __shared__ __align__(16) float buffer[2][kExchangeThreads * kExchangeFloats];
+  __shared__ __align__(8) uint64_t full[2], empty[2];
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  const uint32_t peer = rank ^ 1u;
+  const auto local = [](const void* p) { return uint32_t(__cvta_generic_to_shared(p)); };
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < 2; ++b) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(local(&full[b])), "r"(kExchangeThreads));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(local(&empty[b])), "r"(kExchangeThreads));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+
+  float mine[kExchangeFloats], acc = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kExchangeFloats; ++i) mine[i] = float(threadIdx.x + i + rank);
+  for (int r = 0; r < rounds; ++r) {
+    const int b = r & 1;
+    if (r >= 2) wait_parity(local(&empty[b]), uint32_t((r / 2 - 1) & 1));
+    const uint32_t dst = peer_address(local(&buffer[b][threadIdx.x * kExchangeFloats]), peer);
+#pragma unroll
+    for (int i = 0; i < kExchangeFloats; i += 4)
+      asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 4 * i), "f"(mine[i]),
+                   "f"(mine[i + 1]), "f"(mine[i + 2]), "f"(mine[i + 3])
+                   : "memory");
+    remote_arrive(peer_address(local(&full[b]), peer));
+    wait_parity(local(&full[b]), uint32_t((r / 2) & 1));
+    const float4* in = reinterpret_cast<const float4*>(&buffer[b][threadIdx.x * kExchangeFloats]);
+#pragma unroll
+    for (int i = 0; i < kExchangeFloats / 4; ++i) {
+      const float4 v = in[i];
+      acc += v.x + v.y + v.z + v.w;
+    }
+    remote_arrive(peer_address(local(&empty[b]), peer));
+  }
+  // Neither block may exit while the other can still arrive on its barriers.
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+#else
+  __trap();
+#endif
+}
+
 struct RateCase {
   const char* form;
   int n;
@@ -423,6 +498,23 @@ int main(int argc, char** argv) {
     results.push_back(r);
   }
   CUDA_CHECK(cudaFree(data));
+
+  // Part 3: 66 clusters of 2 blocks, 20,000 rounds per launch; the time is per round.
+  const int rounds = 20000, clusters = sms / 2;
+  const double exchange_us = bench::time_us(
+      [&](int) {
+        exchange_scores<<<2 * clusters, kExchangeThreads>>>(rounds, sink);
+        CUDA_CHECK(cudaGetLastError());
+      },
+      session.repeats);
+  bench::Result x;
+  x.name = fmt::format("score tile of 24 KiB exchanged between the 2 blocks of each of {} clusters, per round "
+                       "(median_us is per launch of {} rounds)", clusters, rounds);
+  x.bytes = 2.0 * clusters * rounds * kExchangeThreads * kExchangeFloats * 4;  // written to the other block
+  x.median_us = exchange_us;
+  x.cls = EfficiencyClass::elementwise;
+  x.roofline_us = exchange_us;  // no model: a measured hand-off cost
+  results.push_back(x);
   CUDA_CHECK(cudaFree(sink));
   session.print(results, fmt::format("\"best_wgmma_bf16_flops_per_s\": {:.4g}", best_flops_per_s));
   return 0;
