@@ -7,7 +7,7 @@
 // N = 96 (99 % of the best wgmma issue rate, measured on an H200; 88 % at N = 48, 69 % at N = 32:
 // bench/results/2026-11-30-h200-kernels-10), but Q (96 × 576) beside three 64-token tiles, or the 512 × 96 output
 // accumulators, exceed one block, so it needs the 576 columns split over a cluster of two blocks, whose 24-KiB
-// exchange of partial scores measured 2.1 µs per round (docs/engine.md, the MLA row of the targets table). Per
+// exchange of partial scores measured 1.26 µs per round (docs/engine.md, the MLA row of the targets table). Per
 // 64-token tile:
 //   scores  warpgroup 0: S[64 heads, 64 tokens] = Q · Kᵀ, 36 wgmma m64n64k16 with Q and the tile's 576-wide token
 //           rows both K-major from shared memory; mask past the context, online softmax (base 2) in registers; P

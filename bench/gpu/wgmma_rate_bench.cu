@@ -387,18 +387,19 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kExchangeThreads, 1)
   for (int r = 0; r < rounds; ++r) {
     const int b = r & 1;
     if (r >= 2) wait_parity(local(&empty[b]), uint32_t((r / 2 - 1) & 1));
-    const uint32_t dst = peer_address(local(&buffer[b][threadIdx.x * kExchangeFloats]), peer);
+    // float4 j of thread t at (j · 128 + t) · 16 bytes: a warp's 16-byte stores and loads are contiguous.
+    const uint32_t dst = peer_address(local(&buffer[b][4 * threadIdx.x]), peer);
 #pragma unroll
     for (int i = 0; i < kExchangeFloats; i += 4)
-      asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 4 * i), "f"(mine[i]),
-                   "f"(mine[i + 1]), "f"(mine[i + 2]), "f"(mine[i + 3])
+      asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 4 * i * kExchangeThreads),
+                   "f"(mine[i]), "f"(mine[i + 1]), "f"(mine[i + 2]), "f"(mine[i + 3])
                    : "memory");
     remote_arrive(peer_address(local(&full[b]), peer));
     wait_parity(local(&full[b]), uint32_t((r / 2) & 1));
-    const float4* in = reinterpret_cast<const float4*>(&buffer[b][threadIdx.x * kExchangeFloats]);
+    const float4* in = reinterpret_cast<const float4*>(&buffer[b][4 * threadIdx.x]);
 #pragma unroll
     for (int i = 0; i < kExchangeFloats / 4; ++i) {
-      const float4 v = in[i];
+      const float4 v = in[i * kExchangeThreads];
       acc += v.x + v.y + v.z + v.w;
     }
     remote_arrive(peer_address(local(&empty[b]), peer));
