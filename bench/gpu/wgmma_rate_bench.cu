@@ -13,10 +13,10 @@
 //      distributed shared memory with mbarrier hand-offs, as a split of the score product over two blocks would per
 //      tile: microseconds per round.
 // Operand values are pseudo-random (zeros run faster on tensor cores). Prints the JSON object of bench_harness.h; the
-// rows' "flops" (part 1) and "bytes" (part 2, delivered bytes) give the rates.
+// rows' "flops" (part 1) and "bytes" (part 2: delivered to the SMs; part 3: written to the other block) give the
+// rates.
 #include "bench/gpu/bench_harness.h"
 #include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
 #include "kernels/wgmma_sm90.h"
 
 #include <cuda_bf16.h>
@@ -339,9 +339,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   sink[blockIdx.x * blockDim.x + threadIdx.x] = float(acc);
 }
 
-
 // ---- Part 3: partial scores exchanged between the two blocks of a cluster ----
-constexpr int kExchangeThreads = 128;                // one warpgroup
+constexpr int kExchangeThreads = 128;                        // one warpgroup
 constexpr int kExchangeFloats = 64 * 96 / kExchangeThreads;  // 48 per thread: a 64 × 96 fp32 score tile, 24 KiB
 
 __device__ __forceinline__ uint32_t peer_address(uint32_t local, uint32_t peer_rank) {
