@@ -1,7 +1,8 @@
 // Inline-PTX building blocks for Hopper's warpgroup MMA (wgmma, sm_90a only): shared-memory matrix descriptors for
 // the 128-byte-swizzled canonical layout, the fences and group waits, and the bf16 → fp32 products the MLA decode
-// kernel uses (m64n64k16 with A from shared memory or registers, m64n256k16 with A from registers). Device functions
-// only; included by .cu files compiled for sm_90a (their bodies are empty elsewhere, so other targets still compile).
+// kernels use (m64n64k16 with A from shared memory or registers, m64n256k16 with A from registers, m64n96k16 with both
+// operands from shared memory in either major order). Device functions only; included by .cu files compiled for
+// sm_90a (their bodies are empty elsewhere, so other targets still compile).
 //
 // The shared-memory layout every operand here uses, "SW128 blocks": a matrix of `rows` rows and a multiple of 64 bf16
 // columns is stored as column blocks of 64 (128 bytes), block j at j · rows · 128 bytes, row r of a block at r · 128,
@@ -9,8 +10,9 @@
 // the hardware's 128-byte swizzle (address bits 4–6 XOR bits 7–9), read two ways:
 //   K-major   (rows = M or N, columns = K):  SBO = 1024 (from one 8-row group to the next), LBO unused (16); a k16
 //             step inside a block advances the start address by 32 bytes, the next block by rows · 128.
-//   MN-major  (rows = K, columns = N; trans-b = 1): SBO = 1024 (from one 8-row K group to the next), LBO = rows · 128
-//             (from one 64-column block to the next); a k16 step advances the start address by 2048 bytes.
+//   MN-major  (rows = K, columns = M or N; trans-a / trans-b = 1): SBO = 1024 (from one 8-row K group to the next),
+//             LBO = rows · 128 (from one 64-column block to the next); a k16 step advances the start address by 2048
+//             bytes. A width that is not a multiple of 64 (N = 96) leaves the last block part-filled.
 // Register fragments (per warp w of the warpgroup, lane = 4g + t): accumulator d[4j + e] holds row 16w + g + 8·(e/2),
 // column 8j + 2t + e%2; the A fragment a[0..3] holds rows 16w + g (a[0], a[2]) and 16w + g + 8 (a[1], a[3]) ×
 // columns 2t, 2t+1 (a[0], a[1]) and 2t+8, 2t+9 (a[2], a[3]), the lower column in the low 16 bits — the m16n8k16
@@ -136,6 +138,26 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1), "n"(kTransB));
+#endif
+}
+
+// d[48] += A (shared descriptor; kTransA: MN-major) · B (shared descriptor; kTransB: MN-major), m64n96k16: MLA's
+// products with tokens as M and 96 heads as N.
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n96k16_ss(float (&d)[48], uint64_t a_desc, uint64_t b_desc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, 1, 1, 1, %50, %51;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "l"(a_desc), "l"(b_desc), "n"(kTransA), "n"(kTransB));
 #endif
 }
 

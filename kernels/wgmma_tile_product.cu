@@ -11,8 +11,9 @@ namespace {
 
 constexpr int kM = 64;
 constexpr int kThreads = 128;                 // one warpgroup
-constexpr int kOperandBytes = 64 * 576 * 2;  // the largest operand: 64 rows of 576 bf16
-constexpr int kSmemBytes = 2 * kOperandBytes + 1024;  // A and B, plus slack to align them to 1024 bytes
+constexpr int kABytes = 64 * 576 * 2;                   // the largest A: 64 rows of 576 bf16
+constexpr int kBBytes = 96 * 576 * 2;                   // the largest B: 96 rows of 576 bf16
+constexpr int kSmemBytes = kABytes + kBBytes + 1024;  // A and B, plus slack to align them to 1024 bytes
 
 // Copies a row-major bf16 [rows, cols] matrix into SW128 blocks at `dst` (16 bytes per thread and step).
 __device__ void store_sw128(unsigned char* dst, const __nv_bfloat16* src, int rows, int cols) {
@@ -45,6 +46,54 @@ __device__ void store_accumulators(float* d, const float (&acc)[kN / 2]) {
   }
 }
 
+// The two forms with 96 heads as N (tokens as M), both operands from shared memory.
+template <WgmmaTileForm kForm>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_tile_product_n96(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ b,
+                           float* __restrict__ d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t a_smem = (raw + 1023) & ~1023u, b_smem = a_smem + kABytes;
+  unsigned char* a_ptr = smem_raw + (a_smem - raw);
+  unsigned char* b_ptr = a_ptr + kABytes;
+  constexpr bool kKMajor = kForm == WgmmaTileForm::ss_n96_k_major;
+  constexpr int kN = 96, kK = kKMajor ? 576 : 64;
+  if constexpr (kKMajor) {
+    store_sw128(a_ptr, a, kM, kK);  // rows = M (tokens), columns = K
+    store_sw128(b_ptr, b, kN, kK);  // rows = N (heads), columns = K
+  } else {
+    store_sw128(a_ptr, a, kK, kM);  // rows = K (tokens), columns = M (latent columns)
+    store_sw128(b_ptr, b, kK, kN);  // rows = K (tokens), columns = N (heads): a full and a half-filled block
+  }
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+  float acc[kN / 2];
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+  wgmma::fence_registers(acc);
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    if constexpr (kKMajor) {  // block ks / 4 (of 64 or 96 rows), 32 bytes per k16 step inside it
+      const uint32_t in_block = (ks & 3) * 32;
+      wgmma::wgmma_m64n96k16_ss<0, 0>(
+          acc, wgmma::sw128_descriptor(a_smem + (ks >> 2) * (kM * 128) + in_block, 16, 1024),
+          wgmma::sw128_descriptor(b_smem + (ks >> 2) * (kN * 128) + in_block, 16, 1024));
+    } else {  // rows 16ks … 16ks+15 of both; 64-column blocks kK · 128 bytes apart
+      wgmma::wgmma_m64n96k16_ss<1, 1>(acc, wgmma::sw128_descriptor(a_smem + ks * 2048, kK * 128, 1024),
+                                      wgmma::sw128_descriptor(b_smem + ks * 2048, kK * 128, 1024));
+    }
+  }
+  wgmma::commit_group();
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(acc);
+  store_accumulators<kN>(d, acc);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built without sm_90a: the host side refuses before launching
+#endif
+}
+
 template <WgmmaTileForm kForm>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tile_product(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ b, float* __restrict__ d) {
@@ -55,9 +104,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kKSteps = kK / 16;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
-  const uint32_t a_smem = (raw + 1023) & ~1023u, b_smem = a_smem + kOperandBytes;
+  const uint32_t a_smem = (raw + 1023) & ~1023u, b_smem = a_smem + kABytes;
   unsigned char* a_ptr = smem_raw + (a_smem - raw);
-  unsigned char* b_ptr = a_ptr + kOperandBytes;
+  unsigned char* b_ptr = a_ptr + kABytes;
 
   if constexpr (kForm == WgmmaTileForm::ss_n64_k_major) store_sw128(a_ptr, a, kM, kK);
   if constexpr (kKMajor) {
@@ -109,10 +158,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <WgmmaTileForm kForm>
 cudaError_t launch(const __nv_bfloat16* a, const __nv_bfloat16* b, float* d, cudaStream_t stream) {
-  const cudaError_t status =
-      cudaFuncSetAttribute(wgmma_tile_product<kForm>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  constexpr bool kN96 = kForm == WgmmaTileForm::ss_n96_k_major || kForm == WgmmaTileForm::ss_n96_mn_major;
+  const auto kernel = kN96 ? wgmma_tile_product_n96<kForm> : wgmma_tile_product<kForm>;
+  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (status != cudaSuccess) return status;
-  wgmma_tile_product<kForm><<<1, kThreads, kSmemBytes, stream>>>(a, b, d);
+  kernel<<<1, kThreads, kSmemBytes, stream>>>(a, b, d);
   return cudaGetLastError();
 }
 
@@ -127,6 +177,10 @@ WgmmaTileShape wgmma_tile_shape(WgmmaTileForm form) {
       return {64, 64, false};
     case WgmmaTileForm::rs_n256_mn_major:
       return {256, 64, false};
+    case WgmmaTileForm::ss_n96_k_major:
+      return {96, 576, true};
+    case WgmmaTileForm::ss_n96_mn_major:
+      return {96, 64, false, false};
   }
   K3_CHECK(false, "unknown WgmmaTileForm {}", int(form));
 }
@@ -157,6 +211,10 @@ cudaError_t wgmma_tile_product_bf16(WgmmaTileForm form, const __nv_bfloat16* a, 
       return launch<WgmmaTileForm::rs_n64_mn_major>(a, b, d, stream);
     case WgmmaTileForm::rs_n256_mn_major:
       return launch<WgmmaTileForm::rs_n256_mn_major>(a, b, d, stream);
+    case WgmmaTileForm::ss_n96_k_major:
+      return launch<WgmmaTileForm::ss_n96_k_major>(a, b, d, stream);
+    case WgmmaTileForm::ss_n96_mn_major:
+      return launch<WgmmaTileForm::ss_n96_mn_major>(a, b, d, stream);
   }
   return cudaErrorInvalidValue;
 }

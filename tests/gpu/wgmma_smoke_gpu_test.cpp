@@ -2,7 +2,9 @@
 // descriptors and the SW128 layout of kernels/wgmma_sm90.h that mla_decode_wgmma builds on, one form at a time, so a
 // layout mistake fails here as one named form. Reading the failures: ss_n64_k_major alone → the A descriptor;
 // every K-major form → the K-major B descriptor or the swizzle; rs_n256_mn_major alone → the leading byte offset
-// between 64-column blocks of an MN-major B; both MN-major forms → trans-b or the MN-major stride byte offset.
+// between 64-column blocks of an MN-major B; both MN-major forms → trans-b or the MN-major stride byte offset;
+// ss_n96_k_major → a K-major B of 96 rows per block; ss_n96_mn_major → trans-a (an MN-major A) or an MN-major B whose
+// last 64-column block is half filled (the forms of an MLA decode with tokens as M).
 #include "gpu_harness.h"
 #include "kernels/wgmma_tile_product.h"
 
@@ -15,8 +17,9 @@ namespace {
 
 using kernels::WgmmaTileForm;
 
-const WgmmaTileForm kForms[] = {WgmmaTileForm::ss_n64_k_major, WgmmaTileForm::rs_n64_k_major,
-                                WgmmaTileForm::rs_n64_mn_major, WgmmaTileForm::rs_n256_mn_major};
+const WgmmaTileForm kForms[] = {WgmmaTileForm::ss_n64_k_major,   WgmmaTileForm::rs_n64_k_major,
+                                WgmmaTileForm::rs_n64_mn_major,   WgmmaTileForm::rs_n256_mn_major,
+                                WgmmaTileForm::ss_n96_k_major,    WgmmaTileForm::ss_n96_mn_major};
 
 std::string name(WgmmaTileForm f) {
   switch (f) {
@@ -28,13 +31,18 @@ std::string name(WgmmaTileForm f) {
       return "rs_n64_mn_major";
     case WgmmaTileForm::rs_n256_mn_major:
       return "rs_n256_mn_major";
+    case WgmmaTileForm::ss_n96_k_major:
+      return "ss_n96_k_major";
+    case WgmmaTileForm::ss_n96_mn_major:
+      return "ss_n96_mn_major";
   }
   return "?";
 }
 
-// d = a · bᵀ (b [n, k]) or a · b (b [k, n]) in fp64.
-ref::Matrix product(const ref::Matrix& a, const ref::Matrix& b, bool b_k_major) {
-  const ref::MatrixD ad = a.cast<double>(), bd = b.cast<double>();
+// d = A · Bᵀ (b [n, k]) or A · B (b [k, n]) in fp64, with A = a (a [64, k]) or aᵀ (a [k, 64]).
+ref::Matrix product(const ref::Matrix& a, const ref::Matrix& b, bool b_k_major, bool a_k_major = true) {
+  const ref::MatrixD ad = a_k_major ? ref::MatrixD(a.cast<double>()) : ref::MatrixD(a.cast<double>().transpose());
+  const ref::MatrixD bd = b.cast<double>();
   return (b_k_major ? ref::MatrixD(ad * bd.transpose()) : ref::MatrixD(ad * bd)).cast<float>();
 }
 
@@ -47,6 +55,12 @@ TEST(GpuWgmma, ShapesOfTheForms) {
   EXPECT_EQ(wide.n, 256);
   EXPECT_EQ(wide.k, 64);
   EXPECT_FALSE(wide.b_k_major);
+  EXPECT_TRUE(wide.a_k_major);
+  const auto tokens_as_m = kernels::wgmma_tile_shape(WgmmaTileForm::ss_n96_mn_major);
+  EXPECT_EQ(tokens_as_m.n, 96);
+  EXPECT_EQ(tokens_as_m.k, 64);
+  EXPECT_FALSE(tokens_as_m.b_k_major);
+  EXPECT_FALSE(tokens_as_m.a_k_major);
 }
 
 TEST(GpuWgmma, TileProductsMatchDirectProducts) {
@@ -58,12 +72,15 @@ TEST(GpuWgmma, TileProductsMatchDirectProducts) {
   std::vector<Case> cases;
   for (const WgmmaTileForm form : kForms) {
     const kernels::WgmmaTileShape s = kernels::wgmma_tile_shape(form);
-    Case c{form, round_to_bf16(random_matrix(64, s.k, rng)),
+    Case c{form, round_to_bf16(s.a_k_major ? random_matrix(64, s.k, rng) : random_matrix(s.k, 64, rng)),
            round_to_bf16(s.b_k_major ? random_matrix(s.n, s.k, rng) : random_matrix(s.k, s.n, rng)), {}};
-    c.want = product(c.a, c.b, s.b_k_major);
-    // CPU side: the layout matters, so the transposed reading of a square B is a different product.
+    c.want = product(c.a, c.b, s.b_k_major, s.a_k_major);
+    // CPU side: the layout matters, so the transposed reading of a square operand is a different product.
     if (s.n == s.k) {
-      EXPECT_GT(normalized_error(product(c.a, c.b, !s.b_k_major), c.want), 0.5) << name(form);
+      EXPECT_GT(normalized_error(product(c.a, c.b, !s.b_k_major, s.a_k_major), c.want), 0.5) << name(form);
+    }
+    if (s.k == 64) {
+      EXPECT_GT(normalized_error(product(c.a, c.b, s.b_k_major, !s.a_k_major), c.want), 0.5) << name(form);
     }
     cases.push_back(std::move(c));
   }
