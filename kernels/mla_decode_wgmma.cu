@@ -24,7 +24,6 @@ constexpr int kThreads = 256;                // two warpgroups
 constexpr int kColumnsPerGroup = kLatent / 2;
 constexpr int kScoreKSteps = kWidth / 16;    // 36
 constexpr int kTargetBlocks = 132;           // one block on each of an H200's SMs
-constexpr int kL2Ahead = 3;                  // tiles asked of L2 ahead of the one being computed
 
 // Shared memory (bytes from a 1024-aligned base): Q [64 heads × 576] and two token tiles [64 tokens × 576], each in
 // SW128 blocks (9 blocks of 64 rows × 128 bytes) | P: warpgroup 0's A fragments, [4 k steps][128 threads] uint4 |
@@ -94,10 +93,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       cp_async_16(base + Smem::kQ + wgmma::sw128_offset(kHeadsPerBlock, load_row, chunk),
                   src + (valid ? chunk * 8 : 0), valid);
     load_tile(tile_begin, 0);
-    if (threadIdx.x == 0)
-      mla_wgmma::prefetch_tokens_l2(pages, page_table, b, max_pages, page_tokens, context,
-                                    (tile_begin + 1) * kTileTokens,
-                                    (min(tile_begin + kL2Ahead, tile_end) - tile_begin - 1) * kTileTokens);
   }
   cp_async_commit();
 
@@ -115,9 +110,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // this tile has landed; both warpgroups are done with the previous tile's P and stage
     if (tile + 1 < tile_end) load_tile(tile + 1, stage ^ 1);
     cp_async_commit();
-    if (threadIdx.x == 0 && tile + kL2Ahead < tile_end)
-      mla_wgmma::prefetch_tokens_l2(pages, page_table, b, max_pages, page_tokens, context,
-                                    (tile + kL2Ahead) * kTileTokens, kTileTokens);
     const uint32_t kv_smem = base + Smem::kKv + stage * Smem::kOperandBytes;
 
     uint32_t pa[kTileTokens / 16][4];  // P as the A fragments of the output product's 4 k16 steps

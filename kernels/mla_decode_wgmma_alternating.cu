@@ -27,7 +27,6 @@ constexpr int kColumnsPerGroup = kLatent / 2;
 constexpr int kScoreKSteps = kWidth / 16;          // 36
 constexpr int kOutputKSteps = kTileTokens / 16;    // 2
 constexpr int kChunksPerLoader = kRowChunks / 4;   // 18: a tile's owner loads it, 4 threads per token row
-constexpr int kL2Ahead = 4;                        // tiles asked of L2 beyond the one a cp.async load starts
 
 // Shared memory (bytes from a 1024-aligned base): Q [64 heads × 576] in SW128 blocks of 64 rows | 4 tile slots
 // [32 tokens × 576] in SW128 blocks of 32 rows | P buffer w (warpgroup w's tiles): [2 k steps][128 threads] uint4 |
@@ -238,9 +237,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_commit();
     if (wg == 0 && n > 2) load_tile(2);
     cp_async_commit();          // empty in warpgroup 1, whose next tile (3) is loaded at step 0
-    if (threadIdx.x == 0)  // tiles 3 … 2 + kL2Ahead
-      mla_wgmma::prefetch_tokens_l2(pages, page_table, b, max_pages, page_tokens, context,
-                                    (tile_begin + 3) * kTileTokens, (min(3 + kL2Ahead, n) - 3) * kTileTokens);
     cp_async_wait_group<1>();  // Q and tile 0 (tile 1 in warpgroup 1)
     wgmma::fence_proxy_async_shared();
     __syncthreads();
@@ -344,9 +340,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     // output product retired before the ready barrier just passed.
     if (i + 3 < n) load_tile(i + 3);
     cp_async_commit();
-    if (wg_thread == 0 && i + 3 + kL2Ahead < n)
-      mla_wgmma::prefetch_tokens_l2(pages, page_table, b, max_pages, page_tokens, context,
-                                    (tile_begin + i + 3 + kL2Ahead) * kTileTokens, kTileTokens);
     issue_output(o, pa, alpha[0], alpha[1], tile_smem(i) + columns_offset);
   };
   // Each warpgroup's steps in pairs, so that its role at each step is fixed in the code (and the wgmma groups in flight

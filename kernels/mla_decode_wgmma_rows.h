@@ -35,25 +35,6 @@ __device__ __forceinline__ const __nv_bfloat16* token_row(const __nv_bfloat16* p
   return pages + (page * page_tokens + token % page_tokens) * kMlaDecodeCacheWidth;
 }
 
-// Asks L2 to fetch the cached rows of tokens [first, first + count) ∩ [0, context) of sequence b ahead of their
-// cp.async loads (cp.async.bulk.prefetch.L2: one instruction per page the range touches, by the calling thread; a
-// page of 64 tokens is one contiguous 73,728-byte request). Nothing is read past the context or its pages.
-__device__ __forceinline__ void prefetch_tokens_l2(const __nv_bfloat16* pages, const int32_t* page_table, int b,
-                                                   int max_pages, int page_tokens, int context, int first,
-                                                   int count) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int end = min(first + count, context);
-  for (int token = first; token < end;) {
-    const int rows = min(end - token, page_tokens - token % page_tokens);
-    const __nv_bfloat16* src = token_row(pages, page_table, b, max_pages, page_tokens, token);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src),
-                 "r"(uint32_t(rows * kMlaDecodeCacheWidth * 2))
-                 : "memory");
-    token += rows;
-  }
-#endif
-}
-
 // (max, sum) of the thread's rows into partial_stats [batch, splits, heads] (rows past the last head skipped).
 __device__ __forceinline__ void store_split_stats(float2* partial_stats, int b, int splits, int split, int heads,
                                                   int head0, int row_lo, const float (&m_run)[2],
