@@ -34,7 +34,8 @@
 // and a split with no tokens contributes nothing. With one split the block normalises and writes out directly (no
 // workspace). The kernels' shared-memory attributes are set once per device, not on every call.
 // History: shared_q (Q in shared memory, 16 × 16 score tiles per warp, so every ldmatrix fed 2 MMAs; 4x the score
-// ldmatrix of register_q) measured on an H200: 1.15-1.25x slower than register_q; removed.
+// ldmatrix of register_q) measured on an H200: 1.15-1.25x slower than register_q; removed. L2 bulk prefetch of the
+// cache tiles ahead of the wgmma algorithms' cp.async loads (ba0bd7d): 2-16 % slower past 8K; reverted.
 // Faster (not done in register_q): 3 head groups of 32 each bring the same token rows from L2, and mma.sync
 // cannot issue near the tensor peak; the wgmma algorithm is the step to the roofline.
 #pragma once
