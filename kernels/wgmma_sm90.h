@@ -1,8 +1,9 @@
 // Inline-PTX building blocks for Hopper's warpgroup MMA (wgmma, sm_90a only): shared-memory matrix descriptors for
 // the 128-byte-swizzled canonical layout, the fences and group waits, and the bf16 → fp32 products the MLA decode
 // kernels use (m64n64k16 with A from shared memory or registers, m64n256k16 with A from registers, m64n96k16 with both
-// operands from shared memory in either major order). Device functions only; included by .cu files compiled for
-// sm_90a (their bodies are empty elsewhere, so other targets still compile).
+// operands from shared memory in either major order, from wgmma_products_sm90.h's set of every shape). Device
+// functions only; included by .cu files compiled for sm_90a (their bodies are empty elsewhere, so other targets still
+// compile).
 //
 // The shared-memory layout every operand here uses, "SW128 blocks": a matrix of `rows` rows and a multiple of 64 bf16
 // columns is stored as column blocks of 64 (128 bytes), block j at j · rows · 128 bytes, row r of a block at r · 128,
@@ -18,6 +19,8 @@
 // columns 2t, 2t+1 (a[0], a[1]) and 2t+8, 2t+9 (a[2], a[3]), the lower column in the low 16 bits — the m16n8k16
 // layouts of mma.sync stacked over the 4 warps.
 #pragma once
+
+#include "kernels/wgmma_products_sm90.h"
 
 #include <cstdint>
 
@@ -145,20 +148,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
 // products with tokens as M and 96 heads as N.
 template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_m64n96k16_ss(float (&d)[48], uint64_t a_desc, uint64_t b_desc) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, 1, 1, 1, %50, %51;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
-      : "l"(a_desc), "l"(b_desc), "n"(kTransA), "n"(kTransB));
-#endif
+  mma_ss<kTransA, kTransB>(d, a_desc, b_desc);
 }
 
 }  // namespace k3::kernels::wgmma
