@@ -147,8 +147,8 @@ TEST(Hardware, H200MatchesDatasheetAndMeasurement) {
   EXPECT_DOUBLE_EQ(hw.nvlink.bandwidth_bytes_per_s, 450e9);
   EXPECT_DOUBLE_EQ(hw.nvlink.latency_us, 15);
   EXPECT_DOUBLE_EQ(hw.network.bandwidth_bytes_per_s, 50e9);
-  // Measured ceilings (device copy 3.97 of 4.8 TB/s, cuBLAS 890 of 989.4 TFLOP/s).
-  EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::gemm).compute, 0.90);
+  // Measured ceilings (device copy 3.97 of 4.8 TB/s, cuBLAS 789 of 989.4 TFLOP/s on random operands).
+  EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::gemm).compute, 0.80);
   EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::gemm).memory, 0.83);
   EXPECT_NE(hw.efficiency_source.find("gemm from source 'k3perf-h200-measured'"), std::string::npos)
       << hw.efficiency_source;
