@@ -89,12 +89,14 @@ int main(int argc, char** argv) {
     const double flops = double(batch) * heads * (7.0 * d * d + 2.0 * d);
     const int sets = session.rotation_for(bytes);
     std::vector<float*> state(sets);
-    for (int s = 0; s < sets; ++s) state[s] = device_alloc<float>(state_elems, 0);
-    float* q = device_alloc<float>(size_t(batch) * heads * d, 0);
-    float* k = device_alloc<float>(size_t(batch) * heads * d, 0);
-    float* v = device_alloc<float>(size_t(batch) * heads * d, 0);
-    float* g = device_alloc<float>(size_t(batch) * heads * d, 0);
-    float* beta = device_alloc<float>(size_t(batch) * heads, 0);
+    // Random state and inputs (zeros can run faster): q, k at the scale of L2-normalised rows, gates below 0.
+    for (int s = 0; s < sets; ++s) state[s] = k3::bench::device_normal_f32(state_elems, 0.0f, 0.05f, 10 + s);
+    const size_t vec = size_t(batch) * heads * d;
+    float* q = k3::bench::device_normal_f32(vec, 0.0f, 0.09f, 1);
+    float* k = k3::bench::device_normal_f32(vec, 0.0f, 0.09f, 2);
+    float* v = k3::bench::device_normal_f32(vec, 0.0f, 1.0f, 3);
+    float* g = k3::bench::device_normal_f32(vec, -0.05f, 0.02f, 4);
+    float* beta = k3::bench::device_uniform_f32(size_t(batch) * heads, 0.0f, 1.0f, 5);
     float* out = device_alloc<float>(size_t(batch) * heads * d, 0);
     using k3::kernels::KdaDecodeAlgorithm;
     for (const auto& [algorithm_value, label] :
@@ -141,12 +143,12 @@ int main(int argc, char** argv) {
     const double state_bytes = double(state_elems) * 4;
     const int layers = int(std::min(69.0, std::max(2.0, std::floor(16.0 * (1 << 30) / state_bytes))));
     std::vector<float*> state(layers);
-    for (int l = 0; l < layers; ++l) state[l] = device_alloc<float>(state_elems, 0);
-    float* q = device_alloc<float>(vec, 0);
-    float* k = device_alloc<float>(vec, 0);
-    float* v = device_alloc<float>(vec, 0);
-    float* g = device_alloc<float>(vec, 0);
-    float* beta = device_alloc<float>(size_t(batch) * heads, 0);
+    for (int l = 0; l < layers; ++l) state[l] = k3::bench::device_normal_f32(state_elems, 0.0f, 0.05f, 10 + l);
+    float* q = k3::bench::device_normal_f32(vec, 0.0f, 0.09f, 1);
+    float* k = k3::bench::device_normal_f32(vec, 0.0f, 0.09f, 2);
+    float* v = k3::bench::device_normal_f32(vec, 0.0f, 1.0f, 3);
+    float* g = k3::bench::device_normal_f32(vec, -0.05f, 0.02f, 4);
+    float* beta = k3::bench::device_uniform_f32(size_t(batch) * heads, 0.0f, 1.0f, 5);
     float* out = device_alloc<float>(vec, 0);
     float* copy_to = device_alloc<float>(state_elems, 0);
     // Median µs per layer of a graph holding `step(l, stream)` for every layer, each layer once.

@@ -13,6 +13,7 @@
 // Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
 #include "kernels/mxfp4_grouped.h"
+#include "kernels/random_fill.h"
 
 #include <cuda_bf16.h>
 #include <fmt/format.h>
@@ -111,8 +112,10 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
 
   const size_t weights = size_t(kExperts) * kOut * kIn;
-  uint8_t* packed = device_alloc<uint8_t>(weights / 2, 0x22);  // every element 1.0
-  uint8_t* scales = device_alloc<uint8_t>(weights / 32, 120);  // 2^-7
+  // Random normal(0, 0.02) weights quantised to MXFP4 (block scales around 2^-7), as `--weights random` makes them.
+  uint8_t* packed = device_alloc<uint8_t>(weights / 2, 0);
+  uint8_t* scales = device_alloc<uint8_t>(weights / 32, 0);
+  CUDA_CHECK(k3::kernels::mxfp4_fill_normal(packed, scales, int64_t(kExperts) * kOut, kIn, 0.02f, 7, nullptr));
   const k3::kernels::Mxfp4ExpertWeights w{packed, scales, kExperts, kOut, kIn};
   std::mt19937 rng(20261214);
 
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
       distinct += routings.back().distinct_experts / double(kRoutings);
     }
     const int slots = tokens * kTopK;
-    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(size_t(tokens) * kIn, 0x3F);
+    __nv_bfloat16* x = k3::bench::device_normal_bf16(size_t(tokens) * kIn, 0.0f, 1.0f, 100 + tokens);
     float* y = device_alloc<float>(size_t(slots) * kOut, 0);
     const Mxfp4GroupedAlgorithm automatic = k3::kernels::mxfp4_grouped_algorithm(w, routings[0].view());
     for (const Mxfp4GroupedAlgorithm algorithm : kDecodeAlgorithms) {
@@ -165,7 +168,7 @@ int main(int argc, char** argv) {
   {
     const int tokens = 8192, slots = tokens * kTopK;
     const DeviceRouting routing = random_routing(tokens, rng);
-    __nv_bfloat16* x = device_alloc<__nv_bfloat16>(size_t(tokens) * kIn, 0x3F);
+    __nv_bfloat16* x = k3::bench::device_normal_bf16(size_t(tokens) * kIn, 0.0f, 1.0f, 100 + tokens);
     __nv_bfloat16* y = device_alloc<__nv_bfloat16>(size_t(slots) * kOut, 0);
     const Mxfp4GroupedAlgorithm automatic = k3::kernels::mxfp4_grouped_algorithm(w, routing.view());
     for (const Mxfp4GroupedAlgorithm algorithm : kPrefillAlgorithms) {
