@@ -15,7 +15,6 @@
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/moe_bucket.h"
 #include "kernels/moe_router.h"
-#include "kernels/random_fill.h"
 #include "kernels/sampling.h"
 #include "kernels/situ_glu.h"
 
@@ -74,10 +73,8 @@ int main(int argc, char** argv) {
       std::vector<void*> y(sets);
       for (int s = 0; s < sets; ++s) {
         // Random normal operands: constant or zero ones let the tensor cores run faster than real data does.
-        x[s] = device_alloc<__nv_bfloat16>(m * k, 0);
-        w[s] = device_alloc<__nv_bfloat16>(n * k, 0);
-        CUDA_CHECK(k3::kernels::fill_normal_bf16(x[s], m * k, 0.0f, 1.0f, 2 * s + 1, nullptr));
-        CUDA_CHECK(k3::kernels::fill_normal_bf16(w[s], n * k, 0.0f, 0.02f, 2 * s + 2, nullptr));
+        x[s] = k3::bench::device_normal_bf16(m * k, 0.0f, 1.0f, 2 * s + 1);
+        w[s] = k3::bench::device_normal_bf16(n * k, 0.0f, 0.02f, 2 * s + 2);
         y[s] = device_alloc<uint8_t>(m * n * out_bytes, 0);
       }
       Result r{fmt::format("gemm_cublaslt bf16->{} m={} n={} k={} ({})", shape.f32_out ? "fp32" : "bf16", m, n, k,

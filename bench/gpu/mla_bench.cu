@@ -19,7 +19,6 @@
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_prefill.h"
-#include "kernels/random_fill.h"
 
 #include <cuda_bf16.h>
 #include <fmt/format.h>
@@ -47,11 +46,9 @@ constexpr double kCacheBytesPerToken = 576.0 * 2.0;
 // operands generated on the device.
 double measured_gemm_bf16_flops_per_s(int repeats) {
   constexpr int64_t n = 8192;
-  __nv_bfloat16* a = device_alloc<__nv_bfloat16>(n * n, 0);
-  __nv_bfloat16* b = device_alloc<__nv_bfloat16>(n * n, 0);
+  __nv_bfloat16* a = k3::bench::device_normal_bf16(n * n, 0.0f, 1.0f, 1);
+  __nv_bfloat16* b = k3::bench::device_normal_bf16(n * n, 0.0f, 1.0f, 2);
   __nv_bfloat16* c = device_alloc<__nv_bfloat16>(n * n, 0);
-  CUDA_CHECK(k3::kernels::fill_normal_bf16(a, n * n, 0.0f, 1.0f, 1, nullptr));
-  CUDA_CHECK(k3::kernels::fill_normal_bf16(b, n * n, 0.0f, 1.0f, 2, nullptr));
   k3::kernels::GemmRunner gemm;
   const double us = time_us([&](int) {
     CUDA_CHECK(gemm.bf16_to_bf16(a, n, b, nullptr, 1.0f, 0.0f, c, n, n, n, n, nullptr));
