@@ -46,6 +46,27 @@ __device__ void store_accumulators(float* d, const float (&acc)[kN / 2]) {
   }
 }
 
+// A and B in dynamic shared memory, 1024-byte aligned: their shared-window addresses and generic pointers.
+struct SharedOperands {
+  uint32_t a_smem, b_smem;
+  unsigned char *a_ptr, *b_ptr;
+};
+__device__ SharedOperands shared_operands(unsigned char* smem_raw) {
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t a_smem = (raw + 1023) & ~1023u;
+  unsigned char* a_ptr = smem_raw + (a_smem - raw);
+  return {a_smem, a_smem + kABytes, a_ptr, a_ptr + kABytes};
+}
+
+// Commits the issued products, waits for them and stores the accumulators.
+template <int kN>
+__device__ void retire_and_store(float* d, float (&acc)[kN / 2]) {
+  wgmma::commit_group();
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(acc);
+  store_accumulators<kN>(d, acc);
+}
+
 // The two forms with 96 heads as N (tokens as M), both operands from shared memory.
 template <WgmmaTileForm kForm>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -53,10 +74,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                            float* __restrict__ d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
-  const uint32_t a_smem = (raw + 1023) & ~1023u, b_smem = a_smem + kABytes;
-  unsigned char* a_ptr = smem_raw + (a_smem - raw);
-  unsigned char* b_ptr = a_ptr + kABytes;
+  const SharedOperands smem = shared_operands(smem_raw);
+  const uint32_t a_smem = smem.a_smem, b_smem = smem.b_smem;
+  unsigned char *a_ptr = smem.a_ptr, *b_ptr = smem.b_ptr;
   constexpr bool kKMajor = kForm == WgmmaTileForm::ss_n96_k_major;
   constexpr int kN = 96, kK = kKMajor ? 576 : 64;
   if constexpr (kKMajor) {
@@ -85,10 +105,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                       wgmma::sw128_descriptor(b_smem + ks * 2048, kK * 128, 1024));
     }
   }
-  wgmma::commit_group();
-  wgmma::wait_group<0>();
-  wgmma::fence_registers(acc);
-  store_accumulators<kN>(d, acc);
+  retire_and_store<kN>(d, acc);
 #elif defined(__CUDA_ARCH__)
   __trap();  // built without sm_90a: the host side refuses before launching
 #endif
@@ -103,10 +120,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kK = kKMajor ? 576 : 64;
   constexpr int kKSteps = kK / 16;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
-  const uint32_t a_smem = (raw + 1023) & ~1023u, b_smem = a_smem + kABytes;
-  unsigned char* a_ptr = smem_raw + (a_smem - raw);
-  unsigned char* b_ptr = a_ptr + kABytes;
+  const SharedOperands smem = shared_operands(smem_raw);
+  const uint32_t a_smem = smem.a_smem, b_smem = smem.b_smem;
+  unsigned char *a_ptr = smem.a_ptr, *b_ptr = smem.b_ptr;
 
   if constexpr (kForm == WgmmaTileForm::ss_n64_k_major) store_sw128(a_ptr, a, kM, kK);
   if constexpr (kKMajor) {
@@ -147,10 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  wgmma::commit_group();
-  wgmma::wait_group<0>();
-  wgmma::fence_registers(acc);
-  store_accumulators<kN>(d, acc);
+  retire_and_store<kN>(d, acc);
 #elif defined(__CUDA_ARCH__)
   __trap();  // built without sm_90a: the host side refuses before launching
 #endif

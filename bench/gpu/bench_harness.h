@@ -74,23 +74,25 @@ inline double graph_us_per_launch(const std::function<void(cudaStream_t)>& launc
 
 // Device buffers of n seeded random values (kernels/random_fill): benchmarks run on random data, since constant or zero
 // operands can run faster than real ones (on an H200 the bf16 GEMM ran 895 against 789 TFLOP/s).
-inline float* device_normal_f32(size_t n, float mean, float stddev, uint64_t key) {
-  float* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(float)));
-  CUDA_CHECK(kernels::fill_normal_f32(p, int64_t(n), mean, stddev, key, nullptr));
+template <typename T, typename Fill>
+T* device_filled(size_t n, Fill fill) {
+  T* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
+  CUDA_CHECK(fill(p, int64_t(n)));
   return p;
+}
+inline float* device_normal_f32(size_t n, float mean, float stddev, uint64_t key) {
+  return device_filled<float>(
+      n, [&](float* p, int64_t count) { return kernels::fill_normal_f32(p, count, mean, stddev, key, nullptr); });
 }
 inline __nv_bfloat16* device_normal_bf16(size_t n, float mean, float stddev, uint64_t key) {
-  __nv_bfloat16* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(__nv_bfloat16)));
-  CUDA_CHECK(kernels::fill_normal_bf16(p, int64_t(n), mean, stddev, key, nullptr));
-  return p;
+  return device_filled<__nv_bfloat16>(n, [&](__nv_bfloat16* p, int64_t count) {
+    return kernels::fill_normal_bf16(p, count, mean, stddev, key, nullptr);
+  });
 }
 inline float* device_uniform_f32(size_t n, float lo, float hi, uint64_t key) {
-  float* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(float)));
-  CUDA_CHECK(kernels::fill_uniform_f32(p, int64_t(n), lo, hi, key, nullptr));
-  return p;
+  return device_filled<float>(
+      n, [&](float* p, int64_t count) { return kernels::fill_uniform_f32(p, count, lo, hi, key, nullptr); });
 }
 
 template <typename T>
