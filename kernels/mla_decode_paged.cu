@@ -1,6 +1,7 @@
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_alternating.h"
+#include "kernels/mla_decode_wgmma_cluster.h"
 #include "kernels/ptx_mma.h"
 #include "kernels/shared_memory_config.h"
 
@@ -410,15 +411,19 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
     const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
     algorithm = hopper ? MlaDecodeAlgorithm::wgmma_alternating : MlaDecodeAlgorithm::register_q;
   }
-  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass.
+  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster: its
+  // own split pass and split count, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
-  if (wgmma_alternating) algorithm = MlaDecodeAlgorithm::wgmma;
+  const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster;
+  if (wgmma_alternating || wgmma_cluster) algorithm = MlaDecodeAlgorithm::wgmma;
   if (algorithm != MlaDecodeAlgorithm::register_q && algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
   const bool wgmma = algorithm == MlaDecodeAlgorithm::wgmma;
-  const int splits = wgmma ? mla_decode_wgmma_num_splits(shape) : mla_decode_num_splits(shape);
+  const int splits = wgmma_cluster ? mla_decode_wgmma_cluster_num_splits(shape)
+                     : wgmma       ? mla_decode_wgmma_num_splits(shape)
+                                   : mla_decode_num_splits(shape);
   const size_t needed = mla_decode_workspace_bytes(shape);
   if (needed > 0 && (workspace == nullptr || workspace_bytes < needed || !aligned16(workspace)))
     return cudaErrorInvalidValue;
@@ -430,6 +435,8 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
 
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
+      wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
+                                                          shape, splits, partial_out, partial_stats, out, stream) :
       wgmma_alternating ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens,
                                                                   scale * kLog2e, shape, splits, partial_out,
                                                                   partial_stats, out, stream) :

@@ -28,6 +28,11 @@
 //   wgmma_alternating — kernels/mla_decode_wgmma_alternating.h (sm_90a, compute capability 9.0 only): wgmma's blocks,
 //                splits, workspace and combine, with the score tiles (32 tokens) alternating between the two
 //                warpgroups so that one's softmax overlaps the tensor work of the other; the automatic choice there.
+//   wgmma_cluster — kernels/mla_decode_wgmma_cluster.h (sm_90a, compute capability 9.0 only, at most 96 heads): cached
+//                tokens as the wgmma M and 96 heads as N, each split shared by the two blocks of a cluster (each holds
+//                half of the 576 columns of Q and of every 64-token tile and exchanges its partial scores with the
+//                other through distributed shared memory); its own split count (the clusters the device runs at
+//                once), never more than register_q's, so the same workspace and combine.
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
@@ -55,7 +60,7 @@ inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRope
 // automatic: wgmma_alternating on a compute capability 9.0 device (the fastest there: 572 against wgmma's 710 µs at
 // batch 1 and 1 M, 1.20-1.26x faster from 32K on, within 0.5 µs at 8K; bench/results/2026-11-30-h200-kernels-6), else
 // register_q.
-enum class MlaDecodeAlgorithm { register_q, wgmma, wgmma_alternating, automatic };
+enum class MlaDecodeAlgorithm { register_q, wgmma, wgmma_alternating, wgmma_cluster, automatic };
 
 struct MlaDecodeShape {
   int batch;

@@ -5,7 +5,8 @@
 //           is timed with every MlaDecodeAlgorithm: "mla_decode_register_q" is register_q (the default off compute
 //           capability 9.0), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same buffers; each
 //           name carries the algorithm's own split count.
-//           "mla_decode_wgmma_alternating" is wgmma_alternating (only on compute capability 9.0, like wgmma).
+//           "mla_decode_wgmma_alternating" is wgmma_alternating and "mla_decode_wgmma_cluster" wgmma_cluster (only on
+//           compute capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix; FLOPs counted causal (half the
 //           square): heads · T²/2 · (192 + 128) · 2.
 // Each result carries the sim roofline (EfficiencyClass::attention, bf16) and, under "plain_bound", the bound with
@@ -18,6 +19,7 @@
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_cluster.h"
 #include "kernels/mla_prefill.h"
 
 #include <cuda_bf16.h>
@@ -33,6 +35,7 @@
 using k3::EfficiencyClass;
 using k3::bench::Result;
 using k3::bench::device_alloc;
+using k3::bench::device_normal_bf16;
 using k3::bench::time_us;
 
 namespace {
@@ -46,8 +49,8 @@ constexpr double kCacheBytesPerToken = 576.0 * 2.0;
 // operands generated on the device.
 double measured_gemm_bf16_flops_per_s(int repeats) {
   constexpr int64_t n = 8192;
-  __nv_bfloat16* a = k3::bench::device_normal_bf16(n * n, 0.0f, 1.0f, 1);
-  __nv_bfloat16* b = k3::bench::device_normal_bf16(n * n, 0.0f, 1.0f, 2);
+  __nv_bfloat16* a = device_normal_bf16(n * n, 0.0f, 1.0f, 1);
+  __nv_bfloat16* b = device_normal_bf16(n * n, 0.0f, 1.0f, 2);
   __nv_bfloat16* c = device_alloc<__nv_bfloat16>(n * n, 0);
   k3::kernels::GemmRunner gemm;
   const double us = time_us([&](int) {
@@ -78,6 +81,8 @@ int main(int argc, char** argv) {
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma, "mla_decode_wgmma");
   if (k3::kernels::mla_decode_wgmma_supported(device))
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_alternating, "mla_decode_wgmma_alternating");
+  if (k3::kernels::mla_decode_wgmma_supported(device))
+    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster, "mla_decode_wgmma_cluster");
   std::mt19937 rng(20261214);
   for (int64_t context : {int64_t(8) << 10, int64_t(32) << 10, int64_t(128) << 10, int64_t(1) << 20}) {
     for (int batch : {1, 2, 4, 8}) {
@@ -97,8 +102,8 @@ int main(int argc, char** argv) {
       };
       std::vector<Set> set(sets);
       for (Set& s : set) {
-        s.cache = device_alloc<__nv_bfloat16>(pages * kPageTokens * 576, 0x3F);
-        s.q = device_alloc<__nv_bfloat16>(size_t(batch) * kHeads * 576, 0x3C);
+        s.cache = device_normal_bf16(pages * kPageTokens * 576, 0.0f, 1.0f, 0xC0FFEEu + (&s - set.data()));
+        s.q = device_normal_bf16(size_t(batch) * kHeads * 576, 0.0f, 1.0f, 0xBEEFu + (&s - set.data()));
         s.out = device_alloc<float>(size_t(batch) * kHeads * 512, 0);
         s.workspace = device_alloc<uint8_t>(workspace_bytes, 0);
         std::vector<int32_t> ids(pages);  // scattered pages, as a paged cache holds them
@@ -111,7 +116,9 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaMemcpy(s.lengths, lengths.data(), batch * sizeof(int32_t), cudaMemcpyHostToDevice));
       }
       for (const auto& [algorithm, kernel] : algorithms) {
-        const int splits = algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma ||
+        const int splits = algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma_cluster
+                               ? k3::kernels::mla_decode_wgmma_cluster_num_splits(shape)
+                           : algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma ||
                                    algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma_alternating
                                ? k3::kernels::mla_decode_wgmma_num_splits(shape)
                                : k3::kernels::mla_decode_num_splits(shape);

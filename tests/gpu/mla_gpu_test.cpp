@@ -40,12 +40,16 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma);
   else
     fmt::print(stderr, "note: this device is not compute capability 9.0, so the wgmma algorithm is not tested\n");
-  if (algorithms.back() == MlaDecodeAlgorithm::wgmma) algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
+  if (algorithms.back() == MlaDecodeAlgorithm::wgmma) {
+    algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
+    algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster);
+  }
   return algorithms;
 }
 
 std::string name(MlaDecodeAlgorithm a) {
   if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
+  if (a == MlaDecodeAlgorithm::wgmma_cluster) return "wgmma_cluster";
   return a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 

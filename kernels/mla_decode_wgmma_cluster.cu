@@ -1,0 +1,588 @@
+#include "kernels/mla_decode_wgmma_cluster.h"
+#include "kernels/mbarrier_sm90.h"
+#include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_rows.h"
+#include "kernels/ptx_mma.h"
+#include "kernels/shared_memory_config.h"
+#include "kernels/wgmma_sm90.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+namespace k3::kernels {
+
+namespace {
+
+constexpr int kLatent = kMlaDecodeLatentDim;
+constexpr int kWidth = kMlaDecodeCacheWidth;
+constexpr int kHeads = kMlaDecodeClusterMaxHeads;  // N of both products
+constexpr int kTileTokens = 64;                    // M of the score product, K of the output product
+constexpr int kSlots = 3;
+constexpr int kConsumerThreads = 256;              // two warpgroups
+constexpr int kThreads = kConsumerThreads + 128;   // and the loader warpgroup
+constexpr int kLoaderRegisters = 40;               // setmaxnreg: the loader gives registers to the consumers
+constexpr int kConsumerRegisters = 232;            // 128 · 40 + 256 · 232 ≤ 65536
+constexpr int kMainBlocks = 4;                     // a block's 256 latent columns as 64-column SW128 blocks
+constexpr int kTailColumns = 32;                   // its share of the 64 trailing columns
+constexpr int kRankColumns = kMainBlocks * 64 + kTailColumns;  // 288
+constexpr int kOutputKSteps = kTileTokens / 16;   // 4
+constexpr int kColumnsPerThread = kHeads / 4;      // 24 head columns of the accumulator layout
+
+struct Smem {
+  static constexpr int kQBlockBytes = kHeads * 128;           // 12288: 96 rows of 64 bf16
+  static constexpr int kSlotBlockBytes = kTileTokens * 128;   // 8192
+  static constexpr int kSlotBytes = kMainBlocks * kSlotBlockBytes;
+  static constexpr int kExchangeBytes = kTileTokens * kHeads * 4;  // 24576: a partial score tile, fp32
+  static constexpr int kStateOffset = kQBlockBytes;  // in an exchange buffer after Pᵀ: alpha [96], max [96]
+  static constexpr int kQ = 0;
+  static constexpr int kQTail = kQ + kMainBlocks * kQBlockBytes;  // chunks 0–3 of each row
+  static constexpr int kSlots_ = kQTail + kQBlockBytes;
+  static constexpr int kTails = kSlots_ + kSlots * kSlotBytes;    // slot s: block s / 2, chunks 4·(s % 2) …
+  static constexpr int kExchange = kTails + 2 * kSlotBlockBytes;
+  static constexpr int kReduce = kExchange + 2 * kExchangeBytes;  // [2 warpgroups][4 warps][96] fp32: column maxima
+  static constexpr int kSums = kReduce + 2 * 4 * kHeads * 4;      // [4 warps][96] fp32: running sums
+  static constexpr int kBarriers = kSums + 4 * kHeads * 4;
+  static constexpr int kBarrierCount = 12;
+  static constexpr int kBytes = kBarriers + kBarrierCount * 8;
+  static constexpr int kAllocBytes = kBytes + 1024;  // slack to align the base
+};
+static_assert(Smem::kAllocBytes <= 232448, "an H200 block gets at most 227 KiB of shared memory");
+static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kTails % 1024 == 0 && Smem::kExchange % 1024 == 0 &&
+                  Smem::kExchangeBytes % 1024 == 0,
+              "SW128 blocks must be 1024-byte aligned");
+static_assert(kRankColumns * 2 == kWidth, "the two blocks of a cluster split the 576 columns");
+
+// Barrier indices (8 bytes each from Smem::kBarriers).
+constexpr int kSlotFull = 0;    // [3] the loader's cp.async of a slot landed (128 arrivals, one per loader thread)
+constexpr int kSlotEmpty = 3;   // [3] both warpgroups' products of the slot's tile retired (2 arrivals)
+constexpr int kExchangeFull = 6;   // [2] the other block's partial scores are in (128 arrivals from there)
+constexpr int kExchangeEmpty = 8;  // [2] the other block's buffer may take the next partial (2 arrivals from there)
+constexpr int kPReady = 10;        // [2] Pᵀ, alpha and max of the tile written (the owner's 128 threads)
+
+constexpr int kReduceBarrier = 1;    // + warpgroup: its 128 threads
+constexpr int kConsumerBarrier = 3;  // both warpgroups
+
+template <int kCount>
+__device__ __forceinline__ void named_barrier_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kCount) : "memory");
+}
+
+// Score k16 step: d = A · B (+ d unless the first step), m64n96k16, A = the tile's token rows and B = Qᵀ, both K-major
+// SW128 from shared memory, their descriptors the base descriptors plus constants (added inside the asm, so that the
+// compiler does not precompute every step's descriptors into registers; start addresses are 16-byte units below 2^14,
+// so the add never carries out of the field). The first step only writes d ("=f"), so that the scores' registers are
+// free between a tile's softmax and the next tile's product.
+#define K3_SCORE_WGMMA(D_CONSTRAINT, SCALE_D)                                                                         \
+  asm volatile(                                                                                                        \
+      "{\n.reg .pred p;\n.reg .b64 ad, bd;\nsetp.ne.b32 p, " SCALE_D ", 0;\nadd.s64 ad, %48, %50;\n"                  \
+      "add.s64 bd, %49, %51;\n"                                                                                        \
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"                                                       \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                        \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                              \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, ad, bd, p, 1, 1, 0, 0;\n}\n"  \
+      : D_CONSTRAINT(d[0]), D_CONSTRAINT(d[1]), D_CONSTRAINT(d[2]), D_CONSTRAINT(d[3]), D_CONSTRAINT(d[4]),           \
+        D_CONSTRAINT(d[5]), D_CONSTRAINT(d[6]), D_CONSTRAINT(d[7]), D_CONSTRAINT(d[8]), D_CONSTRAINT(d[9]),           \
+        D_CONSTRAINT(d[10]), D_CONSTRAINT(d[11]), D_CONSTRAINT(d[12]), D_CONSTRAINT(d[13]), D_CONSTRAINT(d[14]),      \
+        D_CONSTRAINT(d[15]), D_CONSTRAINT(d[16]), D_CONSTRAINT(d[17]), D_CONSTRAINT(d[18]), D_CONSTRAINT(d[19]),      \
+        D_CONSTRAINT(d[20]), D_CONSTRAINT(d[21]), D_CONSTRAINT(d[22]), D_CONSTRAINT(d[23]), D_CONSTRAINT(d[24]),      \
+        D_CONSTRAINT(d[25]), D_CONSTRAINT(d[26]), D_CONSTRAINT(d[27]), D_CONSTRAINT(d[28]), D_CONSTRAINT(d[29]),      \
+        D_CONSTRAINT(d[30]), D_CONSTRAINT(d[31]), D_CONSTRAINT(d[32]), D_CONSTRAINT(d[33]), D_CONSTRAINT(d[34]),      \
+        D_CONSTRAINT(d[35]), D_CONSTRAINT(d[36]), D_CONSTRAINT(d[37]), D_CONSTRAINT(d[38]), D_CONSTRAINT(d[39]),      \
+        D_CONSTRAINT(d[40]), D_CONSTRAINT(d[41]), D_CONSTRAINT(d[42]), D_CONSTRAINT(d[43]), D_CONSTRAINT(d[44]),      \
+        D_CONSTRAINT(d[45]), D_CONSTRAINT(d[46]), D_CONSTRAINT(d[47])                                                  \
+      : "l"(a_desc), "l"(b_desc), "n"(kAOffset), "n"(kBOffset))
+#define K3_WRITE_ONLY(x) "=f"(x)
+#define K3_READ_WRITE(x) "+f"(x)
+template <bool kAccumulate, uint64_t kAOffset, uint64_t kBOffset>
+__device__ __forceinline__ void score_step(float (&d)[48], uint64_t a_desc, uint64_t b_desc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kAccumulate) {
+    K3_SCORE_WGMMA(K3_READ_WRITE, "1");
+  } else {
+    K3_SCORE_WGMMA(K3_WRITE_ONLY, "0");
+  }
+#endif
+}
+#undef K3_SCORE_WGMMA
+#undef K3_WRITE_ONLY
+#undef K3_READ_WRITE
+// Main steps 0–15: block k / 4, 32 bytes per step inside it (offsets in 16-byte units).
+template <int kStep>
+__device__ __forceinline__ void score_main_step(float (&d)[48], uint64_t tile_desc, uint64_t q_desc) {
+  constexpr uint64_t kTileOffset = uint64_t((kStep / 4) * Smem::kSlotBlockBytes + (kStep % 4) * 32) / 16;
+  constexpr uint64_t kQOffset = uint64_t((kStep / 4) * Smem::kQBlockBytes + (kStep % 4) * 32) / 16;
+  score_step<(kStep > 0), kTileOffset, kQOffset>(d, tile_desc, q_desc);
+}
+template <int... kSteps>
+__device__ __forceinline__ void score_main_steps(float (&d)[48], uint64_t tile_desc, uint64_t q_desc,
+                                                 std::integer_sequence<int, kSteps...>) {
+  (score_main_step<kSteps>(d, tile_desc, q_desc), ...);
+}
+
+// Issues (and commits as one group) this block's partial scores of a tile over its 288 columns.
+__device__ __forceinline__ void issue_scores(float (&s)[48], uint32_t tile_smem, uint32_t tile_tail_smem,
+                                             uint32_t q_smem, uint32_t q_tail_smem) {
+  wgmma::fence();
+  score_main_steps(s, wgmma::sw128_descriptor(tile_smem, 16, 1024), wgmma::sw128_descriptor(q_smem, 16, 1024),
+                   std::make_integer_sequence<int, 4 * kMainBlocks>());
+  const uint64_t tail_desc = wgmma::sw128_descriptor(tile_tail_smem, 16, 1024);
+  const uint64_t q_tail_desc = wgmma::sw128_descriptor(q_tail_smem, 16, 1024);
+  score_step<true, 0, 0>(s, tail_desc, q_tail_desc);
+  score_step<true, 2, 2>(s, tail_desc, q_tail_desc);  // + 32 bytes
+  wgmma::commit_group();
+}
+
+// Oᵀ += Cᵀ · Pᵀ for this warpgroup's two 64-column m-tiles of the slot (MN-major through trans-a: rows 16kk … of the
+// block, 2048 bytes per k16 step) and Pᵀ (K-major, 96 rows), issued and committed as one group.
+__device__ __forceinline__ void issue_output(float (&o)[2][48], uint32_t columns_smem, uint32_t p_smem) {
+  wgmma::fence_registers(o[0]);
+  wgmma::fence_registers(o[1]);
+  wgmma::fence();
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < kOutputKSteps; ++kk)
+      wgmma::mma_ss<1, 0>(o[mt],
+                          wgmma::sw128_descriptor(columns_smem + mt * Smem::kSlotBlockBytes + kk * 2048,
+                                                  Smem::kSlotBlockBytes, 1024),
+                          wgmma::sw128_descriptor(p_smem + kk * 32, 16, 1024));
+  wgmma::commit_group();
+}
+
+using ptx::cp_async_16;
+
+// Grid: x = 2 · split + rank in the cluster, y = sequence; clusters of 2 along x. Threads 0–255: two warpgroups
+// (warp w = warp % 4 of warpgroup wg, lane 4g + t holds accumulator rows 16w + g and 16w + g + 8, columns 8j + 2t
+// (+1), j = 0 … 11: wgmma_sm90.h); threads 256–287: the loader.
+//
+// Warpgroup w's steps over the split's n tiles (tile i is owned by warpgroup i % 2 in both blocks):
+//   other step i (i % 2 ≠ w): if i + 1 < n: wait for tile i + 1, issue S(i + 1); wait_group 0 (S(i + 1) and its own
+//     O(i − 1)); release tile i − 1; send S(i + 1) to the other block (after its buffer for i + 1 is free); wait for
+//     Pᵀ(i); rescale O and the running sums by alpha(i); issue O(i).
+//   owned step i: wait for the other block's partial of tile i and add it; mask, scale; column max over the tile's
+//     64 tokens (shuffles and the reduce buffer); from the running max of tile i − 1 (exchange buffer i − 1, written
+//     by the other warpgroup) the new max, alpha and P; write Pᵀ, alpha and max into exchange buffer i; signal
+//     P-ready and wait for all of its own warpgroup; wait_group 0 (its O(i − 1)); release tile i − 1; rescale O,
+//     issue O(i).
+// "Release tile i" (one thread per warpgroup, after both its products of the tile retired): an arrival on the slot's
+// empty barrier (the loader refills it when both warpgroups arrived) and on the other block's exchange-empty barrier
+// of buffer i % 2 (its Pᵀ has been read here, so the other block may write the partial of tile i + 2).
+// Every wait on the products is wait_group 0 and each warpgroup's role at each step is fixed in the code, as in
+// wgmma_alternating (ptxas keeps the products asynchronous only then).
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
+    mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
+                                      const int32_t* __restrict__ page_table,
+                                      const int32_t* __restrict__ context_tokens, float scale_log2, int heads,
+                                      int page_tokens, int max_pages, int max_context, int splits,
+                                      float* __restrict__ partial_out, float2* __restrict__ partial_stats,
+                                      float* __restrict__ out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023) & ~1023u;
+  unsigned char* smem = smem_raw + (base - raw);
+
+  const uint32_t rank = mbarrier::cluster_rank(), peer = rank ^ 1u;
+  const int split = blockIdx.x >> 1, b = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const mla_wgmma::SplitTiles range =
+      mla_wgmma::split_tiles<kTileTokens>(context_tokens, b, max_context, splits, split);
+  const int context = range.context, tile_begin = range.begin;
+  const int n = range.end - tile_begin;
+
+  if (n == 0) {  // both blocks of the cluster alike: no hand-offs
+    if (threadIdx.x < heads && threadIdx.x < kHeads) {
+      const int head = threadIdx.x;
+      if (splits > 1) {
+        if (rank == 0) partial_stats[(int64_t(b) * splits + split) * heads + head] = make_float2(-INFINITY, 0.0f);
+      } else {
+        float* dst = out + (int64_t(b) * heads + head) * kLatent + rank * 256;
+        for (int c = 0; c < 256; ++c) dst[c] = 0.0f;
+      }
+    }
+    return;
+  }
+
+  const uint32_t barriers = base + Smem::kBarriers;
+  const auto barrier = [&](int index) { return barriers + 8u * uint32_t(index); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kSlots; ++s) {
+      mbarrier::init(barrier(kSlotFull + s), 128);
+      mbarrier::init(barrier(kSlotEmpty + s), 2);
+    }
+    for (int x = 0; x < 2; ++x) {
+      mbarrier::init(barrier(kExchangeFull + x), 128);
+      mbarrier::init(barrier(kExchangeEmpty + x), 2);
+      mbarrier::init(barrier(kPReady + x), 128);
+    }
+    mbarrier::fence_init();
+  }
+  {  // Qᵀ (all threads): head rows, this block's 36 chunks of 16 bytes each; heads past the last zero-filled.
+    for (int i = threadIdx.x; i < kHeads * 36; i += kThreads) {
+      const int head = i / 36, chunk = i % 36;
+      const bool valid = head < heads;
+      const __nv_bfloat16* src = q + (int64_t(b) * heads + (valid ? head : 0)) * kWidth;
+      if (chunk < 32) {
+        cp_async_16(base + Smem::kQ + wgmma::sw128_offset(kHeads, head, chunk), src + (valid ? 256 * rank + 8 * chunk : 0),
+                    valid);
+      } else {
+        const int c = chunk - 32;
+        cp_async_16(base + Smem::kQTail + head * 128 + ((c ^ (head & 7)) << 4),
+                    src + (valid ? kLatent + kTailColumns * rank + 8 * c : 0), valid);
+      }
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait_all();
+    wgmma::fence_proxy_async_shared();
+  }
+  mbarrier::cluster_sync();  // barriers initialised in both blocks, Q in place
+
+  const auto slot_smem = [&](int i) { return base + Smem::kSlots_ + uint32_t(i % kSlots) * Smem::kSlotBytes; };
+  const auto slot_tail_smem = [&](int i) {
+    const int s = i % kSlots;
+    return base + Smem::kTails + uint32_t(s >> 1) * Smem::kSlotBlockBytes + uint32_t(s & 1) * 64;
+  };
+
+  if (warp >= kConsumerThreads / 32) {  // the loader: tile t into slot t % 3; 2 threads per token row, 18 chunks each
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kLoaderRegisters));
+    const int row = (threadIdx.x - kConsumerThreads) >> 1, half = threadIdx.x & 1;
+    for (int t = 0; t < n; ++t) {
+      const int s = t % kSlots;
+      if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
+      const int token = (tile_begin + t) * kTileTokens + row;
+      const bool valid = token < context;
+      const __nv_bfloat16* src =
+          valid ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : pages;
+      const uint32_t dst = slot_smem(t) + row * 128;
+#pragma unroll
+      for (int k = 0; k < 4 * kMainBlocks; ++k) {  // chunks c = 2k + half of the 32 main ones
+        const int c = 2 * k + half;
+        cp_async_16(dst + (c >> 3) * Smem::kSlotBlockBytes + (((c & 7) ^ (row & 7)) << 4),
+                    src + (valid ? 256 * rank + 8 * c : 0), valid);
+      }
+      const uint32_t tail = base + Smem::kTails + uint32_t(s >> 1) * Smem::kSlotBlockBytes + row * 128;
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int c = 2 * k + half;
+        cp_async_16(tail + (((4 * (s & 1) + c) ^ (row & 7)) << 4),
+                    src + (valid ? kLatent + kTailColumns * rank + 8 * c : 0), valid);
+      }
+      mbarrier::arrive_on_cp_async(barrier(kSlotFull + s));
+    }
+    mbarrier::cluster_sync();  // the consumers' final cluster barrier
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+
+  // The consumers.
+  const int wg = warp >> 2, wg_thread = threadIdx.x & 127, w4 = warp & 3;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int row_lo = 16 * w4 + g;  // accumulator rows row_lo and row_lo + 8 (tokens of Sᵀ, latent columns of Oᵀ)
+  const uint32_t q_smem = base + Smem::kQ, q_tail_smem = base + Smem::kQTail;
+  const uint32_t columns_offset = uint32_t(2 * wg) * Smem::kSlotBlockBytes;  // this warpgroup's 2 m-tiles of a slot
+  const auto exchange_smem = [&](int i) { return base + Smem::kExchange + uint32_t(i & 1) * Smem::kExchangeBytes; };
+  const auto exchange_ptr = [&](int i) { return smem + Smem::kExchange + (i & 1) * Smem::kExchangeBytes; };
+  const auto state_ptr = [&](int i) { return reinterpret_cast<float*>(exchange_ptr(i) + Smem::kStateOffset); };
+  float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce) + wg * 4 * kHeads;
+
+  float o[2][48];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int k = 0; k < 48; ++k) o[mt][k] = 0.0f;
+  // Running sums per warp position w4 and head: the sums over the tokens of rows 16·w4 … 16·w4 + 15 of every tile
+  // so far, each tile's added by the owner's warp w4 (tiles in order: each owner waited for the previous P-ready).
+  float* running_sums = reinterpret_cast<float*>(smem + Smem::kSums);
+  if (wg == 0 && g == 0) {
+#pragma unroll
+    for (int j = 0; j < 12; ++j)
+      *reinterpret_cast<float2*>(running_sums + w4 * kHeads + 8 * j + 2 * t4) = make_float2(0.0f, 0.0f);
+  }  // before the first owned step's updates: the same threads
+  float s[48];
+
+  const auto release = [&](int i) {  // this warpgroup's products of tile i have retired
+    if (wg_thread == 0) {
+      mbarrier::arrive(barrier(kSlotEmpty + i % kSlots));
+      mbarrier::arrive_cluster(mbarrier::peer_address(barrier(kExchangeEmpty + (i & 1)), peer));
+    }
+  };
+  const auto send = [&](int i) {  // S(i) into the other block's exchange buffer i % 2
+    if (i >= 2) mbarrier::wait(barrier(kExchangeEmpty + (i & 1)), uint32_t(((i >> 1) - 1) & 1));
+    const uint32_t dst = mbarrier::peer_address(exchange_smem(i) + wg_thread * 16, peer);
+#pragma unroll
+    for (int k = 0; k < 12; ++k) mbarrier::st_cluster(dst + k * 2048, s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3]);
+    mbarrier::arrive_cluster(mbarrier::peer_address(barrier(kExchangeFull + (i & 1)), peer));
+  };
+  const auto scores = [&](int i) {
+    mbarrier::wait(barrier(kSlotFull + i % kSlots), uint32_t((i / kSlots) & 1));
+    wgmma::fence_proxy_async_shared();
+    issue_scores(s, slot_smem(i), slot_tail_smem(i), q_smem, q_tail_smem);
+  };
+  // O times alpha(i), from exchange buffer i's state.
+  const auto rescale = [&](int i) {
+    const float* alpha = state_ptr(i);
+    float a[kColumnsPerThread];
+    bool any = false;
+#pragma unroll
+    for (int j = 0; j < 12; ++j) {
+      const float2 v = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
+      a[2 * j] = v.x;
+      a[2 * j + 1] = v.y;
+      any |= v.x != 1.0f || v.y != 1.0f;
+    }
+    if (!__any_sync(0xffffffffu, any)) return;
+#pragma unroll
+    for (int j = 0; j < 12; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        o[0][4 * j + e] *= a[2 * j + (e & 1)];
+        o[1][4 * j + e] *= a[2 * j + (e & 1)];
+      }
+  };
+
+  const auto other_step = [&](int i) {
+    if (i + 1 < n) scores(i + 1);
+    wgmma::wait_group<0>();
+    wgmma::fence_registers(s);
+    wgmma::fence_registers(o[0]);
+    wgmma::fence_registers(o[1]);
+    if (i >= 1) release(i - 1);
+    if (i + 1 < n) send(i + 1);
+    mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));
+    rescale(i);
+    issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
+  };
+
+  const auto owned_step = [&](int i) {
+    unsigned char* xbuf = exchange_ptr(i);
+    mbarrier::wait(barrier(kExchangeFull + (i & 1)), uint32_t((i >> 1) & 1));
+    // x = (own partial + the other block's) · scale, −∞ past the context (s itself stays an accumulator: writing it
+    // here would make ptxas serialise every wgmma).
+    float x[48];
+    const int token_lo = (tile_begin + i) * kTileTokens + row_lo;
+    const bool valid_lo = token_lo < context, valid_hi = token_lo + 8 < context;
+    {
+      const float4* in = reinterpret_cast<const float4*>(xbuf) + wg_thread;
+#pragma unroll
+      for (int k = 0; k < 12; ++k) {
+        const float4 v = in[k * 128];
+        const float4 sum = make_float4(s[4 * k] + v.x, s[4 * k + 1] + v.y, s[4 * k + 2] + v.z, s[4 * k + 3] + v.w);
+        x[4 * k] = valid_lo ? sum.x * scale_log2 : -INFINITY;
+        x[4 * k + 1] = valid_lo ? sum.y * scale_log2 : -INFINITY;
+        x[4 * k + 2] = valid_hi ? sum.z * scale_log2 : -INFINITY;
+        x[4 * k + 3] = valid_hi ? sum.w * scale_log2 : -INFINITY;
+      }
+    }
+    // Column maxima over the warp's 16 tokens, then over the 4 warps.
+#pragma unroll
+    for (int j = 0; j < 12; ++j) {
+      float2 m;
+      m.x = fmaxf(x[4 * j], x[4 * j + 2]);
+      m.y = fmaxf(x[4 * j + 1], x[4 * j + 3]);
+#pragma unroll
+      for (int lanes = 4; lanes < 32; lanes *= 2) {
+        m.x = fmaxf(m.x, __shfl_xor_sync(0xffffffffu, m.x, lanes));
+        m.y = fmaxf(m.y, __shfl_xor_sync(0xffffffffu, m.y, lanes));
+      }
+      if (g == 0) *reinterpret_cast<float2*>(reduce + w4 * kHeads + 8 * j + 2 * t4) = m;
+    }
+    named_barrier_sync<128>(kReduceBarrier + wg);  // also: every thread has read its partial from xbuf
+    const float* previous = i > 0 ? state_ptr(i - 1) + kHeads : nullptr;  // running max after tile i − 1
+    float* state = state_ptr(i);
+    // Pᵀ: K-major, 96 head rows of 64 tokens (one SW128 block). Head 8j + 2t + e, token row_lo (+8): row 8j + 2t + e,
+    // chunk 2·w4 (+1) at position chunk ^ (2t + e), byte 2g in it; the row's part 8j adds j · 1024.
+    unsigned char* pt = xbuf;
+    uint32_t p_offset[2][2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        p_offset[e][h] = uint32_t(2 * t4 + e) * 128 + (uint32_t((2 * w4 + h) ^ (2 * t4 + e)) << 4) + uint32_t(g) * 2;
+#pragma unroll
+    for (int j = 0; j < 12; ++j) {
+      float2 m4[4];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) m4[w] = *reinterpret_cast<const float2*>(reduce + w * kHeads + 8 * j + 2 * t4);
+      const float2 m_old2 = previous ? *reinterpret_cast<const float2*>(previous + 8 * j + 2 * t4)
+                                     : make_float2(-INFINITY, -INFINITY);
+      float alpha[2], m_new[2], sum[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float tile_max = fmaxf(fmaxf(e ? m4[0].y : m4[0].x, e ? m4[1].y : m4[1].x),
+                                     fmaxf(e ? m4[2].y : m4[2].x, e ? m4[3].y : m4[3].x));
+        const float m_old = e ? m_old2.y : m_old2.x;
+        m_new[e] = fmaxf(m_old, tile_max);  // finite: the tile's first token is in the context
+        alpha[e] = exp2f(m_old - m_new[e]);  // 0 on the split's first tile
+        const __nv_bfloat16 p_lo = __float2bfloat16_rn(exp2f(x[4 * j + e] - m_new[e]));
+        const __nv_bfloat16 p_hi = __float2bfloat16_rn(exp2f(x[4 * j + 2 + e] - m_new[e]));
+        sum[e] = __bfloat162float(p_lo) + __bfloat162float(p_hi);  // exactly what the output product uses
+        *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][0] + j * 1024) = p_lo;
+        *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][1] + j * 1024) = p_hi;
+      }
+#pragma unroll
+      for (int lanes = 4; lanes < 32; lanes *= 2) {
+        sum[0] += __shfl_xor_sync(0xffffffffu, sum[0], lanes);
+        sum[1] += __shfl_xor_sync(0xffffffffu, sum[1], lanes);
+      }
+      if (g == 0) {
+        float2* running = reinterpret_cast<float2*>(running_sums + w4 * kHeads + 8 * j + 2 * t4);
+        const float2 before = *running;
+        *running = make_float2(before.x * alpha[0] + sum[0], before.y * alpha[1] + sum[1]);
+        if (w4 == 0) {
+          *reinterpret_cast<float2*>(state + 8 * j + 2 * t4) = make_float2(alpha[0], alpha[1]);
+          *reinterpret_cast<float2*>(state + kHeads + 8 * j + 2 * t4) = make_float2(m_new[0], m_new[1]);
+        }
+      }
+    }
+    wgmma::fence_proxy_async_shared();
+    mbarrier::arrive(barrier(kPReady + (i & 1)));
+    mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));  // all of Pᵀ, from all 128 threads
+    wgmma::wait_group<0>();  // O(i − 1)
+    wgmma::fence_registers(o[0]);
+    wgmma::fence_registers(o[1]);
+    if (i >= 1) release(i - 1);
+    rescale(i);
+    issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
+  };
+
+  wgmma::fence_registers(o[0]);  // the zeros set here, not sunk past the first wgmma
+  wgmma::fence_registers(o[1]);
+  if (wg == 0) {
+    scores(0);
+    wgmma::wait_group<0>();
+    wgmma::fence_registers(s);
+    send(0);
+    int i = 0;
+    do {
+      owned_step(i);
+      if (i + 1 < n) other_step(i + 1);
+      i += 2;
+    } while (i < n);
+  } else {
+    int i = 0;
+    do {
+      other_step(i);
+      if (i + 1 < n) owned_step(i + 1);
+      i += 2;
+    } while (i < n);
+  }
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(o[0]);
+  wgmma::fence_registers(o[1]);
+
+  // Epilogue: the running sums over the 4 warp positions, then the rows.
+  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);  // the last tile's sums are in
+  float* totals = reinterpret_cast<float*>(smem + Smem::kReduce);  // [96]
+  if (threadIdx.x < kHeads) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) total += running_sums[w * kHeads + threadIdx.x];
+    totals[threadIdx.x] = total;
+  }
+  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);
+  const float* final_max = state_ptr(n - 1) + kHeads;
+  if (splits > 1 && rank == 0 && threadIdx.x < heads)
+    partial_stats[(int64_t(b) * splits + split) * heads + threadIdx.x] =
+        make_float2(final_max[threadIdx.x], totals[threadIdx.x]);
+#pragma unroll
+  for (int j = 0; j < 12; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int head = 8 * j + 2 * t4 + e;
+      if (head >= heads) continue;
+      float* dst;
+      float factor = 1.0f;
+      if (splits == 1) {
+        dst = out + (int64_t(b) * heads + head) * kLatent;
+        const float sum = totals[head];
+        factor = sum > 0.0f ? 1.0f / sum : 0.0f;
+      } else {
+        dst = partial_out + ((int64_t(b) * splits + split) * heads + head) * kLatent;
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const int column = 256 * int(rank) + 128 * wg + 64 * mt + row_lo;
+        dst[column] = o[mt][4 * j + e] * factor;
+        dst[column + 8] = o[mt][4 * j + 2 + e] * factor;
+      }
+    }
+  mbarrier::cluster_sync();  // no block exits while the other may still arrive on its barriers
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built without sm_90a: the host side refuses before launching
+#endif
+}
+
+cudaError_t configure_kernel(int device) {
+  static std::atomic<uint64_t> configured{0};
+  return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv, Smem::kAllocBytes, device, configured);
+}
+
+// Two-block clusters the device runs at once with this kernel's shared memory (0 if it cannot), once per device.
+int max_active_clusters(int device) {
+  static std::atomic<int> cached[64];
+  static std::atomic<uint64_t> known{0};
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
+  if (bit != 0 && (known.load(std::memory_order_acquire) & bit) != 0) return cached[device].load();
+  int clusters = 0;
+  if (configure_kernel(device) == cudaSuccess) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(2 * 256, 1, 1);
+    config.blockDim = dim3(kThreads, 1, 1);
+    config.dynamicSmemBytes = Smem::kAllocBytes;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = 2;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&clusters, mla_decode_wgmma_cluster_split_kv, &config) != cudaSuccess) {
+      clusters = 0;
+      (void)cudaGetLastError();
+    }
+  }
+  if (bit != 0) {
+    cached[device].store(clusters);
+    known.fetch_or(bit, std::memory_order_release);
+  }
+  return clusters;
+}
+
+}  // namespace
+
+int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape) {
+  const int common = mla_decode_num_splits(shape);  // 1 for an invalid or empty shape
+  if (common == 1) return 1;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || !mla_decode_wgmma_supported(device)) return 1;
+  const int clusters = max_active_clusters(device);
+  return std::clamp(clusters / std::max(shape.batch, 1), 1, common);
+}
+
+cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages,
+                                                const int32_t* page_table, const int32_t* context_tokens,
+                                                float scale_log2, const MlaDecodeShape& shape, int splits,
+                                                float* partial_out, float2* partial_stats, float* out,
+                                                cudaStream_t stream) {
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  K3_CHECK(mla_decode_wgmma_supported(device),
+           "mla_decode wgmma_cluster: device {} is not compute capability 9.0; it is built for sm_90a only", device);
+  K3_CHECK(shape.heads <= kMlaDecodeClusterMaxHeads, "mla_decode wgmma_cluster: {} heads; it runs at most {}",
+           shape.heads, kMlaDecodeClusterMaxHeads);
+  status = configure_kernel(device);
+  if (status != cudaSuccess) return status;
+  const dim3 grid(unsigned(2 * splits), unsigned(shape.batch));
+  mla_decode_wgmma_cluster_split_kv<<<grid, kThreads, Smem::kAllocBytes, stream>>>(
+      q, cache_pages, page_table, context_tokens, scale_log2, shape.heads, shape.page_tokens,
+      shape.max_pages_per_sequence, int(shape.max_context_tokens), splits, partial_out, partial_stats, out);
+  return cudaGetLastError();
+}
+
+}  // namespace k3::kernels

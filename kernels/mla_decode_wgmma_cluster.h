@@ -1,0 +1,56 @@
+// mla_decode_wgmma_cluster: the split pass of mla_decode_paged_bf16's MlaDecodeAlgorithm::wgmma_cluster (the op, its
+// shapes and the workspace format: kernels/mla_decode_paged.h), on Hopper's warpgroup MMA (sm_90a; kernels/wgmma_sm90.h)
+// in clusters of two blocks. Up to 96 heads (K3's; fewer are zero-padded to 96).
+//
+// Why: with heads as the wgmma M (wgmma, wgmma_alternating) 96 heads are two 64-row tiles, a third of the tensor work
+// padding, and the 32-token score tiles make N = 32, which issues at 69 % of the best wgmma rate. Here the cached
+// tokens are M and the heads N = 96 (wgmma m64n96k16 issues at 95–99 % with both operands in shared memory; measured
+// on an H200, bench/results/2026-11-30-h200-kernels-10):
+//   scores  Sᵀ [64 tokens × 96 heads] = C [64 × 576] · Qᵀ            (K-major both)
+//   output  Oᵀ [512 latent × 96 heads] += Cᵀ[0:512] · Pᵀ [64 × 96]     (C MN-major through trans-a, Pᵀ K-major)
+// Q for 96 heads (108 KiB) beside 64-token tiles (72 KiB each) and a 512 × 96 fp32 output do not fit one block, so a
+// cluster of two blocks shares each split: block r holds the columns 256r … 256r+255 of the latent part and 32 of the
+// 64 trailing ones (512 + 32r …), of Q and of every tile, and owns output columns 256r … 256r+255. Each computes its
+// partial scores over its 288 columns, writes them into the other block's shared memory (distributed shared memory,
+// 24 KiB fp32 per tile; mbarrier hand-offs), adds the other's partial to its own, and both run the same online softmax
+// on the same sums (fp32 addition commutes, so the two blocks' maxima and P agree bit for bit).
+//
+// Per block: a loader warp (cp.async, the page lookup per token, rows past the context zero-filled, completion tracked
+// by an mbarrier per slot) keeps three 64-token slots filled; two warpgroups alternate the score tiles as
+// wgmma_alternating does: the owner of tile i (warpgroup i % 2) issues S(i) during the other's softmax of tile i − 1,
+// sends its partial, then adds the other block's partial, does the softmax, writes Pᵀ (bf16, K-major) and its alpha and
+// running max, and both warpgroups apply the tile to their 128 output columns (2 m-tiles of 64, 96 fp32 registers per
+// thread). Running sums stay per thread (each its 24 head columns) and are summed once at the end.
+// Shared memory: Q 4 × 12 KiB + its trailing columns in one 12 KiB block (half used) | 3 slots × 32 KiB + their
+// trailing columns two to an 8 KiB block | 2 exchange buffers × 24 KiB (the other block's partial scores; then Pᵀ and
+// the softmax state of the tile) | the max reduction 3 KiB | 12 mbarriers: 223 KiB.
+#pragma once
+
+#include "kernels/mla_decode_paged.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace k3::kernels {
+
+inline constexpr int kMlaDecodeClusterMaxHeads = 96;
+
+// Splits of the context per sequence: as many two-block clusters as the device runs at once (one wave), divided over
+// the batch, within [1, mla_decode_num_splits(shape)] (so mla_decode_workspace_bytes covers it). 1 where the device
+// cannot run the kernel.
+int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape);
+
+// The split pass for `splits` = mla_decode_wgmma_cluster_num_splits(shape) (arguments checked by the caller, heads ≤
+// 96), writing what mla_decode_wgmma_split_pass writes: with one split `out` normalised; otherwise each split's
+// unnormalised rows to partial_out [batch, splits, heads, 512] and (max, sum) in base 2 to partial_stats [batch,
+// splits, heads], for mla_decode_paged's combine pass. Throws k3::Error where mla_decode_wgmma_supported(device) is
+// false or heads > 96.
+cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages,
+                                                const int32_t* page_table, const int32_t* context_tokens,
+                                                float scale_log2, const MlaDecodeShape& shape, int splits,
+                                                float* partial_out, float2* partial_stats, float* out,
+                                                cudaStream_t stream);
+
+}  // namespace k3::kernels
