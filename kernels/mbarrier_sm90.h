@@ -1,7 +1,7 @@
 // mbarrier_sm90: inline-PTX building blocks for Hopper's shared-memory barriers (mbarrier) and thread-block
 // clusters (sm_90): barrier init and phase waits, arrivals on this block's or another block's barrier (through
 // mapa's distributed-shared-memory address), cp.async completion tracked by a barrier, stores into another block's
-// shared memory, and the cluster-wide barrier. Device functions only; their bodies are empty below sm_90, so other
+// shared memory counted on its barrier (st.async), and the cluster-wide barrier. Device functions only; their bodies are empty below sm_90, so other
 // targets still compile. Addresses are shared-window addresses (__cvta_generic_to_shared).
 //
 // Phases: a barrier initialised with count c completes a phase when c arrivals (and, for cp.async tracking, the
@@ -64,16 +64,25 @@ __device__ __forceinline__ void arrive_cluster(uint32_t remote_barrier) {
 #endif
 }
 
-// Waits for the completion of the phase with this parity (acquire at cluster scope, which covers arrivals from other
-// blocks of the cluster and from this one).
+// Waits for the completion of the phase with this parity (acquire at block scope: what the arrivals released, and the
+// bytes that st_async or a bulk copy counted in, are visible after it). Not cluster scope: on an H200 an acquire at
+// cluster scope costs an L1 invalidation (CCTL.IVALL) per wait, which Nsight Compute found dominating a kernel's stalls.
 __device__ __forceinline__ void wait(uint32_t barrier, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra wait_%=;\n}\n" ::"r"(barrier),
       "r"(parity)
       : "memory");
+#endif
+}
+
+// This thread's arrival on its block's barrier, raising the bytes the current phase waits for by `bytes` (which
+// st_async or bulk copies then count down).
+__device__ __forceinline__ void arrive_expect_bytes(uint32_t barrier, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
 #endif
 }
 
@@ -85,10 +94,14 @@ __device__ __forceinline__ void arrive_on_cp_async(uint32_t barrier) {
 #endif
 }
 
-// 16 bytes into shared memory of any block of the cluster (an address from peer_address).
-__device__ __forceinline__ void st_cluster(uint32_t remote, float a, float b, float c, float d) {
+// 16 bytes into shared memory of any block of the cluster (an address from peer_address), counted on that block's
+// barrier `remote_barrier` (also from peer_address) as 16 bytes done; no fence needed: the barrier's phase completes
+// only when the bytes are there.
+__device__ __forceinline__ void st_async(uint32_t remote, float a, float b, float c, float d, uint32_t remote_barrier) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(remote), "f"(a), "f"(b), "f"(c), "f"(d)
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   remote),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(remote_barrier)
                : "memory");
 #endif
 }

@@ -38,7 +38,7 @@ struct Smem {
   static constexpr int kSlotBlockBytes = kTileTokens * 128;   // 8192
   static constexpr int kSlotBytes = kMainBlocks * kSlotBlockBytes;
   static constexpr int kExchangeBytes = kTileTokens * kHeads * 4;  // 24576: a partial score tile, fp32
-  static constexpr int kStateOffset = kQBlockBytes;  // in an exchange buffer after Pᵀ: alpha [96], max [96]
+  static constexpr int kStateOffset = kQBlockBytes;  // in an exchange buffer after Pᵀ: alpha [96]
   static constexpr int kQ = 0;
   static constexpr int kQTail = kQ + kMainBlocks * kQBlockBytes;  // chunks 0–3 of each row
   static constexpr int kSlots_ = kQTail + kQBlockBytes;
@@ -46,7 +46,8 @@ struct Smem {
   static constexpr int kExchange = kTails + 2 * kSlotBlockBytes;
   static constexpr int kReduce = kExchange + 2 * kExchangeBytes;  // [2 warpgroups][4 warps][96] fp32: column maxima
   static constexpr int kSums = kReduce + 2 * 4 * kHeads * 4;      // [4 warps][96] fp32: running sums
-  static constexpr int kBarriers = kSums + 4 * kHeads * 4;
+  static constexpr int kMax = kSums + 4 * kHeads * 4;           // [2][96] fp32: running max after tile i, at i % 2
+  static constexpr int kBarriers = kMax + 2 * kHeads * 4;
   static constexpr int kBarrierCount = 12;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // slack to align the base
@@ -60,7 +61,7 @@ static_assert(kRankColumns * 2 == kWidth, "the two blocks of a cluster split the
 // Barrier indices (8 bytes each from Smem::kBarriers).
 constexpr int kSlotFull = 0;    // [3] the loader's cp.async of a slot landed (128 arrivals, one per loader thread)
 constexpr int kSlotEmpty = 3;   // [3] both warpgroups' products of the slot's tile retired (2 arrivals)
-constexpr int kExchangeFull = 6;   // [2] the other block's partial scores are in (128 arrivals from there)
+constexpr int kExchangeFull = 6;   // [2] the other block's partial scores are in (one arrival here, 24 KiB from there)
 constexpr int kExchangeEmpty = 8;  // [2] the other block's buffer may take the next partial (2 arrivals from there)
 constexpr int kPReady = 10;        // [2] Pᵀ, alpha and max of the tile written (the owner's 128 threads)
 
@@ -216,7 +217,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       mbarrier::init(barrier(kSlotEmpty + s), 2);
     }
     for (int x = 0; x < 2; ++x) {
-      mbarrier::init(barrier(kExchangeFull + x), 128);
+      mbarrier::init(barrier(kExchangeFull + x), 1);
       mbarrier::init(barrier(kExchangeEmpty + x), 2);
       mbarrier::init(barrier(kPReady + x), 128);
     }
@@ -251,13 +252,20 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   if (warp >= kConsumerThreads / 32) {  // the loader: tile t into slot t % 3; 2 threads per token row, 18 chunks each
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kLoaderRegisters));
     const int row = (threadIdx.x - kConsumerThreads) >> 1, half = threadIdx.x & 1;
+    // The row of tile t is looked up (page table) before waiting for its slot, so the lookup's latency is not
+    // added to the load's.
+    const auto row_source = [&](int t) {
+      const int token = (tile_begin + t) * kTileTokens + row;
+      return token < context ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : nullptr;
+    };
+    const __nv_bfloat16* next_src = row_source(0);
     for (int t = 0; t < n; ++t) {
       const int s = t % kSlots;
+      const __nv_bfloat16* row_src = next_src;
+      if (t + 1 < n) next_src = row_source(t + 1);
       if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
-      const int token = (tile_begin + t) * kTileTokens + row;
-      const bool valid = token < context;
-      const __nv_bfloat16* src =
-          valid ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : pages;
+      const bool valid = row_src != nullptr;
+      const __nv_bfloat16* src = valid ? row_src : pages;
       const uint32_t dst = slot_smem(t) + row * 128;
 #pragma unroll
       for (int k = 0; k < 4 * kMainBlocks; ++k) {  // chunks c = 2k + half of the 32 main ones
@@ -288,6 +296,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const auto exchange_smem = [&](int i) { return base + Smem::kExchange + uint32_t(i & 1) * Smem::kExchangeBytes; };
   const auto exchange_ptr = [&](int i) { return smem + Smem::kExchange + (i & 1) * Smem::kExchangeBytes; };
   const auto state_ptr = [&](int i) { return reinterpret_cast<float*>(exchange_ptr(i) + Smem::kStateOffset); };
+  // The running max lives apart from the exchange buffers, which the other block refills once tile i − 1 is released.
+  const auto max_ptr = [&](int i) { return reinterpret_cast<float*>(smem + Smem::kMax) + (i & 1) * kHeads; };
   float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce) + wg * 4 * kHeads;
 
   float o[2][48];
@@ -314,9 +324,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const auto send = [&](int i) {  // S(i) into the other block's exchange buffer i % 2
     if (i >= 2) mbarrier::wait(barrier(kExchangeEmpty + (i & 1)), uint32_t(((i >> 1) - 1) & 1));
     const uint32_t dst = mbarrier::peer_address(exchange_smem(i) + wg_thread * 16, peer);
+    const uint32_t full = mbarrier::peer_address(barrier(kExchangeFull + (i & 1)), peer);
 #pragma unroll
-    for (int k = 0; k < 12; ++k) mbarrier::st_cluster(dst + k * 2048, s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3]);
-    mbarrier::arrive_cluster(mbarrier::peer_address(barrier(kExchangeFull + (i & 1)), peer));
+    for (int k = 0; k < 12; ++k)
+      mbarrier::st_async(dst + k * 2048, s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3], full);
   };
   const auto scores = [&](int i) {
     mbarrier::wait(barrier(kSlotFull + i % kSlots), uint32_t((i / kSlots) & 1));
@@ -345,21 +356,33 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       }
   };
 
-  const auto other_step = [&](int i) {
-    if (i + 1 < n) scores(i + 1);
+  // Both steps first retire the warpgroup's O(i − 1) and release tile i − 1, so that its slot and its exchange
+  // buffer are free as early as possible (the loader refills the slot with tile i + 2).
+  const auto retire_previous = [&](int i) {
     wgmma::wait_group<0>();
-    wgmma::fence_registers(s);
     wgmma::fence_registers(o[0]);
     wgmma::fence_registers(o[1]);
     if (i >= 1) release(i - 1);
-    if (i + 1 < n) send(i + 1);
+  };
+
+  const auto other_step = [&](int i) {
+    retire_previous(i);
+    if (i + 1 < n) {  // runs on the tensor cores while the owner of tile i does its softmax
+      scores(i + 1);
+      wgmma::wait_group<0>();
+      wgmma::fence_registers(s);
+      send(i + 1);
+    }
     mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));
     rescale(i);
     issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
   };
 
   const auto owned_step = [&](int i) {
+    retire_previous(i);
     unsigned char* xbuf = exchange_ptr(i);
+    // The phase of tile i − 2 has completed (its owner, this warpgroup, waited for it); arm the one for tile i.
+    if (wg_thread == 0) mbarrier::arrive_expect_bytes(barrier(kExchangeFull + (i & 1)), Smem::kExchangeBytes);
     mbarrier::wait(barrier(kExchangeFull + (i & 1)), uint32_t((i >> 1) & 1));
     // x = (own partial + the other block's) · scale, −∞ past the context (s itself stays an accumulator: writing it
     // here would make ptxas serialise every wgmma).
@@ -392,7 +415,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       if (g == 0) *reinterpret_cast<float2*>(reduce + w4 * kHeads + 8 * j + 2 * t4) = m;
     }
     named_barrier_sync<128>(kReduceBarrier + wg);  // also: every thread has read its partial from xbuf
-    const float* previous = i > 0 ? state_ptr(i - 1) + kHeads : nullptr;  // running max after tile i − 1
+    const float* previous = i > 0 ? max_ptr(i - 1) : nullptr;  // running max after tile i − 1
     float* state = state_ptr(i);
     // Pᵀ: K-major, 96 head rows of 64 tokens (one SW128 block). Head 8j + 2t + e, token row_lo (+8): row 8j + 2t + e,
     // chunk 2·w4 (+1) at position chunk ^ (2t + e), byte 2g in it; the row's part 8j adds j · 1024.
@@ -435,17 +458,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         *running = make_float2(before.x * alpha[0] + sum[0], before.y * alpha[1] + sum[1]);
         if (w4 == 0) {
           *reinterpret_cast<float2*>(state + 8 * j + 2 * t4) = make_float2(alpha[0], alpha[1]);
-          *reinterpret_cast<float2*>(state + kHeads + 8 * j + 2 * t4) = make_float2(m_new[0], m_new[1]);
+          *reinterpret_cast<float2*>(max_ptr(i) + 8 * j + 2 * t4) = make_float2(m_new[0], m_new[1]);
         }
       }
     }
     wgmma::fence_proxy_async_shared();
     mbarrier::arrive(barrier(kPReady + (i & 1)));
     mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));  // all of Pᵀ, from all 128 threads
-    wgmma::wait_group<0>();  // O(i − 1)
-    wgmma::fence_registers(o[0]);
-    wgmma::fence_registers(o[1]);
-    if (i >= 1) release(i - 1);
     rescale(i);
     issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
   };
@@ -485,7 +504,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     totals[threadIdx.x] = total;
   }
   named_barrier_sync<kConsumerThreads>(kConsumerBarrier);
-  const float* final_max = state_ptr(n - 1) + kHeads;
+  const float* final_max = max_ptr(n - 1);
   if (splits > 1 && rank == 0 && threadIdx.x < heads)
     partial_stats[(int64_t(b) * splits + split) * heads + threadIdx.x] =
         make_float2(final_max[threadIdx.x], totals[threadIdx.x]);
