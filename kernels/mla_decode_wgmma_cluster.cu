@@ -161,15 +161,14 @@ using ptx::cp_async_16;
 // (warp w = warp % 4 of warpgroup wg, lane 4g + t holds accumulator rows 16w + g and 16w + g + 8, columns 8j + 2t
 // (+1), j = 0 … 11: wgmma_sm90.h); threads 256–287: the loader.
 //
-// Warpgroup w's steps over the split's n tiles (tile i is owned by warpgroup i % 2 in both blocks):
-//   other step i (i % 2 ≠ w): if i + 1 < n: wait for tile i + 1, issue S(i + 1); wait_group 0 (S(i + 1) and its own
-//     O(i − 1)); release tile i − 1; send S(i + 1) to the other block (after its buffer for i + 1 is free); wait for
-//     Pᵀ(i); rescale O and the running sums by alpha(i); issue O(i).
+// Warpgroup w's steps over the split's n tiles (tile i is owned by warpgroup i % 2 in both blocks). Both steps start
+// with wait_group 0 (the warpgroup's O(i − 1)) and release tile i − 1.
+//   other step i (i % 2 ≠ w): if i + 1 < n: wait for tile i + 1, issue S(i + 1), wait_group 0, send S(i + 1) to the
+//     other block (after its buffer for i + 1 is free); then wait for Pᵀ(i); rescale O by alpha(i); issue O(i).
 //   owned step i: wait for the other block's partial of tile i and add it; mask, scale; column max over the tile's
-//     64 tokens (shuffles and the reduce buffer); from the running max of tile i − 1 (exchange buffer i − 1, written
-//     by the other warpgroup) the new max, alpha and P; write Pᵀ, alpha and max into exchange buffer i; signal
-//     P-ready and wait for all of its own warpgroup; wait_group 0 (its O(i − 1)); release tile i − 1; rescale O,
-//     issue O(i).
+//     64 tokens (shuffles and the reduce buffer); from the running max after tile i − 1 (written by the other
+//     warpgroup) the new max, alpha and P; write Pᵀ and alpha into exchange buffer i, the max apart, the running sums
+//     per warp position; signal P-ready and wait for all of its own warpgroup; rescale O, issue O(i).
 // "Release tile i" (one thread per warpgroup, after both its products of the tile retired): an arrival on the slot's
 // empty barrier (the loader refills it when both warpgroups arrived) and on the other block's exchange-empty barrier
 // of buffer i % 2 (its Pᵀ has been read here, so the other block may write the partial of tile i + 2).

@@ -15,15 +15,23 @@
 // 24 KiB fp32 per tile; mbarrier hand-offs), adds the other's partial to its own, and both run the same online softmax
 // on the same sums (fp32 addition commutes, so the two blocks' maxima and P agree bit for bit).
 //
-// Per block: a loader warp (cp.async, the page lookup per token, rows past the context zero-filled, completion tracked
-// by an mbarrier per slot) keeps three 64-token slots filled; two warpgroups alternate the score tiles as
+// Per block: a loader warpgroup (cp.async, the page lookup per token one tile ahead, rows past the context
+// zero-filled, completion tracked by an mbarrier per slot; it gives its registers to the others with setmaxnreg)
+// keeps three 64-token slots filled; two warpgroups alternate the score tiles as
 // wgmma_alternating does: the owner of tile i (warpgroup i % 2) issues S(i) during the other's softmax of tile i − 1,
 // sends its partial, then adds the other block's partial, does the softmax, writes Pᵀ (bf16, K-major) and its alpha and
 // running max, and both warpgroups apply the tile to their 128 output columns (2 m-tiles of 64, 96 fp32 registers per
-// thread). Running sums stay per thread (each its 24 head columns) and are summed once at the end.
+// thread). The running sums are kept in shared memory per head and warp position, updated by the owner's warps.
+// Barrier waits are block-scope: a cluster-scope acquire costs an L1 invalidation per wait.
 // Shared memory: Q 4 × 12 KiB + its trailing columns in one 12 KiB block (half used) | 3 slots × 32 KiB + their
 // trailing columns two to an 8 KiB block | 2 exchange buffers × 24 KiB (the other block's partial scores; then Pᵀ and
-// the softmax state of the tile) | the max reduction 3 KiB | 12 mbarriers: 223 KiB.
+// alpha of the tile) | the max reduction 3 KiB, running sums 1.5 KiB, running max 0.75 KiB | 12 mbarriers: 225 KiB.
+//
+// Measured on an H200 (bench/results/2026-11-30-h200-kernels-11): correct (every decode test), and 2.2× slower than
+// wgmma_alternating (1,334 against 606 µs at batch 1 and 1 M; 4.4–4.6× the bound at 1 M). Only three slots fit, so the
+// load of tile t + 3 starts when tile t is released and is needed a step later, and each softmax waits for the other
+// block's partial of its tile: one tile at a time, latency-bound (Nsight Compute: DRAM 14 %, compute 24 %). Not the
+// automatic choice; kept as the base for a version with a fourth slot or smaller slots.
 #pragma once
 
 #include "kernels/mla_decode_paged.h"
