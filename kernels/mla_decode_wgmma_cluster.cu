@@ -45,8 +45,7 @@ struct Smem {
   static constexpr int kTails = kSlots_ + kSlots * kSlotBytes;    // slot s: block s / 2, chunks 4·(s % 2) …
   static constexpr int kExchange = kTails + 2 * kSlotBlockBytes;
   static constexpr int kReduce = kExchange + 2 * kExchangeBytes;  // [2 warpgroups][4 warps][96] fp32: column maxima
-  static constexpr int kSums = kReduce + 2 * 4 * kHeads * 4;      // [4 warps][96] fp32: running sums
-  static constexpr int kMax = kSums + 4 * kHeads * 4;           // [2][96] fp32: running max after tile i, at i % 2
+  static constexpr int kMax = kReduce + 2 * 4 * kHeads * 4;     // [2][96] fp32: running max after tile i, at i % 2
   static constexpr int kBarriers = kMax + 2 * kHeads * 4;
   static constexpr int kBarrierCount = 12;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
@@ -304,14 +303,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int k = 0; k < 48; ++k) o[mt][k] = 0.0f;
-  // Running sums per warp position w4 and head: the sums over the tokens of rows 16·w4 … 16·w4 + 15 of every tile
-  // so far, each tile's added by the owner's warp w4 (tiles in order: each owner waited for the previous P-ready).
-  float* running_sums = reinterpret_cast<float*>(smem + Smem::kSums);
-  if (wg == 0 && g == 0) {
+  float l_part[kColumnsPerThread];  // running sums of this thread's tokens, per head column 8j + 2t + e
 #pragma unroll
-    for (int j = 0; j < 12; ++j)
-      *reinterpret_cast<float2*>(running_sums + w4 * kHeads + 8 * j + 2 * t4) = make_float2(0.0f, 0.0f);
-  }  // before the first owned step's updates: the same threads
+  for (int k = 0; k < kColumnsPerThread; ++k) l_part[k] = 0.0f;
   float s[48];
 
   const auto release = [&](int i) {  // this warpgroup's products of tile i have retired
@@ -333,26 +327,29 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     wgmma::fence_proxy_async_shared();
     issue_scores(s, slot_smem(i), slot_tail_smem(i), q_smem, q_tail_smem);
   };
-  // O times alpha(i), from exchange buffer i's state.
-  const auto rescale = [&](int i) {
+  // O and the running sums times alpha(i), from exchange buffer i's state.
+  const auto rescale = [&](int i, bool sums) {
     const float* alpha = state_ptr(i);
-    float a[kColumnsPerThread];
     bool any = false;
 #pragma unroll
     for (int j = 0; j < 12; ++j) {
       const float2 v = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
-      a[2 * j] = v.x;
-      a[2 * j + 1] = v.y;
       any |= v.x != 1.0f || v.y != 1.0f;
     }
     if (!__any_sync(0xffffffffu, any)) return;
 #pragma unroll
-    for (int j = 0; j < 12; ++j)
+    for (int j = 0; j < 12; ++j) {
+      const float2 v = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        o[0][4 * j + e] *= a[2 * j + (e & 1)];
-        o[1][4 * j + e] *= a[2 * j + (e & 1)];
+        o[0][4 * j + e] *= (e & 1) ? v.y : v.x;
+        o[1][4 * j + e] *= (e & 1) ? v.y : v.x;
       }
+      if (sums) {
+        l_part[2 * j] *= v.x;
+        l_part[2 * j + 1] *= v.y;
+      }
+    }
   };
 
   // Both steps first retire the warpgroup's O(i − 1) and release tile i − 1, so that its slot and its exchange
@@ -373,7 +370,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       send(i + 1);
     }
     mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));
-    rescale(i);
+    rescale(i, true);
     issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
   };
 
@@ -383,9 +380,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     // The phase of tile i − 2 has completed (its owner, this warpgroup, waited for it); arm the one for tile i.
     if (wg_thread == 0) mbarrier::arrive_expect_bytes(barrier(kExchangeFull + (i & 1)), Smem::kExchangeBytes);
     mbarrier::wait(barrier(kExchangeFull + (i & 1)), uint32_t((i >> 1) & 1));
-    // x = (own partial + the other block's) · scale, −∞ past the context (s itself stays an accumulator: writing it
-    // here would make ptxas serialise every wgmma).
-    float x[48];
+    // x = (own partial + the other block's) · scale, −∞ past the context, in the scores' own registers: no product is
+    // in flight here (O(i − 1) retired above), so ptxas keeps the products asynchronous, and the next score product
+    // only writes them.
+    float (&x)[48] = s;
     const int token_lo = (tile_begin + i) * kTileTokens + row_lo;
     const bool valid_lo = token_lo < context, valid_hi = token_lo + 8 < context;
     {
@@ -400,24 +398,44 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         x[4 * k + 3] = valid_hi ? sum.w * scale_log2 : -INFINITY;
       }
     }
-    // Column maxima over the warp's 16 tokens, then over the 4 warps.
+    // Column maxima: over the thread's 2 tokens, the warp's 8 lanes of a column (no branch in between, so the
+    // shuffles of all 24 columns pipeline), then the 4 warps through the reduce buffer.
 #pragma unroll
-    for (int j = 0; j < 12; ++j) {
-      float2 m;
-      m.x = fmaxf(x[4 * j], x[4 * j + 2]);
-      m.y = fmaxf(x[4 * j + 1], x[4 * j + 3]);
+    for (int half = 0; half < 2; ++half) {  // 12 columns at a time
+      float column_max[kColumnsPerThread / 2];
 #pragma unroll
-      for (int lanes = 4; lanes < 32; lanes *= 2) {
-        m.x = fmaxf(m.x, __shfl_xor_sync(0xffffffffu, m.x, lanes));
-        m.y = fmaxf(m.y, __shfl_xor_sync(0xffffffffu, m.y, lanes));
+      for (int k = 0; k < kColumnsPerThread / 2; ++k) {
+        const int j = 6 * half + (k >> 1), e = k & 1;
+        column_max[k] = fmaxf(x[4 * j + e], x[4 * j + 2 + e]);
       }
-      if (g == 0) *reinterpret_cast<float2*>(reduce + w4 * kHeads + 8 * j + 2 * t4) = m;
+#pragma unroll
+      for (int lanes = 4; lanes < 32; lanes *= 2)
+#pragma unroll
+        for (int k = 0; k < kColumnsPerThread / 2; ++k)
+          column_max[k] = fmaxf(column_max[k], __shfl_xor_sync(0xffffffffu, column_max[k], lanes));
+      if (g == 0) {
+#pragma unroll
+        for (int jj = 0; jj < 6; ++jj)
+          *reinterpret_cast<float2*>(reduce + w4 * kHeads + 8 * (6 * half + jj) + 2 * t4) =
+              make_float2(column_max[2 * jj], column_max[2 * jj + 1]);
+      }
     }
     named_barrier_sync<128>(kReduceBarrier + wg);  // also: every thread has read its partial from xbuf
-    const float* previous = i > 0 ? max_ptr(i - 1) : nullptr;  // running max after tile i − 1
+    // Thread c < 96 of the warpgroup: head c's new running max and alpha (the max apart, alpha in exchange buffer i).
     float* state = state_ptr(i);
-    // Pᵀ: K-major, 96 head rows of 64 tokens (one SW128 block). Head 8j + 2t + e, token row_lo (+8): row 8j + 2t + e,
-    // chunk 2·w4 (+1) at position chunk ^ (2t + e), byte 2g in it; the row's part 8j adds j · 1024.
+    float* max_now = max_ptr(i);
+    if (wg_thread < kHeads) {
+      const int c = wg_thread;
+      const float tile_max = fmaxf(fmaxf(reduce[c], reduce[kHeads + c]), fmaxf(reduce[2 * kHeads + c], reduce[3 * kHeads + c]));
+      const float m_old = i > 0 ? max_ptr(i - 1)[c] : -INFINITY;
+      const float m_new = fmaxf(m_old, tile_max);  // finite: the tile's first token is in the context
+      max_now[c] = m_new;
+      state[c] = exp2f(m_old - m_new);  // 0 on the split's first tile
+    }
+    named_barrier_sync<128>(kReduceBarrier + wg);
+    // P = exp2(x − max) as bf16 into Pᵀ (K-major, 96 head rows of 64 tokens, one SW128 block: head 8j + 2t + e,
+    // token row_lo (+8) at row 8j + 2t + e, chunk 2·w4 (+1) at position chunk ^ (2t + e), byte 2g in it); the
+    // running sums take alpha and the rounded P.
     unsigned char* pt = xbuf;
     uint32_t p_offset[2][2];
 #pragma unroll
@@ -427,44 +445,22 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         p_offset[e][h] = uint32_t(2 * t4 + e) * 128 + (uint32_t((2 * w4 + h) ^ (2 * t4 + e)) << 4) + uint32_t(g) * 2;
 #pragma unroll
     for (int j = 0; j < 12; ++j) {
-      float2 m4[4];
-#pragma unroll
-      for (int w = 0; w < 4; ++w) m4[w] = *reinterpret_cast<const float2*>(reduce + w * kHeads + 8 * j + 2 * t4);
-      const float2 m_old2 = previous ? *reinterpret_cast<const float2*>(previous + 8 * j + 2 * t4)
-                                     : make_float2(-INFINITY, -INFINITY);
-      float alpha[2], m_new[2], sum[2];
+      const float2 m_new = *reinterpret_cast<const float2*>(max_now + 8 * j + 2 * t4);
+      const float2 alpha = *reinterpret_cast<const float2*>(state + 8 * j + 2 * t4);
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float tile_max = fmaxf(fmaxf(e ? m4[0].y : m4[0].x, e ? m4[1].y : m4[1].x),
-                                     fmaxf(e ? m4[2].y : m4[2].x, e ? m4[3].y : m4[3].x));
-        const float m_old = e ? m_old2.y : m_old2.x;
-        m_new[e] = fmaxf(m_old, tile_max);  // finite: the tile's first token is in the context
-        alpha[e] = exp2f(m_old - m_new[e]);  // 0 on the split's first tile
-        const __nv_bfloat16 p_lo = __float2bfloat16_rn(exp2f(x[4 * j + e] - m_new[e]));
-        const __nv_bfloat16 p_hi = __float2bfloat16_rn(exp2f(x[4 * j + 2 + e] - m_new[e]));
-        sum[e] = __bfloat162float(p_lo) + __bfloat162float(p_hi);  // exactly what the output product uses
+        const float m = e ? m_new.y : m_new.x;
+        const __nv_bfloat16 p_lo = __float2bfloat16_rn(exp2f(x[4 * j + e] - m));
+        const __nv_bfloat16 p_hi = __float2bfloat16_rn(exp2f(x[4 * j + 2 + e] - m));
+        l_part[2 * j + e] = l_part[2 * j + e] * (e ? alpha.y : alpha.x) + (__bfloat162float(p_lo) + __bfloat162float(p_hi));
         *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][0] + j * 1024) = p_lo;
         *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][1] + j * 1024) = p_hi;
-      }
-#pragma unroll
-      for (int lanes = 4; lanes < 32; lanes *= 2) {
-        sum[0] += __shfl_xor_sync(0xffffffffu, sum[0], lanes);
-        sum[1] += __shfl_xor_sync(0xffffffffu, sum[1], lanes);
-      }
-      if (g == 0) {
-        float2* running = reinterpret_cast<float2*>(running_sums + w4 * kHeads + 8 * j + 2 * t4);
-        const float2 before = *running;
-        *running = make_float2(before.x * alpha[0] + sum[0], before.y * alpha[1] + sum[1]);
-        if (w4 == 0) {
-          *reinterpret_cast<float2*>(state + 8 * j + 2 * t4) = make_float2(alpha[0], alpha[1]);
-          *reinterpret_cast<float2*>(max_ptr(i) + 8 * j + 2 * t4) = make_float2(m_new[0], m_new[1]);
-        }
       }
     }
     wgmma::fence_proxy_async_shared();
     mbarrier::arrive(barrier(kPReady + (i & 1)));
     mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));  // all of Pᵀ, from all 128 threads
-    rescale(i);
+    rescale(i, false);  // the running sums took alpha above
     issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
   };
 
@@ -493,13 +489,24 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   wgmma::fence_registers(o[0]);
   wgmma::fence_registers(o[1]);
 
-  // Epilogue: the running sums over the 4 warp positions, then the rows.
-  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);  // the last tile's sums are in
-  float* totals = reinterpret_cast<float*>(smem + Smem::kReduce);  // [96]
+  // Epilogue: the running sums over the threads of a column (lanes g, the 4 warps, both warpgroups), then the rows.
+#pragma unroll
+  for (int lanes = 4; lanes < 32; lanes *= 2)
+#pragma unroll
+    for (int k = 0; k < kColumnsPerThread; ++k) l_part[k] += __shfl_xor_sync(0xffffffffu, l_part[k], lanes);
+  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);  // every product retired: the reduce buffer is free
+  float* sums = reinterpret_cast<float*>(smem + Smem::kReduce);  // [8 warps][96]
+  if (g == 0) {
+#pragma unroll
+    for (int j = 0; j < 12; ++j)
+      *reinterpret_cast<float2*>(sums + warp * kHeads + 8 * j + 2 * t4) = make_float2(l_part[2 * j], l_part[2 * j + 1]);
+  }
+  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);
+  float* totals = reinterpret_cast<float*>(smem + Smem::kSlots_);  // [96], in the (idle) first slot
   if (threadIdx.x < kHeads) {
     float total = 0.0f;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) total += running_sums[w * kHeads + threadIdx.x];
+    for (int w = 0; w < 8; ++w) total += sums[w * kHeads + threadIdx.x];
     totals[threadIdx.x] = total;
   }
   named_barrier_sync<kConsumerThreads>(kConsumerBarrier);
