@@ -27,11 +27,12 @@
 // trailing columns two to an 8 KiB block | 2 exchange buffers × 24 KiB (the other block's partial scores; then Pᵀ and
 // alpha of the tile) | the max reduction 3 KiB, running sums 1.5 KiB, running max 0.75 KiB | 12 mbarriers: 225 KiB.
 //
-// Measured on an H200 (bench/results/2026-11-30-h200-kernels-11): correct (every decode test), and 2.2× slower than
-// wgmma_alternating (1,334 against 606 µs at batch 1 and 1 M; 4.4–4.6× the bound at 1 M). Only three slots fit, so the
-// load of tile t + 3 starts when tile t is released and is needed a step later, and each softmax waits for the other
-// block's partial of its tile: one tile at a time, latency-bound (Nsight Compute: DRAM 14 %, compute 24 %). Not the
-// automatic choice; kept as the base for a version with a fourth slot or smaller slots.
+// Measured on an H200 (bench/results/2026-11-30-h200-kernels-11): correct (every decode test), and 1.6× slower than
+// wgmma_alternating (995 against 611 µs at batch 1 and 1 M; 3.2–3.5× the bound at 1 M). A step trace puts the owner's
+// softmax of each 64 × 96 tile (column maxima over 8 lanes and 4 warps) on the path from tile to tile at about 2.2 µs,
+// plus about 1 µs waiting for the previous output product and issuing the next, against about 1 µs of tensor work per
+// tile; and with three slots each load has one step to land. Not the automatic choice; kept as the base for a version
+// that splits each tile's softmax over both warpgroups and keeps more tiles in flight.
 #pragma once
 
 #include "kernels/mla_decode_paged.h"
