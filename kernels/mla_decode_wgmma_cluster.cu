@@ -37,35 +37,37 @@ struct Smem {
   static constexpr int kQBlockBytes = kHeads * 128;           // 12288: 96 rows of 64 bf16
   static constexpr int kSlotBlockBytes = kTileTokens * 128;   // 8192
   static constexpr int kSlotBytes = kMainBlocks * kSlotBlockBytes;
-  static constexpr int kExchangeBytes = kTileTokens * kHeads * 4;  // 24576: a partial score tile, fp32
-  static constexpr int kStateOffset = kQBlockBytes;  // in an exchange buffer after Pᵀ: alpha [96]
+  static constexpr int kExchangeBytes = kTileTokens * kHeads * 4;  // 24576: a score tile, fp32
+  static constexpr int kPBytes = kQBlockBytes;                     // Pᵀ: 96 head rows of 64 tokens, bf16
   static constexpr int kQ = 0;
   static constexpr int kQTail = kQ + kMainBlocks * kQBlockBytes;  // chunks 0–3 of each row
   static constexpr int kSlots_ = kQTail + kQBlockBytes;
   static constexpr int kTails = kSlots_ + kSlots * kSlotBytes;    // slot s: block s / 2, chunks 4·(s % 2) …
-  static constexpr int kExchange = kTails + 2 * kSlotBlockBytes;
-  static constexpr int kReduce = kExchange + 2 * kExchangeBytes;  // [2 warpgroups][4 warps][96] fp32: column maxima
-  static constexpr int kMax = kReduce + 2 * 4 * kHeads * 4;     // [2][96] fp32: running max after tile i, at i % 2
-  static constexpr int kBarriers = kMax + 2 * kHeads * 4;
-  static constexpr int kBarrierCount = 12;
+  static constexpr int kExchange = kTails + 2 * kSlotBlockBytes;  // the other block's partial, then the scores
+  static constexpr int kP = kExchange + kExchangeBytes;           // [2] Pᵀ of tile i at i % 2
+  static constexpr int kAlpha = kP + 2 * kPBytes;                 // [2][96] fp32
+  static constexpr int kMax = kAlpha + 2 * kHeads * 4;            // [2][96] fp32: running max after tile i, at i % 2
+  static constexpr int kReduce = kMax + 2 * kHeads * 4;           // [2 warpgroups][4 warps][48] fp32: column maxima
+  static constexpr int kBarriers = kReduce + 2 * 4 * (kHeads / 2) * 4;
+  static constexpr int kBarrierCount = 8;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // slack to align the base
 };
 static_assert(Smem::kAllocBytes <= 232448, "an H200 block gets at most 227 KiB of shared memory");
-static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kTails % 1024 == 0 && Smem::kExchange % 1024 == 0 &&
-                  Smem::kExchangeBytes % 1024 == 0,
+static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kTails % 1024 == 0 && Smem::kP % 1024 == 0 &&
+                  Smem::kPBytes % 1024 == 0,
               "SW128 blocks must be 1024-byte aligned");
 static_assert(kRankColumns * 2 == kWidth, "the two blocks of a cluster split the 576 columns");
 
 // Barrier indices (8 bytes each from Smem::kBarriers).
-constexpr int kSlotFull = 0;    // [3] the loader's cp.async of a slot landed (128 arrivals, one per loader thread)
-constexpr int kSlotEmpty = 3;   // [3] both warpgroups' products of the slot's tile retired (2 arrivals)
-constexpr int kExchangeFull = 6;   // [2] the other block's partial scores are in (one arrival here, 24 KiB from there)
-constexpr int kExchangeEmpty = 8;  // [2] the other block's buffer may take the next partial (2 arrivals from there)
-constexpr int kPReady = 10;        // [2] Pᵀ, alpha and max of the tile written (the owner's 128 threads)
+constexpr int kSlotFull = 0;       // [3] the loader's cp.async of a slot landed (128 arrivals, one per loader thread)
+constexpr int kSlotEmpty = 3;      // [3] both warpgroups' products of the slot's tile retired (2 arrivals)
+constexpr int kExchangeFull = 6;   // the other block's partial scores of the next tile are in (one arrival here, 24 KiB
+                                   // from there)
+constexpr int kExchangeEmpty = 7;  // the other block's exchange buffer is free (one arrival from there)
 
-constexpr int kReduceBarrier = 1;    // + warpgroup: its 128 threads
-constexpr int kConsumerBarrier = 3;  // both warpgroups
+constexpr int kReduceBarrier = 1;  // + warpgroup: its 128 threads
+constexpr int kStepBarrier = 3;    // both warpgroups
 
 template <int kCount>
 __device__ __forceinline__ void named_barrier_sync(int id) {
@@ -214,11 +216,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       mbarrier::init(barrier(kSlotFull + s), 128);
       mbarrier::init(barrier(kSlotEmpty + s), 2);
     }
-    for (int x = 0; x < 2; ++x) {
-      mbarrier::init(barrier(kExchangeFull + x), 1);
-      mbarrier::init(barrier(kExchangeEmpty + x), 2);
-      mbarrier::init(barrier(kPReady + x), 128);
-    }
+    mbarrier::init(barrier(kExchangeFull), 1);
+    mbarrier::init(barrier(kExchangeEmpty), 1);
     mbarrier::fence_init();
   }
   {  // Qᵀ (all threads): head rows, this block's 36 chunks of 16 bytes each; heads past the last zero-filled.
@@ -257,10 +256,20 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       return token < context ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : nullptr;
     };
     const __nv_bfloat16* next_src = row_source(0);
+#if defined(K3_CLUSTER_L2_PREFETCH)
+    const __nv_bfloat16* prefetch_src = n > kSlots ? row_source(kSlots) : nullptr;
+#endif
     for (int t = 0; t < n; ++t) {
       const int s = t % kSlots;
       const __nv_bfloat16* row_src = next_src;
       if (t + 1 < n) next_src = row_source(t + 1);
+#if defined(K3_CLUSTER_L2_PREFETCH)
+      if (prefetch_src != nullptr) {  // tile t + 3's row into L2
+        const __nv_bfloat16* p = prefetch_src + (half ? kLatent + kTailColumns * rank : 256 * rank);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(half ? 64 : 512) : "memory");
+      }
+      prefetch_src = t + kSlots + 1 < n ? row_source(t + kSlots + 1) : nullptr;
+#endif
       if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
       const bool valid = row_src != nullptr;
       const __nv_bfloat16* src = valid ? row_src : pages;
@@ -291,33 +300,35 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const int row_lo = 16 * w4 + g;  // accumulator rows row_lo and row_lo + 8 (tokens of Sᵀ, latent columns of Oᵀ)
   const uint32_t q_smem = base + Smem::kQ, q_tail_smem = base + Smem::kQTail;
   const uint32_t columns_offset = uint32_t(2 * wg) * Smem::kSlotBlockBytes;  // this warpgroup's 2 m-tiles of a slot
-  const auto exchange_smem = [&](int i) { return base + Smem::kExchange + uint32_t(i & 1) * Smem::kExchangeBytes; };
-  const auto exchange_ptr = [&](int i) { return smem + Smem::kExchange + (i & 1) * Smem::kExchangeBytes; };
-  const auto state_ptr = [&](int i) { return reinterpret_cast<float*>(exchange_ptr(i) + Smem::kStateOffset); };
-  // The running max lives apart from the exchange buffers, which the other block refills once tile i − 1 is released.
+  float4* exchange = reinterpret_cast<float4*>(smem + Smem::kExchange) + wg_thread;  // this thread's 12 float4
+  const auto p_smem = [&](int i) { return base + Smem::kP + uint32_t(i & 1) * Smem::kPBytes; };
+  const auto alpha_ptr = [&](int i) { return reinterpret_cast<float*>(smem + Smem::kAlpha) + (i & 1) * kHeads; };
   const auto max_ptr = [&](int i) { return reinterpret_cast<float*>(smem + Smem::kMax) + (i & 1) * kHeads; };
-  float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce) + wg * 4 * kHeads;
+  float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce) + wg * 4 * (kHeads / 2);
+  const int j0 = 6 * wg;  // this warpgroup's softmax columns: 8j + 2t + e for j in [j0, j0 + 6): heads 48·wg …
 
   float o[2][48];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int k = 0; k < 48; ++k) o[mt][k] = 0.0f;
-  float l_part[kColumnsPerThread];  // running sums of this thread's tokens, per head column 8j + 2t + e
+  float l_part[12];  // running sums of this thread's 2 tokens of every tile, per softmax column (jj, e)
 #pragma unroll
-  for (int k = 0; k < kColumnsPerThread; ++k) l_part[k] = 0.0f;
+  for (int k = 0; k < 12; ++k) l_part[k] = 0.0f;
   float s[48];
+  // Pᵀ positions of this thread's values (K-major, 96 head rows of 64 tokens, one SW128 block): head 8j + 2t + e,
+  // token row_lo (+8) at row 8j + 2t + e, chunk 2·w4 (+1) at position chunk ^ (2t + e), byte 2g in it; j adds j · 1024.
+  uint32_t p_offset[2][2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      p_offset[e][h] = uint32_t(2 * t4 + e) * 128 + (uint32_t((2 * w4 + h) ^ (2 * t4 + e)) << 4) + uint32_t(g) * 2;
 
-  const auto release = [&](int i) {  // this warpgroup's products of tile i have retired
-    if (wg_thread == 0) {
-      mbarrier::arrive(barrier(kSlotEmpty + i % kSlots));
-      mbarrier::arrive_cluster(mbarrier::peer_address(barrier(kExchangeEmpty + (i & 1)), peer));
-    }
-  };
-  const auto send = [&](int i) {  // S(i) into the other block's exchange buffer i % 2
-    if (i >= 2) mbarrier::wait(barrier(kExchangeEmpty + (i & 1)), uint32_t(((i >> 1) - 1) & 1));
-    const uint32_t dst = mbarrier::peer_address(exchange_smem(i) + wg_thread * 16, peer);
-    const uint32_t full = mbarrier::peer_address(barrier(kExchangeFull + (i & 1)), peer);
+  const auto send = [&](int i) {  // S(i) into the other block's exchange buffer, once that block has read tile i − 1
+    if (i >= 1) mbarrier::wait(barrier(kExchangeEmpty), uint32_t((i - 1) & 1));
+    const uint32_t dst = mbarrier::peer_address(base + Smem::kExchange + wg_thread * 16, peer);
+    const uint32_t full = mbarrier::peer_address(barrier(kExchangeFull), peer);
 #pragma unroll
     for (int k = 0; k < 12; ++k)
       mbarrier::st_async(dst + k * 2048, s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3], full);
@@ -327,9 +338,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     wgmma::fence_proxy_async_shared();
     issue_scores(s, slot_smem(i), slot_tail_smem(i), q_smem, q_tail_smem);
   };
-  // O and the running sums times alpha(i), from exchange buffer i's state.
-  const auto rescale = [&](int i, bool sums) {
-    const float* alpha = state_ptr(i);
+  // O times alpha(i) (all 96 heads of this thread's accumulator columns).
+  const auto rescale = [&](int i) {
+    const float* alpha = alpha_ptr(i);
     bool any = false;
 #pragma unroll
     for (int j = 0; j < 12; ++j) {
@@ -345,143 +356,113 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         o[0][4 * j + e] *= (e & 1) ? v.y : v.x;
         o[1][4 * j + e] *= (e & 1) ? v.y : v.x;
       }
-      if (sums) {
-        l_part[2 * j] *= v.x;
-        l_part[2 * j + 1] *= v.y;
-      }
     }
   };
 
-  // Both steps first retire the warpgroup's O(i − 1) and release tile i − 1, so that its slot and its exchange
-  // buffer are free as early as possible (the loader refills the slot with tile i + 2).
-  const auto retire_previous = [&](int i) {
-    wgmma::wait_group<0>();
-    wgmma::fence_registers(o[0]);
-    wgmma::fence_registers(o[1]);
-    if (i >= 1) release(i - 1);
-  };
-
-  const auto other_step = [&](int i) {
-    retire_previous(i);
-    if (i + 1 < n) {  // runs on the tensor cores while the owner of tile i does its softmax
-      scores(i + 1);
-      wgmma::wait_group<0>();
-      wgmma::fence_registers(s);
-      send(i + 1);
-    }
-    mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));
-    rescale(i, true);
-    issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
-  };
-
-  const auto owned_step = [&](int i) {
-    retire_previous(i);
-    unsigned char* xbuf = exchange_ptr(i);
-    // The phase of tile i − 2 has completed (its owner, this warpgroup, waited for it); arm the one for tile i.
-    if (wg_thread == 0) mbarrier::arrive_expect_bytes(barrier(kExchangeFull + (i & 1)), Smem::kExchangeBytes);
-    mbarrier::wait(barrier(kExchangeFull + (i & 1)), uint32_t((i >> 1) & 1));
-    // x = (own partial + the other block's) · scale, −∞ past the context, in the scores' own registers: no product is
-    // in flight here (O(i − 1) retired above), so ptxas keeps the products asynchronous, and the next score product
-    // only writes them.
-    float (&x)[48] = s;
-    const int token_lo = (tile_begin + i) * kTileTokens + row_lo;
-    const bool valid_lo = token_lo < context, valid_hi = token_lo + 8 < context;
-    {
-      const float4* in = reinterpret_cast<const float4*>(xbuf) + wg_thread;
+  // Step i (tile i) of either warpgroup; kOwnScores: this warpgroup computed S(i); kOwnNext: it computes S(i + 1).
+  const auto step = [&](int i, auto own_scores, auto own_next) {
+    constexpr bool kOwnScores = decltype(own_scores)::value, kOwnNext = decltype(own_next)::value;
+    if (kOwnNext && i + 1 < n) scores(i + 1);  // on the tensor cores during this tile's softmax
+    if (kOwnScores) {  // the full scores of tile i, scaled, −∞ past the context, into the exchange buffer
+      if (wg_thread == 0) mbarrier::arrive_expect_bytes(barrier(kExchangeFull), Smem::kExchangeBytes);
+      mbarrier::wait(barrier(kExchangeFull), uint32_t(i & 1));
+      const int token_lo = (tile_begin + i) * kTileTokens + row_lo;
+      const bool valid_lo = token_lo < context, valid_hi = token_lo + 8 < context;
 #pragma unroll
       for (int k = 0; k < 12; ++k) {
-        const float4 v = in[k * 128];
-        const float4 sum = make_float4(s[4 * k] + v.x, s[4 * k + 1] + v.y, s[4 * k + 2] + v.z, s[4 * k + 3] + v.w);
-        x[4 * k] = valid_lo ? sum.x * scale_log2 : -INFINITY;
-        x[4 * k + 1] = valid_lo ? sum.y * scale_log2 : -INFINITY;
-        x[4 * k + 2] = valid_hi ? sum.z * scale_log2 : -INFINITY;
-        x[4 * k + 3] = valid_hi ? sum.w * scale_log2 : -INFINITY;
+        const float4 v = exchange[k * 128];
+        exchange[k * 128] = make_float4(valid_lo ? (s[4 * k] + v.x) * scale_log2 : -INFINITY,
+                                        valid_lo ? (s[4 * k + 1] + v.y) * scale_log2 : -INFINITY,
+                                        valid_hi ? (s[4 * k + 2] + v.z) * scale_log2 : -INFINITY,
+                                        valid_hi ? (s[4 * k + 3] + v.w) * scale_log2 : -INFINITY);
       }
     }
-    // Column maxima: over the thread's 2 tokens, the warp's 8 lanes of a column (no branch in between, so the
-    // shuffles of all 24 columns pipeline), then the 4 warps through the reduce buffer.
+    named_barrier_sync<kConsumerThreads>(kStepBarrier);  // (A) the scores of tile i are in the exchange buffer
+    // This warpgroup's 48 heads: x[4jj + e'] = scores of head 8(j0 + jj) + 2t + e'%2, token row_lo + 8·(e'/2).
+    float x[24];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // 12 columns at a time
-      float column_max[kColumnsPerThread / 2];
+    for (int jj = 0; jj < 6; ++jj) {
+      const float4 v = exchange[(j0 + jj) * 128];
+      x[4 * jj] = v.x, x[4 * jj + 1] = v.y, x[4 * jj + 2] = v.z, x[4 * jj + 3] = v.w;
+    }
+    {  // column maxima over the thread's 2 tokens, the 8 lanes of a column, then (through `reduce`) the 4 warps
+      float column_max[12];
 #pragma unroll
-      for (int k = 0; k < kColumnsPerThread / 2; ++k) {
-        const int j = 6 * half + (k >> 1), e = k & 1;
-        column_max[k] = fmaxf(x[4 * j + e], x[4 * j + 2 + e]);
-      }
+      for (int k = 0; k < 12; ++k) column_max[k] = fmaxf(x[4 * (k >> 1) + (k & 1)], x[4 * (k >> 1) + 2 + (k & 1)]);
 #pragma unroll
       for (int lanes = 4; lanes < 32; lanes *= 2)
 #pragma unroll
-        for (int k = 0; k < kColumnsPerThread / 2; ++k)
-          column_max[k] = fmaxf(column_max[k], __shfl_xor_sync(0xffffffffu, column_max[k], lanes));
+        for (int k = 0; k < 12; ++k) column_max[k] = fmaxf(column_max[k], __shfl_xor_sync(0xffffffffu, column_max[k], lanes));
       if (g == 0) {
 #pragma unroll
         for (int jj = 0; jj < 6; ++jj)
-          *reinterpret_cast<float2*>(reduce + w4 * kHeads + 8 * (6 * half + jj) + 2 * t4) =
+          *reinterpret_cast<float2*>(reduce + w4 * (kHeads / 2) + 8 * jj + 2 * t4) =
               make_float2(column_max[2 * jj], column_max[2 * jj + 1]);
       }
     }
-    named_barrier_sync<128>(kReduceBarrier + wg);  // also: every thread has read its partial from xbuf
-    // Thread c < 96 of the warpgroup: head c's new running max and alpha (the max apart, alpha in exchange buffer i).
-    float* state = state_ptr(i);
-    float* max_now = max_ptr(i);
-    if (wg_thread < kHeads) {
-      const int c = wg_thread;
-      const float tile_max = fmaxf(fmaxf(reduce[c], reduce[kHeads + c]), fmaxf(reduce[2 * kHeads + c], reduce[3 * kHeads + c]));
-      const float m_old = i > 0 ? max_ptr(i - 1)[c] : -INFINITY;
+    named_barrier_sync<128>(kReduceBarrier + wg);
+    if (wg_thread < kHeads / 2) {  // head 48·wg + wg_thread: the new running max and alpha
+      const int c = wg_thread, head = 48 * wg + c;
+      const float tile_max = fmaxf(fmaxf(reduce[c], reduce[kHeads / 2 + c]), fmaxf(reduce[kHeads + c], reduce[3 * kHeads / 2 + c]));
+      const float m_old = i > 0 ? max_ptr(i - 1)[head] : -INFINITY;
       const float m_new = fmaxf(m_old, tile_max);  // finite: the tile's first token is in the context
-      max_now[c] = m_new;
-      state[c] = exp2f(m_old - m_new);  // 0 on the split's first tile
+      max_ptr(i)[head] = m_new;
+      alpha_ptr(i)[head] = exp2f(m_old - m_new);  // 0 on the split's first tile
     }
     named_barrier_sync<128>(kReduceBarrier + wg);
-    // P = exp2(x − max) as bf16 into Pᵀ (K-major, 96 head rows of 64 tokens, one SW128 block: head 8j + 2t + e,
-    // token row_lo (+8) at row 8j + 2t + e, chunk 2·w4 (+1) at position chunk ^ (2t + e), byte 2g in it); the
-    // running sums take alpha and the rounded P.
-    unsigned char* pt = xbuf;
-    uint32_t p_offset[2][2];
+    {  // P = exp2(x − max) as bf16 into Pᵀ; the running sums take alpha and the rounded P
+      unsigned char* pt = smem + Smem::kP + (i & 1) * Smem::kPBytes;
+      const float* m_now = max_ptr(i);
+      const float* alpha = alpha_ptr(i);
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
+      for (int jj = 0; jj < 6; ++jj) {
+        const int j = j0 + jj;
+        const float2 m2 = *reinterpret_cast<const float2*>(m_now + 8 * j + 2 * t4);
+        const float2 a2 = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        p_offset[e][h] = uint32_t(2 * t4 + e) * 128 + (uint32_t((2 * w4 + h) ^ (2 * t4 + e)) << 4) + uint32_t(g) * 2;
-#pragma unroll
-    for (int j = 0; j < 12; ++j) {
-      const float2 m_new = *reinterpret_cast<const float2*>(max_now + 8 * j + 2 * t4);
-      const float2 alpha = *reinterpret_cast<const float2*>(state + 8 * j + 2 * t4);
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float m = e ? m_new.y : m_new.x;
-        const __nv_bfloat16 p_lo = __float2bfloat16_rn(exp2f(x[4 * j + e] - m));
-        const __nv_bfloat16 p_hi = __float2bfloat16_rn(exp2f(x[4 * j + 2 + e] - m));
-        l_part[2 * j + e] = l_part[2 * j + e] * (e ? alpha.y : alpha.x) + (__bfloat162float(p_lo) + __bfloat162float(p_hi));
-        *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][0] + j * 1024) = p_lo;
-        *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][1] + j * 1024) = p_hi;
+        for (int e = 0; e < 2; ++e) {
+          const float m = e ? m2.y : m2.x;
+          const __nv_bfloat16 p_lo = __float2bfloat16_rn(exp2f(x[4 * jj + e] - m));
+          const __nv_bfloat16 p_hi = __float2bfloat16_rn(exp2f(x[4 * jj + 2 + e] - m));
+          l_part[2 * jj + e] = l_part[2 * jj + e] * (e ? a2.y : a2.x) + (__bfloat162float(p_lo) + __bfloat162float(p_hi));
+          *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][0] + j * 1024) = p_lo;
+          *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][1] + j * 1024) = p_hi;
+        }
       }
     }
     wgmma::fence_proxy_async_shared();
-    mbarrier::arrive(barrier(kPReady + (i & 1)));
-    mbarrier::wait(barrier(kPReady + (i & 1)), uint32_t((i >> 1) & 1));  // all of Pᵀ, from all 128 threads
-    rescale(i, false);  // the running sums took alpha above
-    issue_output(o, slot_smem(i) + columns_offset, exchange_smem(i));
+    named_barrier_sync<kConsumerThreads>(kStepBarrier);  // (C) Pᵀ and alpha of tile i complete; exchange buffer read
+    if (kOwnScores && wg_thread == 0) mbarrier::arrive_cluster(mbarrier::peer_address(barrier(kExchangeEmpty), peer));
+    wgmma::wait_group<0>();  // this warpgroup's O(i − 1) and, when it issued it, S(i + 1)
+    wgmma::fence_registers(s);
+    wgmma::fence_registers(o[0]);
+    wgmma::fence_registers(o[1]);
+    if (i >= 1 && wg_thread == 0) mbarrier::arrive(barrier(kSlotEmpty + (i - 1) % kSlots));
+    if (kOwnNext && i + 1 < n) send(i + 1);
+    rescale(i);
+    issue_output(o, slot_smem(i) + columns_offset, p_smem(i));
   };
 
+  using Yes = std::true_type;
+  using No = std::false_type;
   wgmma::fence_registers(o[0]);  // the zeros set here, not sunk past the first wgmma
   wgmma::fence_registers(o[1]);
-  if (wg == 0) {
+  if (wg == 0) {  // owns the scores of the even tiles
     scores(0);
     wgmma::wait_group<0>();
     wgmma::fence_registers(s);
     send(0);
     int i = 0;
     do {
-      owned_step(i);
-      if (i + 1 < n) other_step(i + 1);
+      step(i, Yes{}, No{});
+      if (i + 1 < n) step(i + 1, No{}, Yes{});
       i += 2;
     } while (i < n);
   } else {
     int i = 0;
     do {
-      other_step(i);
-      if (i + 1 < n) owned_step(i + 1);
+      step(i, No{}, Yes{});
+      if (i + 1 < n) step(i + 1, Yes{}, No{});
       i += 2;
     } while (i < n);
   }
@@ -489,27 +470,28 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   wgmma::fence_registers(o[0]);
   wgmma::fence_registers(o[1]);
 
-  // Epilogue: the running sums over the threads of a column (lanes g, the 4 warps, both warpgroups), then the rows.
+  // Epilogue: the running sums over the 8 lanes of a column and the 4 warps of the warpgroup that owns it, then the rows.
 #pragma unroll
   for (int lanes = 4; lanes < 32; lanes *= 2)
 #pragma unroll
-    for (int k = 0; k < kColumnsPerThread; ++k) l_part[k] += __shfl_xor_sync(0xffffffffu, l_part[k], lanes);
-  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);  // every product retired: the reduce buffer is free
-  float* sums = reinterpret_cast<float*>(smem + Smem::kReduce);  // [8 warps][96]
+    for (int k = 0; k < 12; ++k) l_part[k] += __shfl_xor_sync(0xffffffffu, l_part[k], lanes);
+  named_barrier_sync<kConsumerThreads>(kStepBarrier);  // every product retired: the slots and `reduce` are idle
+  float* sums = reinterpret_cast<float*>(smem + Smem::kSlots_);  // [2 warpgroups][4 warps][48], in the first slot
   if (g == 0) {
 #pragma unroll
-    for (int j = 0; j < 12; ++j)
-      *reinterpret_cast<float2*>(sums + warp * kHeads + 8 * j + 2 * t4) = make_float2(l_part[2 * j], l_part[2 * j + 1]);
+    for (int jj = 0; jj < 6; ++jj)
+      *reinterpret_cast<float2*>(sums + warp * (kHeads / 2) + 8 * jj + 2 * t4) = make_float2(l_part[2 * jj], l_part[2 * jj + 1]);
   }
-  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);
-  float* totals = reinterpret_cast<float*>(smem + Smem::kSlots_);  // [96], in the (idle) first slot
+  named_barrier_sync<kConsumerThreads>(kStepBarrier);
+  float* totals = sums + 8 * (kHeads / 2);  // [96]
   if (threadIdx.x < kHeads) {
+    const int owner = threadIdx.x / (kHeads / 2), c = threadIdx.x % (kHeads / 2);
     float total = 0.0f;
 #pragma unroll
-    for (int w = 0; w < 8; ++w) total += sums[w * kHeads + threadIdx.x];
+    for (int w = 0; w < 4; ++w) total += sums[(4 * owner + w) * (kHeads / 2) + c];
     totals[threadIdx.x] = total;
   }
-  named_barrier_sync<kConsumerThreads>(kConsumerBarrier);
+  named_barrier_sync<kConsumerThreads>(kStepBarrier);
   const float* final_max = max_ptr(n - 1);
   if (splits > 1 && rank == 0 && threadIdx.x < heads)
     partial_stats[(int64_t(b) * splits + split) * heads + threadIdx.x] =
