@@ -8,6 +8,9 @@
 
 #include "core/error.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -31,7 +34,6 @@ constexpr int kMainBlocks = 4;                     // a block's 256 latent colum
 constexpr int kTailColumns = 32;                   // its share of the 64 trailing columns
 constexpr int kRankColumns = kMainBlocks * 64 + kTailColumns;  // 288
 constexpr int kOutputKSteps = kTileTokens / 16;   // 4
-constexpr int kColumnsPerThread = kHeads / 4;      // 24 head columns of the accumulator layout
 
 struct Smem {
   static constexpr int kQBlockBytes = kHeads * 128;           // 12288: 96 rows of 64 bf16
@@ -60,7 +62,8 @@ static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kTails % 1024 == 0 && Smem::kP 
 static_assert(kRankColumns * 2 == kWidth, "the two blocks of a cluster split the 576 columns");
 
 // Barrier indices (8 bytes each from Smem::kBarriers).
-constexpr int kSlotFull = 0;       // [3] the loader's cp.async of a slot landed (128 arrivals, one per loader thread)
+constexpr int kSlotFull = 0;       // [3] a slot's tile landed: the loader's 128 cp.async arrivals, one more (with the
+                                   // bulk-tensor bytes expected when the tile comes by TMA)
 constexpr int kSlotEmpty = 3;      // [3] both warpgroups' products of the slot's tile retired (2 arrivals)
 constexpr int kExchangeFull = 6;   // the other block's partial scores of the next tile are in (one arrival here, 24 KiB
                                    // from there)
@@ -181,7 +184,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
                                       const int32_t* __restrict__ context_tokens, float scale_log2, int heads,
                                       int page_tokens, int max_pages, int max_context, int splits,
                                       float* __restrict__ partial_out, float2* __restrict__ partial_stats,
-                                      float* __restrict__ out) {
+                                      float* __restrict__ out, const __grid_constant__ CUtensorMap cache_map,
+                                      int tma_box_rows) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
@@ -213,7 +217,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const auto barrier = [&](int index) { return barriers + 8u * uint32_t(index); };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
-      mbarrier::init(barrier(kSlotFull + s), 128);
+      mbarrier::init(barrier(kSlotFull + s), 129);
       mbarrier::init(barrier(kSlotEmpty + s), 2);
     }
     mbarrier::init(barrier(kExchangeFull), 1);
@@ -256,29 +260,59 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       return token < context ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : nullptr;
     };
     const __nv_bfloat16* next_src = row_source(0);
-#if defined(K3_CLUSTER_L2_PREFETCH)
-    const __nv_bfloat16* prefetch_src = n > kSlots ? row_source(kSlots) : nullptr;
-#endif
+    // Whole tiles come by TMA when the pages allow it (tma_box_rows > 0: pieces of tma_box_rows rows inside one page),
+    // issued by the loader's first thread, 4 blocks × (64 / tma_box_rows) pieces; the last, part-filled tile of a
+    // sequence, and every tile otherwise, by the loader's cp.async with the rows past the context zero-filled. The 32
+    // trailing columns always by cp.async.
+    const bool elected = threadIdx.x == kConsumerThreads;
+    const int pieces = tma_box_rows > 0 ? kTileTokens / tma_box_rows : 0;
+    int page_rows[4] = {0, 0, 0, 0}, next_page_rows[4] = {0, 0, 0, 0};  // first cache row of each piece
+    const auto piece_rows = [&](int t, int (&rows)[4]) {
+      for (int p = 0; p < pieces; ++p) {
+        const int token = (tile_begin + t) * kTileTokens + p * tma_box_rows;
+        if (token < context)
+          rows[p] = page_table[int64_t(b) * max_pages + token / page_tokens] * page_tokens + token % page_tokens;
+      }
+    };
+    if (elected) piece_rows(0, next_page_rows);
     for (int t = 0; t < n; ++t) {
       const int s = t % kSlots;
       const __nv_bfloat16* row_src = next_src;
       if (t + 1 < n) next_src = row_source(t + 1);
-#if defined(K3_CLUSTER_L2_PREFETCH)
-      if (prefetch_src != nullptr) {  // tile t + 3's row into L2
-        const __nv_bfloat16* p = prefetch_src + (half ? kLatent + kTailColumns * rank : 256 * rank);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(half ? 64 : 512) : "memory");
+      const bool by_tma = pieces > 0 && (tile_begin + t + 1) * kTileTokens <= context;
+      if (elected) {
+        for (int p = 0; p < 4; ++p) page_rows[p] = next_page_rows[p];
+        if (t + 1 < n) piece_rows(t + 1, next_page_rows);
       }
-      prefetch_src = t + kSlots + 1 < n ? row_source(t + kSlots + 1) : nullptr;
-#endif
       if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
+      if (elected) {
+        if (by_tma) {
+          mbarrier::arrive_expect_bytes(barrier(kSlotFull + s), Smem::kSlotBytes);
+          for (int p = 0; p < pieces; ++p)
+#pragma unroll
+            for (int kb = 0; kb < kMainBlocks; ++kb) {
+              const uint32_t dst = slot_smem(t) + kb * Smem::kSlotBlockBytes + p * tma_box_rows * 128;
+              asm volatile(
+                  "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                  "%3}], [%4];\n" ::"r"(dst),
+                  "l"(reinterpret_cast<uint64_t>(&cache_map)), "r"(int(256 * rank) + 64 * kb), "r"(page_rows[p]),
+                  "r"(barrier(kSlotFull + s))
+                  : "memory");
+            }
+        } else {
+          mbarrier::arrive(barrier(kSlotFull + s));
+        }
+      }
       const bool valid = row_src != nullptr;
       const __nv_bfloat16* src = valid ? row_src : pages;
-      const uint32_t dst = slot_smem(t) + row * 128;
+      if (!by_tma) {
+        const uint32_t dst = slot_smem(t) + row * 128;
 #pragma unroll
-      for (int k = 0; k < 4 * kMainBlocks; ++k) {  // chunks c = 2k + half of the 32 main ones
-        const int c = 2 * k + half;
-        cp_async_16(dst + (c >> 3) * Smem::kSlotBlockBytes + (((c & 7) ^ (row & 7)) << 4),
-                    src + (valid ? 256 * rank + 8 * c : 0), valid);
+        for (int k = 0; k < 4 * kMainBlocks; ++k) {  // chunks c = 2k + half of the 32 main ones
+          const int c = 2 * k + half;
+          cp_async_16(dst + (c >> 3) * Smem::kSlotBlockBytes + (((c & 7) ^ (row & 7)) << 4),
+                      src + (valid ? 256 * rank + 8 * c : 0), valid);
+        }
       }
       const uint32_t tail = base + Smem::kTails + uint32_t(s >> 1) * Smem::kSlotBlockBytes + row * 128;
 #pragma unroll
@@ -529,6 +563,39 @@ cudaError_t configure_kernel(int device) {
   return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv, Smem::kAllocBytes, device, configured);
 }
 
+// The paged cache as a 2-D tensor for TMA, [rows, 576] bf16, boxes of 64 columns × box_rows rows in the 128-byte
+// swizzle (the slots' layout). Its row count is not known here (only the page table names pages), so the map spans
+// 2^31 − 1 rows: only rows the page table names are ever read. Returns the box rows, 0 where the pages do not allow
+// it (a 64-token tile must be whole pieces of one page each: page_tokens a multiple of 64, or 16 or 32) or the
+// driver cannot encode the map; the kernel then loads by cp.async.
+int encode_cache_map(CUtensorMap& map, const __nv_bfloat16* cache_pages, int page_tokens) {
+  // At most 4 pieces per tile (the loader keeps 4 page rows), each a 1024-byte multiple of the slot.
+  if (page_tokens < 16 || (page_tokens % kTileTokens != 0 && kTileTokens % page_tokens != 0)) return 0;
+  if (reinterpret_cast<uintptr_t>(cache_pages) % 16 != 0) return 0;
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (encode == nullptr) return 0;
+  const int box_rows = std::min(page_tokens, kTileTokens);
+  const cuuint64_t dims[2] = {cuuint64_t(kWidth), (cuuint64_t(1) << 31) - 1};
+  const cuuint64_t strides[1] = {cuuint64_t(kWidth) * 2};
+  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(cache_pages),
+                                 dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return result == CUDA_SUCCESS ? box_rows : 0;
+}
+
 // Two-block clusters the device runs at once with this kernel's shared memory (0 if it cannot), once per device.
 int max_active_clusters(int device) {
   static std::atomic<int> cached[64];
@@ -585,10 +652,13 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
            shape.heads, kMlaDecodeClusterMaxHeads);
   status = configure_kernel(device);
   if (status != cudaSuccess) return status;
+  CUtensorMap cache_map{};
+  const int box_rows = encode_cache_map(cache_map, cache_pages, shape.page_tokens);
   const dim3 grid(unsigned(2 * splits), unsigned(shape.batch));
   mla_decode_wgmma_cluster_split_kv<<<grid, kThreads, Smem::kAllocBytes, stream>>>(
       q, cache_pages, page_table, context_tokens, scale_log2, shape.heads, shape.page_tokens,
-      shape.max_pages_per_sequence, int(shape.max_context_tokens), splits, partial_out, partial_stats, out);
+      shape.max_pages_per_sequence, int(shape.max_context_tokens), splits, partial_out, partial_stats, out, cache_map,
+      box_rows);
   return cudaGetLastError();
 }
 
