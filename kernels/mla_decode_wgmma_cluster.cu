@@ -165,19 +165,17 @@ using ptx::cp_async_16;
 // (warp w = warp % 4 of warpgroup wg, lane 4g + t holds accumulator rows 16w + g and 16w + g + 8, columns 8j + 2t
 // (+1), j = 0 … 11: wgmma_sm90.h); threads 256–287: the loader.
 //
-// Warpgroup w's steps over the split's n tiles (tile i is owned by warpgroup i % 2 in both blocks). Both steps start
-// with wait_group 0 (the warpgroup's O(i − 1)) and release tile i − 1.
-//   other step i (i % 2 ≠ w): if i + 1 < n: wait for tile i + 1, issue S(i + 1), wait_group 0, send S(i + 1) to the
-//     other block (after its buffer for i + 1 is free); then wait for Pᵀ(i); rescale O by alpha(i); issue O(i).
-//   owned step i: wait for the other block's partial of tile i and add it; mask, scale; column max over the tile's
-//     64 tokens (shuffles and the reduce buffer); from the running max after tile i − 1 (written by the other
-//     warpgroup) the new max, alpha and P; write Pᵀ and alpha into exchange buffer i, the max apart, the running sums
-//     per warp position; signal P-ready and wait for all of its own warpgroup; rescale O, issue O(i).
-// "Release tile i" (one thread per warpgroup, after both its products of the tile retired): an arrival on the slot's
-// empty barrier (the loader refills it when both warpgroups arrived) and on the other block's exchange-empty barrier
-// of buffer i % 2 (its Pᵀ has been read here, so the other block may write the partial of tile i + 2).
-// Every wait on the products is wait_group 0 and each warpgroup's role at each step is fixed in the code, as in
-// wgmma_alternating (ptxas keeps the products asynchronous only then).
+// Step i (tile i), both warpgroups; S(i) was computed by warpgroup i % 2 (in step i − 1, or before step 0) and sent:
+//   1. the warpgroup that computes S(i + 1) waits for tile i + 1 and issues it (it runs during this softmax);
+//   2. the owner of S(i) waits for the other block's partial of tile i, adds its own, scales, masks past the context
+//      and writes the scores back into the exchange buffer; barrier (A) over both warpgroups;
+//   3. each warpgroup, for its 48 heads: column maxima (8 lanes, then 4 warps through `reduce`), the new running max
+//      and alpha (one thread per head), P = exp2(x − max) into Pᵀ(i) and the running sums; fence; barrier (C);
+//   4. the owner of S(i) tells the other block that its exchange buffer is free; wait_group 0 (this warpgroup's
+//      O(i − 1), and S(i + 1) where it issued it), tile i − 1's slot back to the loader, S(i + 1) sent;
+//   5. O rescaled by alpha(i), O(i) issued.
+// Each warpgroup's role at each step is fixed in the code (steps in pairs), and every wait on the products is
+// wait_group 0, as in wgmma_alternating (ptxas keeps the products asynchronous only then).
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
                                       const int32_t* __restrict__ page_table,

@@ -15,24 +15,25 @@
 // 24 KiB fp32 per tile; mbarrier hand-offs), adds the other's partial to its own, and both run the same online softmax
 // on the same sums (fp32 addition commutes, so the two blocks' maxima and P agree bit for bit).
 //
-// Per block: a loader warpgroup (cp.async, the page lookup per token one tile ahead, rows past the context
-// zero-filled, completion tracked by an mbarrier per slot; it gives its registers to the others with setmaxnreg)
-// keeps three 64-token slots filled; two warpgroups alternate the score tiles as
-// wgmma_alternating does: the owner of tile i (warpgroup i % 2) issues S(i) during the other's softmax of tile i − 1,
-// sends its partial, then adds the other block's partial, does the softmax, writes Pᵀ (bf16, K-major) and its alpha and
-// running max, and both warpgroups apply the tile to their 128 output columns (2 m-tiles of 64, 96 fp32 registers per
-// thread). The running sums are kept in shared memory per head and warp position, updated by the owner's warps.
-// Barrier waits are block-scope: a cluster-scope acquire costs an L1 invalidation per wait.
+// Per block: a loader warpgroup keeps three 64-token slots filled — whole tiles by TMA (a tensor map over the paged
+// cache, one piece per page part), the 32 trailing columns, a sequence's last part-filled tile and pages that do not
+// split into 16-, 32- or 64-token pieces by cp.async with the rows past the context zero-filled; completion tracked by
+// an mbarrier per slot; it gives its registers to the others with setmaxnreg. The score products alternate between the
+// two warpgroups (warpgroup i % 2 computes S(i) during the softmax of tile i − 1 and sends its partial); the softmax of
+// every tile is split over both (48 heads each): the owner of S(i) adds the other block's partial and writes the scaled
+// scores back into the exchange buffer, each warpgroup takes the column maxima, the new running max and alpha, P (bf16,
+// into Pᵀ, K-major) and the running sums of its 48 heads, and both apply the tile to their 128 output columns (2
+// m-tiles of 64, 96 fp32 registers per thread). Barrier waits are block-scope: a cluster-scope acquire costs an L1
+// invalidation per wait.
 // Shared memory: Q 4 × 12 KiB + its trailing columns in one 12 KiB block (half used) | 3 slots × 32 KiB + their
-// trailing columns two to an 8 KiB block | 2 exchange buffers × 24 KiB (the other block's partial scores; then Pᵀ and
-// alpha of the tile) | the max reduction 3 KiB, running sums 1.5 KiB, running max 0.75 KiB | 12 mbarriers: 225 KiB.
+// trailing columns two to an 8 KiB block | the exchange buffer 24 KiB | 2 × Pᵀ 12 KiB | alpha and running max 2 × 2 ×
+// 0.375 KiB | the max reduction 1.5 KiB | 8 mbarriers: 223 KiB.
 //
-// Measured on an H200 (bench/results/2026-11-30-h200-kernels-11): correct (every decode test), and 1.6× slower than
-// wgmma_alternating (995 against 611 µs at batch 1 and 1 M; 3.2–3.5× the bound at 1 M). A step trace puts the owner's
-// softmax of each 64 × 96 tile (column maxima over 8 lanes and 4 warps) on the path from tile to tile at about 2.2 µs,
-// plus about 1 µs waiting for the previous output product and issuing the next, against about 1 µs of tensor work per
-// tile; and with three slots each load has one step to land. Not the automatic choice; kept as the base for a version
-// that splits each tile's softmax over both warpgroups and keeps more tiles in flight.
+// Measured on an H200 (bench/results/2026-11-30-h200-kernels-11): correct (every decode test; memcheck clean), and
+// 1.5× slower than wgmma_alternating (979 against 640 µs at batch 1 and 1 M in one run; 3.0–3.7× the bound at 1 M).
+// Step traces: a 64-token step takes about 6,500 cycles against about 2,000 of tensor work — the softmax and its
+// barriers, the output product's issue, and a wait for a tile that lands about a step after its slot is freed (only
+// three slots fit beside the exchange buffer). Not the automatic choice.
 #pragma once
 
 #include "kernels/mla_decode_paged.h"
