@@ -1,5 +1,6 @@
 #include "kernels/mla_decode_wgmma_cluster.h"
 #include "kernels/mbarrier_sm90.h"
+#include "kernels/mla_cache_tensor_map.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_rows.h"
 #include "kernels/ptx_mma.h"
@@ -7,9 +8,6 @@
 #include "kernels/wgmma_sm90.h"
 
 #include "core/error.h"
-
-#include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -561,39 +559,6 @@ cudaError_t configure_kernel(int device) {
   return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv, Smem::kAllocBytes, device, configured);
 }
 
-// The paged cache as a 2-D tensor for TMA, [rows, 576] bf16, boxes of 64 columns × box_rows rows in the 128-byte
-// swizzle (the slots' layout). Its row count is not known here (only the page table names pages), so the map spans
-// 2^31 − 1 rows: only rows the page table names are ever read. Returns the box rows, 0 where the pages do not allow
-// it (a 64-token tile must be whole pieces of one page each: page_tokens a multiple of 64, or 16 or 32) or the
-// driver cannot encode the map; the kernel then loads by cp.async.
-int encode_cache_map(CUtensorMap& map, const __nv_bfloat16* cache_pages, int page_tokens) {
-  // At most 4 pieces per tile (the loader keeps 4 page rows), each a 1024-byte multiple of the slot.
-  if (page_tokens < 16 || (page_tokens % kTileTokens != 0 && kTileTokens % page_tokens != 0)) return 0;
-  if (reinterpret_cast<uintptr_t>(cache_pages) % 16 != 0) return 0;
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  if (encode == nullptr) return 0;
-  const int box_rows = std::min(page_tokens, kTileTokens);
-  const cuuint64_t dims[2] = {cuuint64_t(kWidth), (cuuint64_t(1) << 31) - 1};
-  const cuuint64_t strides[1] = {cuuint64_t(kWidth) * 2};
-  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult result = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(cache_pages),
-                                 dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return result == CUDA_SUCCESS ? box_rows : 0;
-}
-
 // Two-block clusters the device runs at once with this kernel's shared memory (0 if it cannot), once per device.
 int max_active_clusters(int device) {
   static std::atomic<int> cached[64];
@@ -651,7 +616,7 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
   status = configure_kernel(device);
   if (status != cudaSuccess) return status;
   CUtensorMap cache_map{};
-  const int box_rows = encode_cache_map(cache_map, cache_pages, shape.page_tokens);
+  const int box_rows = mla_cache_tensor_map(cache_map, cache_pages, shape.page_tokens, kTileTokens, 4);
   const dim3 grid(unsigned(2 * splits), unsigned(shape.batch));
   mla_decode_wgmma_cluster_split_kv<<<grid, kThreads, Smem::kAllocBytes, stream>>>(
       q, cache_pages, page_table, context_tokens, scale_log2, shape.heads, shape.page_tokens,
