@@ -161,7 +161,7 @@ using ptx::cp_async_16;
 
 // Grid: x = 2 · split + rank in the cluster, y = sequence; clusters of 2 along x. Threads 0–255: two warpgroups
 // (warp w = warp % 4 of warpgroup wg, lane 4g + t holds accumulator rows 16w + g and 16w + g + 8, columns 8j + 2t
-// (+1), j = 0 … 11: wgmma_sm90.h); threads 256–287: the loader.
+// (+1), j = 0 … 11: wgmma_sm90.h); threads 256–383: the loader warpgroup.
 //
 // Step i (tile i), both warpgroups; S(i) was computed by warpgroup i % 2 (in step i − 1, or before step 0) and sent:
 //   1. the warpgroup that computes S(i + 1) waits for tile i + 1 and issues it (it runs during this softmax);
@@ -246,7 +246,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     return base + Smem::kTails + uint32_t(s >> 1) * Smem::kSlotBlockBytes + uint32_t(s & 1) * 64;
   };
 
-  if (warp >= kConsumerThreads / 32) {  // the loader: tile t into slot t % 3; 2 threads per token row, 18 chunks each
+  if (warp >= kConsumerThreads / 32) {  // the loader: tile t into slot t % 3; 2 threads per token row
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kLoaderRegisters));
     const int row = (threadIdx.x - kConsumerThreads) >> 1, half = threadIdx.x & 1;
     // The row of tile t is looked up (page table) before waiting for its slot, so the lookup's latency is not
