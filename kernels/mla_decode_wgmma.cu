@@ -254,16 +254,21 @@ bool mla_decode_wgmma_supported(int device) {
   return major == 9 && minor == 0;
 }
 
+cudaError_t mla_decode_wgmma_device(const char* algorithm, int& device) {
+  const cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  K3_CHECK(mla_decode_wgmma_supported(device),
+           "mla_decode {}: device {} is not compute capability 9.0; it is built for sm_90a only", algorithm, device);
+  return cudaSuccess;
+}
+
 cudaError_t mla_decode_wgmma_split_pass(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages,
                                         const int32_t* page_table, const int32_t* context_tokens, float scale_log2,
                                         const MlaDecodeShape& shape, int splits, float* partial_out,
                                         float2* partial_stats, float* out, cudaStream_t stream) {
   int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
+  cudaError_t status = mla_decode_wgmma_device("wgmma", device);
   if (status != cudaSuccess) return status;
-  K3_CHECK(mla_decode_wgmma_supported(device),
-           "mla_decode wgmma: device {} is not compute capability 9.0; the wgmma algorithm is built for sm_90a only",
-           device);
   status = configure_kernel(device);
   if (status != cudaSuccess) return status;
   const int groups = head_groups(shape.heads);

@@ -38,6 +38,9 @@ int mla_decode_wgmma_num_splits(const MlaDecodeShape& shape);
 
 // Whether `device` runs it: compute capability 9.0 (the code is built for sm_90a only).
 bool mla_decode_wgmma_supported(int device);
+// The current device for a split pass of the sm_90a algorithm `algorithm` (its name in messages): throws k3::Error
+// where mla_decode_wgmma_supported is false; a failing cudaGetDevice comes back as its status.
+cudaError_t mla_decode_wgmma_device(const char* algorithm, int& device);
 
 // The split pass for `splits` = mla_decode_wgmma_num_splits(shape) (arguments checked by the caller): with one split
 // it writes out normalised; otherwise each split writes its unnormalised rows to partial_out [batch, splits, heads,

@@ -398,10 +398,8 @@ cudaError_t mla_decode_wgmma_alternating_split_pass(const __nv_bfloat16* q, cons
                                                     float* partial_out, float2* partial_stats, float* out,
                                                     cudaStream_t stream) {
   int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
+  cudaError_t status = mla_decode_wgmma_device("wgmma_alternating", device);
   if (status != cudaSuccess) return status;
-  K3_CHECK(mla_decode_wgmma_supported(device),
-           "mla_decode wgmma_alternating: device {} is not compute capability 9.0; it is built for sm_90a only", device);
   status = configure_kernel(device);
   if (status != cudaSuccess) return status;
   const int groups = (shape.heads + kHeadsPerBlock - 1) / kHeadsPerBlock;

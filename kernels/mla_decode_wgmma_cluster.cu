@@ -607,10 +607,8 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
                                                 float* partial_out, float2* partial_stats, float* out,
                                                 cudaStream_t stream) {
   int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
+  cudaError_t status = mla_decode_wgmma_device("wgmma_cluster", device);
   if (status != cudaSuccess) return status;
-  K3_CHECK(mla_decode_wgmma_supported(device),
-           "mla_decode wgmma_cluster: device {} is not compute capability 9.0; it is built for sm_90a only", device);
   K3_CHECK(shape.heads <= kMlaDecodeClusterMaxHeads, "mla_decode wgmma_cluster: {} heads; it runs at most {}",
            shape.heads, kMlaDecodeClusterMaxHeads);
   status = configure_kernel(device);
