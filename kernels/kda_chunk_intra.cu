@@ -1,4 +1,4 @@
-// kda_chunk_intra: phase 1 of the KDA chunked prefill's ut_factored_split_value version (kernels/kda_chunk_prefill.h):
+// kda_chunk_intra: phase 1 of the KDA chunked prefill's ut_factored versions (kernels/kda_chunk_prefill.h):
 // for one (64-token chunk, head) per block, the same workspace as the other versions' kda_chunk_intra_ut — W, U, Qg,
 // Kd [64, 128], A_qk [64, 64] (zero above the diagonal), e^{G_last} [128] — with the score operands factored once.
 //
@@ -22,10 +22,11 @@
 // rows requested into the L2 while the transform runs).
 // Resources (sm_90, ptxas): 80 registers (launch bound of 3 blocks per SM), a few values spilled (32 to 44 bytes
 // stored, 60 to 64 loaded per thread), 61,696 bytes of dynamic shared memory (94,464 on the pair-by-pair path).
-// Workspace contract: W, Qg, Kd and A_qk, which the state passes use only as TF32 product operands, are stored
-// already rounded (tf32_round, kernels/kda_chunk_intra.h), so the split_key state pass skips that rounding; U and
-// e^{G_last}, which enter fp32 arithmetic, are stored in full. (β e^G ⊙ K, parked in W's slot, is stored in full and
-// rounded where it is read back.)
+// Workspace contract (WorkspaceOf, kernels/kda_chunk_intra.h): W, Qg, Kd and A_qk, which the state passes use only
+// as product operands, are stored already rounded — to TF32 for the fp32 workspace (tf32_round), so the split_key
+// state pass skips that rounding, or to fp16 for split_key_f16's; U and e^{G_last}, which enter fp32 arithmetic, are
+// stored in full. (β e^G ⊙ K, parked in W's slot, is stored in full in the fp32 workspace and rounded to fp16 in the
+// fp16 one, and rounded to TF32 where it is read back.) The kernel is instantiated for both element types.
 // Numerics: the same products and TF32 roundings as the other versions (each operand rounded once), the factors'
 // exponentials taken as products of per-tile scalars and within-tile ones (a few fp32 ulps apart), the transform in
 // fp32 in another order.
@@ -34,6 +35,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace k3::kernels::kda_chunk {
 
@@ -128,18 +130,28 @@ __device__ __forceinline__ void score_round(const float* r0, const float* r1, co
   }
 }
 
+// Two adjacent product operands (8- or 4-byte aligned) as the workspace stores them (to_operand), and four zeros.
+__device__ __forceinline__ void store_operand_pair(float* p, float a, float b) {
+  *reinterpret_cast<float2*>(p) = make_float2(tf32_round(a), tf32_round(b));
+}
+__device__ __forceinline__ void store_operand_pair(__half* p, float a, float b) {
+  *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
+}
+__device__ __forceinline__ void store_zero4(float* p) { *reinterpret_cast<float4*>(p) = make_float4(0, 0, 0, 0); }
+__device__ __forceinline__ void store_zero4(__half* p) { *reinterpret_cast<uint2*>(p) = make_uint2(0, 0); }
+
 // Score tile (I, J) from its accumulators (element e of n half hh at row 16I + g + 8(e / 2), column
 // 16J + 8hh + 2t + e % 2): A_qk on and below the diagonal into the workspace (TF32-rounded, zero above it), and L = β_i A_kk
 // strictly below it into shared memory.
-__device__ __forceinline__ void store_qk_tile(float* aqk, const float (&acc)[2][4], int I, int J, int g, int t) {
+template <typename Operand>
+__device__ __forceinline__ void store_qk_tile(Operand* aqk, const float (&acc)[2][4], int I, int J, int g, int t) {
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = kTile * I + g + 8 * half, col = kTile * J + 8 * hh + 2 * t;
-      const float2 val = make_float2(tf32_round(col <= row ? acc[hh][2 * half] : 0.0f),
-                                     tf32_round(col + 1 <= row ? acc[hh][2 * half + 1] : 0.0f));
-      *reinterpret_cast<float2*>(aqk + row * kChunk + col) = val;
+      store_operand_pair(aqk + row * kChunk + col, col <= row ? acc[hh][2 * half] : 0.0f,
+                         col + 1 <= row ? acc[hh][2 * half + 1] : 0.0f);
     }
 }
 __device__ __forceinline__ void store_l_tile(float* Ls, const float* bs, const float (&acc)[2][4], int I, int J, int g,
@@ -181,9 +193,9 @@ __device__ __forceinline__ void invert_diagonal_block(const float* Ls, float* Xs
 // columns and every row, row tile I over the key range 0 .. 16I + 15 where it can be non-zero. b[kb][hh] holds B's
 // rows 8kb + 2t and 8kb + 2t + 1 at column 8hh + g (TF32), matching X's fragments read as float2 pairs. With kRound
 // the results are stored TF32-rounded (tf32_round).
-template <bool kRound>
+template <bool kRound, typename Out>
 __device__ __forceinline__ void lower_triangular_product(const float* Xs, const uint32_t (&b)[kChunk / 8][2][2],
-                                                         float* out, int g, int t) {
+                                                         Out* out, int g, int t) {
 #pragma unroll
   for (int I = 0; I < kTilesPerChunk; ++I) {
     float acc[2][4] = {};
@@ -198,11 +210,12 @@ __device__ __forceinline__ void lower_triangular_product(const float* Xs, const 
     }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      float* o = out + (kTile * I + g) * kD + 8 * hh + 2 * t;
+      Out* o = out + (kTile * I + g) * kD + 8 * hh + 2 * t;
       if constexpr (kRound) {
-        *reinterpret_cast<float2*>(o) = make_float2(tf32_round(acc[hh][0]), tf32_round(acc[hh][1]));
-        *reinterpret_cast<float2*>(o + 8 * kD) = make_float2(tf32_round(acc[hh][2]), tf32_round(acc[hh][3]));
+        store_operand_pair(o, acc[hh][0], acc[hh][1]);
+        store_operand_pair(o + 8 * kD, acc[hh][2], acc[hh][3]);
       } else {
+        static_assert(std::is_same_v<Out, float>, "U is stored in full");
         *reinterpret_cast<float2*>(o) = make_float2(acc[hh][0], acc[hh][1]);
         *reinterpret_cast<float2*>(o + 8 * kD) = make_float2(acc[hh][2], acc[hh][3]);
       }
@@ -216,11 +229,11 @@ __device__ __forceinline__ void lower_triangular_product(const float* Xs, const 
 // {(2,0), (3,0), (3,1), (3,2)} and one kind of (1,0) or (2,1) (qk for even warps, kk for odd); warps 4..7 both kinds
 // of the diagonal pair (w − 4, w − 4) on the tensor path (on the pair-by-pair path every warp scores diagonal rows
 // after the rounds).
-template <bool kTensorDiagonal>
+template <bool kTensorDiagonal, typename Operand>
 __global__ void __launch_bounds__(kThreads, 3)
     kda_chunk_intra_factored(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                              const float* __restrict__ g, const float* __restrict__ beta, int tokens, int heads,
-                             Workspace ws) {
+                             WorkspaceOf<Operand> ws) {
   extern __shared__ __align__(16) float smem[];
   float* Rq = smem + kSmemRq;
   float* Rk = smem + kSmemRk;
@@ -245,17 +258,17 @@ __global__ void __launch_bounds__(kThreads, 3)
   const float* vh = v + head_offset;
   const float* gh = g + head_offset;
   const int64_t blk = int64_t(h) * gridDim.x + chunk;
-  float* qg_out = ws.qg(blk);
-  float* kd_out = ws.kd(blk);
-  float* aqk_out = ws.a_qk(blk);
-  float* w_out = ws.w(blk);  // holds β e^G ⊙ K until W overwrites it
+  Operand* qg_out = ws.qg(blk);
+  Operand* kd_out = ws.kd(blk);
+  Operand* aqk_out = ws.a_qk(blk);
+  Operand* w_out = ws.w(blk);  // holds β e^G ⊙ K until W overwrites it
   float* u_out = ws.u(blk);
 
   if (tid < kChunk) bs[tid] = tid < n ? beta[(t0 + tid) * heads + h] : 0.0f;
   // A_qk's tiles above the diagonal are zero (the state pass multiplies whole row tiles).
   for (int e = tid; e < kChunk * kChunk / 4; e += kThreads) {
     const int row = 4 * e / kChunk, col = 4 * e % kChunk;
-    if (col / kTile > row / kTile) *reinterpret_cast<float4*>(aqk_out + 4 * e) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (col / kTile > row / kTile) store_zero4(aqk_out + 4 * e);
   }
 
   // This warp's score tiles (see above).
@@ -310,9 +323,9 @@ __global__ void __launch_bounds__(kThreads, 3)
       Rk[r * kLdF + c] = kv * e_row;
       Ck[r * kLdF + c] = kv * e_col;
       const float e_g = e_first * e_row;  // e^{G_r}
-      qg_out[r * kD + ch] = tf32_round(qv * e_g);
-      kd_out[r * kD + ch] = tf32_round(kv * (e_col * e_after));
-      w_out[r * kD + ch] = kv * (bs[r] * e_g);
+      qg_out[r * kD + ch] = to_operand<Operand>(qv * e_g);
+      kd_out[r * kD + ch] = to_operand<Operand>(kv * (e_col * e_after));
+      w_out[r * kD + ch] = Operand(kv * (bs[r] * e_g));  // fp32 in full; fp16 rounded to nearest
     }
     if constexpr (kTensorDiagonal) {
       sa[seg * kSlice + c] = __expf(pre[0] - pre[kTile / 2]);  // e^{G_{16I} − G_{16I+8}}
@@ -387,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           }
         }
         if (lane == 0) {
-          aqk_out[row * kChunk + col] = tf32_round(s_qk);  // 0 above the diagonal
+          aqk_out[row * kChunk + col] = to_operand<Operand>(s_qk);  // 0 above the diagonal
           if (col < row) Ls[row * kLdL + col] = bs[row] * s_kk;
         }
       }
@@ -482,17 +495,20 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) b[kb][hh][e] = tf32_rna(w_out[(8 * kb + 2 * tq + e) * kD + col + 8 * hh]);
+        for (int e = 0; e < 2; ++e)
+          b[kb][hh][e] = tf32_rna(operand_value(w_out[(8 * kb + 2 * tq + e) * kD + col + 8 * hh]));
     lower_triangular_product<true>(Xs, b, w_out + kTile * warp, gq, tq);
   }
 }
 
 }  // namespace
 
+template <typename Operand>
 cudaError_t launch_intra_factored(const float* q, const float* k, const float* v, const float* g, const float* beta,
-                                  int tokens, int heads, int chunks, Workspace ws, bool tensor_diagonal,
+                                  int tokens, int heads, int chunks, WorkspaceOf<Operand> ws, bool tensor_diagonal,
                                   cudaStream_t stream) {
-  const auto kernel = tensor_diagonal ? kda_chunk_intra_factored<true> : kda_chunk_intra_factored<false>;
+  const auto kernel =
+      tensor_diagonal ? kda_chunk_intra_factored<true, Operand> : kda_chunk_intra_factored<false, Operand>;
   const size_t smem_bytes = tensor_diagonal ? kSmemBytes : kSmemExactBytes;
   // Per call: the attributes belong to the current device.
   if (const cudaError_t status = allow_dynamic_shared_memory(kernel, int(smem_bytes)); status != cudaSuccess)
@@ -501,5 +517,10 @@ cudaError_t launch_intra_factored(const float* q, const float* k, const float* v
                                                                                     ws);
   return cudaGetLastError();
 }
+
+template cudaError_t launch_intra_factored<float>(const float*, const float*, const float*, const float*,
+                                                const float*, int, int, int, Workspace, bool, cudaStream_t);
+template cudaError_t launch_intra_factored<__half>(const float*, const float*, const float*, const float*,
+                                                 const float*, int, int, int, WorkspaceF16, bool, cudaStream_t);
 
 }  // namespace k3::kernels::kda_chunk

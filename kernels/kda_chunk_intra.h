@@ -1,9 +1,10 @@
-// kda_chunk_intra: what the two translation units of the KDA chunked prefill share (kernels/kda_chunk_prefill.h: the
+// kda_chunk_intra: what the translation units of the KDA chunked prefill share (kernels/kda_chunk_prefill.h: the
 // workspace layout that phase 1 writes and the state pass reads, the TF32 mma.sync helpers), and the phase-1 launch of
-// its ut_factored_split_value version (kernels/kda_chunk_intra.cu). Internal to kernels/kda_chunk_prefill.cu and
-// kernels/kda_chunk_intra.cu; device code, so it is included by .cu files only.
+// its ut_factored versions (kernels/kda_chunk_intra.cu). Internal to kernels/kda_chunk_*.cu; device code, so it is
+// included by .cu files only.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,26 +16,38 @@ constexpr int kChunk = 64;  // tokens per chunk
 constexpr int kTile = 16;   // tokens per sub-tile (and the tensor-core tile edge)
 constexpr int kTilesPerChunk = kChunk / kTile;
 
-// Workspace: per (head, chunk) block b = head·chunks + chunk, fp32. Every array starts 512-byte aligned relative
-// to the (256-byte aligned) base, as WMMA's 32-byte pointer alignment needs. kda_chunk_intra_factored (the phase 1
-// of both ut_factored versions) stores W, Qg, Kd and A_qk already rounded to TF32 (tf32_round: the value every
-// state pass's products would round them to), U and e^{G_last} in full fp32 (they enter fp32 arithmetic); the
-// split_key state pass feeds the rounded arrays to its products as they are, split_value's rounds them again
-// (which changes nothing).
+// Workspace: per (head, chunk) block b = head·chunks + chunk. U [64, 128] and e^{G_last} [128] in fp32 (they enter
+// fp32 arithmetic), then W, Qg, Kd [64, 128] and A_qk [64, 64] (zero above the diagonal), which the state passes use
+// only as product operands, in the element type Operand:
+//   - float (every version but split_key_f16): kda_chunk_intra_factored (the phase 1 of the ut_factored versions)
+//     stores them already rounded to TF32 (tf32_round: the value every state pass's products would round them to);
+//     the split_key state pass feeds them to its products as they are, split_value's rounds them again (which
+//     changes nothing);
+//   - __half (split_key_f16): rounded to fp16, whose 10-bit mantissa is TF32's, so the stored values are TF32
+//     values too wherever they lie inside fp16's range (normal above 6.1e-5, finite below 65504); half the bytes.
+// Every array starts 512-byte aligned relative to the (256-byte aligned) base, as WMMA's 32-byte pointer alignment
+// and cp.async's 16 bytes need. The fp32 layout is the largest; kda_chunk_prefill_workspace_bytes gives its size.
 constexpr int64_t kRowsBlock = int64_t(kChunk) * kD;       // W, U, Qg, Kd: [64, 128]
 constexpr int64_t kScoreBlock = int64_t(kChunk) * kChunk;  // A_qk: [64, 64]
 constexpr int64_t kFloatsPerBlock = 4 * kRowsBlock + kScoreBlock + kD;
 
-struct Workspace {
+template <typename Operand>
+struct WorkspaceOf {
   float* base;
   int64_t blocks;  // heads · chunks
-  __device__ float* w(int64_t b) const { return base + b * kRowsBlock; }
-  __device__ float* u(int64_t b) const { return base + (blocks + b) * kRowsBlock; }
-  __device__ float* qg(int64_t b) const { return base + (2 * blocks + b) * kRowsBlock; }
-  __device__ float* kd(int64_t b) const { return base + (3 * blocks + b) * kRowsBlock; }
-  __device__ float* a_qk(int64_t b) const { return base + 4 * blocks * kRowsBlock + b * kScoreBlock; }
-  __device__ float* decay(int64_t b) const { return base + 4 * blocks * kRowsBlock + blocks * kScoreBlock + b * kD; }
+  __device__ float* u(int64_t b) const { return base + b * kRowsBlock; }
+  __device__ float* decay(int64_t b) const { return base + blocks * kRowsBlock + b * kD; }
+  __device__ Operand* w(int64_t b) const { return operands() + b * kRowsBlock; }
+  __device__ Operand* qg(int64_t b) const { return operands() + (blocks + b) * kRowsBlock; }
+  __device__ Operand* kd(int64_t b) const { return operands() + (2 * blocks + b) * kRowsBlock; }
+  __device__ Operand* a_qk(int64_t b) const { return operands() + 3 * blocks * kRowsBlock + b * kScoreBlock; }
+
+ private:
+  // After U and e^{G_last}: blocks · 8320 floats, a multiple of 512 bytes.
+  __device__ Operand* operands() const { return reinterpret_cast<Operand*>(base + blocks * (kRowsBlock + kD)); }
 };
+using Workspace = WorkspaceOf<float>;
+using WorkspaceF16 = WorkspaceOf<__half>;
 
 // 16 bytes global → shared, asynchronous (completes at a later cp_async_wait of the issuing thread).
 __device__ __forceinline__ void cp_async_16(float* dst_shared, const float* src_global) {
@@ -58,6 +71,15 @@ __device__ __forceinline__ uint32_t tf32_rna(float x) {
 // mma's own reading of its 19 high bits) gives it back unchanged. Phase 1 stores the arrays that enter only
 // products in this form (kernels/kda_chunk_prefill.h).
 __device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf32_rna(x) & 0xFFFFE000u); }
+// A product operand as the workspace stores it (see WorkspaceOf): TF32-rounded fp32, or fp16 rounded to nearest.
+template <typename Operand>
+__device__ __forceinline__ Operand to_operand(float x);
+template <>
+__device__ __forceinline__ float to_operand<float>(float x) { return tf32_round(x); }
+template <>
+__device__ __forceinline__ __half to_operand<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ float operand_value(float x) { return x; }
+__device__ __forceinline__ float operand_value(__half x) { return __half2float(x); }
 // c += a · b on one m16n8k8 tile, TF32 operands, fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):
 // a = A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; b = B[t][g], B[t + 4][g];
 // c = C[g][2t], C[g][2t + 1], C[g + 8][2t], C[g + 8][2t + 1].
@@ -68,12 +90,13 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Phase 1 of ut_factored_split_value and ut_factored_split_key (kda_chunk_intra_factored): fills every array of the
-// workspace (W, Qg, Kd, A_qk TF32-rounded, see Workspace) for `chunks` 64-token chunks × `heads` heads from q, k, v,
-// g, β (the layouts of kda_chunk_prefill_f32state). tensor_diagonal selects the diagonal tiles' path as in the other
-// versions (middle-token reference on tensor cores, or pair by pair). Arguments are checked by the caller.
+// Phase 1 of the ut_factored versions (kda_chunk_intra_factored): fills every array of the workspace (W, Qg, Kd,
+// A_qk as WorkspaceOf's operands) for `chunks` 64-token chunks × `heads` heads from q, k, v, g, β (the layouts of
+// kda_chunk_prefill_f32state). tensor_diagonal selects the diagonal tiles' path as in the other versions
+// (middle-token reference on tensor cores, or pair by pair). Arguments are checked by the caller.
+template <typename Operand>
 cudaError_t launch_intra_factored(const float* q, const float* k, const float* v, const float* g, const float* beta,
-                                  int tokens, int heads, int chunks, Workspace ws, bool tensor_diagonal,
+                                  int tokens, int heads, int chunks, WorkspaceOf<Operand> ws, bool tensor_diagonal,
                                   cudaStream_t stream);
 
 }  // namespace k3::kernels::kda_chunk

@@ -689,6 +689,7 @@ const char* kda_chunk_variant_name(KdaChunkVariant variant) {
     case KdaChunkVariant::ut_tensorcore: return "kda_chunk_ut_tensorcore";
     case KdaChunkVariant::ut_factored_split_value: return "kda_chunk_ut_factored_split_value";
     case KdaChunkVariant::ut_factored_split_key: return "kda_chunk_ut_factored_split_key";
+    case KdaChunkVariant::ut_factored_split_key_f16: return "kda_chunk_ut_factored_split_key_f16";
   }
   return "unknown";
 }
@@ -697,6 +698,22 @@ size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim) {
   if (tokens < 1 || heads < 1 || head_dim != kD) return 0;
   const int64_t chunks = (int64_t(tokens) + kChunk - 1) / kChunk;
   return size_t(chunks) * size_t(heads) * size_t(kFloatsPerBlock) * sizeof(float);
+}
+
+size_t kda_chunk_prefill_workspace_traffic_bytes(int tokens, int heads, int head_dim, KdaChunkVariant variant) {
+  const size_t fp32_bytes = kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim);
+  switch (variant) {
+    case KdaChunkVariant::ut_tensorcore:
+    case KdaChunkVariant::ut_factored_split_value:
+    case KdaChunkVariant::ut_factored_split_key: return fp32_bytes;
+    case KdaChunkVariant::ut_factored_split_key_f16: {
+      // U and e^{G_last} in fp32, W, Qg, Kd and A_qk in fp16 (kernels/kda_chunk_intra.h).
+      constexpr size_t kBlockBytes = (kda_chunk::kRowsBlock + kD) * sizeof(float) +
+                                     (3 * kda_chunk::kRowsBlock + kda_chunk::kScoreBlock) * sizeof(__half);
+      return fp32_bytes / (kFloatsPerBlock * sizeof(float)) * kBlockBytes;
+    }
+  }
+  return 0;
 }
 
 namespace {
@@ -710,11 +727,22 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
   if (variant != KdaChunkVariant::ut_tensorcore && variant != KdaChunkVariant::ut_factored_split_value &&
-      variant != KdaChunkVariant::ut_factored_split_key)
+      variant != KdaChunkVariant::ut_factored_split_key && variant != KdaChunkVariant::ut_factored_split_key_f16)
     return cudaErrorInvalidValue;
   const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
   const Workspace ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
+  const kda_chunk::WorkspaceF16 ws_f16{ws.base, ws.blocks};
   const bool tensor_diagonal = gate_lower_bound < 0.0f && gate_lower_bound >= kTensorDiagonalMinLowerBound;
+  if (variant == KdaChunkVariant::ut_factored_split_key_f16) {
+    if (which.intra) {
+      const cudaError_t status =
+          kda_chunk::launch_intra_factored(q, k, v, g, beta, tokens, heads, chunks, ws_f16, tensor_diagonal, stream);
+      if (status != cudaSuccess) return status;
+    }
+    return which.state_pass ? kda_chunk::launch_state_pass_split_key_f16(ws_f16, state, out, tokens, heads, chunks,
+                                                                          stream)
+                            : cudaSuccess;
+  }
   if (which.intra) {
     cudaError_t status = cudaSuccess;
     if (variant == KdaChunkVariant::ut_tensorcore)

@@ -60,9 +60,10 @@
 //     operand bounds as the other versions); the UT transform's off-diagonal blocks by blocked doubling
 //     (X_10 = −X_11 L_10 X_00, then the 32 × 32 block) in four barrier-separated fp32 steps instead of a wavefront;
 //     W and U on mma.sync. 61.7 KB of shared memory, three blocks (24 warps) per SM instead of two; same precision.
-//   ut_factored_split_key (the default; 8K on an H200: 2.78 ms = 1.64 phase 1 + 1.15 state pass, 2.87× the roofline
-//     and 12.1× faster than the recurrent kernel's 33.6 ms; 32K 10.9 ms, 2.82×; 128K 44.2 ms, 2.85×;
-//     bench/results/2026-11-30-h200-kernels-8): phase 1 of ut_factored_split_value; the state pass
+//   ut_factored_split_key (the default until split_key_f16; on constant inputs, 8K on an H200: 2.78 ms = 1.64 phase 1
+//     + 1.15 state pass, 2.87× the roofline and 12.1× faster than the recurrent kernel's 33.6 ms; 32K 10.9 ms,
+//     2.82×; 128K 44.2 ms, 2.85×; bench/results/2026-11-30-h200-kernels-8; on random inputs 2.90×, 2.89× and
+//     2.97–2.98× (46.1 ms at 128K), bench/results/2026-11-30-h200-kernels-12): phase 1 of ut_factored_split_value; the state pass
 //     (kernels/kda_chunk_state.cu) is one block of 8 warps per (head, 32 value columns) (384 blocks for K3, three
 //     per SM): warp (vh, p) keeps Sᵀ's 16 values vh × 32 keys [32p, 32p + 32) in registers and updates them alone,
 //     and computes V'ᵀ and Oᵀ over all 128 keys for its token tiles {p, 7 − p} from a TF32 copy of the block's Sᵀ in
@@ -72,8 +73,19 @@
 //     cp.async two steps ahead (75 KB per block), with the per-lane address arithmetic out of the chunk loop (608 M
 //     instructions at 8K against 819 M before; kernels/kda_chunk_state.cu). The same products and roundings; the key
 //     sums in another order.
-//     Workspace contract of both ut_factored versions: phase 1 stores W, Qg, Kd and A_qk (product operands only)
+//     Workspace contract of these two ut_factored versions: phase 1 stores W, Qg, Kd and A_qk (product operands only)
 //     already TF32-rounded, U and e^{G_last} in fp32; split_key's pass feeds the rounded ones to mma.sync unconverted.
+//   ut_factored_split_key_f16 (the default; random inputs on an H200: 8K 2.07 ms = 1.38 phase 1 + 0.68 state pass,
+//     2.13× the roofline and 16× faster than the recurrent kernel; 32K 8.22 ms, 2.12×; 128K 32.9 ms = 21.7 + 11.3,
+//     2.12×; bench/results/2026-11-30-h200-kernels-12): split_key with W, Qg, Kd and A_qk stored in fp16 (rounded to
+//     nearest: TF32's 10-bit mantissa, half the bytes; 88.5 instead of 144.5 KB of workspace per head and chunk) and
+//     the state pass on mma.sync m16n8k16 fp16 with ldmatrix fragment loads (kernels/kda_chunk_state_f16.cu): 53
+//     products per warp and chunk instead of 105, no operand conversions, the warp's slice of S in registers for the
+//     whole pass, a ring of 4 buffers three steps ahead in 54 KB. Phase 1 is split_key's, storing fp16. The same
+//     products in fp32 accumulation; each operand rounded once, to fp16 instead of TF32, which inside fp16's range
+//     (normal 6.1e-5 .. 65504) is the same rounding; W, V' and S must stay below 65504 in magnitude (they scale with
+//     v; Qg, Kd and A_qk are at most 1 for L2-normalised q and k), and operands below 6.1e-5 keep an absolute error
+//     under 3e-8.
 // Where ut_tensorcore's time goes at 8K tokens × 96 heads (arithmetic; kda_prefill_bench times each launch on its
 // own, rows "phase 1" and "phase 2"): the workspace is 1.8 GB written then read back (≈ 0.9 ms at 4 TB/s, the floor
 // of the two-launch design); phase 1 runs 12288 blocks two per SM (112 KB shared memory each), ≈ 47 waves of a chain
@@ -88,8 +100,8 @@
 
 namespace k3::kernels {
 
-// Device scratch bytes for one call (0 for invalid sizes): per head and 64-token chunk, W, U, Qg, Kd [64, 128],
-// A_qk [64, 64] and e^{G_last} [128], fp32.
+// Device scratch bytes for one call of any version (0 for invalid sizes): per head and 64-token chunk, W, U, Qg, Kd
+// [64, 128], A_qk [64, 64] and e^{G_last} [128], fp32.
 size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 
 // The algorithm's versions (above); all take the same arguments and workspace.
@@ -98,10 +110,16 @@ enum class KdaChunkVariant {
   ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); state pass per
                             // (head, 32 value columns), S in registers
   ut_factored_split_key,    // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
+  ut_factored_split_key_f16,  // split_key with fp16 product operands in the workspace and on fp16 mma.sync
+                              // (kda_chunk_state_f16.cu)
 };
-// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-6, -7).
-constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_key;
+// The fastest measured on an H200 (bench/results/2026-11-30-h200-kernels-12).
+constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_key_f16;
 const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_tensorcore", ...
+// Bytes of the workspace that one call of `variant` writes (phase 1) and the state pass reads back, each once: the
+// whole fp32 layout for the fp32 versions, 90,624 instead of 147,968 bytes per head and chunk for split_key_f16
+// (0 for invalid sizes or versions).
+size_t kda_chunk_prefill_workspace_traffic_bytes(int tokens, int heads, int head_dim, KdaChunkVariant variant);
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
                                        const float* beta, float* state, float* out, int tokens, int heads, int head_dim,

@@ -9,10 +9,14 @@
 // Bytes are the fewest the op must move (q, k, v, g, β in, out, the state read and written once, fp32); op_graph also
 // counts its intermediate passes (W, U, the chunk-boundary states), so this roofline is the stricter one, and the
 // kernel's own workspace traffic (≈ 9 bytes per input byte of q) is part of what it is measured against. Compute at
-// TF32 peak (the kernel's tensor-core precision; op_graph uses bf16). The phase rows split that count as the kernel
-// splits its products: the state pass does W S, Qg S, Kdᵀ V' (6·d² per token and head) and A_qk V' over the tiles on
-// and below the diagonal (10 of 16: 1.25·C·d), phase 1 the rest; their bytes are the phase's own inputs and outputs,
-// the workspace included (phase 1 writes it, the state pass reads it), since that traffic is the design's.
+// TF32 peak (the precision of the fp32 versions' products; op_graph uses bf16). The default, split_key_f16, runs its
+// state pass on fp16 products (the same 10-bit mantissa); priced at the fp16 peak, the whole call's bound is the
+// memory term instead, about 0.62× the TF32 one: the output's top level gives that bound for each length
+// ("roofline_us_at_fp16_peak") and the default's time over it. The phase rows split the FLOPs as the kernel splits
+// its products: the state pass does W S, Qg S, Kdᵀ V' (6·d² per token and head) and A_qk V' over the tiles on and
+// below the diagonal (10 of 16: 1.25·C·d), phase 1 the rest; their bytes are the phase's own inputs and outputs, the
+// workspace traffic of that version included (phase 1 writes it, the state pass reads it), since that traffic is
+// the design's.
 // Inputs are random within the kernel's contract (q, k normal(0, 0.09), v normal(0, 1), g uniform in [−1, −0.01], β
 // uniform in [0, 1]), so the state stays finite over the repeats. Constant fills, used before, ran the default version
 // up to 6 % faster on an H200 (bench/results/2026-11-30-h200-kernels-11 run 15). One buffer set per length (every
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
   const k3::bench::Session session(argc, argv);
   std::vector<Result> results;
   double prefill_8k_us = 0;
+  std::string fp16_peak_bounds;  // "tokens": [bound µs, the default's time over it], ...
 
   using k3::kernels::KdaChunkPhase;
   using k3::kernels::KdaChunkVariant;
@@ -90,7 +95,8 @@ int main(int argc, char** argv) {
     const double input_bytes = (4.0 * tokens * kHeads * kD + double(tokens) * kHeads) * sizeof(float);
     const double out_state_bytes = (double(tokens) * kHeads * kD + 2.0 * kHeads * kD * kD) * sizeof(float);
     for (const KdaChunkVariant variant : {KdaChunkVariant::ut_tensorcore, KdaChunkVariant::ut_factored_split_value,
-                                          KdaChunkVariant::ut_factored_split_key}) {
+                                          KdaChunkVariant::ut_factored_split_key,
+                                          KdaChunkVariant::ut_factored_split_key_f16}) {
       const char* name = k3::kernels::kda_chunk_variant_name(variant);
       const bool is_default = variant == k3::kernels::kKdaChunkDefaultVariant;
       Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, name), seq.bytes(),
@@ -106,12 +112,20 @@ int main(int argc, char** argv) {
       r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
       results.push_back(r);
       if (tokens == 8192 && is_default) prefill_8k_us = r.median_us;
+      if (is_default) {
+        const double fp16_bound_us =
+            session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::bf16);
+        fp16_peak_bounds += fmt::format("{}\"{}\": [{:.1f}, {:.2f}]", fp16_peak_bounds.empty() ? "" : ", ", tokens,
+                                        fp16_bound_us, r.median_us / fp16_bound_us);
+      }
 
       // Launch by launch; the state pass reuses the workspace the timed phase-1 launches (and the calls above) left.
       for (const KdaChunkPhase phase : {KdaChunkPhase::intra_chunk, KdaChunkPhase::state_pass}) {
         const bool intra = phase == KdaChunkPhase::intra_chunk;
         const double flops = intra ? chunk_flops(tokens) - state_pass_flops(tokens) : state_pass_flops(tokens);
-        const double bytes = double(workspace_bytes) + (intra ? input_bytes : out_state_bytes);
+        const double bytes =
+            double(k3::kernels::kda_chunk_prefill_workspace_traffic_bytes(int(tokens), kHeads, kD, variant)) +
+            (intra ? input_bytes : out_state_bytes);
         Result p{fmt::format("kda_chunk_prefill {} {} tokens, heads 96 d 128 ({})",
                              intra ? "phase 1 (chunk-parallel)" : "phase 2 (state pass)", tokens, name),
                  bytes, flops};
@@ -162,9 +176,11 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(stream));
     session.print(results,
-                  fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}, \"prefill_variant\": \"{}\"",
+                  fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}, \"prefill_variant\": \"{}\", "
+                              "\"roofline_us_at_fp16_peak\": {{{}}}",
                               r.median_us / prefill_8k_us,
-                              k3::kernels::kda_chunk_variant_name(k3::kernels::kKdaChunkDefaultVariant)));
+                              k3::kernels::kda_chunk_variant_name(k3::kernels::kKdaChunkDefaultVariant),
+                              fp16_peak_bounds));
   }
   return 0;
 }

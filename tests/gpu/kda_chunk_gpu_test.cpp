@@ -8,8 +8,11 @@
 #include "gpu_harness.h"
 #include "kernels/kda_chunk_prefill.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,15 +24,17 @@ using Eigen::Index;
 constexpr int kD = 128;
 constexpr float kGateLowerBound = -5.0f;  // K3's bounded gate
 // The kernel's products take TF32 operands (10-bit mantissa, rounded to nearest: 2^-11 ≈ 4.9e-4 relative per
-// operand) with fp32 accumulation. A CPU model of its algorithm with that rounding lands at 3.3e-4 .. 4.8e-4
-// normalised error against the fp64 recurrence on inputs made like these (1 to 8192 tokens); 2e-3 leaves 4× room
-// and is still far below what a wrong index or a lost decay factor gives (order 1, or the 1e-2+ of the state checks).
+// operand; split_key_f16's fp16 operands have the same mantissa) with fp32 accumulation. A CPU model of its
+// algorithm with that rounding lands at 3.3e-4 .. 4.8e-4 normalised error against the fp64 recurrence on inputs made
+// like these (1 to 8192 tokens); 2e-3 leaves 4× room and is still far below what a wrong index or a lost decay
+// factor gives (order 1, or the 1e-2+ of the state checks).
 constexpr double kTf32Tolerance = 2e-3;
 
 // Every version of the kernel runs every check.
 const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tensorcore,
                                               kernels::KdaChunkVariant::ut_factored_split_value,
-                                              kernels::KdaChunkVariant::ut_factored_split_key};
+                                              kernels::KdaChunkVariant::ut_factored_split_key,
+                                              kernels::KdaChunkVariant::ut_factored_split_key_f16};
 
 enum class Gate {
   bounded_sigmoid,  // g = lb·sigmoid(z), z uniform in [-9, 3]: the K3 gate's form, slow and fast channels
@@ -209,6 +214,7 @@ TEST(GpuKdaChunk, PrefillMatchesRecurrentReference) {
   }
 
   K3_REQUIRE_GPU();
+  std::map<kernels::KdaChunkVariant, double> worst_out;  // each version's largest output error over the cases
   for (const kernels::KdaChunkVariant variant : kVariants) {
     const std::string name = kernels::kda_chunk_variant_name(variant);
     for (const CaseData& data : cases) {
@@ -216,7 +222,9 @@ TEST(GpuKdaChunk, PrefillMatchesRecurrentReference) {
       DeviceCall call(data.in, c.heads);
       DeviceBuffer<float> state(flatten(data.in.state));
       CUDA_CHECK(call.run(state, lower_bound_of(c.gate), variant));
-      EXPECT_LE(normalized_error(call.output(), data.want.out), kTf32Tolerance) << "out " << describe(c) << " " << name;
+      const double out_error = normalized_error(call.output(), data.want.out);
+      worst_out[variant] = std::max(worst_out[variant], out_error);
+      EXPECT_LE(out_error, kTf32Tolerance) << "out " << describe(c) << " " << name;
       EXPECT_LE(normalized_error(from_f32(state.download(), Index(c.heads) * kD, kD), data.want.final_state),
                 kTf32Tolerance)
           << "state " << describe(c) << " " << name;
@@ -232,7 +240,11 @@ TEST(GpuKdaChunk, PrefillMatchesRecurrentReference) {
             << "state, exact path " << describe(c) << " " << name;
       }
     }
+    std::printf("%s: largest normalised output error %.3g\n", name.c_str(), worst_out[variant]);
   }
+  // fp16 operands keep TF32's mantissa: the fp16 version's error stays at the TF32 versions' level.
+  EXPECT_LE(worst_out[kernels::KdaChunkVariant::ut_factored_split_key_f16],
+            1.5 * worst_out[kernels::KdaChunkVariant::ut_factored_split_key]);
 }
 
 TEST(GpuKdaChunk, TwoCallsContinueOneSequence) {
@@ -363,6 +375,16 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   EXPECT_EQ(kernels::kda_chunk_prefill_workspace_bytes(0, 96, 128), 0u);
   EXPECT_EQ(kernels::kda_chunk_prefill_workspace_bytes(64, 0, 128), 0u);
   EXPECT_EQ(kernels::kda_chunk_prefill_workspace_bytes(64, 96, 64), 0u);
+  using kernels::KdaChunkVariant;
+  EXPECT_EQ(kernels::kda_chunk_prefill_workspace_traffic_bytes(65, 96, 128, KdaChunkVariant::ut_factored_split_key),
+            2 * 96 * kBlockBytes);
+  // U and e^{G_last} fp32, W, Qg, Kd and A_qk fp16.
+  const size_t f16_block = (64 * 128 + 128) * 4 + (3 * 64 * 128 + 64 * 64) * 2;
+  EXPECT_EQ(kernels::kda_chunk_prefill_workspace_traffic_bytes(65, 96, 128, KdaChunkVariant::ut_factored_split_key_f16),
+            2 * 96 * f16_block);
+  EXPECT_EQ(kernels::kda_chunk_prefill_workspace_traffic_bytes(0, 96, 128, KdaChunkVariant::ut_factored_split_key_f16),
+            0u);
+  EXPECT_EQ(kernels::kda_chunk_prefill_workspace_traffic_bytes(64, 96, 128, static_cast<KdaChunkVariant>(4)), 0u);
 
   // Argument checks come before any launch, so they hold (and run) without a device; the pointers are never read.
   float dummy[1] = {0.0f};
@@ -377,6 +399,8 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
                "kda_chunk_ut_factored_split_value");
   EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_key),
                "kda_chunk_ut_factored_split_key");
+  EXPECT_STREQ(kernels::kda_chunk_variant_name(kernels::KdaChunkVariant::ut_factored_split_key_f16),
+               "kda_chunk_ut_factored_split_key_f16");
   const size_t enough = kernels::kda_chunk_prefill_workspace_bytes(100, 4, 128);
   for (int d : {0, 64, 127, 256})
     EXPECT_EQ(call(100, 4, d, -5.0f, aligned, enough), cudaErrorInvalidValue) << "d " << d;
@@ -388,9 +412,9 @@ TEST(GpuKdaChunk, WorkspaceSizeAndArgumentChecks) {
   EXPECT_EQ(call(100, 4, 128, -5.0f, aligned, enough - 4), cudaErrorInvalidValue);  // workspace too small
   EXPECT_EQ(call(100, 4, 128, -5.0f, nullptr, enough), cudaErrorInvalidValue);
   EXPECT_EQ(call(100, 4, 128, -5.0f, misaligned, enough), cudaErrorInvalidValue);
-  // 3 is one past the last version, 7 the old count of versions (kept invalid by the assert).
-  static_assert(static_cast<int>(kernels::KdaChunkVariant::ut_factored_split_key) == 2, "3 must stay invalid");
-  for (int bad : {3, 7, -1}) {
+  // 4 is one past the last version, 7 the old count of versions (kept invalid by the assert).
+  static_assert(static_cast<int>(kernels::KdaChunkVariant::ut_factored_split_key_f16) == 3, "4 must stay invalid");
+  for (int bad : {4, 7, -1}) {
     const auto bad_variant = static_cast<kernels::KdaChunkVariant>(bad);
     EXPECT_STREQ(kernels::kda_chunk_variant_name(bad_variant), "unknown") << bad;
     EXPECT_EQ(kernels::kda_chunk_prefill_f32state(p, p, p, p, p, p, p, 100, 4, 128, -5.0f, aligned, enough, nullptr,
