@@ -518,9 +518,9 @@ cudaError_t launch_intra_factored(const float* q, const float* k, const float* v
   return cudaGetLastError();
 }
 
-template cudaError_t launch_intra_factored<float>(const float*, const float*, const float*, const float*,
-                                                const float*, int, int, int, Workspace, bool, cudaStream_t);
-template cudaError_t launch_intra_factored<__half>(const float*, const float*, const float*, const float*,
-                                                 const float*, int, int, int, WorkspaceF16, bool, cudaStream_t);
+template cudaError_t launch_intra_factored<float>(const float*, const float*, const float*, const float*, const float*,
+                                                  int, int, int, Workspace, bool, cudaStream_t);
+template cudaError_t launch_intra_factored<__half>(const float*, const float*, const float*, const float*, const float*,
+                                                   int, int, int, WorkspaceF16, bool, cudaStream_t);
 
 }  // namespace k3::kernels::kda_chunk

@@ -75,9 +75,13 @@ __device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf
 template <typename Operand>
 __device__ __forceinline__ Operand to_operand(float x);
 template <>
-__device__ __forceinline__ float to_operand<float>(float x) { return tf32_round(x); }
+__device__ __forceinline__ float to_operand<float>(float x) {
+  return tf32_round(x);
+}
 template <>
-__device__ __forceinline__ __half to_operand<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half to_operand<__half>(float x) {
+  return __float2half_rn(x);
+}
 __device__ __forceinline__ float operand_value(float x) { return x; }
 __device__ __forceinline__ float operand_value(__half x) { return __half2float(x); }
 // c += a · b on one m16n8k8 tile, TF32 operands, fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):

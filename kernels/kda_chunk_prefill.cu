@@ -739,9 +739,9 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
           kda_chunk::launch_intra_factored(q, k, v, g, beta, tokens, heads, chunks, ws_f16, tensor_diagonal, stream);
       if (status != cudaSuccess) return status;
     }
-    return which.state_pass ? kda_chunk::launch_state_pass_split_key_f16(ws_f16, state, out, tokens, heads, chunks,
-                                                                          stream)
-                            : cudaSuccess;
+    return which.state_pass
+               ? kda_chunk::launch_state_pass_split_key_f16(ws_f16, state, out, tokens, heads, chunks, stream)
+               : cudaSuccess;
   }
   if (which.intra) {
     cudaError_t status = cudaSuccess;

@@ -63,11 +63,11 @@
 //   ut_factored_split_key (the default until split_key_f16; on constant inputs, 8K on an H200: 2.78 ms = 1.64 phase 1
 //     + 1.15 state pass, 2.87× the roofline and 12.1× faster than the recurrent kernel's 33.6 ms; 32K 10.9 ms,
 //     2.82×; 128K 44.2 ms, 2.85×; bench/results/2026-11-30-h200-kernels-8; on random inputs 2.90×, 2.89× and
-//     2.97–2.98× (46.1 ms at 128K), bench/results/2026-11-30-h200-kernels-12): phase 1 of ut_factored_split_value; the state pass
-//     (kernels/kda_chunk_state.cu) is one block of 8 warps per (head, 32 value columns) (384 blocks for K3, three
-//     per SM): warp (vh, p) keeps Sᵀ's 16 values vh × 32 keys [32p, 32p + 32) in registers and updates them alone,
-//     and computes V'ᵀ and Oᵀ over all 128 keys for its token tiles {p, 7 − p} from a TF32 copy of the block's Sᵀ in
-//     shared memory, so no sum is split between warps and each warp's chain per chunk is 105 products instead of
+//     2.97–2.98× (46.1 ms at 128K), bench/results/2026-11-30-h200-kernels-12): phase 1 of ut_factored_split_value; the
+//     state pass (kernels/kda_chunk_state.cu) is one block of 8 warps per (head, 32 value columns) (384 blocks for K3,
+//     three per SM): warp (vh, p) keeps Sᵀ's 16 values vh × 32 keys [32p, 32p + 32) in registers and updates them
+//     alone, and computes V'ᵀ and Oᵀ over all 128 keys for its token tiles {p, 7 − p} from a TF32 copy of the block's
+//     Sᵀ in shared memory, so no sum is split between warps and each warp's chain per chunk is 105 products instead of
 //     ≈ 450; V'ᵀ goes through shared memory to the products over tokens. Each chunk's operands stream through a ring
 //     of 3 shared buffers in 7 steps (W and Qg by key quarter, A_qk with e^{G_last}, Kd by halves), each copied with
 //     cp.async two steps ahead (75 KB per block), with the per-lane address arithmetic out of the chunk loop (608 M
@@ -106,10 +106,10 @@ size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 
 // The algorithm's versions (above); all take the same arguments and workspace.
 enum class KdaChunkVariant {
-  ut_tensorcore,            // the plain reference version: every operand read when needed
-  ut_factored_split_value,  // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); state pass per
-                            // (head, 32 value columns), S in registers
-  ut_factored_split_key,    // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
+  ut_tensorcore,              // the plain reference version: every operand read when needed
+  ut_factored_split_value,    // phase 1 with score operands factored once (kernels/kda_chunk_intra.cu); state pass per
+                              // (head, 32 value columns), S in registers
+  ut_factored_split_key,      // factored phase 1; state pass of 8 warps per block, S split by keys (kda_chunk_state.cu)
   ut_factored_split_key_f16,  // split_key with fp16 product operands in the workspace and on fp16 mma.sync
                               // (kda_chunk_state_f16.cu)
 };

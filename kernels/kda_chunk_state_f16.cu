@@ -54,7 +54,7 @@ using ptx::ldmatrix_x4;
 using ptx::ldmatrix_x4_trans;
 using ptx::mma_f16;
 
-constexpr int kThreads = 256;  // 8 warps
+constexpr int kThreads = 256;    // 8 warps
 constexpr int kValueBlock = 32;  // value columns per block
 constexpr int kValueBlocks = kD / kValueBlock;
 constexpr int kWarpValues = 16;  // value columns per warp: the M edge of m16n8k16
@@ -65,13 +65,13 @@ constexpr int kStages = 4;  // ring buffers; each step's copy is issued kStages 
 static_assert(kValueBlock == 2 * kWarpValues && kD == 4 * kQuarter && kChunk == 2 * kKdRows, "the warp roles");
 
 // Shared memory, in bytes.
-constexpr int kSh = 0;                                     // Sᵀ, fp16 [32][128]: 256-byte rows
-constexpr int kUs = kSh + kValueBlock * kD * 2;            // U, fp32 [64][32]: 128-byte rows
-constexpr int kVh = kUs + kChunk * kValueBlock * 4;        // V', fp16 [64][32]: 64-byte rows
-constexpr int kRing = kVh + kChunk * kValueBlock * 2;      // the ring's buffers
-constexpr int kStageQg = kChunk * kQuarter * 2;            // W [64][32] at 0, Qg at 4096: 64-byte rows
-constexpr int kStageDecay = kChunk * kChunk * 2;           // A_qk [64][64] at 0 (128-byte rows), e^{G_last} fp32
-constexpr int kStageBytes = kStageDecay + kD * 4;          // 8704, the largest step's (Kd [32][128]: 8192)
+constexpr int kSh = 0;                                 // Sᵀ, fp16 [32][128]: 256-byte rows
+constexpr int kUs = kSh + kValueBlock * kD * 2;        // U, fp32 [64][32]: 128-byte rows
+constexpr int kVh = kUs + kChunk * kValueBlock * 4;    // V', fp16 [64][32]: 64-byte rows
+constexpr int kRing = kVh + kChunk * kValueBlock * 2;  // the ring's buffers
+constexpr int kStageQg = kChunk * kQuarter * 2;        // W [64][32] at 0, Qg at 4096: 64-byte rows
+constexpr int kStageDecay = kChunk * kChunk * 2;       // A_qk [64][64] at 0 (128-byte rows), e^{G_last} fp32
+constexpr int kStageBytes = kStageDecay + kD * 4;      // 8704, the largest step's (Kd [32][128]: 8192)
 static_assert(2 * kStageQg <= kStageBytes && kKdRows * kD * 2 <= kStageBytes, "every step's operands fit a buffer");
 static_assert(kUs % 16 == 0 && kVh % 16 == 0 && kRing % 16 == 0 && kStageBytes % 16 == 0, "16-byte pieces");
 constexpr int kSmemBytes = kRing + kStages * kStageBytes;  // 55,296
@@ -82,7 +82,9 @@ __device__ __forceinline__ int piece64(int row, int piece) { return row * 64 + (
 __device__ __forceinline__ int piece128(int row, int piece) { return row * 128 + ((piece ^ (row & 7)) << 4); }
 __device__ __forceinline__ int piece256(int row, int piece) { return row * 256 + ((piece ^ (row & 7)) << 4); }
 // Float index of (token, value) in Us.
-__device__ __forceinline__ int us_index(int token, int v) { return token * kValueBlock + (v ^ (((token >> 1) & 3) << 3)); }
+__device__ __forceinline__ int us_index(int token, int v) {
+  return token * kValueBlock + (v ^ (((token >> 1) & 3) << 3));
+}
 
 // x, unknown to the compiler: the copies' addresses derived from it are rebuilt at each step instead of being hoisted
 // out of the chunk loop and held in registers (which spilled).
@@ -114,8 +116,7 @@ struct Copies {
           const int r = tid / 8, c = 4 * (tid % 8);
           const float* u = ws.u(b) + r * kD + value_block0 + c;
 #pragma unroll
-          for (int i = 0; i < 2; ++i)
-            ptx::cp_async_16(smem + kUs + 4 * us_index(r + 32 * i, c), u + i * 32 * kD, true);
+          for (int i = 0; i < 2; ++i) ptx::cp_async_16(smem + kUs + 4 * us_index(r + 32 * i, c), u + i * 32 * kD, true);
         }
       } else if constexpr (kStep == 4) {
         const int row = tid / 8, piece = tid % 8;  // rows row, row + 32 of A_qk
@@ -181,17 +182,17 @@ __device__ __forceinline__ Lane lane_addresses(uint32_t smem, int tid) {
 }
 
 __global__ void __launch_bounds__(kThreads, 3)
-    kda_chunk_state_pass_split_key_f16(WorkspaceF16 ws, float* __restrict__ state, float* __restrict__ out,
-                                       int tokens, int heads, int chunks) {
+    kda_chunk_state_pass_split_key_f16(WorkspaceF16 ws, float* __restrict__ state, float* __restrict__ out, int tokens,
+                                       int heads, int chunks) {
   extern __shared__ __align__(128) unsigned char smem_bytes[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_bytes));
   const int vb = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int vh = warp % 2, p = warp / 2;
-  const int row0 = kWarpValues * vh;                     // the warp's first value row of the block
-  const int value0 = kValueBlock * vb + row0;            // ... of the head
+  const int row0 = kWarpValues * vh;           // the warp's first value row of the block
+  const int value0 = kValueBlock * vb + row0;  // ... of the head
   const int key0 = kQuarter * p;
-  const int tiles[2] = {p, kChunk / 8 - 1 - p};          // the warp's token tiles of V' and O
+  const int tiles[2] = {p, kChunk / 8 - 1 - p};  // the warp's token tiles of V' and O
   const int64_t P = int64_t(heads) * kD;
   const Copies copies{smem, ws, int64_t(h) * chunks, chunks, tid, kValueBlock * vb};
 
@@ -310,8 +311,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           if (token < n) out_chunk[token * P + g + 8 * (e >> 1)] = o[j][e];
         }
       }
-      const float* decay =
-          reinterpret_cast<const float*>(smem_bytes + (buf - smem) + kStageDecay) + key0 + 2 * t;
+      const float* decay = reinterpret_cast<const float*>(smem_bytes + (buf - smem) + kStageDecay) + key0 + 2 * t;
 #pragma unroll
       for (int kb = 0; kb < kQuarter / 8; ++kb) {
         const float2 d2 = *reinterpret_cast<const float2*>(decay + 8 * kb);

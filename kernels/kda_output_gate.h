@@ -3,8 +3,15 @@
 // As ref::kda_layer step 5. Shapes: o [tokens, heads·d] fp32 (the delta-rule output); w [d] fp32 (o_norm,
 // shared by all heads); gate [tokens, heads·d] bf16 (W_g x, before the sigmoid; its own row stride);
 // out [tokens, heads·d] bf16 (the o_proj input). fp32 arithmetic; d ≤ 1024.
-// Versions: kda_output_gate_block_per_token_head — one block of d threads (rounded up to a warp) per
-// (token, head); one block-wide sum of squares.
+// Versions (KdaOutputGateAlgorithm):
+//   block_per_token_head (automatic below 1,024 (token, head) pairs: decode of up to 10 sequences at 96 heads): one
+//     block of d threads (rounded up to a warp) per (token, head), one block-wide sum of squares;
+//   warp_per_token_head (automatic from 1,024 pairs): one warp per (token, head), 8 per block; lane l takes channels
+//     l + 32j, the sum of squares is a warp sum, and o is read a second time (from the L1) for the output.
+// On an H200 at K3's width (bench/results/2026-11-30-h200-kernels-12 run 5, kernel_bench; per launch of a CUDA graph
+// for the decode sizes): 1 token 1.79 µs (block) against 2.38 µs (warp), 64 tokens 5.89 against 3.60 µs, a 32K-token
+// prefill chunk 2,533 against 1,344 µs (3.0× and 1.6× the roofline); in the engine's 32K prefill 1.5-1.6 ms a layer
+// against 3.2-3.3 ms. The threshold between 96 and 6,144 pairs is not measured.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,8 +21,13 @@
 
 namespace k3::kernels {
 
+enum class KdaOutputGateAlgorithm { automatic, block_per_token_head, warp_per_token_head };
+// From this many (token, head) pairs automatic takes warp_per_token_head.
+constexpr int64_t kKdaOutputGateWarpPairs = 1024;
+
 cudaError_t kda_output_gate_bf16(const float* o, const float* norm_weight, const __nv_bfloat16* gate,
                                  int64_t gate_row_stride, float eps, __nv_bfloat16* out, int tokens, int heads,
-                                 int head_dim, cudaStream_t stream);
+                                 int head_dim, cudaStream_t stream,
+                                 KdaOutputGateAlgorithm algorithm = KdaOutputGateAlgorithm::automatic);
 
 }  // namespace k3::kernels

@@ -20,7 +20,12 @@
 // tokens read the state it overwrites.
 // History, measured on an H200: token_tile (one block per (16-token tile, head), each conv input read once per tile,
 // bit for bit block_per_token_head's results; commit 150c962) took 35.0 ms for the three KDA layers of a 32K-token
-// prefill against 34.0 ms; removed. Neither is bound by its bytes (≈ 2.5 ms a layer at copy bandwidth).
+// prefill against 34.0 ms; removed. warp_per_token_head (one warp per (token, head), 8 per block of 256, lane l
+// taking channels l + 32j, the L2 norms as warp sums, f read before them; bench/results/2026-11-30-h200-kernels-12
+// run 4, kernel_bench on random inputs at K3's width): a 32K-token chunk in 10.5 ms against 9.5 ms, and a decode step
+// at batch 1 / 64 in 9.9 / 52.3 µs per launch of a CUDA graph against 5.1 / 48.0 µs (14.8 µs a layer in the
+// engine's batch-1 decode at 128 K, against 6.8 µs in …-engine-traces-6); removed. Neither is bound by its bytes (≈ 2.5 ms a layer at copy bandwidth), nor by
+// its block count.
 // Faster (not done): for decode, fuse into kda_decode (one block per head: preprocess, then the state update) and save
 // writing q, k, v, g; for prefill, fold the conv and SiLU into the projection GEMM's epilogue (tiles overlapping by
 // K−1 rows); bf16x2 / float4 vector loads.

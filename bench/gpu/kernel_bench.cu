@@ -6,12 +6,16 @@
 // buffer set, each variant both as one launch and per launch of 32 replayed from one CUDA graph (as in the decode
 // step, where launch gaps of the host API are gone). The KDA decode step is timed both as one launch and per layer of
 // a CUDA graph holding one step per layer (each layer its own state), beside a copy of the same state bytes timed
-// the same two ways.
+// the same two ways. The KDA pre-processing (short conv + SiLU, L2 norms, gate, β) and output gate (RMSNorm times
+// sigmoid(gate)) run on random inputs at K3's width for a 32K-token prefill chunk (timed alone) and for a decode step
+// of batch 1 and 64 (both ways), against the bytes they must move; the output gate in each version.
 //
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
 #include "kernels/kda_decode.h"
 #include "kernels/kda_gate_proj.h"
+#include "kernels/kda_output_gate.h"
+#include "kernels/kda_preprocess.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/moe_bucket.h"
 #include "kernels/moe_router.h"
@@ -331,6 +335,87 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(y));
     CUDA_CHECK(cudaFree(w));
+  }
+
+  // KDA pre-processing at K3's width (96 heads × 128, conv kernel 4, bounded gate).
+  {
+    constexpr int kHeads = 96, kD = 128, kConv = 4;
+    constexpr int64_t kP = int64_t(kHeads) * kD;
+    const auto bytes_for = [&](int64_t tokens, int64_t states) {
+      return tokens * (3 * kP * 2.0 + kP * 4.0 + kHeads * 4.0 + 4 * kP * 4.0 + kHeads * 4.0) +
+             3 * kP * (kConv * 4.0 + 2.0 * states * (kConv - 1) * 4.0) + kHeads * 4.0 + kP * 4.0;
+    };
+    for (const int64_t tokens : {int64_t{1}, int64_t{64}, int64_t{32768}}) {
+      const bool prefill = tokens > 64;  // else a decode step of `tokens` sequences, one conv-state slot each
+      const int64_t states = prefill ? 1 : tokens;
+      auto* qkv = k3::bench::device_normal_bf16(size_t(tokens * 3 * kP), 0.0f, 1.0f, 21);
+      float* f = k3::bench::device_normal_f32(size_t(tokens * kP), 0.0f, 1.0f, 22);
+      float* b = k3::bench::device_normal_f32(size_t(tokens * kHeads), 0.0f, 1.0f, 23);
+      float* conv_w = k3::bench::device_normal_f32(size_t(3 * kP * kConv), 0.0f, 0.5f, 24);
+      float* conv_state = k3::bench::device_normal_f32(size_t(states * 3 * kP * (kConv - 1)), 0.0f, 1.0f, 25);
+      float* a_log = k3::bench::device_uniform_f32(kHeads, -1.0f, 1.0f, 26);
+      float* dt_bias = k3::bench::device_normal_f32(size_t(kP), 0.0f, 1.0f, 27);
+      float* out = device_alloc<float>(size_t(tokens * (4 * kP + kHeads)), 0);
+      float *q = out, *k = q + tokens * kP, *v = k + tokens * kP, *g = v + tokens * kP, *beta = g + tokens * kP;
+      const double bytes = bytes_for(tokens, states), flops = double(tokens) * kP * (3.0 * 2 * kConv + 12.0);
+      const auto launch = [&](cudaStream_t stream) {
+        if (prefill) {
+          CUDA_CHECK(k3::kernels::kda_preprocess_bounded_sigmoid_gate(qkv, f, b, conv_w, conv_state, a_log, dt_bias,
+                                                                      -5.0f, q, k, v, g, beta, int(tokens), kHeads, kD,
+                                                                      kConv, stream));
+        } else {
+          CUDA_CHECK(k3::kernels::kda_preprocess_bounded_sigmoid_gate_decode_batch(
+              qkv, f, b, conv_w, conv_state, a_log, dt_bias, -5.0f, q, k, v, g, beta, int(tokens), kHeads, kD, kConv,
+              stream));
+        }
+      };
+      const std::string name =
+          fmt::format("kda_preprocess {} {}, heads 96 d 128", prefill ? "prefill" : "decode batch", tokens);
+      if (prefill) {
+        Result r{name, bytes, flops};
+        r.median_us = time_us([&](int) { launch(nullptr); }, repeats);
+        r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
+        results.push_back(r);
+      } else {
+        time_small_op(session, results, name, bytes, flops, launch);
+      }
+      CUDA_CHECK(cudaFree(qkv));
+      for (float* p : {f, b, conv_w, conv_state, a_log, dt_bias, out}) CUDA_CHECK(cudaFree(p));
+    }
+  }
+
+  // KDA output gate at K3's width (96 heads × 128): o fp32 and gate bf16 in, bf16 out, the norm weight.
+  for (const int64_t tokens : {int64_t{1}, int64_t{64}, int64_t{32768}}) {
+    constexpr int kHeads = 96, kD = 128;
+    constexpr int64_t kP = int64_t(kHeads) * kD;
+    float* o = k3::bench::device_normal_f32(size_t(tokens * kP), 0.0f, 1.0f, 31);
+    float* w = k3::bench::device_normal_f32(kD, 1.0f, 0.1f, 32);
+    auto* gate = k3::bench::device_normal_bf16(size_t(tokens * kP), 0.0f, 1.0f, 33);
+    __nv_bfloat16* out = device_alloc<__nv_bfloat16>(size_t(tokens * kP), 0);
+    const double bytes = tokens * kP * (4.0 + 2.0 + 2.0) + kD * 4.0, flops = tokens * kP * 8.0;
+    using k3::kernels::KdaOutputGateAlgorithm;
+    for (const auto& [algorithm_value, label] :
+         {std::pair{KdaOutputGateAlgorithm::block_per_token_head, "block_per_token_head"},
+          std::pair{KdaOutputGateAlgorithm::warp_per_token_head, "warp_per_token_head"}}) {
+      const KdaOutputGateAlgorithm algorithm = algorithm_value;
+      const auto launch = [&](cudaStream_t stream) {
+        CUDA_CHECK(
+            k3::kernels::kda_output_gate_bf16(o, w, gate, kP, 1e-5f, out, int(tokens), kHeads, kD, stream, algorithm));
+      };
+      const std::string name = fmt::format("kda_output_gate_{} {} tokens, heads 96 d 128", label, tokens);
+      if (tokens > 64) {
+        Result r{name, bytes, flops};
+        r.median_us = time_us([&](int) { launch(nullptr); }, repeats);
+        r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
+        results.push_back(r);
+      } else {
+        time_small_op(session, results, name, bytes, flops, launch);
+      }
+    }
+    CUDA_CHECK(cudaFree(o));
+    CUDA_CHECK(cudaFree(w));
+    CUDA_CHECK(cudaFree(gate));
+    CUDA_CHECK(cudaFree(out));
   }
 
   // Greedy sampling over K3's 163,840 logits, batch 1, 8, 64.

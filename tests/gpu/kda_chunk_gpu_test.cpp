@@ -31,10 +31,9 @@ constexpr float kGateLowerBound = -5.0f;  // K3's bounded gate
 constexpr double kTf32Tolerance = 2e-3;
 
 // Every version of the kernel runs every check.
-const kernels::KdaChunkVariant kVariants[] = {kernels::KdaChunkVariant::ut_tensorcore,
-                                              kernels::KdaChunkVariant::ut_factored_split_value,
-                                              kernels::KdaChunkVariant::ut_factored_split_key,
-                                              kernels::KdaChunkVariant::ut_factored_split_key_f16};
+const kernels::KdaChunkVariant kVariants[] = {
+    kernels::KdaChunkVariant::ut_tensorcore, kernels::KdaChunkVariant::ut_factored_split_value,
+    kernels::KdaChunkVariant::ut_factored_split_key, kernels::KdaChunkVariant::ut_factored_split_key_f16};
 
 enum class Gate {
   bounded_sigmoid,  // g = lb·sigmoid(z), z uniform in [-9, 3]: the K3 gate's form, slow and fast channels

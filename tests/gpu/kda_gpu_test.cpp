@@ -210,11 +210,14 @@ struct PreprocessCase {
   int tokens, heads, d;
   KdaGateForm gate;
 };
+// The last four: head dims that are not a multiple of 32 or above 128, and K3's width over 40 tokens.
 const PreprocessCase kPreprocessCases[] = {
     {1, 4, 16, KdaGateForm::bounded_sigmoid},  {3, 4, 16, KdaGateForm::bounded_sigmoid},
     {70, 4, 16, KdaGateForm::bounded_sigmoid}, {1, 96, 128, KdaGateForm::bounded_sigmoid},
     {1, 4, 16, KdaGateForm::softplus},         {3, 4, 16, KdaGateForm::softplus},
     {70, 4, 16, KdaGateForm::softplus},        {1, 96, 128, KdaGateForm::softplus},
+    {5, 3, 48, KdaGateForm::bounded_sigmoid},  {2, 2, 256, KdaGateForm::softplus},
+    {3, 2, 512, KdaGateForm::bounded_sigmoid}, {40, 96, 128, KdaGateForm::bounded_sigmoid},
 };
 
 struct PreprocessData {

@@ -22,9 +22,10 @@ struct Case {
   int gate_pad;   // extra gate columns per row, NaN-poisoned
   float o_scale;  // o uniform in ±o_scale; 1e-3 puts mean(o²) far below eps
 };
-const Case kCases[] = {{1, 3, 16, 0, 2.0f},    {4, 3, 16, 5, 2.0f},   {5, 96, 128, 0, 2.0f},
-                       {5, 96, 128, 64, 2.0f}, {3, 7, 40, 3, 2.0f},   {2, 5, 40, 0, 1e-3f},
-                       {3, 4, 1, 1, 2.0f},     {2, 1, 1024, 7, 2.0f}, {9, 2, 33, 0, 0.5f}};
+// From 1,024 (token, head) pairs (the last case: 67,200) automatic takes warp_per_token_head.
+const Case kCases[] = {{1, 3, 16, 0, 2.0f}, {4, 3, 16, 5, 2.0f},    {5, 96, 128, 0, 2.0f}, {5, 96, 128, 64, 2.0f},
+                       {3, 7, 40, 3, 2.0f}, {2, 5, 40, 0, 1e-3f},   {3, 4, 1, 1, 2.0f},    {2, 1, 1024, 7, 2.0f},
+                       {9, 2, 33, 0, 0.5f}, {700, 96, 128, 0, 2.0f}};
 
 std::string describe(const Case& c) {
   return "T " + std::to_string(c.tokens) + " heads " + std::to_string(c.heads) + " d " + std::to_string(c.d) +
@@ -68,22 +69,28 @@ TEST(GpuKdaOutputGate, MatchesReference) {
   }
 
   K3_REQUIRE_GPU();
-  for (const Prepared& p : cases) {
-    const Case& c = p.c;
-    const Index width = Index(c.heads) * c.d;
-    DeviceBuffer<float> o(to_f32(p.o)), w(to_f32(p.w));
-    DeviceBuffer<__nv_bfloat16> gate(to_bf16(p.gate)), out(size_t(c.tokens) * width);
-    CUDA_CHECK(kernels::kda_output_gate_bf16(o.get(), w.get(), gate.get(), width + c.gate_pad, kEps, out.get(),
-                                             c.tokens, c.heads, c.d, nullptr));
-    const ref::Matrix got = from_bf16(out.download(), c.tokens, width);
-    EXPECT_LE(normalized_error(got, p.expected), tolerance_for<__nv_bfloat16>()) << describe(c);
-    // Elementwise: one bf16 rounding (≤ 2^-8 relative) of an fp32 result within 1e-5 relative of the reference.
-    Index bad = 0;
-    for (Index i = 0; i < got.size(); ++i) {
-      const double want = p.expected.data()[i];
-      bad += std::abs(got.data()[i] - want) <= (std::ldexp(1.0, -8) + 1e-5) * std::abs(want) + 1e-30 ? 0 : 1;
+  using kernels::KdaOutputGateAlgorithm;
+  for (const auto& [algorithm, label] :
+       {std::pair{KdaOutputGateAlgorithm::automatic, "automatic"},
+        std::pair{KdaOutputGateAlgorithm::block_per_token_head, "block_per_token_head"},
+        std::pair{KdaOutputGateAlgorithm::warp_per_token_head, "warp_per_token_head"}}) {
+    for (const Prepared& p : cases) {
+      const Case& c = p.c;
+      const Index width = Index(c.heads) * c.d;
+      DeviceBuffer<float> o(to_f32(p.o)), w(to_f32(p.w));
+      DeviceBuffer<__nv_bfloat16> gate(to_bf16(p.gate)), out(size_t(c.tokens) * width);
+      CUDA_CHECK(kernels::kda_output_gate_bf16(o.get(), w.get(), gate.get(), width + c.gate_pad, kEps, out.get(),
+                                               c.tokens, c.heads, c.d, nullptr, algorithm));
+      const ref::Matrix got = from_bf16(out.download(), c.tokens, width);
+      EXPECT_LE(normalized_error(got, p.expected), tolerance_for<__nv_bfloat16>()) << describe(c) << " " << label;
+      // Elementwise: one bf16 rounding (≤ 2^-8 relative) of an fp32 result within 1e-5 relative of the reference.
+      Index bad = 0;
+      for (Index i = 0; i < got.size(); ++i) {
+        const double want = p.expected.data()[i];
+        bad += std::abs(got.data()[i] - want) <= (std::ldexp(1.0, -8) + 1e-5) * std::abs(want) + 1e-30 ? 0 : 1;
+      }
+      EXPECT_EQ(bad, 0) << describe(c) << " " << label;
     }
-    EXPECT_EQ(bad, 0) << describe(c);
   }
 }
 
@@ -104,6 +111,9 @@ TEST(GpuKdaOutputGate, RejectsBadArguments) {
   EXPECT_EQ(kernels::kda_output_gate_bf16(o, w, nullptr, 32, kEps, out, 1, 2, 16, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(kernels::kda_output_gate_bf16(o, w, gate, 32, kEps, nullptr, 1, 2, 16, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(call(0, 2, 16, 32), cudaSuccess);
+  EXPECT_EQ(kernels::kda_output_gate_bf16(o, w, gate, 32, kEps, out, 1, 2, 16, nullptr,
+                                          static_cast<kernels::KdaOutputGateAlgorithm>(3)),
+            cudaErrorInvalidValue);
 }
 
 }  // namespace
