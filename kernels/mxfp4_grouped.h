@@ -74,6 +74,13 @@
 // pipelined GEMM's tiles on 2 warpgroups with wgmma m64nNk16, A decoded from the packed bytes into registers, x as a
 // SW128 tile; commit 7dd6f2b): passed every test, memcheck and racecheck clean, 18.69 ms (154 TFLOP/s) for w1 at
 // 8192 tokens against gemm_pipelined's 18.28 ms in the same run, so the MMA instruction was not the limit; removed.
+// gemv_bulk (bench/results/2026-11-30-h200-kernels-12 runs 7-8; the lean GEMV's tiles, products and order, the same
+// bits in every test, memcheck and racecheck clean): persistent warps, units of 16 rows of one active expert dealt
+// round-robin, each warp streaming its rows' weights and scales into its own shared-memory stages by bulk copies
+// (cp.async.bulk, one per row and lane, counted on an mbarrier) one or two steps ahead, so the bytes in flight cost
+// no registers. 6 warps per SM with 3 stages of 32 blocks: 29-33 % of copy bandwidth at T = 1 / 8 / 16 / 64 against
+// the lean GEMV's 56-79 % in the same runs; 16 warps with 2 stages of 16 blocks: 29 / 44 / 46 / 44 % (31 / 46 / 47 /
+// 46 % per graph launch, against 65 / 75 / 76 / 74 %). Too few warps decode and wait on each step's copy; removed.
 // Faster: wgmma with TMA-fed tiles for prefill; for the GEMV at T = 1, a cheaper decode (the SMs' math binds once the
 // DRAM wait is hidden) and overlapping its single wave's ramp with the previous kernel (programmatic dependent launch).
 #pragma once
