@@ -6,7 +6,8 @@
 //   g = lb · sigmoid(exp(A_log[h]) · (f + dt_bias))    kda_preprocess_bounded_sigmoid_gate (K3, lb < 0)
 //   g = −exp(A_log[h]) · softplus(f + dt_bias)         kda_preprocess_softplus_gate (Kimi Linear)
 //   β = sigmoid(b)
-// As ref::short_conv_silu, l2_normalize_rows, kda_gate and kda_layer; fp32 arithmetic.
+// As ref::short_conv_silu, l2_normalize_rows, kda_gate and kda_layer; fp32 arithmetic (SiLU and the sigmoids with
+// the fast exponential and quotient, about 2 ulp).
 // Shapes (H heads, d = head_dim ≤ 1024, P = H·d, all dense row-major): qkv [T, 3P] bf16 (the projection outputs);
 // f [T, P] (= f_b(f_a x)); b [T, H]; conv_weight [3P, K] (column K−1 multiplies the current token); conv_state
 // [3P, K−1], the last K−1 inputs per channel, oldest first, replaced by the last K−1 inputs of this call (unused when
