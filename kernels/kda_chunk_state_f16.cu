@@ -33,6 +33,8 @@
 //   Us (fp32) [64 tokens][32 values], the values XOR-swizzled by 8 · ((token / 2) mod 4) (split_key's Vs layout).
 //   Sᵀ, W, Qg and A_qk are read as they lie (ldmatrix); V'ᵀ and Kd, whose reduction index (tokens) runs along the
 //   rows, by ldmatrix.trans.
+// Resources (sm_90, ptxas): 80 registers (three blocks per SM) with 12 bytes spilled, 55,296 bytes of dynamic shared
+// memory; the lane's shared-memory addresses are rebuilt at each use from opaque(tid), as in split_key.
 // Numerics: every product operand rounded once to fp16 (nearest): W, Qg, Kd, A_qk by phase 1, Sᵀ and V' here; the
 // state, U, e^{G_last} and every sum in fp32. fp16 keeps TF32's 10-bit mantissa, so inside fp16's range (normal
 // magnitudes 6.1e-5 .. 65504) each operand's rounding is the TF32 passes'; smaller magnitudes (a decayed Kd or Qg
