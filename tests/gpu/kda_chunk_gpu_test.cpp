@@ -2,8 +2,8 @@
 // an independent form of the same map. Odd token counts (partial last chunks), several heads and K3's 96, bounded
 // gates (the tensor-core diagonal tiles) and an unbounded softplus gate (the exact per-pair diagonal tiles), a
 // non-zero initial state, one prompt split over two calls, a call captured in a CUDA graph, and the two launches run
-// one at a time (the bench's per-phase entry), inputs that are not 16-byte aligned; every case for every
-// KdaChunkVariant.
+// one at a time (the bench's per-phase entry), inputs that are not 16-byte aligned, values in the thousands; every
+// case for every KdaChunkVariant.
 #include "engine/reference/kda.h"
 #include "gpu_harness.h"
 #include "kernels/kda_chunk_prefill.h"
@@ -244,6 +244,30 @@ TEST(GpuKdaChunk, PrefillMatchesRecurrentReference) {
   // fp16 operands keep TF32's mantissa: the fp16 version's error stays at the TF32 versions' level.
   EXPECT_LE(worst_out[kernels::KdaChunkVariant::ut_factored_split_key_f16],
             1.5 * worst_out[kernels::KdaChunkVariant::ut_factored_split_key]);
+}
+
+// v and the initial state 10^4 times larger (entries of v up to 10^4, of the final state in the thousands): every
+// version, split_key_f16's fp16 copies of S and V' included, stays as accurate as at unit scale; fp16 holds
+// magnitudes up to 65504.
+TEST(GpuKdaChunk, ValuesInTheThousandsKeepTheirAccuracy) {
+  std::mt19937 rng(20261230);
+  const ChunkCase c{200, 3, Gate::bounded_sigmoid};
+  Inputs in = random_inputs(c, rng);
+  in.v *= 1e4f;
+  for (ref::MatrixD& s : in.state) s *= 1e4;
+  const Reference want = recurrent_reference(in, c.heads);
+  ASSERT_GT(want.final_state.cwiseAbs().maxCoeff(), 1000.0f);
+  ASSERT_LT(want.final_state.cwiseAbs().maxCoeff(), 20000.0f);
+  K3_REQUIRE_GPU();
+  for (const kernels::KdaChunkVariant variant : kVariants) {
+    const std::string name = kernels::kda_chunk_variant_name(variant);
+    DeviceCall call(in, c.heads);
+    DeviceBuffer<float> state(flatten(in.state));
+    CUDA_CHECK(call.run(state, lower_bound_of(c.gate), variant));
+    EXPECT_LE(normalized_error(call.output(), want.out), kTf32Tolerance) << name;
+    EXPECT_LE(normalized_error(from_f32(state.download(), Index(c.heads) * kD, kD), want.final_state), kTf32Tolerance)
+        << name;
+  }
 }
 
 TEST(GpuKdaChunk, TwoCallsContinueOneSequence) {
