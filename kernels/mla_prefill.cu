@@ -12,22 +12,28 @@ constexpr int kQk = kMlaPrefillQkDim;        // 192
 constexpr int kV = kMlaPrefillValueDim;      // 128
 constexpr int kQkChunks = kQk * 2 / 16;      // 24 chunks of 16 bytes per q/k row
 constexpr int kVChunks = kV * 2 / 16;        // 16 per v row
-constexpr int kBlockQueries = 64;
 constexpr int kBlockKeys = 64;
-constexpr int kWarps = kBlockQueries / 16;
-constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
-static_assert(kQkChunks % 8 == 0 && kVChunks % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
-static_assert(kThreads == 2 * kBlockQueries && kThreads == 2 * kBlockKeys, "2 loader threads per row");
+// A block of kBlockQueries queries (16 per warp) of one head: its thread count, loaders per tile row, shared memory.
+template <int kBlockQueries>
+struct FlashShape {
+  static constexpr int kWarps = kBlockQueries / 16;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kQLoaders = kThreads / kBlockQueries;  // threads per Q row
+  static constexpr int kKvLoaders = kThreads / kBlockKeys;    // threads per K or V row
+  static_assert(kThreads % kBlockQueries == 0 && kThreads % kBlockKeys == 0, "whole loader groups per row");
+  // Shared memory (bytes): Q [kBlockQueries][192] | K 2 × [64][192] | V 2 × [64][128], all bf16.
+  static constexpr int kQkTileBytes = kBlockKeys * kMlaPrefillQkDim * 2;
+  static constexpr int kVTileBytes = kBlockKeys * kMlaPrefillValueDim * 2;
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK = kSmemQ + kBlockQueries * kMlaPrefillQkDim * 2;
+  static constexpr int kSmemV = kSmemK + 2 * kQkTileBytes;
+  static constexpr int kSmemBytes = kSmemV + 2 * kVTileBytes;  // 106,496 for 64 queries, 131,072 for 128
+  static constexpr int kBlocksPerSm = kBlockQueries == 64 ? 2 : 1;
+};
 
-// Shared memory (bytes): Q [64][192] | K 2 × [64][192] | V 2 × [64][128], all bf16.
-constexpr int kQkTileBytes = kBlockKeys * kQk * 2;
-constexpr int kVTileBytes = kBlockKeys * kV * 2;
-constexpr int kSmemQ = 0;
-constexpr int kSmemK = kSmemQ + kBlockQueries * kQk * 2;
-constexpr int kSmemV = kSmemK + 2 * kQkTileBytes;
-constexpr int kSmemBytes = kSmemV + 2 * kVTileBytes;  // 106,496: two blocks per SM
+static_assert(kQkChunks % 8 == 0 && kVChunks % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile of rows of `row_chunks` chunks, XOR-swizzled by
 // row % 8 (row strides are multiples of 128 bytes, so the 8 rows of an ldmatrix would otherwise share banks).
@@ -41,10 +47,14 @@ using namespace ptx;  // cp.async, ldmatrix, mma (kernels/ptx_mma.h)
 // Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4g + t; a holds rows g, g+8 × columns 2t, 2t+1 (+8); b holds
 // k = 2t, 2t+1 (+8) × column g; c holds rows g, g+8 × columns 2t, 2t+1 — so the score tile's c fragments of two
 // adjacent 8-key tiles are exactly the a fragment of the next product over those 16 keys.
-__global__ void __launch_bounds__(kThreads, 2)
+template <int kBlockQueries>
+__global__ void __launch_bounds__(FlashShape<kBlockQueries>::kThreads, FlashShape<kBlockQueries>::kBlocksPerSm)
     mla_prefill_flash(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                       const __nv_bfloat16* __restrict__ v, int q_tokens, int kv_tokens, int heads, float scale_log2,
                       __nv_bfloat16* __restrict__ out) {
+  using Shape = FlashShape<kBlockQueries>;
+  constexpr int kQkTileBytes = Shape::kQkTileBytes, kVTileBytes = Shape::kVTileBytes;
+  constexpr int kSmemQ = Shape::kSmemQ, kSmemK = Shape::kSmemK, kSmemV = Shape::kSmemV;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -58,8 +68,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int key_tiles = last_position / kBlockKeys + 1;  // tiles past the last query's position are all masked
   const int first_position = offset + query0;
 
-  // Loader role: thread i fills row i / 2 of each tile, chunks i % 2, i % 2 + 2, ….
-  const int load_row = threadIdx.x >> 1, load_chunk0 = threadIdx.x & 1;
+  // Loader role: thread i fills row i / L of each K and V tile, chunks i % L, i % L + L, … (L = kKvLoaders), and
+  // likewise row i / kQLoaders of Q.
+  const int load_row = threadIdx.x / Shape::kKvLoaders, load_chunk0 = threadIdx.x % Shape::kKvLoaders;
   const auto load_kv = [&](int tile, int stage) {
     const int key = tile * kBlockKeys + load_row;
     const bool valid = key < kv_tokens;
@@ -67,17 +78,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     const __nv_bfloat16* v_src = valid ? v + key * v_stride + h * kV : v;
     const uint32_t k_dst = smem_base + kSmemK + stage * kQkTileBytes;
     const uint32_t v_dst = smem_base + kSmemV + stage * kVTileBytes;
-    for (int chunk = load_chunk0; chunk < kQkChunks; chunk += 2)
+    for (int chunk = load_chunk0; chunk < kQkChunks; chunk += Shape::kKvLoaders)
       cp_async_16(k_dst + swizzled(load_row, chunk, kQkChunks), k_src + (valid ? chunk * 8 : 0), valid);
-    for (int chunk = load_chunk0; chunk < kVChunks; chunk += 2)
+    for (int chunk = load_chunk0; chunk < kVChunks; chunk += Shape::kKvLoaders)
       cp_async_16(v_dst + swizzled(load_row, chunk, kVChunks), v_src + (valid ? chunk * 8 : 0), valid);
   };
   {
-    const int query = query0 + load_row;
+    const int q_row = threadIdx.x / Shape::kQLoaders, q_chunk0 = threadIdx.x % Shape::kQLoaders;
+    const int query = query0 + q_row;
     const bool valid = query < q_tokens;  // rows past the last query are zeros, never written out
     const __nv_bfloat16* src = valid ? q + query * qk_stride + h * kQk : q;
-    for (int chunk = load_chunk0; chunk < kQkChunks; chunk += 2)
-      cp_async_16(smem_base + kSmemQ + swizzled(load_row, chunk, kQkChunks), src + (valid ? chunk * 8 : 0), valid);
+    for (int chunk = q_chunk0; chunk < kQkChunks; chunk += Shape::kQLoaders)
+      cp_async_16(smem_base + kSmemQ + swizzled(q_row, chunk, kQkChunks), src + (valid ? chunk * 8 : 0), valid);
   }
   load_kv(0, 0);
   cp_async_commit();
@@ -208,21 +220,37 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+template <int kBlockQueries>
+cudaError_t launch_flash(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, int q_tokens,
+                         int kv_tokens, int heads, float scale, __nv_bfloat16* out, cudaStream_t stream) {
+  using Shape = FlashShape<kBlockQueries>;
+  const auto kernel = mla_prefill_flash<kBlockQueries>;
+  const cudaError_t status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
+  if (status != cudaSuccess) return status;
+  const dim3 grid(unsigned((q_tokens + kBlockQueries - 1) / kBlockQueries), unsigned(heads));
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(q, k, v, q_tokens, kv_tokens, heads, scale * kLog2e,
+                                                               out);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t mla_prefill_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                        int q_tokens, int kv_tokens, int heads, float scale, __nv_bfloat16* out,
-                                       cudaStream_t stream) {
+                                       cudaStream_t stream, MlaPrefillAlgorithm algorithm) {
   if (q_tokens < 0 || kv_tokens < q_tokens || heads <= 0 || heads > 65535 || !std::isfinite(scale))
+    return cudaErrorInvalidValue;
+  if (algorithm != MlaPrefillAlgorithm::automatic && algorithm != MlaPrefillAlgorithm::flash_q64 &&
+      algorithm != MlaPrefillAlgorithm::flash_q128)
     return cudaErrorInvalidValue;
   if (q_tokens == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out)) return cudaErrorInvalidValue;
-  const cudaError_t status =
-      cudaFuncSetAttribute(mla_prefill_flash, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (status != cudaSuccess) return status;
-  const dim3 grid(unsigned((q_tokens + kBlockQueries - 1) / kBlockQueries), unsigned(heads));
-  mla_prefill_flash<<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, q_tokens, kv_tokens, heads, scale * kLog2e, out);
-  return cudaGetLastError();
+  if (algorithm == MlaPrefillAlgorithm::automatic)
+    algorithm = q_tokens > 64 ? MlaPrefillAlgorithm::flash_q128 : MlaPrefillAlgorithm::flash_q64;
+  if (algorithm == MlaPrefillAlgorithm::flash_q128)
+    return launch_flash<128>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
+  return launch_flash<64>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
 }
 
 }  // namespace k3::kernels

@@ -154,14 +154,22 @@ int main(int argc, char** argv) {
     __nv_bfloat16* out = device_alloc<__nv_bfloat16>(vo, 0);
     const double bytes = 2.0 * (2.0 * qk + 2.0 * vo);
     const double flops = double(kHeads) * double(tokens) * double(tokens) / 2.0 * (192.0 + 128.0) * 2.0;
-    Result r{fmt::format("mla_prefill_flash heads 96 tokens {} (causal FLOPs)", tokens), bytes, flops};
-    r.cls = EfficiencyClass::attention;
-    r.median_us = time_us([&](int) {
-      CUDA_CHECK(k3::kernels::mla_prefill_attention_bf16(q, k, v, tokens, tokens, kHeads, 0.0721688f, out, nullptr));
-    }, std::min(repeats, 20), 2);
-    r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
-    results.push_back(r);
-    plain_bound_us.push_back(plain_bound(flops, bytes));
+    using k3::kernels::MlaPrefillAlgorithm;
+    for (const auto& [algorithm_value, label] : {std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
+                                                 std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"}}) {
+      const MlaPrefillAlgorithm algorithm = algorithm_value;
+      Result r{fmt::format("mla_prefill_{} heads 96 tokens {} (causal FLOPs)", label, tokens), bytes, flops};
+      r.cls = EfficiencyClass::attention;
+      r.median_us = time_us(
+          [&](int) {
+            CUDA_CHECK(k3::kernels::mla_prefill_attention_bf16(q, k, v, tokens, tokens, kHeads, 0.0721688f, out,
+                                                               nullptr, algorithm));
+          },
+          std::min(repeats, 20), 2);
+      r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
+      results.push_back(r);
+      plain_bound_us.push_back(plain_bound(flops, bytes));
+    }
     for (__nv_bfloat16* p : {q, k, v, out}) CUDA_CHECK(cudaFree(p));
   }
 

@@ -357,12 +357,13 @@ std::string describe(const PrefillCase& c) {
          std::to_string(c.heads);
 }
 
-ref::Matrix run_prefill(const ref::Matrix& q, const ref::Matrix& k, const ref::Matrix& v, int heads, double scale) {
+ref::Matrix run_prefill(const ref::Matrix& q, const ref::Matrix& k, const ref::Matrix& v, int heads, double scale,
+                        kernels::MlaPrefillAlgorithm algorithm) {
   const int q_tokens = int(q.rows()), kv_tokens = int(k.rows());
   DeviceBuffer<__nv_bfloat16> q_d(to_bf16(q)), k_d(to_bf16(k)), v_d(to_bf16(v));
   DeviceBuffer<__nv_bfloat16> out(size_t(q_tokens) * heads * kValue);
   CUDA_CHECK(kernels::mla_prefill_attention_bf16(q_d.get(), k_d.get(), v_d.get(), q_tokens, kv_tokens, heads,
-                                                 float(scale), out.get(), nullptr));
+                                                 float(scale), out.get(), nullptr, algorithm));
   return from_bf16(out.download(), q_tokens, Index(heads) * kValue);
 }
 
@@ -390,10 +391,15 @@ TEST(GpuMla, PrefillMatchesDirectCausalAttention) {
     cases.push_back(std::move(d));
   }
   K3_REQUIRE_GPU();
-  for (const Data& d : cases)
-    EXPECT_LE(normalized_error(run_prefill(d.q, d.k, d.v, d.c.heads, kK3Scale), d.want),
-              tolerance_for<__nv_bfloat16>())
-        << describe(d.c);
+  using kernels::MlaPrefillAlgorithm;
+  for (const auto& [algorithm, label] :
+       {std::pair{MlaPrefillAlgorithm::automatic, "automatic"}, std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
+        std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"}}) {
+    for (const Data& d : cases)
+      EXPECT_LE(normalized_error(run_prefill(d.q, d.k, d.v, d.c.heads, kK3Scale, algorithm), d.want),
+                tolerance_for<__nv_bfloat16>())
+          << describe(d.c) << " " << label;
+  }
 }
 
 TEST(GpuMla, PrefillRejectsInvalidArguments) {
@@ -406,6 +412,9 @@ TEST(GpuMla, PrefillRejectsInvalidArguments) {
   EXPECT_EQ(launch(-1, 8, 2, 0.1f), cudaErrorInvalidValue);   // negative
   EXPECT_EQ(launch(8, 8, 2, INFINITY), cudaErrorInvalidValue);
   EXPECT_EQ(launch(0, 8, 2, 0.1f), cudaSuccess);  // no queries: nothing to do
+  EXPECT_EQ(kernels::mla_prefill_attention_bf16(nullptr, nullptr, nullptr, 8, 8, 2, 0.1f, nullptr, nullptr,
+                                                static_cast<kernels::MlaPrefillAlgorithm>(3)),
+            cudaErrorInvalidValue);
 }
 
 // ---- End to end through the layer (K3 widths: r 512, dn 128, dr 64, dv 128; 3 heads, hidden 48) ----
@@ -503,7 +512,8 @@ TEST(GpuMla, EndToEndThroughTheLayerReference) {
 
   K3_REQUIRE_GPU();
   // Prefill on the GPU (bf16 inputs) against the layer's output.
-  const ref::Matrix attn_gpu = run_prefill(q_chunk.middleRows(0, 21), k, v, heads, kK3Scale);
+  const ref::Matrix attn_gpu =
+      run_prefill(q_chunk.middleRows(0, 21), k, v, heads, kK3Scale, kernels::MlaPrefillAlgorithm::automatic);
   EXPECT_LE(normalized_error(gated_output(l, x_chunk, attn_gpu), y_naive), tolerance_for<__nv_bfloat16>());
   // Decode on the GPU from a paged copy of the layer's cache.
   DecodeData d;
