@@ -94,6 +94,19 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Sᵀ ← Sᵀ Diag(e^{G_last}) on a warp's four 8-key tiles of its Sᵀ slice, held as m16n8 accumulators (elements 0, 2 at
+// key 2t of the tile, 1, 3 at key 2t + 1): `decay` points at e^{G_last} of the slice's first key plus 2t.
+__device__ __forceinline__ void decay_state_tiles(float (&s)[4][4], const float* decay) {
+#pragma unroll
+  for (int kb = 0; kb < 4; ++kb) {
+    const float2 d2 = *reinterpret_cast<const float2*>(decay + 8 * kb);
+    s[kb][0] *= d2.x;
+    s[kb][1] *= d2.y;
+    s[kb][2] *= d2.x;
+    s[kb][3] *= d2.y;
+  }
+}
+
 // Phase 1 of the ut_factored versions (kda_chunk_intra_factored): fills every array of the workspace (W, Qg, Kd,
 // A_qk as WorkspaceOf's operands) for `chunks` 64-token chunks × `heads` heads from q, k, v, g, β (the layouts of
 // kda_chunk_prefill_f32state). tensor_diagonal selects the diagonal tiles' path as in the other versions

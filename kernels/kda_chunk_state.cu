@@ -334,15 +334,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         }
       }
       move_st(std::false_type{});
-      const float* decay = buf + kStageDecay + l.key0 + l.t2;
-#pragma unroll
-      for (int kb = 0; kb < kQuarter / 8; ++kb) {
-        const float2 d2 = *reinterpret_cast<const float2*>(decay + 8 * kb);
-        s[kb][0] *= d2.x;
-        s[kb][1] *= d2.y;
-        s[kb][2] *= d2.x;
-        s[kb][3] *= d2.y;
-      }
+      decay_state_tiles(s, buf + kStageDecay + l.key0 + l.t2);
     }
     state_half(copies.begin<5>(chunk, ring), std::integral_constant<int, 0>{});
     state_half(copies.begin<6>(chunk, ring), std::integral_constant<int, 1>{});

@@ -313,15 +313,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           if (token < n) out_chunk[token * P + g + 8 * (e >> 1)] = o[j][e];
         }
       }
-      const float* decay = reinterpret_cast<const float*>(smem_bytes + (buf - smem) + kStageDecay) + key0 + 2 * t;
-#pragma unroll
-      for (int kb = 0; kb < kQuarter / 8; ++kb) {
-        const float2 d2 = *reinterpret_cast<const float2*>(decay + 8 * kb);
-        s[kb][0] *= d2.x;
-        s[kb][1] *= d2.y;
-        s[kb][2] *= d2.x;
-        s[kb][3] *= d2.y;
-      }
+      decay_state_tiles(s, reinterpret_cast<const float*>(smem_bytes + (buf - smem) + kStageDecay) + key0 + 2 * t);
     }
     state_half(copies.begin<5>(chunk, ring), std::integral_constant<int, 0>{});
     state_half(copies.begin<6>(chunk, ring), std::integral_constant<int, 1>{});

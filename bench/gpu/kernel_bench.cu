@@ -54,6 +54,19 @@ void time_small_op(const k3::bench::Session& session, std::vector<Result>& resul
   results.push_back(graph);
 }
 
+// A bandwidth-sized launch timed alone, or a latency-bound one both ways (time_small_op).
+void time_op(const k3::bench::Session& session, std::vector<Result>& results, const std::string& name, double bytes,
+             double flops, bool latency_bound, const std::function<void(cudaStream_t)>& launch) {
+  if (latency_bound) {
+    time_small_op(session, results, name, bytes, flops, launch);
+    return;
+  }
+  Result r{name, bytes, flops};
+  r.median_us = time_us([&](int) { launch(nullptr); }, session.repeats);
+  r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
+  results.push_back(r);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -369,16 +382,9 @@ int main(int argc, char** argv) {
               stream));
         }
       };
-      const std::string name =
-          fmt::format("kda_preprocess {} {}, heads 96 d 128", prefill ? "prefill" : "decode batch", tokens);
-      if (prefill) {
-        Result r{name, bytes, flops};
-        r.median_us = time_us([&](int) { launch(nullptr); }, repeats);
-        r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
-        results.push_back(r);
-      } else {
-        time_small_op(session, results, name, bytes, flops, launch);
-      }
+      time_op(session, results,
+              fmt::format("kda_preprocess {} {}, heads 96 d 128", prefill ? "prefill" : "decode batch", tokens), bytes,
+              flops, !prefill, launch);
       CUDA_CHECK(cudaFree(qkv));
       for (float* p : {f, b, conv_w, conv_state, a_log, dt_bias, out}) CUDA_CHECK(cudaFree(p));
     }
@@ -402,15 +408,8 @@ int main(int argc, char** argv) {
         CUDA_CHECK(
             k3::kernels::kda_output_gate_bf16(o, w, gate, kP, 1e-5f, out, int(tokens), kHeads, kD, stream, algorithm));
       };
-      const std::string name = fmt::format("kda_output_gate_{} {} tokens, heads 96 d 128", label, tokens);
-      if (tokens > 64) {
-        Result r{name, bytes, flops};
-        r.median_us = time_us([&](int) { launch(nullptr); }, repeats);
-        r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
-        results.push_back(r);
-      } else {
-        time_small_op(session, results, name, bytes, flops, launch);
-      }
+      time_op(session, results, fmt::format("kda_output_gate_{} {} tokens, heads 96 d 128", label, tokens), bytes,
+              flops, tokens <= 64, launch);
     }
     CUDA_CHECK(cudaFree(o));
     CUDA_CHECK(cudaFree(w));
