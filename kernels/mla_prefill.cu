@@ -15,10 +15,11 @@ constexpr int kVChunks = kV * 2 / 16;        // 16 per v row
 constexpr int kBlockKeys = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// A block of kBlockQueries queries (16 per warp) of one head: its thread count, loaders per tile row, shared memory.
-template <int kBlockQueries>
+// A block of kBlockQueries queries (16 · kRowTiles per warp) of one head: its thread count, loaders per tile row,
+// shared memory.
+template <int kBlockQueries, int kRowTiles>
 struct FlashShape {
-  static constexpr int kWarps = kBlockQueries / 16;
+  static constexpr int kWarps = kBlockQueries / (16 * kRowTiles);
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kQLoaders = kThreads / kBlockQueries;  // threads per Q row
   static constexpr int kKvLoaders = kThreads / kBlockKeys;    // threads per K or V row
@@ -29,7 +30,7 @@ struct FlashShape {
   static constexpr int kSmemQ = 0;
   static constexpr int kSmemK = kSmemQ + kBlockQueries * kMlaPrefillQkDim * 2;
   static constexpr int kSmemV = kSmemK + 2 * kQkTileBytes;
-  static constexpr int kSmemBytes = kSmemV + 2 * kVTileBytes;  // 106,496 for 64 queries, 131,072 for 128
+  static constexpr int kSmemBytes = kSmemV + 2 * kVTileBytes;  // 106,496 / 131,072 / 180,224 for 64 / 128 / 256
   static constexpr int kBlocksPerSm = kBlockQueries == 64 ? 2 : 1;
 };
 
@@ -47,12 +48,13 @@ using namespace ptx;  // cp.async, ldmatrix, mma (kernels/ptx_mma.h)
 // Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4g + t; a holds rows g, g+8 × columns 2t, 2t+1 (+8); b holds
 // k = 2t, 2t+1 (+8) × column g; c holds rows g, g+8 × columns 2t, 2t+1 — so the score tile's c fragments of two
 // adjacent 8-key tiles are exactly the a fragment of the next product over those 16 keys.
-template <int kBlockQueries>
-__global__ void __launch_bounds__(FlashShape<kBlockQueries>::kThreads, FlashShape<kBlockQueries>::kBlocksPerSm)
+template <int kBlockQueries, int kRowTiles>
+__global__ void __launch_bounds__(FlashShape<kBlockQueries, kRowTiles>::kThreads,
+                                  FlashShape<kBlockQueries, kRowTiles>::kBlocksPerSm)
     mla_prefill_flash(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                       const __nv_bfloat16* __restrict__ v, int q_tokens, int kv_tokens, int heads, float scale_log2,
                       __nv_bfloat16* __restrict__ out) {
-  using Shape = FlashShape<kBlockQueries>;
+  using Shape = FlashShape<kBlockQueries, kRowTiles>;
   constexpr int kQkTileBytes = Shape::kQkTileBytes, kVTileBytes = Shape::kVTileBytes;
   constexpr int kSmemQ = Shape::kSmemQ, kSmemK = Shape::kSmemK, kSmemV = Shape::kSmemV;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -96,17 +98,25 @@ __global__ void __launch_bounds__(FlashShape<kBlockQueries>::kThreads, FlashShap
   cp_async_wait_all();
   __syncthreads();
 
-  // Warp w owns query rows 16w … 16w+15 of the block: q fragments, running max / sum of rows g and g+8, output.
-  const int row_lo = 16 * warp + g;
-  const int position_lo = first_position + row_lo, position_hi = position_lo + 8;
-  uint32_t qf[kQk / 16][4];
+  // Warp w owns query rows 16·kRowTiles·w … of the block, in kRowTiles 16-row tiles mt: per tile, the running max /
+  // sum of rows g and g + 8 and the output. With one tile the q fragments stay in registers; with two they are read
+  // from shared memory at each key tile, and each K and V fragment a warp loads serves both tiles.
+  const int warp_row0 = 16 * kRowTiles * warp;
+  uint32_t qf[kRowTiles == 1 ? kQk / 16 : 1][4];
+  if constexpr (kRowTiles == 1) {
 #pragma unroll
-  for (int ks = 0; ks < kQk / 16; ++ks)
-    ldmatrix_x4(qf[ks], smem_base + kSmemQ + swizzled(16 * warp + (lane & 15), 2 * ks + (lane >> 4), kQkChunks));
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
-  float o[kV / 8][4];
+    for (int ks = 0; ks < kQk / 16; ++ks)
+      ldmatrix_x4(qf[ks], smem_base + kSmemQ + swizzled(warp_row0 + (lane & 15), 2 * ks + (lane >> 4), kQkChunks));
+  }
+  float m[kRowTiles][2], l[kRowTiles][2];  // [tile][row g, row g + 8]
+  float o[kRowTiles][kV / 8][4];
 #pragma unroll
-  for (int n = 0; n < kV / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kV / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  }
 
   int stage = 0;
   for (int tile = 0; tile < key_tiles; ++tile) {
@@ -118,81 +128,106 @@ __global__ void __launch_bounds__(FlashShape<kBlockQueries>::kThreads, FlashShap
     const uint32_t v_smem = smem_base + kSmemV + stage * kVTileBytes;
     const int key0 = tile * kBlockKeys;
 
-    // Scores of the warp's 16 rows × 64 keys.
-    float s[kBlockKeys / 8][4];
+    // Scores of the warp's rows × 64 keys.
+    float s[kRowTiles][kBlockKeys / 8][4];
 #pragma unroll
-    for (int n = 0; n < kBlockKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+      for (int n = 0; n < kBlockKeys / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < kQk / 16; ++ks) {
+      uint32_t a[kRowTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        if constexpr (kRowTiles == 1) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mt][e] = qf[ks][e];
+        } else {
+          ldmatrix_x4(
+              a[mt], smem_base + kSmemQ + swizzled(warp_row0 + 16 * mt + (lane & 15), 2 * ks + (lane >> 4), kQkChunks));
+        }
+      }
 #pragma unroll
       for (int np = 0; np < kBlockKeys / 16; ++np) {
         uint32_t bb[4];
         ldmatrix_x4(bb, k_smem + swizzled(16 * np + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1),
                                           kQkChunks));
-        mma_bf16(s[2 * np], qf[ks], bb[0], bb[1]);
-        mma_bf16(s[2 * np + 1], qf[ks], bb[2], bb[3]);
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          mma_bf16(s[mt][2 * np], a[mt], bb[0], bb[1]);
+          mma_bf16(s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+        }
       }
     }
     const bool masked = key0 + kBlockKeys - 1 > first_position || key0 + kBlockKeys > kv_tokens;
-#pragma unroll
-    for (int n = 0; n < kBlockKeys / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + 8 * n + 2 * t4 + (e & 1);
-        const int position = e < 2 ? position_lo : position_hi;
-        s[n][e] = masked && (key > position || key >= kv_tokens) ? -INFINITY : s[n][e] * scale_log2;
-      }
-    }
 
-    // Online softmax of rows g (elements 0, 1) and g + 8 (elements 2, 3); the row's values sit in the 4 lanes of g.
-    float max_lo = -INFINITY, max_hi = -INFINITY;
+    uint32_t p[kRowTiles][kBlockKeys / 8][2];  // bf16 pairs: [mt][n][0] row g, [mt][n][1] row g + 8
 #pragma unroll
-    for (int n = 0; n < kBlockKeys / 8; ++n) {
-      max_lo = fmaxf(max_lo, fmaxf(s[n][0], s[n][1]));
-      max_hi = fmaxf(max_hi, fmaxf(s[n][2], s[n][3]));
-    }
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+      const int position_lo = first_position + warp_row0 + 16 * mt + g, position_hi = position_lo + 8;
 #pragma unroll
-    for (int d = 1; d <= 2; d *= 2) {
-      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, d));
-      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, d));
-    }
-    // Finite: key 0 is visible to every row (positions ≥ 0) and tile 0 comes first, so m is finite from then on.
-    const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
-    const float alpha_lo = exp2f(m_lo - new_lo), alpha_hi = exp2f(m_hi - new_hi);
-    m_lo = new_lo;
-    m_hi = new_hi;
-    uint32_t p[kBlockKeys / 8][2];  // bf16 pairs: [n][0] row g, [n][1] row g + 8
-    float sum_lo = 0.0f, sum_hi = 0.0f;
+      for (int n = 0; n < kBlockKeys / 8; ++n) {
 #pragma unroll
-    for (int n = 0; n < kBlockKeys / 8; ++n) {
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(exp2f(s[n][0] - new_lo), exp2f(s[n][1] - new_lo));
-      const __nv_bfloat162 hi = __floats2bfloat162_rn(exp2f(s[n][2] - new_hi), exp2f(s[n][3] - new_hi));
-      const float2 lo_f = __bfloat1622float2(lo), hi_f = __bfloat1622float2(hi);  // sum what the product uses
-      sum_lo += lo_f.x + lo_f.y;
-      sum_hi += hi_f.x + hi_f.y;
-      p[n][0] = *reinterpret_cast<const uint32_t*>(&lo);
-      p[n][1] = *reinterpret_cast<const uint32_t*>(&hi);
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;  // per-lane partial sums; reduced over the 4 lanes at the end
-    l_hi = l_hi * alpha_hi + sum_hi;
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + 8 * n + 2 * t4 + (e & 1);
+          const int position = e < 2 ? position_lo : position_hi;
+          s[mt][n][e] = masked && (key > position || key >= kv_tokens) ? -INFINITY : s[mt][n][e] * scale_log2;
+        }
+      }
+
+      // Online softmax of rows g (elements 0, 1) and g + 8 (elements 2, 3); the row's values sit in the 4 lanes of
+      // g.
+      float max_lo = -INFINITY, max_hi = -INFINITY;
 #pragma unroll
-    for (int n = 0; n < kV / 8; ++n) {
-      o[n][0] *= alpha_lo;
-      o[n][1] *= alpha_lo;
-      o[n][2] *= alpha_hi;
-      o[n][3] *= alpha_hi;
+      for (int n = 0; n < kBlockKeys / 8; ++n) {
+        max_lo = fmaxf(max_lo, fmaxf(s[mt][n][0], s[mt][n][1]));
+        max_hi = fmaxf(max_hi, fmaxf(s[mt][n][2], s[mt][n][3]));
+      }
+#pragma unroll
+      for (int d = 1; d <= 2; d *= 2) {
+        max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, d));
+        max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, d));
+      }
+      // Finite: key 0 is visible to every row (positions ≥ 0) and tile 0 comes first, so m is finite from then on.
+      const float new_lo = fmaxf(m[mt][0], max_lo), new_hi = fmaxf(m[mt][1], max_hi);
+      const float alpha_lo = exp2f(m[mt][0] - new_lo), alpha_hi = exp2f(m[mt][1] - new_hi);
+      m[mt][0] = new_lo;
+      m[mt][1] = new_hi;
+      float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kBlockKeys / 8; ++n) {
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(exp2f(s[mt][n][0] - new_lo), exp2f(s[mt][n][1] - new_lo));
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(exp2f(s[mt][n][2] - new_hi), exp2f(s[mt][n][3] - new_hi));
+        const float2 lo_f = __bfloat1622float2(lo), hi_f = __bfloat1622float2(hi);  // sum what the product uses
+        sum_lo += lo_f.x + lo_f.y;
+        sum_hi += hi_f.x + hi_f.y;
+        p[mt][n][0] = *reinterpret_cast<const uint32_t*>(&lo);
+        p[mt][n][1] = *reinterpret_cast<const uint32_t*>(&hi);
+      }
+      l[mt][0] = l[mt][0] * alpha_lo + sum_lo;  // per-lane partial sums; reduced over the 4 lanes at the end
+      l[mt][1] = l[mt][1] * alpha_hi + sum_hi;
+#pragma unroll
+      for (int n = 0; n < kV / 8; ++n) {
+        o[mt][n][0] *= alpha_lo;
+        o[mt][n][1] *= alpha_lo;
+        o[mt][n][2] *= alpha_hi;
+        o[mt][n][3] *= alpha_hi;
+      }
     }
 
     // o += P · V over the tile's 64 keys, 16 at a time.
 #pragma unroll
     for (int kk = 0; kk < kBlockKeys / 16; ++kk) {
-      const uint32_t a[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
 #pragma unroll
       for (int np = 0; np < kV / 16; ++np) {
         uint32_t bb[4];
         ldmatrix_x4_trans(bb, v_smem + swizzled(16 * kk + (lane & 15), 2 * np + (lane >> 4), kVChunks));
-        mma_bf16(o[2 * np], a, bb[0], bb[1]);
-        mma_bf16(o[2 * np + 1], a, bb[2], bb[3]);
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          const uint32_t a[4] = {p[mt][2 * kk][0], p[mt][2 * kk][1], p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]};
+          mma_bf16(o[mt][2 * np], a, bb[0], bb[1]);
+          mma_bf16(o[mt][2 * np + 1], a, bb[2], bb[3]);
+        }
       }
     }
     stage ^= 1;
@@ -200,31 +235,35 @@ __global__ void __launch_bounds__(FlashShape<kBlockQueries>::kThreads, FlashShap
   cp_async_wait_all();
 
 #pragma unroll
-  for (int d = 1; d <= 2; d *= 2) {
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, d);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, d);
-  }
-  const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // l ≥ 1: the row's maximum contributes 2^0
-  const int query_lo = query0 + row_lo, query_hi = query_lo + 8;
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+    float l_lo = l[mt][0], l_hi = l[mt][1];
 #pragma unroll
-  for (int n = 0; n < kV / 8; ++n) {
-    const int column = h * kV + 8 * n + 2 * t4;
-    if (query_lo < q_tokens)
-      *reinterpret_cast<__nv_bfloat162*>(out + query_lo * v_stride + column) =
-          __floats2bfloat162_rn(o[n][0] * inv_lo, o[n][1] * inv_lo);
-    if (query_hi < q_tokens)
-      *reinterpret_cast<__nv_bfloat162*>(out + query_hi * v_stride + column) =
-          __floats2bfloat162_rn(o[n][2] * inv_hi, o[n][3] * inv_hi);
+    for (int d = 1; d <= 2; d *= 2) {
+      l_lo += __shfl_xor_sync(0xffffffffu, l_lo, d);
+      l_hi += __shfl_xor_sync(0xffffffffu, l_hi, d);
+    }
+    const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // l ≥ 1: the row's maximum contributes 2^0
+    const int query_lo = query0 + warp_row0 + 16 * mt + g, query_hi = query_lo + 8;
+#pragma unroll
+    for (int n = 0; n < kV / 8; ++n) {
+      const int column = h * kV + 8 * n + 2 * t4;
+      if (query_lo < q_tokens)
+        *reinterpret_cast<__nv_bfloat162*>(out + query_lo * v_stride + column) =
+            __floats2bfloat162_rn(o[mt][n][0] * inv_lo, o[mt][n][1] * inv_lo);
+      if (query_hi < q_tokens)
+        *reinterpret_cast<__nv_bfloat162*>(out + query_hi * v_stride + column) =
+            __floats2bfloat162_rn(o[mt][n][2] * inv_hi, o[mt][n][3] * inv_hi);
+    }
   }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <int kBlockQueries>
+template <int kBlockQueries, int kRowTiles>
 cudaError_t launch_flash(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, int q_tokens,
                          int kv_tokens, int heads, float scale, __nv_bfloat16* out, cudaStream_t stream) {
-  using Shape = FlashShape<kBlockQueries>;
-  const auto kernel = mla_prefill_flash<kBlockQueries>;
+  using Shape = FlashShape<kBlockQueries, kRowTiles>;
+  const auto kernel = mla_prefill_flash<kBlockQueries, kRowTiles>;
   const cudaError_t status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
   if (status != cudaSuccess) return status;
@@ -242,15 +281,19 @@ cudaError_t mla_prefill_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat
   if (q_tokens < 0 || kv_tokens < q_tokens || heads <= 0 || heads > 65535 || !std::isfinite(scale))
     return cudaErrorInvalidValue;
   if (algorithm != MlaPrefillAlgorithm::automatic && algorithm != MlaPrefillAlgorithm::flash_q64 &&
-      algorithm != MlaPrefillAlgorithm::flash_q128)
+      algorithm != MlaPrefillAlgorithm::flash_q128 && algorithm != MlaPrefillAlgorithm::flash_q256)
     return cudaErrorInvalidValue;
   if (q_tokens == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out)) return cudaErrorInvalidValue;
   if (algorithm == MlaPrefillAlgorithm::automatic)
-    algorithm = q_tokens > 64 ? MlaPrefillAlgorithm::flash_q128 : MlaPrefillAlgorithm::flash_q64;
+    algorithm = q_tokens > 128  ? MlaPrefillAlgorithm::flash_q256
+                : q_tokens > 64 ? MlaPrefillAlgorithm::flash_q128
+                                : MlaPrefillAlgorithm::flash_q64;
+  if (algorithm == MlaPrefillAlgorithm::flash_q256)
+    return launch_flash<256, 2>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
   if (algorithm == MlaPrefillAlgorithm::flash_q128)
-    return launch_flash<128>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
-  return launch_flash<64>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
+    return launch_flash<128, 1>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
+  return launch_flash<64, 1>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
 }
 
 }  // namespace k3::kernels

@@ -6,14 +6,19 @@
 // [q_tokens, heads, 128] (heads·128); 192 = qk_nope 128 + qk_rope 64 and 128 = v_head_dim are K3's and fixed.
 // q, k, v and out must be 16-byte aligned; out must not alias the inputs.
 // Versions (MlaPrefillAlgorithm): mla_prefill_flash — flash attention with mma.sync m16n8k16 bf16 (fp32
-// accumulation), 16 query rows per warp with Q held in registers: flash_q64 one block of 4 warps per (64 queries,
-// head), two blocks per SM (automatic up to 64 queries); flash_q128 one block of 8 warps per (128 queries, head), one
-// per SM (registers: 224 per thread), so each key and value tile loaded serves twice the queries (automatic above 64
-// queries; on an H200 at 96 heads, no prefix: 8K tokens 7.54 against 9.18 ms, 32K 114.5 against 141.2 ms, 288
-// against 234 TFLOP/s on the causal FLOPs, bench/results/2026-11-30-h200-kernels-12 run 13); key/value tiles of 64
-// loaded with cp.async into XOR-swizzled shared memory, double-buffered; online softmax in base 2 with P kept in
-// registers as the next product's A operand; key tiles past the block's last query are skipped (causal), masks applied
-// only on the tiles that cross the diagonal or the end of the keys; blocks with the most tiles are scheduled first.
+// accumulation) over 64-key tiles loaded with cp.async into XOR-swizzled shared memory, double-buffered; online softmax
+// in base 2 with P kept in registers as the next product's A operand; key tiles past the block's last query are
+// skipped (causal), masks applied only on the tiles that cross the diagonal or the end of the keys; blocks with the
+// most tiles are scheduled first. Each warp reads every K and V fragment of a tile from shared memory, which binds
+// the smaller forms, so the larger ones share each fragment over more query rows:
+//   flash_q64 (automatic up to 64 queries): one block of 4 warps per (64 queries, head), 16 rows per warp with their
+//     q fragments in registers, two blocks per SM;
+//   flash_q128 (automatic for 65-128 queries): 8 warps per 128 queries, one block per SM (224 registers), each K/V
+//     tile loaded serving twice the queries;
+//   flash_q256 (automatic above 128 queries): 8 warps of 32 rows (two 16-row tiles whose products share every K and V
+//     fragment; q fragments read from shared memory per key tile), one block per SM (255 registers, 76 bytes spilled).
+// On an H200 at 96 heads, no prefix (bench/results/2026-11-30-h200-kernels-12 run 16, mla_bench, causal FLOPs): 8K
+// tokens 9.19 / 7.55 / 6.85 ms, 32K 141.3 / 114.6 / 99.8 ms (234 / 288 / 331 TFLOP/s) for q64 / q128 / q256.
 // Faster (not done): wgmma (Hopper warpgroup MMA) with TMA loads and a producer warp, as FlashAttention-3 does.
 #pragma once
 
@@ -25,8 +30,8 @@ namespace k3::kernels {
 inline constexpr int kMlaPrefillQkDim = 192;
 inline constexpr int kMlaPrefillValueDim = 128;
 
-// The versions (above); automatic takes flash_q128 above 64 queries, flash_q64 up to 64.
-enum class MlaPrefillAlgorithm { automatic, flash_q64, flash_q128 };
+// The versions (above); automatic takes flash_q256 above 128 queries, flash_q128 above 64, flash_q64 up to 64.
+enum class MlaPrefillAlgorithm { automatic, flash_q64, flash_q128, flash_q256 };
 
 cudaError_t mla_prefill_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                        int q_tokens, int kv_tokens, int heads, float scale, __nv_bfloat16* out,

@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
     const double flops = double(kHeads) * double(tokens) * double(tokens) / 2.0 * (192.0 + 128.0) * 2.0;
     using k3::kernels::MlaPrefillAlgorithm;
     for (const auto& [algorithm_value, label] : {std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
-                                                 std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"}}) {
+                                                 std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"},
+                                                 std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"}}) {
       const MlaPrefillAlgorithm algorithm = algorithm_value;
       Result r{fmt::format("mla_prefill_{} heads 96 tokens {} (causal FLOPs)", label, tokens), bytes, flops};
       r.cls = EfficiencyClass::attention;

@@ -394,7 +394,8 @@ TEST(GpuMla, PrefillMatchesDirectCausalAttention) {
   using kernels::MlaPrefillAlgorithm;
   for (const auto& [algorithm, label] :
        {std::pair{MlaPrefillAlgorithm::automatic, "automatic"}, std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
-        std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"}}) {
+        std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"},
+        std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"}}) {
     for (const Data& d : cases)
       EXPECT_LE(normalized_error(run_prefill(d.q, d.k, d.v, d.c.heads, kK3Scale, algorithm), d.want),
                 tolerance_for<__nv_bfloat16>())
@@ -413,7 +414,7 @@ TEST(GpuMla, PrefillRejectsInvalidArguments) {
   EXPECT_EQ(launch(8, 8, 2, INFINITY), cudaErrorInvalidValue);
   EXPECT_EQ(launch(0, 8, 2, 0.1f), cudaSuccess);  // no queries: nothing to do
   EXPECT_EQ(kernels::mla_prefill_attention_bf16(nullptr, nullptr, nullptr, 8, 8, 2, 0.1f, nullptr, nullptr,
-                                                static_cast<kernels::MlaPrefillAlgorithm>(3)),
+                                                static_cast<kernels::MlaPrefillAlgorithm>(4)),
             cudaErrorInvalidValue);
 }
 
