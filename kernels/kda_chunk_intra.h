@@ -94,6 +94,15 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// x, unknown to the compiler: values the state passes derive from it (a lane's shared-memory bases, a copy's offsets)
+// are rebuilt where they are used instead of being hoisted out of the chunk loop and held in registers (which
+// spilled).
+__device__ __forceinline__ int opaque(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // Sᵀ ← Sᵀ Diag(e^{G_last}) on a warp's four 8-key tiles of its Sᵀ slice, held as m16n8 accumulators (elements 0, 2 at
 // key 2t of the tile, 1, 3 at key 2t + 1): `decay` points at e^{G_last} of the slice's first key plus 2t.
 __device__ __forceinline__ void decay_state_tiles(float (&s)[4][4], const float* decay) {

@@ -88,14 +88,6 @@ static_assert(3 * (kSmemBytes + 1024) <= 228 * 1024, "three blocks (and their re
 // 16-byte pieces (column multiples of 4) as wholes and keeps a column within its row.
 __device__ __forceinline__ int swizzle(int row, int col) { return col ^ ((row & 3) << 3); }
 
-// x, unknown to the compiler: values derived from it (a lane's bases, a copy's offsets) are rebuilt where they are
-// derived instead of being hoisted out of the chunk loop and held in registers (which spilled).
-__device__ __forceinline__ int opaque(int x) {
-  int y;
-  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-
 __device__ __forceinline__ float tf32_value(float x) { return __uint_as_float(tf32_rna(x)); }
 
 // The ring buffer holding step kStep of a chunk whose step 0 is in buffer `ring` (0..2).

@@ -88,14 +88,6 @@ __device__ __forceinline__ int us_index(int token, int v) {
   return token * kValueBlock + (v ^ (((token >> 1) & 3) << 3));
 }
 
-// x, unknown to the compiler: the copies' addresses derived from it are rebuilt at each step instead of being hoisted
-// out of the chunk loop and held in registers (which spilled).
-__device__ __forceinline__ int opaque(int x) {
-  int y;
-  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-
 struct Copies {
   uint32_t smem;  // the shared-memory base address
   WorkspaceF16 ws;
