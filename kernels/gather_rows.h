@@ -3,8 +3,9 @@
 // are one contiguous GEMM operand (the bf16-expert MoE path: engine/runtime/gpu_model.cpp).
 // Shapes: src [src_rows, width] bf16 with its row stride in elements, rows [count] int32 (device), dst
 // [count, width] bf16 with its row stride. An index outside [0, src_rows) reads nothing: its dst row is zeros.
-// Versions: gather_rows_block_per_row — one thread block per dst row, threads stride over the width.
-// Faster (not done): 16-byte vector copies when rows and strides are 16-byte aligned.
+// Versions: gather_rows_block_per_row_16b — one thread block per dst row, threads stride over it in 16-byte chunks,
+// when both bases are 16-byte aligned and the width and both strides are multiples of 8; else
+// gather_rows_block_per_row, the same one element at a time.
 #pragma once
 
 #include <cuda_bf16.h>

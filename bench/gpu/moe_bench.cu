@@ -8,11 +8,19 @@
 //            and the GEMV as the decode graph runs it, per launch of a CUDA graph that replays one launch per
 //            routing (no host launch gaps);
 //   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak, the
-//            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here).
+//            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here);
+//   prefill at the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896
+//            experts, 2048, 8192 and 32768 tokens, fp32 y: the pipelined GEMM against the dequantise-then-cuBLASLt
+//            path (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's
+//            input is in slot order already, as in the engine).
 //
 // Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
+#include "core/error.h"
+#include "kernels/gather_rows.h"
+#include "kernels/gemm_cublaslt.h"
 #include "kernels/mxfp4_grouped.h"
+#include "kernels/mxfp4_grouped_dequantized.h"
 #include "kernels/random_fill.h"
 
 #include <cuda_bf16.h>
@@ -43,6 +51,7 @@ struct DeviceRouting {
   int32_t* slot_token = nullptr;
   int32_t* active = nullptr;
   int32_t* count = nullptr;
+  std::vector<int32_t> host_offsets;  // [kExperts + 1]
   int distinct_experts = 0;
   int slots = 0;
 
@@ -83,6 +92,7 @@ DeviceRouting random_routing(int tokens, std::mt19937& rng) {
   r.slots = tokens * kTopK;
   active.resize(kExperts, -1);
   r.offsets = upload(offsets);
+  r.host_offsets = offsets;
   r.slot_token = upload(slot_token);
   r.active = upload(active);
   r.count = upload(std::vector<int32_t>{r.distinct_experts});
@@ -103,6 +113,73 @@ constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::ge
                                                        Mxfp4GroupedAlgorithm::gemm_pipelined};
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
+
+// The engine's prefill products (gpu_model.cpp moe_mlp): w13 reads x through the routing's tokens, w2 reads the
+// GLU's output, already one row per slot (slot_token = the identity).
+void prefill_at_engine_shapes(const k3::bench::Session& session, std::mt19937& rng, std::vector<Result>& results) {
+  struct Projection {
+    const char* name;
+    int64_t out, in;
+    bool gather;
+  };
+  const int repeats = std::min(session.repeats, 10);
+  k3::kernels::GemmRunner gemm;
+  for (const Projection& p : {Projection{"w13", 6144, 3584, true}, Projection{"w2", 3584, 3072, false}}) {
+    const size_t weights = size_t(kExperts) * size_t(p.out * p.in);
+    uint8_t* packed = device_alloc<uint8_t>(weights / 2, 0);
+    uint8_t* scales = device_alloc<uint8_t>(weights / 32, 0);
+    CUDA_CHECK(k3::kernels::mxfp4_fill_normal(packed, scales, int64_t(kExperts) * p.out, p.in, 0.02f, 11, nullptr));
+    const k3::kernels::Mxfp4ExpertWeights w{packed, scales, kExperts, p.out, p.in};
+    __nv_bfloat16* scratch = device_alloc<__nv_bfloat16>(size_t(p.out * p.in), 0);
+    const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
+    for (const int tokens : {2048, 8192, 32768}) {
+      const DeviceRouting routing = random_routing(tokens, rng);
+      const int slots = routing.slots;
+      std::vector<int32_t> iota(static_cast<size_t>(slots), 0);
+      std::iota(iota.begin(), iota.end(), 0);
+      int32_t* by_slot = upload(iota);
+      const int64_t x_rows = p.gather ? tokens : slots;
+      __nv_bfloat16* x = k3::bench::device_normal_bf16(size_t(x_rows * p.in), 0.0f, 1.0f, 200 + tokens);
+      __nv_bfloat16* x_by_slot = p.gather ? device_alloc<__nv_bfloat16>(size_t(slots * p.in), 0) : x;
+      float* y = device_alloc<float>(size_t(slots) * size_t(p.out), 0);
+      k3::kernels::ExpertRouting view = routing.view();
+      if (!p.gather) view.slot_token = by_slot;
+      const double bytes = routing.distinct_experts * expert_bytes + x_rows * p.in * 2.0 + slots * p.out * 4.0;
+      const double flops = 2.0 * slots * p.out * p.in;
+      const std::string shape = fmt::format("{} {}x{} prefill T={} top 16 of 896 ({} distinct experts)", p.name,
+                                            p.in, p.out, tokens, routing.distinct_experts);
+      Result pipelined{fmt::format("mxfp4_grouped_gemm_mma_128x128_pipelined {}", shape), bytes, flops};
+      pipelined.median_us = time_us([&](int) {
+        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view, x, p.in, x_rows, y, p.out, nullptr,
+                                                          Mxfp4GroupedAlgorithm::gemm_pipelined));
+      }, repeats);
+      Result dequantized{fmt::format("mxfp4_grouped_dequantized {}{}", shape, p.gather ? ", x gathered" : ""), bytes,
+                         flops};
+      dequantized.median_us = time_us([&](int) {
+        if (p.gather) {
+          CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in, p.in,
+                                                   nullptr));
+        }
+        const cudaError_t status = k3::kernels::mxfp4_grouped_dequantized_bf16_to_f32(
+            gemm, w, routing.host_offsets.data(), x_by_slot, p.in, y, p.out, scratch, p.out * p.in, nullptr);
+        K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status), gemm.last_error());
+      }, repeats);
+      for (Result* r : {&pipelined, &dequantized}) {
+        r->cls = EfficiencyClass::grouped_gemm;
+        r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+        results.push_back(*r);
+      }
+      routing.free();
+      CUDA_CHECK(cudaFree(by_slot));
+      if (p.gather) CUDA_CHECK(cudaFree(x_by_slot));
+      CUDA_CHECK(cudaFree(x));
+      CUDA_CHECK(cudaFree(y));
+    }
+    CUDA_CHECK(cudaFree(scratch));
+    CUDA_CHECK(cudaFree(packed));
+    CUDA_CHECK(cudaFree(scales));
+  }
+}
 
 }  // namespace
 
@@ -192,6 +269,7 @@ int main(int argc, char** argv) {
 
   CUDA_CHECK(cudaFree(packed));
   CUDA_CHECK(cudaFree(scales));
+  prefill_at_engine_shapes(session, rng, results);
   session.print(results, fmt::format("\"bf16_peak_flops_per_s\": {:.4g}", session.hw.peak(k3::ComputeType::bf16)));
   return 0;
 }

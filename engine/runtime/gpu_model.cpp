@@ -19,6 +19,7 @@
 #include "kernels/moe_bucket.h"
 #include "kernels/moe_router.h"
 #include "kernels/mxfp4_grouped.h"
+#include "kernels/mxfp4_grouped_dequantized.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/sampling.h"
 #include "kernels/situ_glu.h"
@@ -88,7 +89,8 @@ struct GpuModel::Workspace {
   float *router_logits = nullptr, *route_weights = nullptr, *gate_up = nullptr, *expert_out = nullptr,
         *combined = nullptr;
   int32_t* expert_ids = nullptr;
-  bf16* gathered = nullptr;  // bf16 experts: each slot's input row, expert-major [T·top_k, h]
+  bf16* gathered = nullptr;  // each slot's input row, expert-major: bf16 experts [T·top_k, h]; MXFP4 [T·top_k, z]
+  bf16* expert_bf16 = nullptr;  // MXFP4 experts dequantised at prefill: one expert's weights, [max(2I·z, z·I)]
   kernels::MoeBuckets buckets{};
   void* bucket_ws = nullptr;
   size_t bucket_ws_bytes = 0;
@@ -117,6 +119,11 @@ uint64_t GpuModel::workspace_bytes(const ModelConfig& config, const ModelRunShap
   DeviceArena measuring = DeviceArena::measuring();
   lay_out_workspace(w, config, shape, measuring);
   return measuring.used_bytes() + (32ull << 20);  // + the GEMM runner's workspace
+}
+
+bool GpuModel::dequantized_experts(const ModelConfig& config, int64_t tokens) {
+  if (!config.moe || config.moe->latent_dim <= 0 || config.routed_expert_format != StorageFormat::mxfp4) return false;
+  return tokens * config.moe->top_k >= int64_t(kernels::kMxfp4DequantizedMinAverageSlots) * config.moe->num_experts;
 }
 
 bool GpuModel::decode_capturable(const ModelConfig& config) {
@@ -197,6 +204,10 @@ void lay_out_workspace(GpuModel::Workspace& w, const ModelConfig& c, const Model
     w.bucket_ws = a.take(w.bucket_ws_bytes);
     w.z_in = a.take_n<bf16>(T * e.latent_dim);
     if (e.latent_dim <= 0) w.gathered = a.take_n<bf16>(slots * h);
+    if (GpuModel::dequantized_experts(c, T)) {
+      w.gathered = a.take_n<bf16>(slots * e.latent_dim);
+      w.expert_bf16 = a.take_n<bf16>(2 * e.expert_intermediate * e.latent_dim);  // w13: 2I·z, w2: z·I
+    }
     w.gate_up = a.take_n<float>(std::max(slots * 2 * e.expert_intermediate, T * 2 * intermediate));
     w.act = a.take_n<bf16>(std::max(slots * e.expert_intermediate, T * intermediate));
     w.expert_out = a.take_n<float>(slots * z);
@@ -673,7 +684,9 @@ void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out, bool a
       OpRange range(l, "moe.latent_down");
       gemm(x, h, W.latent_down, w.z_in, z, T, z, h);
     }
-    {
+    if (!pass.decode && dequantized_experts(c, T)) {
+      mxfp4_experts_dequantized(pass, l);
+    } else {
       OpRange range(l, "moe.experts");
       const int max_active = int(std::min<int64_t>(E, slots));
       const kernels::ExpertRouting by_token{w.buckets.expert_offsets, w.buckets.slot_token, w.buckets.active_experts,
@@ -716,6 +729,40 @@ void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out, bool a
   }
 }
 
+const std::vector<int32_t>& GpuModel::expert_offsets_on_host(int l, int64_t slots) {
+  const int64_t E = config_.moe->num_experts;
+  // The routing stays on the device up to here; per-expert GEMM shapes need its offsets on the host.
+  host_expert_offsets_.resize(E + 1);
+  CUDA_CHECK(cudaMemcpyAsync(host_expert_offsets_.data(), ws_->buckets.expert_offsets, (E + 1) * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const std::vector<int32_t>& offsets = host_expert_offsets_;
+  K3_CHECK(offsets[0] == 0 && offsets[E] == slots, "layer {}: the router filled slots [{}, {}) of {}", l + 1,
+           offsets[0], offsets[E], slots);
+  return offsets;
+}
+
+void GpuModel::mxfp4_experts_dequantized(const Pass& pass, int l) {
+  const MoeSpec& e = *config_.moe;
+  const MoeDeviceWeights& W = weights_.layers[l].moe;
+  Workspace& w = *ws_;
+  const int64_t T = pass.tokens, E = e.num_experts, I = e.expert_intermediate, z = e.latent_dim, slots = T * e.top_k;
+  OpRange range(l, "moe.experts");
+  const std::vector<int32_t>& offsets = expert_offsets_on_host(l, slots);
+  check(kernels::gather_rows_bf16(w.z_in, z, T, w.buckets.slot_token, slots, w.gathered, z, z, stream_),
+        "MoE gather");
+  const int64_t scratch = 2 * I * z;  // w13 [2I, z]; w2 [z, I] is half of it
+  const kernels::Mxfp4ExpertWeights w13{W.w13_packed, W.w13_scales, int(E), 2 * I, z};
+  check(kernels::mxfp4_grouped_dequantized_bf16_to_f32(*gemm_, w13, offsets.data(), w.gathered, z, w.gate_up, 2 * I,
+                                                       w.expert_bf16, scratch, stream_),
+        "MoE experts gate|up (dequantised)");
+  glu(w.gate_up, 2 * I, w.act, slots, I, "MoE expert GLU");
+  const kernels::Mxfp4ExpertWeights w2{W.w2_packed, W.w2_scales, int(E), z, I};
+  check(kernels::mxfp4_grouped_dequantized_bf16_to_f32(*gemm_, w2, offsets.data(), w.act, I, w.expert_out, z,
+                                                       w.expert_bf16, scratch, stream_),
+        "MoE experts down (dequantised)");
+}
+
 void GpuModel::bf16_experts(const Pass& pass, int l, const bf16* x) {
   const ModelConfig& c = config_;
   const MoeSpec& e = *c.moe;
@@ -724,14 +771,7 @@ void GpuModel::bf16_experts(const Pass& pass, int l, const bf16* x) {
   const int64_t T = pass.tokens, h = c.hidden_size, E = e.num_experts, I = e.expert_intermediate;
   const int64_t slots = T * e.top_k;
   OpRange range(l, "moe.experts");
-  // The routing stays on the device up to here; the per-expert GEMM shapes need its offsets on the host.
-  host_expert_offsets_.resize(E + 1);
-  CUDA_CHECK(cudaMemcpyAsync(host_expert_offsets_.data(), w.buckets.expert_offsets, (E + 1) * sizeof(int32_t),
-                             cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  const std::vector<int32_t>& offsets = host_expert_offsets_;
-  K3_CHECK(offsets[0] == 0 && offsets[E] == slots, "layer {}: the router filled slots [{}, {}) of {}", l + 1,
-           offsets[0], offsets[E], slots);
+  const std::vector<int32_t>& offsets = expert_offsets_on_host(l, slots);
   check(kernels::gather_rows_bf16(x, h, T, w.buckets.slot_token, slots, w.gathered, h, h, stream_), "MoE gather");
   // gate|up of every slot: one GEMM per active expert over its contiguous rows.
   for (int64_t x_id = 0; x_id < E; ++x_id) {

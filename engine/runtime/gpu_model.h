@@ -57,6 +57,10 @@ class GpuModel {
   static uint64_t workspace_bytes(const ModelConfig& config, const ModelRunShape& shape);
   // False when a decode step synchronises with the host (MoE layers with bf16 routed experts).
   static bool decode_capturable(const ModelConfig& config);
+  // True when a prefill call of `tokens` tokens runs the MXFP4 routed experts by dequantising each active expert to
+  // bf16 and one cuBLASLt GEMM per expert (kernels/mxfp4_grouped_dequantized.h; one host sync per MoE layer): the
+  // slots average at least kMxfp4DequantizedMinAverageSlots per expert.
+  static bool dequantized_experts(const ModelConfig& config, int64_t tokens);
 
   void prefill(int sequence, const std::vector<int32_t>& tokens, int64_t start);
   // Sets the device positions of slots [0, batch) to their cached lengths before the first decode step.
@@ -90,6 +94,9 @@ class GpuModel {
   void mla_layer(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
   void moe_mlp(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
   void bf16_experts(const Pass& pass, int layer, const bf16* x);  // routed experts → ws combined [T, h] fp32
+  void mxfp4_experts_dequantized(const Pass& pass, int layer);      // routed experts → ws expert_out, per slot
+  // The routing's expert offsets [E + 1], copied to the host (a stream sync) and checked to cover the slots.
+  const std::vector<int32_t>& expert_offsets_on_host(int layer, int64_t slots);
   void glu(const float* gate_up, int64_t stride, bf16* out, int64_t rows, int64_t intermediate, const char* what);
   void dense_mlp(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
   void head(const Pass& pass, int blocks);

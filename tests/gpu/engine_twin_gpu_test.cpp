@@ -4,7 +4,8 @@
 // inputs (after their AttnRes mixers and norms) and outputs, then the final hidden state and logits —
 // for a prompt prefilled in chunks (KDA chunked kernel, MLA expanded attention over the cached prefix)
 // and for decode steps of two sequences of different lengths batched together (recurrent KDA,
-// absorbed MLA over the paged cache), each token fed to both sides alike.
+// absorbed MLA over the paged cache), each token fed to both sides alike; and a prompt long enough for the MXFP4
+// experts' dequantised prefill path, in one chunk.
 #include "engine/reference/attnres.h"
 #include "engine/reference/basic_ops.h"
 #include "engine/reference/checkpoint_loader.h"
@@ -64,6 +65,34 @@ TEST_F(EngineTwin, PrefillAndBatchedDecodeMatchTheReferenceLayerByLayer) {
 TEST_F(EngineTwin, UnsynchronisedForwardMatchesTheReferenceLayerByLayer) {
   K3_REQUIRE_GPU();
   check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_, TapMode::stream_ordered);
+}
+
+// A 300-token prompt in one chunk: 1200 routed slots over 16 experts, enough for the MXFP4 experts' dequantise-then-
+// cuBLASLt path (GpuModel::dequantized_experts), every sublayer checked against the reference on the GPU's inputs.
+TEST_F(EngineTwin, LongPrefillChunkMatchesTheReferenceLayerByLayer) {
+  K3_REQUIRE_GPU();
+  const ref::LoadedModel loaded = ref::load_reference_model(dir_);
+  const ModelConfig& config = loaded.config;
+  constexpr int kTokens = 300;
+  ASSERT_TRUE(runtime::GpuModel::dequantized_experts(config, kTokens));
+  ASSERT_FALSE(runtime::GpuModel::dequantized_experts(config, 8));  // the other tests' chunks take the kernels
+  runtime::DeviceWeights weights(config);
+  weights.load(weights::Checkpoint::open(dir_));
+  runtime::GpuCache cache(config, {1, 320, 16});
+  runtime::ModelRunShape shape;
+  shape.max_chunk_tokens = kTokens;
+  shape.max_prefill_context = 320;
+  shape.page_tokens = 16;
+  shape.max_context_tokens = 320;
+  runtime::GpuModel model(weights, cache, shape);
+  cache.admit(0, 320);
+  std::mt19937 rng(20261130);
+  std::uniform_int_distribution<int32_t> token(3, config.vocab_size - 1);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < kTokens; ++i) prompt.push_back(token(rng));
+  const Taps taps = run_tapped(model, TapMode::synchronous, [&] { model.prefill(0, prompt, 0); });
+  IsolatedReference isolated(loaded.model);
+  isolated.check(taps, 0, prompt, "300-token prefill chunk");
 }
 
 TEST_F(EngineTwin, CapturedDecodeEqualsEagerDecode) {

@@ -1,5 +1,6 @@
 // gather_rows against a host gather: exact copies of the picked rows (repeats, any order, strided source and
-// destination), zero rows for indices outside the source, destination padding left untouched.
+// destination), zero rows for indices outside the source, destination padding left untouched; both versions
+// (16-byte chunks where widths and strides allow, single elements elsewhere).
 #include "gpu_harness.h"
 #include "kernels/gather_rows.h"
 
@@ -20,6 +21,7 @@ TEST(GpuGatherRows, CopiesThePickedRowsExactly) {
       {17, 1000, 3, 5, {16, 0, 5, 5, 5, 9, 1}},                  // repeats, strided, odd width
       {40, 64, 1, 0, {-1, 0, 40, 39, INT32_MIN, INT32_MAX, 3}},  // outside [0, src_rows): zero rows
       {9, 7, 0, 2, {8, 7, 6, 5, 4, 3, 2, 1, 0}},                 // width below a warp
+      {50, 3584, 8, 16, {-1, 49, 0, 60, 7, 7}},                  // 16-byte chunks: K3's latent, strided, zero rows
   };
   std::mt19937 rng(20261202);
   for (const Case& c : cases) {

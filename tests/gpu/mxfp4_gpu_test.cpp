@@ -5,10 +5,12 @@
 // expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, a prefill-like
 // routing with partial tiles in both dimensions, every E2M1 code at scales on both sides of the
 // two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
-// argument rejection.
+// argument rejection. The dequantise-then-cuBLASLt prefill path (kernels/mxfp4_grouped_dequantized.h): its decode
+// bit for bit against the CPU's, its products on the same cases, and its argument rejection.
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
 #include "kernels/mxfp4_grouped.h"
+#include "kernels/mxfp4_grouped_dequantized.h"
 
 #include <algorithm>
 #include <cmath>
@@ -195,6 +197,30 @@ void expect_matches(const ExpertBank& bank, const HostRouting& routing, const re
   }
 }
 
+// The dequantised path on the same case: x gathered into slot order on the host, y (row stride out + 4) poisoned.
+void expect_dequantized_matches(const ExpertBank& bank, const HostRouting& routing, const ref::Matrix& x,
+                                int64_t x_stride, const std::string& label) {
+  const ref::MatrixD expected = reference(bank, routing, x);
+  ASSERT_TRUE(expected.allFinite()) << label;
+  K3_REQUIRE_GPU();
+  ref::Matrix by_slot(routing.slots(), x_stride);
+  for (int s = 0; s < routing.slots(); ++s) by_slot.row(s) = x.row(routing.slot_token[size_t(s)]);
+  DeviceBank dbank(bank);
+  DeviceBuffer<__nv_bfloat16> dx(to_bf16(by_slot));
+  DeviceBuffer<__nv_bfloat16> scratch(size_t(bank.out * bank.in));
+  const int64_t y_stride = bank.out + 4, rows = routing.slots();
+  DeviceBuffer<float> dy(size_t(rows * y_stride));
+  kernels::GemmRunner gemm;
+  ASSERT_EQ(kernels::mxfp4_grouped_dequantized_bf16_to_f32(gemm, dbank.view, routing.offsets.data(), dx.get(),
+                                                           x_stride, dy.get(), y_stride, scratch.get(),
+                                                           int64_t(scratch.size()), nullptr),
+            cudaSuccess)
+      << label << ": " << gemm.last_error();
+  const ref::Matrix got = download(dy, rows, y_stride);
+  EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), kF32Tolerance) << label << " dequantized";
+  EXPECT_TRUE(got.rightCols(4).array().isNaN().all()) << label << " dequantized: a padding column was written";
+}
+
 TEST(GpuMxfp4Grouped, BucketingContractOfTheTestRouting) {
   // Tokens 0..2 choose experts (4, 1), (1, 2), (4, 0) of 5.
   const HostRouting r = bucket({{0, 4}, {0, 1}, {1, 1}, {1, 2}, {2, 4}, {2, 0}}, 5);
@@ -222,6 +248,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtOddSizes) {
     const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
     expect_matches<float>(bank, routing, x, x_stride, c.label + " f32");
     expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, c.label + " bf16");
+    expect_dequantized_matches(bank, routing, x, x_stride, c.label);
   }
 }
 
@@ -245,6 +272,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtK3ExpertShape) {
   const ref::Matrix x = round_to_bf16(random_matrix(80, 3584, rng));
   expect_matches<float>(bank, routing, x, 3584, "3072x3584 f32");
   expect_matches<__nv_bfloat16>(bank, routing, x, 3584, "3072x3584 bf16");
+  expect_dequantized_matches(bank, routing, x, 3584, "3072x3584");
 }
 
 // A prefill-like routing: 512 tokens each choose 4 distinct of 16 experts with odds 1 / (1 + e), so the experts
@@ -278,6 +306,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtAPrefillShape) {
   const ref::Matrix x = round_to_bf16(random_matrix(kTokens, x_stride, rng));
   expect_matches<float>(bank, routing, x, x_stride, "prefill 400x1056 f32");
   expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "prefill 400x1056 bf16");
+  expect_dequantized_matches(bank, routing, x, x_stride, "prefill 400x1056");
 }
 
 // Every nibble at scales 2^-125..2^125 (bytes on both sides of 128), x one-hot: y is W itself, exactly. in = 96
@@ -483,6 +512,87 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
     EXPECT_EQ(call(good_w, r, nullptr, 0, 0, 0, a), cudaSuccess) << name(a);
   }
+}
+
+// The bf16 decode of every expert against the CPU's, bit for bit: random blocks, all 16 codes in one row, and scale
+// bytes 0, 1, 254 (6 · 2^127 overflows to ±Inf) and 0xFF (NaN); out 40 rows (not a multiple of 16), in 17 blocks,
+// out row stride in + 8 with the padding left poisoned.
+TEST(GpuMxfp4Dequantized, DecodesEachExpertBitForBit) {
+  std::mt19937 rng(20261217);
+  ExpertBank bank = random_bank(3, 40, 544, rng);
+  const int64_t blocks = bank.in / 32, n = bank.out * bank.in;
+  for (int code = 0; code < 16; ++code) {  // expert 1, row 2: codes 0..15 twice
+    const auto byte = static_cast<uint8_t>(code | (((code + 5) % 16) << 4));
+    bank.packed[size_t(n / 2 + 2 * bank.in / 2 + code)] = byte;
+  }
+  const std::pair<int64_t, uint8_t> scale_cases[] = {{0, 0}, {1, 1}, {blocks + 3, 254}, {n / 32 + 2 * blocks, 254},
+                                                     {n / 32 + 2 * blocks + 1, weights::kE8m0Nan},
+                                                     {2 * n / 32 + 5, weights::kE8m0Nan}};
+  for (const auto& [index, byte] : scale_cases) bank.scales[size_t(index)] = byte;
+  decode_bank(bank);
+  K3_REQUIRE_GPU();
+  DeviceBank dbank(bank);
+  const int64_t stride = bank.in + 8;
+  int infinities = 0, nans = 0;
+  for (int e = 0; e < bank.experts; ++e) {
+    DeviceBuffer<__nv_bfloat16> out(size_t(bank.out * stride));
+    CUDA_CHECK(kernels::mxfp4_dequantize_expert_bf16(dbank.view, e, out.get(), stride, nullptr));
+    const std::vector<__nv_bfloat16> got = out.download();
+    int mismatches = 0;
+    for (int64_t o = 0; o < bank.out; ++o) {
+      for (int64_t i = 0; i < stride; ++i) {
+        const float value = __bfloat162float(got[size_t(o * stride + i)]);
+        if (i >= bank.in) {
+          if (!std::isnan(value)) ADD_FAILURE() << "expert " << e << " row " << o << ": padding column " << i << " written";
+          continue;
+        }
+        const auto want = static_cast<float>(bank.dequantized[size_t(e)](o, i));
+        infinities += std::isinf(want) ? 1 : 0;
+        nans += std::isnan(want) ? 1 : 0;
+        const bool same = std::isnan(want) ? std::isnan(value) : value == want;
+        if (!same && ++mismatches <= 5) {
+          ADD_FAILURE() << "expert " << e << " row " << o << " column " << i << ": " << value << ", expected " << want;
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "expert " << e;
+  }
+  EXPECT_GT(infinities, 0);  // the cases above reached the overflow and the NaN scale
+  EXPECT_EQ(nans, 2 * 32);  // the two NaN-scale blocks
+}
+
+TEST(GpuMxfp4Dequantized, RejectsBadArguments) {
+  alignas(16) static uint8_t packed[4096], scales[256];
+  alignas(16) static __nv_bfloat16 out[4096];
+  const kernels::Mxfp4ExpertWeights w{packed, scales, 2, 16, 64};
+  EXPECT_EQ(kernels::mxfp4_dequantize_expert_bf16(w, 2, out, 64, nullptr), cudaErrorInvalidValue);   // no expert 2
+  EXPECT_EQ(kernels::mxfp4_dequantize_expert_bf16(w, -1, out, 64, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::mxfp4_dequantize_expert_bf16(w, 0, out, 60, nullptr), cudaErrorInvalidValue);   // stride < in
+  EXPECT_EQ(kernels::mxfp4_dequantize_expert_bf16(w, 0, out, 68, nullptr), cudaErrorInvalidValue);   // not 8k
+  EXPECT_EQ(kernels::mxfp4_dequantize_expert_bf16(w, 0, out + 1, 64, nullptr), cudaErrorInvalidValue);
+  auto bad = w;
+  bad.in_features = 48;
+  EXPECT_EQ(kernels::mxfp4_dequantize_expert_bf16(bad, 0, out, 64, nullptr), cudaErrorInvalidValue);
+  K3_REQUIRE_GPU();  // the grouped path's runner needs a device
+  kernels::GemmRunner gemm;
+  alignas(16) static __nv_bfloat16 x[4096], scratch[4096];
+  alignas(16) static float y[4096];
+  const int32_t offsets[3] = {0, 2, 5}, decreasing[3] = {0, 3, 2};
+  const auto call = [&](const kernels::Mxfp4ExpertWeights& ww, const int32_t* off, int64_t x_stride, int64_t y_stride,
+                        int64_t scratch_elements) {
+    return kernels::mxfp4_grouped_dequantized_bf16_to_f32(gemm, ww, off, x, x_stride, y, y_stride, scratch,
+                                                          scratch_elements, nullptr);
+  };
+  EXPECT_EQ(call(w, decreasing, 64, 16, 1024), cudaErrorInvalidValue);
+  EXPECT_EQ(call(w, nullptr, 64, 16, 1024), cudaErrorInvalidValue);
+  EXPECT_EQ(call(w, offsets, 64, 16, 1023), cudaErrorInvalidValue);  // scratch below out · in
+  EXPECT_EQ(call(w, offsets, 60, 16, 1024), cudaErrorInvalidValue);
+  EXPECT_EQ(call(w, offsets, 64, 14, 1024), cudaErrorInvalidValue);
+  bad = w;
+  bad.out_features = 12;  // not a multiple of 8
+  EXPECT_EQ(call(bad, offsets, 64, 16, 1024), cudaErrorInvalidValue);
+  const int32_t none[3] = {0, 0, 0};  // nothing routed: nothing to do
+  EXPECT_EQ(call(w, none, 64, 16, 1024), cudaSuccess);
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+// mxfp4_grouped_dequantized: the routed-expert products of one MoE projection (the product of mxfp4_grouped.h) for
+// prefill, by dequantising each active expert's MXFP4 weights to bf16 once and handing the product to cuBLASLt:
+//   for every expert e with slots [offsets[e], offsets[e+1]):  y[s, o] = Σ_i W_e[o, i] · x_by_slot[s, i]
+// Shapes: the weights as mxfp4_grouped.h stacks them (packed u8 [experts, out, in/2], E8M0 scales u8
+// [experts, out, in/32]); x_by_slot bf16 [slots, in], row s the input of slot s (the tokens already gathered into
+// the bucketing's expert-major slot order); y fp32 [slots, out]; row strides in elements. The routing's offsets are
+// on the host (one device-to-host copy per MoE layer, so the caller synchronises and the sequence of launches
+// depends on the routing: not for a decode graph).
+// Versions:
+//   mxfp4_dequantize_expert_bf16 — one thread per 32-element block: its 16 packed bytes and scale decoded by byte
+//     lookup (mxfp4_grouped_device.h) into 64 bytes of bf16, W_e[o, i] = E2M1 · 2^(scale − 127) bit for bit the
+//     CPU decode (weights::mxfp4_dequantize: exact in bf16; a NaN scale gives NaN over its block, 6 · 2^127
+//     overflows to ±Inf as in fp32).
+//   mxfp4_grouped_dequantized_bf16_to_f32 — per active expert in id order: W_e into `scratch` (one expert's out·in
+//     bf16, so the weights a GEMM reads were just written and mostly still sit in the L2), then GemmRunner's
+//     cuBLASLt GEMM (bf16 products, fp32 accumulation) over the expert's contiguous slots. Every weight is decoded
+//     once per call, where the in-kernel GEMMs decode each weight once per tile of slots; it pays once the experts
+//     hold enough slots for cuBLASLt's tiles (the engine's choice: gpu_model.cpp).
+// Faster (not done): decoding expert e + 1 on a second stream while expert e multiplies.
+#pragma once
+
+#include "kernels/gemm_cublaslt.h"
+#include "kernels/mxfp4_grouped.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace k3::kernels {
+
+// The engine dequantises while the routed slots average at least this many per expert (tokens · top_k ≥ this ·
+// experts). Provisional, pending a measured crossover.
+inline constexpr int kMxfp4DequantizedMinAverageSlots = 64;
+
+// out[o, i] = W_expert[o, i] as bf16, out row stride out_row_stride elements (a multiple of 8, ≥ in; out 16-byte
+// aligned). cudaErrorInvalidValue for an expert outside [0, experts) or a violated shape rule.
+cudaError_t mxfp4_dequantize_expert_bf16(const Mxfp4ExpertWeights& w, int expert, __nv_bfloat16* out,
+                                         int64_t out_row_stride, cudaStream_t stream);
+
+// host_expert_offsets: [experts + 1], non-decreasing, offsets[0] ≥ 0; the slots of expert e are rows
+// [offsets[e], offsets[e + 1]) of x_by_slot and y. scratch holds scratch_elements ≥ out · in bf16. Shape rules: out a
+// multiple of 8; x_row_stride ≥ in and a multiple of 8; y_row_stride ≥ out and a multiple of 4; x_by_slot, y and
+// scratch 16-byte aligned; and mxfp4_dequantize_expert_bf16's. Rows of y outside the slots are not written.
+// Errors: cudaErrorInvalidValue for a broken rule (before any launch), else the first failing launch's error
+// (gemm.last_error() names a failing GEMM).
+cudaError_t mxfp4_grouped_dequantized_bf16_to_f32(GemmRunner& gemm, const Mxfp4ExpertWeights& w,
+                                                  const int32_t* host_expert_offsets, const __nv_bfloat16* x_by_slot,
+                                                  int64_t x_row_stride, float* y, int64_t y_row_stride,
+                                                  __nv_bfloat16* scratch, int64_t scratch_elements,
+                                                  cudaStream_t stream);
+
+}  // namespace k3::kernels
