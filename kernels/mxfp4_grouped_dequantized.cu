@@ -11,25 +11,28 @@ namespace {
 using namespace mxfp4_detail;
 
 constexpr int kDequantizeThreads = 256;
+constexpr int kWordsPerThread = 4;  // words kDequantizeThreads apart, so every load and store of a warp is contiguous
+constexpr int kWordsPerBlock = kDequantizeThreads * kWordsPerThread;
+constexpr int kWordsPerMxBlock = kMxBlockElements / 8;
 
-// Thread b decodes the b-th 32-element block of the expert (row b / blocks_per_row): 16 packed bytes, one scale,
-// four words of 8 elements each stored as 8 bf16.
+// Words (8 elements, 4 packed bytes) of the expert in row-major order; word n of a row is elements 8n..8n+7 and
+// shares the scale of its 32-element block. Each thread decodes kWordsPerThread words, kDequantizeThreads apart:
+// a warp reads 128 contiguous packed bytes and writes 512 contiguous bf16 bytes per word.
 __global__ void __launch_bounds__(kDequantizeThreads)
-    mxfp4_dequantize_blocks(const uint4* __restrict__ packed, const uint8_t* __restrict__ scales,
-                            int64_t blocks_per_row, int64_t blocks, __nv_bfloat16* __restrict__ out,
-                            int64_t out_row_stride) {
-  const int64_t b = int64_t(blockIdx.x) * kDequantizeThreads + threadIdx.x;
-  if (b >= blocks) return;
-  const int64_t row = b / blocks_per_row, block_in_row = b - row * blocks_per_row;
-  const uint4 q = __ldcs(packed + b);
-  const BlockScale scale = block_scale(__ldcs(scales + b));
-  uint4* dst = reinterpret_cast<uint4*>(out + row * out_row_stride + block_in_row * kMxBlockElements);
-  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    mxfp4_dequantize_words(const uint32_t* __restrict__ packed, const uint8_t* __restrict__ scales,
+                           int64_t words_per_row, int64_t words, __nv_bfloat16* __restrict__ out,
+                           int64_t out_row_stride) {
+  const int64_t first = int64_t(blockIdx.x) * kWordsPerBlock + threadIdx.x;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < kWordsPerThread; ++j) {
+    const int64_t word = first + j * kDequantizeThreads;
+    if (word >= words) return;
+    const int64_t row = word / words_per_row, word_in_row = word - row * words_per_row;
+    const BlockScale scale = block_scale(__ldcs(scales + word / kWordsPerMxBlock));
     uint32_t pairs[4];
-    dequantize_word_lut(words[j], scale, pairs);
-    dst[j] = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+    dequantize_word_lut(__ldcs(packed + word), scale, pairs);
+    *reinterpret_cast<uint4*>(out + row * out_row_stride + word_in_row * 8) =
+        make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
   }
 }
 
@@ -48,13 +51,13 @@ cudaError_t mxfp4_dequantize_expert_bf16(const Mxfp4ExpertWeights& w, int expert
       out_row_stride < w.in_features || out_row_stride % 8 != 0) {
     return cudaErrorInvalidValue;
   }
-  const int64_t blocks_per_row = w.in_features / kMxBlockElements, blocks = w.out_features * blocks_per_row;
-  const int64_t grid = (blocks + kDequantizeThreads - 1) / kDequantizeThreads;
+  const int64_t words_per_row = w.in_features / 8, words = w.out_features * words_per_row;
+  const int64_t grid = (words + kWordsPerBlock - 1) / kWordsPerBlock;
   if (grid > INT32_MAX) return cudaErrorInvalidValue;
-  const int64_t first_block = int64_t(expert) * blocks;
-  mxfp4_dequantize_blocks<<<static_cast<unsigned>(grid), kDequantizeThreads, 0, stream>>>(
-      reinterpret_cast<const uint4*>(w.packed) + first_block, w.scales + first_block, blocks_per_row, blocks, out,
-      out_row_stride);
+  const int64_t first_word = int64_t(expert) * words;
+  mxfp4_dequantize_words<<<static_cast<unsigned>(grid), kDequantizeThreads, 0, stream>>>(
+      reinterpret_cast<const uint32_t*>(w.packed) + first_word, w.scales + first_word / kWordsPerMxBlock,
+      words_per_row, words, out, out_row_stride);
   return cudaGetLastError();
 }
 

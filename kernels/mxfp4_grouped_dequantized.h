@@ -7,15 +7,18 @@
 // on the host (one device-to-host copy per MoE layer, so the caller synchronises and the sequence of launches
 // depends on the routing: not for a decode graph).
 // Versions:
-//   mxfp4_dequantize_expert_bf16 — one thread per 32-element block: its 16 packed bytes and scale decoded by byte
-//     lookup (mxfp4_grouped_device.h) into 64 bytes of bf16, W_e[o, i] = E2M1 · 2^(scale − 127) bit for bit the
-//     CPU decode (weights::mxfp4_dequantize: exact in bf16; a NaN scale gives NaN over its block, 6 · 2^127
+//   mxfp4_dequantize_expert_bf16 — each thread decodes 4 words of 8 elements (4 packed bytes each, 256 words apart so
+//     a warp's loads and 16-byte stores are contiguous) by byte lookup (mxfp4_grouped_device.h) into bf16,
+//     W_e[o, i] = E2M1 · 2^(scale − 127) bit for bit the CPU decode (weights::mxfp4_dequantize: exact in bf16; a NaN scale gives NaN over its block, 6 · 2^127
 //     overflows to ±Inf as in fp32).
 //   mxfp4_grouped_dequantized_bf16_to_f32 — per active expert in id order: W_e into `scratch` (one expert's out·in
 //     bf16, so the weights a GEMM reads were just written and mostly still sit in the L2), then GemmRunner's
 //     cuBLASLt GEMM (bf16 products, fp32 accumulation) over the expert's contiguous slots. Every weight is decoded
 //     once per call, where the in-kernel GEMMs decode each weight once per tile of slots; it pays once the experts
-//     hold enough slots for cuBLASLt's tiles (the engine's choice: gpu_model.cpp).
+//     hold enough slots for cuBLASLt's tiles (kMxfp4DequantizedMinAverageSlots). On an H200, all 896 experts
+//     active, 32768 tokens: w13 [6144, 3584] 54.9 ms (421 TFLOP/s, gathering x included) against the pipelined
+//     GEMM's 93.8 ms, w2 [3584, 3072] 30.7 against 46.4 ms; the decode runs at about 3.3 TB/s (12.9 µs per expert
+//     and projection on average) and the GEMMs at about 590 TFLOP/s.
 // Faster (not done): decoding expert e + 1 on a second stream while expert e multiplies.
 #pragma once
 
@@ -30,8 +33,10 @@
 namespace k3::kernels {
 
 // The engine dequantises while the routed slots average at least this many per expert (tokens · top_k ≥ this ·
-// experts). Provisional, pending a measured crossover.
-inline constexpr int kMxfp4DequantizedMinAverageSlots = 64;
+// experts; K3: 7168 tokens). On an H200 at K3's shapes (bench/results/2026-11-30-h200-kernels-13, run 2), w13 + w2
+// with every expert active took 49.8 ms this way against the pipelined GEMM's 54.2 ms at 146 slots per expert
+// (8192 tokens), and 45.5 against 23.6 ms at 73 (4096 tokens); the two lines cross near 132.
+inline constexpr int kMxfp4DequantizedMinAverageSlots = 128;
 
 // out[o, i] = W_expert[o, i] as bf16, out row stride out_row_stride elements (a multiple of 8, ≥ in; out 16-byte
 // aligned). cudaErrorInvalidValue for an expert outside [0, experts) or a violated shape rule.

@@ -10,7 +10,7 @@
 //   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak, the
 //            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here);
 //   prefill at the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896
-//            experts, 2048, 8192 and 32768 tokens, fp32 y: the pipelined GEMM against the dequantise-then-cuBLASLt
+//            experts, 2048, 4096, 8192 and 32768 tokens, fp32 y: the pipelined GEMM against the dequantise-then-cuBLASLt
 //            path (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's
 //            input is in slot order already, as in the engine).
 //
@@ -132,7 +132,7 @@ void prefill_at_engine_shapes(const k3::bench::Session& session, std::mt19937& r
     const k3::kernels::Mxfp4ExpertWeights w{packed, scales, kExperts, p.out, p.in};
     __nv_bfloat16* scratch = device_alloc<__nv_bfloat16>(size_t(p.out * p.in), 0);
     const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
-    for (const int tokens : {2048, 8192, 32768}) {
+    for (const int tokens : {2048, 4096, 8192, 32768}) {
       const DeviceRouting routing = random_routing(tokens, rng);
       const int slots = routing.slots;
       std::vector<int32_t> iota(static_cast<size_t>(slots), 0);
