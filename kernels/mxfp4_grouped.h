@@ -113,6 +113,16 @@ struct ExpertRouting {
 
 enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
+// How the GEMV's launch follows the previous kernel in the stream (the GEMMs always launch after it):
+//   after_previous   — an ordinary launch;
+//   overlap_previous — a programmatic dependent launch: its blocks may start while the previous kernel finishes,
+//                      read the routing and ask the L2 for their first weights, and wait for that kernel
+//                      (griddepcontrol.wait) before they read x. The caller guarantees that the routing was
+//                      complete before the previous kernel began (written by an earlier kernel) and that x is the
+//                      only input the previous kernel writes. The GEMV also lets the next kernel launch early;
+//                      a kernel launched that way must wait before it reads y.
+enum class Mxfp4LaunchOrder { after_previous, overlap_previous };
+
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
 // The GEMMs keep a per-expert tile prefix in shared memory: at most this many active experts.
@@ -125,10 +135,12 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                       const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,
                                       int64_t y_row_stride, cudaStream_t stream,
-                                      Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic);
+                                      Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic,
+                                      Mxfp4LaunchOrder order = Mxfp4LaunchOrder::after_previous);
 cudaError_t mxfp4_grouped_bf16_to_bf16(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                        const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, __nv_bfloat16* y,
                                        int64_t y_row_stride, cudaStream_t stream,
-                                       Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic);
+                                       Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic,
+                                       Mxfp4LaunchOrder order = Mxfp4LaunchOrder::after_previous);
 
 }  // namespace k3::kernels

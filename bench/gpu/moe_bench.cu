@@ -9,10 +9,12 @@
 //            routing (no host launch gaps);
 //   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak, the
 //            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here);
-//   prefill at the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896
-//            experts, 2048, 4096, 8192 and 32768 tokens, fp32 y: the pipelined GEMM against the dequantise-then-cuBLASLt
-//            path (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's
-//            input is in slot order already, as in the engine).
+//   the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896 experts, fp32 y:
+//            at decode (T = 1, 8, 16, 64, as above) the lean GEMV alone, per graph launch, and per graph launch with
+//            each launch overlapping the one before (Mxfp4LaunchOrder::overlap_previous); at prefill (2048, 4096,
+//            8192 and 32768 tokens) the pipelined GEMM against the dequantise-then-cuBLASLt path
+//            (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's input
+//            is in slot order already, as in the engine).
 //
 // Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
@@ -114,68 +116,140 @@ constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::ge
 constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined};
 
-// The engine's prefill products (gpu_model.cpp moe_mlp): w13 reads x through the routing's tokens, w2 reads the
+// The engine's expert products (gpu_model.cpp moe_mlp): w13 reads x through the routing's tokens, w2 reads the
 // GLU's output, already one row per slot (slot_token = the identity).
-void prefill_at_engine_shapes(const k3::bench::Session& session, std::mt19937& rng, std::vector<Result>& results) {
-  struct Projection {
-    const char* name;
-    int64_t out, in;
-    bool gather;
-  };
+struct Projection {
+  const char* name;
+  int64_t out, in;
+  bool gather;
+};
+
+// Slot s reads x row s: w2's routing.
+int32_t* identity_slots(int slots) {
+  std::vector<int32_t> iota(static_cast<size_t>(slots), 0);
+  std::iota(iota.begin(), iota.end(), 0);
+  return upload(iota);
+}
+
+// Decode: the lean GEMV, each launch alone and per launch of a CUDA graph of one launch per routing.
+void decode_at_engine_shape(const k3::bench::Session& session, const Projection& p,
+                            const k3::kernels::Mxfp4ExpertWeights& w, std::mt19937& rng, std::vector<Result>& results) {
+  const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
+  for (const int tokens : {1, 8, 16, 64}) {
+    constexpr int kRoutings = 8;
+    std::vector<DeviceRouting> routings;
+    double distinct = 0;
+    for (int i = 0; i < kRoutings; ++i) {
+      routings.push_back(random_routing(tokens, rng));
+      distinct += routings.back().distinct_experts / double(kRoutings);
+    }
+    const int slots = tokens * kTopK;
+    int32_t* by_slot = identity_slots(slots);
+    const int64_t x_rows = p.gather ? tokens : slots;
+    __nv_bfloat16* x = k3::bench::device_normal_bf16(size_t(x_rows * p.in), 0.0f, 1.0f, 300 + tokens);
+    float* y = device_alloc<float>(size_t(slots) * size_t(p.out), 0);
+    const auto view = [&](int i) {
+      k3::kernels::ExpertRouting r = routings[size_t(i % kRoutings)].view();
+      if (!p.gather) r.slot_token = by_slot;
+      return r;
+    };
+    const double bytes = distinct * expert_bytes + x_rows * p.in * 2.0 + slots * p.out * 4.0;
+    const double flops = 2.0 * slots * p.out * p.in;
+    const std::string shape = fmt::format("{} {}x{} decode T={} top 16 of 896 ({:.1f} distinct experts)", p.name,
+                                          p.in, p.out, tokens, distinct);
+    Result alone{fmt::format("mxfp4_grouped_gemv_mma_lean {}", shape), bytes, flops};
+    alone.median_us = time_us([&](int i) {
+      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(i), x, p.in, x_rows, y, p.out, nullptr,
+                                                        Mxfp4GroupedAlgorithm::gemv));
+    }, session.repeats);
+    Result graph{fmt::format("mxfp4_grouped_gemv_mma_lean {}, per launch of {} in a CUDA graph", shape, kRoutings),
+                 bytes, flops};
+    int next = 0;
+    graph.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(next++), x, p.in, x_rows, y, p.out, stream,
+                                                        Mxfp4GroupedAlgorithm::gemv));
+    }, kRoutings, session.repeats);
+    Result overlapped{fmt::format("mxfp4_grouped_gemv_mma_lean {}, per launch of {} overlapping launches "
+                                  "(overlap_previous) in a CUDA graph",
+                                  shape, kRoutings),
+                      bytes, flops};
+    overlapped.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(next++), x, p.in, x_rows, y, p.out, stream,
+                                                        Mxfp4GroupedAlgorithm::gemv,
+                                                        k3::kernels::Mxfp4LaunchOrder::overlap_previous));
+    }, kRoutings, session.repeats);
+    for (Result* r : {&alone, &graph, &overlapped}) {
+      r->cls = EfficiencyClass::grouped_gemm;
+      r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+      results.push_back(*r);
+    }
+    for (const DeviceRouting& routing : routings) routing.free();
+    CUDA_CHECK(cudaFree(by_slot));
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+  }
+}
+
+// Prefill: the pipelined GEMM against dequantisation + cuBLASLt (which, for w13, gathers x into slot order first).
+void prefill_at_engine_shape(const k3::bench::Session& session, const Projection& p,
+                             const k3::kernels::Mxfp4ExpertWeights& w, std::mt19937& rng, std::vector<Result>& results) {
   const int repeats = std::min(session.repeats, 10);
   k3::kernels::GemmRunner gemm;
+  __nv_bfloat16* scratch = device_alloc<__nv_bfloat16>(size_t(p.out * p.in), 0);
+  const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
+  for (const int tokens : {2048, 4096, 8192, 32768}) {
+    const DeviceRouting routing = random_routing(tokens, rng);
+    const int slots = routing.slots;
+    int32_t* by_slot = identity_slots(slots);
+    const int64_t x_rows = p.gather ? tokens : slots;
+    __nv_bfloat16* x = k3::bench::device_normal_bf16(size_t(x_rows * p.in), 0.0f, 1.0f, 200 + tokens);
+    __nv_bfloat16* x_by_slot = p.gather ? device_alloc<__nv_bfloat16>(size_t(slots * p.in), 0) : x;
+    float* y = device_alloc<float>(size_t(slots) * size_t(p.out), 0);
+    k3::kernels::ExpertRouting view = routing.view();
+    if (!p.gather) view.slot_token = by_slot;
+    const double bytes = routing.distinct_experts * expert_bytes + x_rows * p.in * 2.0 + slots * p.out * 4.0;
+    const double flops = 2.0 * slots * p.out * p.in;
+    const std::string shape = fmt::format("{} {}x{} prefill T={} top 16 of 896 ({} distinct experts)", p.name, p.in,
+                                          p.out, tokens, routing.distinct_experts);
+    Result pipelined{fmt::format("mxfp4_grouped_gemm_mma_128x128_pipelined {}", shape), bytes, flops};
+    pipelined.median_us = time_us([&](int) {
+      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view, x, p.in, x_rows, y, p.out, nullptr,
+                                                        Mxfp4GroupedAlgorithm::gemm_pipelined));
+    }, repeats);
+    Result dequantized{fmt::format("mxfp4_grouped_dequantized {}{}", shape, p.gather ? ", x gathered" : ""), bytes,
+                       flops};
+    dequantized.median_us = time_us([&](int) {
+      if (p.gather) {
+        CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in, p.in,
+                                                 nullptr));
+      }
+      const cudaError_t status = k3::kernels::mxfp4_grouped_dequantized_bf16_to_f32(
+          gemm, w, routing.host_offsets.data(), x_by_slot, p.in, y, p.out, scratch, p.out * p.in, nullptr);
+      K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status), gemm.last_error());
+    }, repeats);
+    for (Result* r : {&pipelined, &dequantized}) {
+      r->cls = EfficiencyClass::grouped_gemm;
+      r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+      results.push_back(*r);
+    }
+    routing.free();
+    CUDA_CHECK(cudaFree(by_slot));
+    if (p.gather) CUDA_CHECK(cudaFree(x_by_slot));
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+  }
+  CUDA_CHECK(cudaFree(scratch));
+}
+
+void at_engine_shapes(const k3::bench::Session& session, std::mt19937& rng, std::vector<Result>& results) {
   for (const Projection& p : {Projection{"w13", 6144, 3584, true}, Projection{"w2", 3584, 3072, false}}) {
     const size_t weights = size_t(kExperts) * size_t(p.out * p.in);
     uint8_t* packed = device_alloc<uint8_t>(weights / 2, 0);
     uint8_t* scales = device_alloc<uint8_t>(weights / 32, 0);
     CUDA_CHECK(k3::kernels::mxfp4_fill_normal(packed, scales, int64_t(kExperts) * p.out, p.in, 0.02f, 11, nullptr));
     const k3::kernels::Mxfp4ExpertWeights w{packed, scales, kExperts, p.out, p.in};
-    __nv_bfloat16* scratch = device_alloc<__nv_bfloat16>(size_t(p.out * p.in), 0);
-    const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
-    for (const int tokens : {2048, 4096, 8192, 32768}) {
-      const DeviceRouting routing = random_routing(tokens, rng);
-      const int slots = routing.slots;
-      std::vector<int32_t> iota(static_cast<size_t>(slots), 0);
-      std::iota(iota.begin(), iota.end(), 0);
-      int32_t* by_slot = upload(iota);
-      const int64_t x_rows = p.gather ? tokens : slots;
-      __nv_bfloat16* x = k3::bench::device_normal_bf16(size_t(x_rows * p.in), 0.0f, 1.0f, 200 + tokens);
-      __nv_bfloat16* x_by_slot = p.gather ? device_alloc<__nv_bfloat16>(size_t(slots * p.in), 0) : x;
-      float* y = device_alloc<float>(size_t(slots) * size_t(p.out), 0);
-      k3::kernels::ExpertRouting view = routing.view();
-      if (!p.gather) view.slot_token = by_slot;
-      const double bytes = routing.distinct_experts * expert_bytes + x_rows * p.in * 2.0 + slots * p.out * 4.0;
-      const double flops = 2.0 * slots * p.out * p.in;
-      const std::string shape = fmt::format("{} {}x{} prefill T={} top 16 of 896 ({} distinct experts)", p.name,
-                                            p.in, p.out, tokens, routing.distinct_experts);
-      Result pipelined{fmt::format("mxfp4_grouped_gemm_mma_128x128_pipelined {}", shape), bytes, flops};
-      pipelined.median_us = time_us([&](int) {
-        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view, x, p.in, x_rows, y, p.out, nullptr,
-                                                          Mxfp4GroupedAlgorithm::gemm_pipelined));
-      }, repeats);
-      Result dequantized{fmt::format("mxfp4_grouped_dequantized {}{}", shape, p.gather ? ", x gathered" : ""), bytes,
-                         flops};
-      dequantized.median_us = time_us([&](int) {
-        if (p.gather) {
-          CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in, p.in,
-                                                   nullptr));
-        }
-        const cudaError_t status = k3::kernels::mxfp4_grouped_dequantized_bf16_to_f32(
-            gemm, w, routing.host_offsets.data(), x_by_slot, p.in, y, p.out, scratch, p.out * p.in, nullptr);
-        K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status), gemm.last_error());
-      }, repeats);
-      for (Result* r : {&pipelined, &dequantized}) {
-        r->cls = EfficiencyClass::grouped_gemm;
-        r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-        results.push_back(*r);
-      }
-      routing.free();
-      CUDA_CHECK(cudaFree(by_slot));
-      if (p.gather) CUDA_CHECK(cudaFree(x_by_slot));
-      CUDA_CHECK(cudaFree(x));
-      CUDA_CHECK(cudaFree(y));
-    }
-    CUDA_CHECK(cudaFree(scratch));
+    decode_at_engine_shape(session, p, w, rng, results);
+    prefill_at_engine_shape(session, p, w, rng, results);
     CUDA_CHECK(cudaFree(packed));
     CUDA_CHECK(cudaFree(scales));
   }
@@ -269,7 +343,7 @@ int main(int argc, char** argv) {
 
   CUDA_CHECK(cudaFree(packed));
   CUDA_CHECK(cudaFree(scales));
-  prefill_at_engine_shapes(session, rng, results);
+  at_engine_shapes(session, rng, results);
   session.print(results, fmt::format("\"bf16_peak_flops_per_s\": {:.4g}", session.hw.peak(k3::ComputeType::bf16)));
   return 0;
 }
