@@ -118,18 +118,11 @@ __device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_b
   }
 }
 
-// Groups of each row asked of the L2 before an overlapping launch waits for the previous kernel.
-constexpr int kGemvOverlapPrefetchGroups = 4;
-
-// kOverlap: launched as a programmatic dependent launch (Mxfp4LaunchOrder::overlap_previous). The block lets the next
-// kernel launch at once, reads the routing, asks the L2 for its rows' first groups, and only then waits for the
-// previous kernel (griddepcontrol.wait), before its first read of x; the loop is the same.
-template <typename OutT, bool kOverlap>
-__global__ void __launch_bounds__(kGemvThreads, 6)
+template <typename OutT>
+__global__ void __launch_bounds__(kGemvThreads, 7)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                                 unsigned row_blocks) {
-  if constexpr (kOverlap) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const int active = static_cast<int>(blockIdx.x / row_blocks);
   if (active >= min(*r.active_count, r.max_active_experts)) return;
   const int expert = r.active_experts[active];
@@ -148,15 +141,6 @@ __global__ void __launch_bounds__(kGemvThreads, 6)
   const uint8_t* sc_lo = w.scales + first_row * blocks + t;
   const uint8_t* sc_hi = sc_lo + 8 * blocks;
   const int full_end = blocks / kGemvGroupBlocks * kGemvGroupBlocks;
-  if constexpr (kOverlap) {
-    if (t == 0) {  // a group of a row is one 128-byte line: lane (g, 0) asks for rows g and g + 8
-      for (int group = 0; group < kGemvOverlapPrefetchGroups && group * kGemvGroupBlocks < blocks; ++group) {
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(w_lo + group * kGemvGroupBlocks));
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(w_hi + group * kGemvGroupBlocks));
-      }
-    }
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  }
 
   for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
     // This lane's mma column is slot pass + g; without one (or with an invalid token) it reads the pass's
@@ -346,8 +330,7 @@ int64_t active_bound(const ExpertRouting& r, int experts) {
 
 template <typename OutT>
 cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x, int64_t x_stride,
-                   int64_t x_rows, OutT* y, int64_t y_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm,
-                   Mxfp4LaunchOrder order) {
+                   int64_t x_rows, OutT* y, int64_t y_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
   if (w.packed == nullptr || !aligned16(w.packed) || w.scales == nullptr || w.experts <= 0 || w.out_features <= 0 ||
       w.out_features % 16 != 0 || w.in_features <= 0 || w.in_features % kMxBlockElements != 0 ||
       w.out_features > INT32_MAX || w.in_features > INT32_MAX) {
@@ -359,9 +342,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
       algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
-    return cudaErrorInvalidValue;
-  }
-  if (order != Mxfp4LaunchOrder::after_previous && order != Mxfp4LaunchOrder::overlap_previous) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -376,22 +356,9 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    if (order == Mxfp4LaunchOrder::after_previous) {
-      mxfp4_grouped_gemv_mma_lean<OutT, false><<<grid, kGemvThreads, 0, stream>>>(
-          w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
-      return cudaGetLastError();
-    }
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(grid);
-    config.blockDim = dim3(kGemvThreads);
-    config.stream = stream;
-    cudaLaunchAttribute overlap{};
-    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    overlap.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &overlap;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, mxfp4_grouped_gemv_mma_lean<OutT, true>, w, r, x, x_stride, x_rows, y, y_stride,
-                              static_cast<unsigned>(row_blocks));
+    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                       static_cast<unsigned>(row_blocks));
+    return cudaGetLastError();
   }
 
   if (active > kMxfp4GroupedGemmMaxActiveExperts) return cudaErrorInvalidValue;
@@ -429,16 +396,14 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                       const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,
-                                      int64_t y_row_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm,
-                                      Mxfp4LaunchOrder order) {
-  return launch(w, routing, x, x_row_stride, x_rows, y, y_row_stride, stream, algorithm, order);
+                                      int64_t y_row_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
+  return launch(w, routing, x, x_row_stride, x_rows, y, y_row_stride, stream, algorithm);
 }
 
 cudaError_t mxfp4_grouped_bf16_to_bf16(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                        const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, __nv_bfloat16* y,
-                                       int64_t y_row_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm,
-                                      Mxfp4LaunchOrder order) {
-  return launch(w, routing, x, x_row_stride, x_rows, y, y_row_stride, stream, algorithm, order);
+                                       int64_t y_row_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
+  return launch(w, routing, x, x_row_stride, x_rows, y, y_row_stride, stream, algorithm);
 }
 
 }  // namespace k3::kernels

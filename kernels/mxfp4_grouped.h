@@ -19,7 +19,10 @@
 //     multiplies on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate): each lane dequantises its own
 //     32-element blocks in registers, and x is read in the same permuted k order. Its k-loop over whole 8-block
 //     groups carries no bounds tests and walks pointers, slot-less lanes read a valid x row (their column is never
-//     stored), and the scale is one multiply-add unless a scale of the warp's group is above 2^1 or NaN. On an H200
+//     stored), and the scale is one multiply-add unless a scale of the warp's group is above 2^1 or NaN. Seven blocks
+//     per SM (72 registers, no spill), so 16 experts of w2 [3584, 3072] at T = 1 (896 blocks) run in one wave: 63-64
+//     against 54 % per graph launch at six (…-kernels-13 run 4; w13 71-72 against 71 %, T ≥ 8 within the spread;
+//     eight blocks, 64 registers and a spill, no better). On an H200
 //     (…-kernels-9, four runs) it reads w1's weights at 78-81 / 79-83 / 79-83 % of copy bandwidth at T = 8 / 16 / 64
 //     per launch in a CUDA graph and 65-66 % at T = 1 (timed alone: 76-78 / 80-81 / 79-83 / 55-56 %).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks
@@ -81,8 +84,15 @@
 // no registers. 6 warps per SM with 3 stages of 32 blocks: 29-33 % of copy bandwidth at T = 1 / 8 / 16 / 64 against
 // the lean GEMV's 56-79 % in the same runs; 16 warps with 2 stages of 16 blocks: 29 / 44 / 46 / 44 % (31 / 46 / 47 /
 // 46 % per graph launch, against 65 / 75 / 76 / 74 %). Too few warps decode and wait on each step's copy; removed.
-// Faster: wgmma with TMA-fed tiles for prefill; for the GEMV at T = 1, a cheaper decode (the SMs' math binds once the
-// DRAM wait is hidden) and overlapping its single wave's ramp with the previous kernel (programmatic dependent launch).
+// overlap_previous (bench/results/2026-11-30-h200-kernels-13 run 3; commit 7c66f6e): the lean GEMV as a programmatic
+// dependent launch that let the next kernel launch at once, read the routing, asked the L2 for each row's first 4
+// groups and waited for the previous kernel before reading x (same bits, eager and in a graph). Chained in a CUDA
+// graph it was no faster at T = 1 (w13: 68.1 against 62.4 µs per launch) and slower at T ≥ 8 (its early blocks take
+// the SM slots the previous launch's later waves need); the K3 decode step with it on both GEMVs, 2.705 and 3.199 ms
+// at 128 K and 1 M, was within a run's spread of 2.690 and 3.183. Removed.
+// Faster: wgmma with TMA-fed tiles for prefill (the engine dequantises to bf16 and uses cuBLASLt from 128 slots per
+// expert: mxfp4_grouped_dequantized.h); for the GEMV at T = 1, a cheaper decode (the SMs' math binds once the DRAM
+// wait is hidden).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -113,16 +123,6 @@ struct ExpertRouting {
 
 enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
-// How the GEMV's launch follows the previous kernel in the stream (the GEMMs always launch after it):
-//   after_previous   — an ordinary launch;
-//   overlap_previous — a programmatic dependent launch: its blocks may start while the previous kernel finishes,
-//                      read the routing and ask the L2 for their first weights, and wait for that kernel
-//                      (griddepcontrol.wait) before they read x. The caller guarantees that the routing was
-//                      complete before the previous kernel began (written by an earlier kernel) and that x is the
-//                      only input the previous kernel writes. The GEMV also lets the next kernel launch early;
-//                      a kernel launched that way must wait before it reads y.
-enum class Mxfp4LaunchOrder { after_previous, overlap_previous };
-
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
 // The GEMMs keep a per-expert tile prefix in shared memory: at most this many active experts.
@@ -135,12 +135,10 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                       const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,
                                       int64_t y_row_stride, cudaStream_t stream,
-                                      Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic,
-                                      Mxfp4LaunchOrder order = Mxfp4LaunchOrder::after_previous);
+                                      Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic);
 cudaError_t mxfp4_grouped_bf16_to_bf16(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                        const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, __nv_bfloat16* y,
                                        int64_t y_row_stride, cudaStream_t stream,
-                                       Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic,
-                                       Mxfp4LaunchOrder order = Mxfp4LaunchOrder::after_previous);
+                                       Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic);
 
 }  // namespace k3::kernels

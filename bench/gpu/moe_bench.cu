@@ -10,8 +10,7 @@
 //   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak, the
 //            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here);
 //   the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896 experts, fp32 y:
-//            at decode (T = 1, 8, 16, 64, as above) the lean GEMV alone, per graph launch, and per graph launch with
-//            each launch overlapping the one before (Mxfp4LaunchOrder::overlap_previous); at prefill (2048, 4096,
+//            at decode (T = 1, 8, 16, 64, as above) the lean GEMV alone and per graph launch; at prefill (2048, 4096,
 //            8192 and 32768 tokens) the pipelined GEMM against the dequantise-then-cuBLASLt path
 //            (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's input
 //            is in slot order already, as in the engine).
@@ -169,16 +168,7 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
       CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(next++), x, p.in, x_rows, y, p.out, stream,
                                                         Mxfp4GroupedAlgorithm::gemv));
     }, kRoutings, session.repeats);
-    Result overlapped{fmt::format("mxfp4_grouped_gemv_mma_lean {}, per launch of {} overlapping launches "
-                                  "(overlap_previous) in a CUDA graph",
-                                  shape, kRoutings),
-                      bytes, flops};
-    overlapped.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(next++), x, p.in, x_rows, y, p.out, stream,
-                                                        Mxfp4GroupedAlgorithm::gemv,
-                                                        k3::kernels::Mxfp4LaunchOrder::overlap_previous));
-    }, kRoutings, session.repeats);
-    for (Result* r : {&alone, &graph, &overlapped}) {
+    for (Result* r : {&alone, &graph}) {
       r->cls = EfficiencyClass::grouped_gemm;
       r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
       results.push_back(*r);

@@ -691,20 +691,15 @@ void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out, bool a
       const int max_active = int(std::min<int64_t>(E, slots));
       const kernels::ExpertRouting by_token{w.buckets.expert_offsets, w.buckets.slot_token, w.buckets.active_experts,
                                             w.buckets.active_count,   int(slots),           max_active};
-      // Both GEMVs overlap the kernel before them, which writes their x alone: the routing was bucketed before
-      // the latent-down GEMM began (the GEMMs launch in order whatever is asked).
-      constexpr auto kOverlap = kernels::Mxfp4LaunchOrder::overlap_previous;
       const kernels::Mxfp4ExpertWeights w13{W.w13_packed, W.w13_scales, int(E), 2 * I, z};
-      check(kernels::mxfp4_grouped_bf16_to_f32(w13, by_token, w.z_in, z, T, w.gate_up, 2 * I, stream_,
-                                               kernels::Mxfp4GroupedAlgorithm::automatic, kOverlap),
+      check(kernels::mxfp4_grouped_bf16_to_f32(w13, by_token, w.z_in, z, T, w.gate_up, 2 * I, stream_),
             "MoE experts gate|up");
       glu(w.gate_up, 2 * I, w.act, slots, I, "MoE expert GLU");
       // The down projection reads its own slot's row.
       const kernels::ExpertRouting by_slot{w.buckets.expert_offsets, w.iota,     w.buckets.active_experts,
                                            w.buckets.active_count,   int(slots), max_active};
       const kernels::Mxfp4ExpertWeights w2{W.w2_packed, W.w2_scales, int(E), z, I};
-      check(kernels::mxfp4_grouped_bf16_to_f32(w2, by_slot, w.act, I, slots, w.expert_out, z, stream_,
-                                               kernels::Mxfp4GroupedAlgorithm::automatic, kOverlap),
+      check(kernels::mxfp4_grouped_bf16_to_f32(w2, by_slot, w.act, I, slots, w.expert_out, z, stream_),
             "MoE experts down");
     }
     {

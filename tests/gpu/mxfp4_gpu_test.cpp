@@ -4,12 +4,11 @@
 // and the two GEMMs) on odd sizes (one and several cp.async k-steps, a partial last step) and K3's
 // expert shape, empty experts, one expert holding every slot, 1..300 slots per expert, a prefill-like
 // routing with partial tiles in both dimensions, every E2M1 code at scales on both sides of the
-// two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, the GEMV launched
-// to overlap the kernel that writes its x, and argument rejection. The dequantise-then-cuBLASLt prefill path (kernels/mxfp4_grouped_dequantized.h): its decode
+// two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
+// argument rejection. The dequantise-then-cuBLASLt prefill path (kernels/mxfp4_grouped_dequantized.h): its decode
 // bit for bit against the CPU's, its products on the same cases, and its argument rejection.
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
-#include "kernels/gather_rows.h"
 #include "kernels/mxfp4_grouped.h"
 #include "kernels/mxfp4_grouped_dequantized.h"
 
@@ -443,71 +442,6 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   }
 }
 
-// Mxfp4LaunchOrder::overlap_previous: the previous kernel writes x (a gather from one of two sources, in turn), the
-// GEMV launched to overlap it must read that x, eagerly and replayed from a CUDA graph, with the bits of the ordinary
-// launch.
-TEST(GpuMxfp4Grouped, OverlappingLaunchReadsThePreviousKernelsOutput) {
-  std::mt19937 rng(20261218);
-  const ExpertBank bank = random_bank(7, 80, 544, rng);
-  const int x_rows = 24;
-  const HostRouting routing = routing_with_counts({3, 0, 9, 1, 0, 16, 2}, x_rows, rng);
-  const ref::Matrix source[2] = {round_to_bf16(random_matrix(x_rows, 544, rng)),
-                                 round_to_bf16(random_matrix(x_rows, 544, rng))};
-  K3_REQUIRE_GPU();
-  DeviceBank dbank(bank);
-  DeviceRouting droute(routing);
-  DeviceBuffer<__nv_bfloat16> dsource[2] = {DeviceBuffer<__nv_bfloat16>(to_bf16(source[0])),
-                                            DeviceBuffer<__nv_bfloat16>(to_bf16(source[1]))};
-  std::vector<int32_t> identity(static_cast<size_t>(x_rows), 0);
-  std::iota(identity.begin(), identity.end(), 0);
-  DeviceBuffer<int32_t> rows(identity);
-  DeviceBuffer<__nv_bfloat16> dx(size_t(x_rows * 544));
-  const int64_t slots = routing.slots();
-  DeviceBuffer<float> ordinary[2] = {DeviceBuffer<float>(size_t(slots * 80)), DeviceBuffer<float>(size_t(slots * 80))};
-  for (int i = 0; i < 2; ++i) {
-    CUDA_CHECK(kernels::gather_rows_bf16(dsource[i].get(), 544, x_rows, rows.get(), x_rows, dx.get(), 544, 544,
-                                         nullptr));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 544, x_rows, ordinary[i].get(), 80,
-                   Mxfp4GroupedAlgorithm::gemv));
-    const ref::Matrix got = download(ordinary[i], slots, 80);
-    EXPECT_LE(normalized_error(got, reference(bank, routing, source[i]).cast<float>()), kF32Tolerance) << i;
-  }
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreate(&stream));
-  DeviceBuffer<float> dy(size_t(slots * 80));
-  const auto enqueue = [&](int i) {
-    CUDA_CHECK(kernels::gather_rows_bf16(dsource[i].get(), 544, x_rows, rows.get(), x_rows, dx.get(), 544, 544,
-                                         stream));
-    CUDA_CHECK(kernels::mxfp4_grouped_bf16_to_f32(dbank.view, droute.view(bank.experts), dx.get(), 544, x_rows,
-                                                  dy.get(), 80, stream, Mxfp4GroupedAlgorithm::gemv,
-                                                  kernels::Mxfp4LaunchOrder::overlap_previous));
-  };
-  const auto expect_bits_of = [&](int i, const std::string& label) {
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    EXPECT_EQ(dy.download(), ordinary[i].download()) << label;
-  };
-  for (int round = 0; round < 6; ++round) {
-    enqueue(round % 2);
-    expect_bits_of(round % 2, "eager round " + std::to_string(round));
-  }
-  for (int i = 0; i < 2; ++i) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    enqueue(i);
-    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int replay = 0; replay < 3; ++replay) {
-      CUDA_CHECK(cudaMemsetAsync(dx.get(), 0xFF, dx.size() * sizeof(__nv_bfloat16), stream));  // NaN until the gather
-      CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      expect_bits_of(i, "graph of source " + std::to_string(i) + ", replay " + std::to_string(replay));
-    }
-    CUDA_CHECK(cudaGraphExecDestroy(exec));
-    CUDA_CHECK(cudaGraphDestroy(graph));
-  }
-  CUDA_CHECK(cudaStreamDestroy(stream));
-}
-
 // The GEMV at decode, the pipelined GEMM at prefill.
 TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
   alignas(16) static uint8_t packed[16], scales[32];
@@ -566,9 +500,6 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   // Not an enumerator.
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(99)), cudaErrorInvalidValue);
   EXPECT_EQ(call(good_w, good_r, x, 64, 4, 16, static_cast<Mxfp4GroupedAlgorithm>(-1)), cudaErrorInvalidValue);
-  EXPECT_EQ(kernels::mxfp4_grouped_bf16_to_f32(good_w, good_r, x, 64, 4, y, 16, nullptr, Mxfp4GroupedAlgorithm::gemv,
-                                               static_cast<kernels::Mxfp4LaunchOrder>(7)),
-            cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 2 * kernels::kMxfp4GroupedGemmMaxActiveExperts + 2;
   r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
