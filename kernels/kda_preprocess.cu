@@ -37,6 +37,18 @@ __device__ float conv_silu(const __nv_bfloat16* x, const float* w, const float* 
   return silu(acc);
 }
 
+// The same for kernel 4 when the whole window lies in x (token t ≥ 3 of the call): first_tap = x + (t − 3)·C + c, the
+// four weights of the channel one 16-byte load, the products summed in the same order (so the same bits).
+__device__ __forceinline__ float conv4_silu_in_x(const __nv_bfloat16* first_tap, int64_t channels,
+                                                 const float* channel_weights) {
+  const float4 w = __ldg(reinterpret_cast<const float4*>(channel_weights));
+  float acc = fmaf(w.x, __bfloat162float(first_tap[0]), 0.0f);
+  acc = fmaf(w.y, __bfloat162float(first_tap[channels]), acc);
+  acc = fmaf(w.z, __bfloat162float(first_tap[2 * channels]), acc);
+  acc = fmaf(w.w, __bfloat162float(first_tap[3 * channels]), acc);
+  return silu(acc);
+}
+
 // Sums of a and of b over the block, returned to every thread; blockDim.x is a multiple of 32, at most 1024.
 __device__ float2 block_sum2(float a, float b) {
   __shared__ float2 partial[32];
@@ -62,9 +74,11 @@ __device__ float2 block_sum2(float a, float b) {
   return total;
 }
 
-// Block = (token t, head h), blockIdx.x = t·heads + h; thread i < head_dim is channel c = h·d + i of q, k, v, f, g
+// Block = (token t, head h) = (blockIdx.x, blockIdx.y), so consecutive blocks are consecutive tokens of one head and
+// share its conv weights and inputs in the caches; thread i < head_dim is channel c = h·d + i of q, k, v, f, g
 // (x channels c, P + c, 2P + c). Threads i ≥ head_dim only pad the block to whole warps for the sums.
-template <Gate kGate>
+// kConv4: kernel 4 with 16-byte-aligned weights, taken by conv4_silu_in_x from token 3 of a prefill call on.
+template <Gate kGate, bool kConv4>
 __global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ f,
                                                     const float* __restrict__ b, const float* __restrict__ conv_weight,
                                                     const float* __restrict__ conv_state,
@@ -73,8 +87,8 @@ __global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restr
                                                     float* __restrict__ k, float* __restrict__ v, float* __restrict__ g,
                                                     float* __restrict__ beta, int heads, int head_dim, int kernel,
                                                     bool token_per_sequence) {
-  const int64_t t = blockIdx.x / heads;
-  const int h = int(blockIdx.x % heads);
+  const int64_t t = blockIdx.x;
+  const int h = int(blockIdx.y);
   const int i = int(threadIdx.x);
   const bool active = i < head_dim;
   const int64_t P = int64_t(heads) * head_dim, C = 3 * P;
@@ -86,9 +100,16 @@ __global__ void kda_preprocess_block_per_token_head(const __nv_bfloat16* __restr
   const int64_t position = token_per_sequence ? 0 : t;
   float qc = 0.0f, kc = 0.0f, vc = 0.0f;
   if (active) {
-    qc = conv_silu(x, conv_weight, state, C, c, position, kernel);
-    kc = conv_silu(x, conv_weight, state, C, P + c, position, kernel);
-    vc = conv_silu(x, conv_weight, state, C, 2 * P + c, position, kernel);
+    if (kConv4 && position >= 3) {
+      const __nv_bfloat16* first_tap = x + (position - 3) * C + c;
+      qc = conv4_silu_in_x(first_tap, C, conv_weight + c * 4);
+      kc = conv4_silu_in_x(first_tap + P, C, conv_weight + (P + c) * 4);
+      vc = conv4_silu_in_x(first_tap + 2 * P, C, conv_weight + (2 * P + c) * 4);
+    } else {
+      qc = conv_silu(x, conv_weight, state, C, c, position, kernel);
+      kc = conv_silu(x, conv_weight, state, C, P + c, position, kernel);
+      vc = conv_silu(x, conv_weight, state, C, 2 * P + c, position, kernel);
+    }
   }
   const float2 sum_sq = block_sum2(qc * qc, kc * kc);
   if (active) {
@@ -123,15 +144,22 @@ cudaError_t launch(const __nv_bfloat16* qkv, const float* f, const float* b, con
   if (tokens < 0 || heads <= 0 || head_dim <= 0 || head_dim > kMaxHeadDim || kernel < 1) return cudaErrorInvalidValue;
   if (kGate == Gate::bounded_sigmoid && !(gate_lower_bound < 0.0f)) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
-  const int64_t blocks = int64_t(tokens) * heads, channels = 3 * int64_t(heads) * head_dim;
+  const int64_t channels = 3 * int64_t(heads) * head_dim;
   const int64_t shift_blocks = (channels + kShiftThreads - 1) / kShiftThreads;
-  if (blocks > INT32_MAX || shift_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  if (heads > 65535 || shift_blocks > INT32_MAX) return cudaErrorInvalidValue;
   const float q_scale = float(1.0 / std::sqrt(double(head_dim)));
   const int threads = (head_dim + 31) / 32 * 32;
-  kda_preprocess_block_per_token_head<kGate>
-      <<<unsigned(blocks), threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound,
-                                                 q_scale, q, k, v, g, beta, heads, head_dim, kernel,
-                                                 token_per_sequence);
+  const dim3 grid{static_cast<unsigned>(tokens), static_cast<unsigned>(heads)};
+  const bool conv4 = kernel == 4 && !token_per_sequence && reinterpret_cast<uintptr_t>(conv_weight) % 16 == 0;
+  if (conv4) {
+    kda_preprocess_block_per_token_head<kGate, true>
+        <<<grid, threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q_scale,
+                                       q, k, v, g, beta, heads, head_dim, kernel, token_per_sequence);
+  } else {
+    kda_preprocess_block_per_token_head<kGate, false>
+        <<<grid, threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q_scale,
+                                       q, k, v, g, beta, heads, head_dim, kernel, token_per_sequence);
+  }
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess || kernel == 1) return status;
   const dim3 shift_grid(unsigned(shift_blocks), token_per_sequence ? unsigned(tokens) : 1u);
   kda_conv_state_shift<<<shift_grid, kShiftThreads, 0, stream>>>(qkv, conv_state, channels,
