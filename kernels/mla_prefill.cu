@@ -1,4 +1,5 @@
 #include "kernels/mla_prefill.h"
+#include "kernels/mla_prefill_wgmma.h"
 #include "kernels/ptx_mma.h"
 
 #include <cmath>
@@ -281,14 +282,21 @@ cudaError_t mla_prefill_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat
   if (q_tokens < 0 || kv_tokens < q_tokens || heads <= 0 || heads > 65535 || !std::isfinite(scale))
     return cudaErrorInvalidValue;
   if (algorithm != MlaPrefillAlgorithm::automatic && algorithm != MlaPrefillAlgorithm::flash_q64 &&
-      algorithm != MlaPrefillAlgorithm::flash_q128 && algorithm != MlaPrefillAlgorithm::flash_q256)
+      algorithm != MlaPrefillAlgorithm::flash_q128 && algorithm != MlaPrefillAlgorithm::flash_q256 &&
+      algorithm != MlaPrefillAlgorithm::wgmma)
     return cudaErrorInvalidValue;
+  if (algorithm == MlaPrefillAlgorithm::wgmma && !(scale > 0.0f)) return cudaErrorInvalidValue;
   if (q_tokens == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out)) return cudaErrorInvalidValue;
-  if (algorithm == MlaPrefillAlgorithm::automatic)
-    algorithm = q_tokens > 128  ? MlaPrefillAlgorithm::flash_q256
+  if (algorithm == MlaPrefillAlgorithm::automatic) {
+    int device = 0;
+    const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_prefill_wgmma_supported(device);
+    algorithm = q_tokens > 128  ? (hopper && scale > 0.0f ? MlaPrefillAlgorithm::wgmma : MlaPrefillAlgorithm::flash_q256)
                 : q_tokens > 64 ? MlaPrefillAlgorithm::flash_q128
                                 : MlaPrefillAlgorithm::flash_q64;
+  }
+  if (algorithm == MlaPrefillAlgorithm::wgmma)
+    return mla_prefill_wgmma(q, k, v, q_tokens, kv_tokens, heads, scale * kLog2e, out, stream);
   if (algorithm == MlaPrefillAlgorithm::flash_q256)
     return launch_flash<256, 2>(q, k, v, q_tokens, kv_tokens, heads, scale, out, stream);
   if (algorithm == MlaPrefillAlgorithm::flash_q128)

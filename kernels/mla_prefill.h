@@ -19,7 +19,14 @@
 //     fragment; q fragments read from shared memory per key tile), one block per SM (255 registers, 76 bytes spilled).
 // On an H200 at 96 heads, no prefix (bench/results/2026-11-30-h200-kernels-12 run 16, mla_bench, causal FLOPs): 8K
 // tokens 9.19 / 7.55 / 6.85 ms, 32K 141.3 / 114.6 / 99.8 ms (234 / 288 / 331 TFLOP/s) for q64 / q128 / q256.
-// Faster (not done): wgmma (Hopper warpgroup MMA) with TMA loads and a producer warp, as FlashAttention-3 does.
+//   wgmma (automatic above 128 queries on compute capability 9.0; kernels/mla_prefill_wgmma.h): three warpgroups of 64
+//     query rows per block, the scores and the output on Hopper's warpgroup MMA with K and V read by the tensor
+//     cores straight from shared memory and P from registers, each warpgroup's two products a tile apart so the
+//     softmax runs beside them; the scale folded into the exponent's fma, masks only on the tiles that need them,
+//     the output's rescale skipped by a warp whose rows kept their maxima. Needs scale > 0 (cudaErrorInvalidValue
+//     otherwise; automatic then takes flash_q256); cudaErrorNotSupported on other devices.
+// Faster (not done): TMA loads by a producer warp and mbarriers per stage instead of one block barrier per tile, as
+// FlashAttention-3 does.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,8 +37,9 @@ namespace k3::kernels {
 inline constexpr int kMlaPrefillQkDim = 192;
 inline constexpr int kMlaPrefillValueDim = 128;
 
-// The versions (above); automatic takes flash_q256 above 128 queries, flash_q128 above 64, flash_q64 up to 64.
-enum class MlaPrefillAlgorithm { automatic, flash_q64, flash_q128, flash_q256 };
+// The versions (above); automatic takes wgmma (flash_q256 off compute capability 9.0 or for scale ≤ 0) above 128
+// queries, flash_q128 above 64, flash_q64 up to 64.
+enum class MlaPrefillAlgorithm { automatic, flash_q64, flash_q128, flash_q256, wgmma };
 
 cudaError_t mla_prefill_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                        int q_tokens, int kv_tokens, int heads, float scale, __nv_bfloat16* out,

@@ -7,8 +7,9 @@
 //           name carries the algorithm's own split count.
 //           "mla_decode_wgmma_alternating" is wgmma_alternating and "mla_decode_wgmma_cluster" wgmma_cluster (only on
 //           compute capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
-//   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix; FLOPs counted causal (half the
-//           square): heads · T²/2 · (192 + 128) · 2.
+//   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix, every MlaPrefillAlgorithm but
+//           automatic, on random normal q, k, v (constant ones keep every row at its first maximum); FLOPs counted causal (half
+//           the square): heads · T²/2 · (192 + 128) · 2.
 // Each result carries the sim roofline (EfficiencyClass::attention, bf16) and, under "plain_bound", the bound with
 // the ceilings measured in the same run, max(FLOPs / measured bf16 GEMM rate, bytes / measured copy bandwidth), with
 // the time over it; the GEMM rate is cuBLASLt's 8192 × 8192 × 8192 bf16 product on random normal data (constant or
@@ -148,16 +149,19 @@ int main(int argc, char** argv) {
   // Prefill, no prefix: q, k [T, 96, 192], v and out [T, 96, 128]; large enough to need no rotation.
   for (int tokens : {8 << 10, 32 << 10}) {
     const size_t qk = size_t(tokens) * kHeads * 192, vo = size_t(tokens) * kHeads * 128;
-    __nv_bfloat16* q = device_alloc<__nv_bfloat16>(qk, 0x3C);
-    __nv_bfloat16* k = device_alloc<__nv_bfloat16>(qk, 0x3C);
-    __nv_bfloat16* v = device_alloc<__nv_bfloat16>(vo, 0x3F);
+    // Random normal operands: constant ones keep every row's maximum from the first tile on (and skip work that real
+    // data does).
+    __nv_bfloat16* q = k3::bench::device_normal_bf16(qk, 0.0f, 1.0f, 41);
+    __nv_bfloat16* k = k3::bench::device_normal_bf16(qk, 0.0f, 1.0f, 42);
+    __nv_bfloat16* v = k3::bench::device_normal_bf16(vo, 0.0f, 1.0f, 43);
     __nv_bfloat16* out = device_alloc<__nv_bfloat16>(vo, 0);
     const double bytes = 2.0 * (2.0 * qk + 2.0 * vo);
     const double flops = double(kHeads) * double(tokens) * double(tokens) / 2.0 * (192.0 + 128.0) * 2.0;
     using k3::kernels::MlaPrefillAlgorithm;
     for (const auto& [algorithm_value, label] : {std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
                                                  std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"},
-                                                 std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"}}) {
+                                                 std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"},
+                                                 std::pair{MlaPrefillAlgorithm::wgmma, "wgmma"}}) {
       const MlaPrefillAlgorithm algorithm = algorithm_value;
       Result r{fmt::format("mla_prefill_{} heads 96 tokens {} (causal FLOPs)", label, tokens), bytes, flops};
       r.cls = EfficiencyClass::attention;

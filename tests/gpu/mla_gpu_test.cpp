@@ -395,7 +395,7 @@ TEST(GpuMla, PrefillMatchesDirectCausalAttention) {
   for (const auto& [algorithm, label] :
        {std::pair{MlaPrefillAlgorithm::automatic, "automatic"}, std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
         std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"},
-        std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"}}) {
+        std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"}, std::pair{MlaPrefillAlgorithm::wgmma, "wgmma"}}) {
     for (const Data& d : cases)
       EXPECT_LE(normalized_error(run_prefill(d.q, d.k, d.v, d.c.heads, kK3Scale, algorithm), d.want),
                 tolerance_for<__nv_bfloat16>())
@@ -414,8 +414,13 @@ TEST(GpuMla, PrefillRejectsInvalidArguments) {
   EXPECT_EQ(launch(8, 8, 2, INFINITY), cudaErrorInvalidValue);
   EXPECT_EQ(launch(0, 8, 2, 0.1f), cudaSuccess);  // no queries: nothing to do
   EXPECT_EQ(kernels::mla_prefill_attention_bf16(nullptr, nullptr, nullptr, 8, 8, 2, 0.1f, nullptr, nullptr,
-                                                static_cast<kernels::MlaPrefillAlgorithm>(4)),
+                                                static_cast<kernels::MlaPrefillAlgorithm>(5)),
             cudaErrorInvalidValue);
+  for (const float scale : {0.0f, -0.1f})  // wgmma keeps scores unscaled until the exponent: scale > 0
+    EXPECT_EQ(kernels::mla_prefill_attention_bf16(nullptr, nullptr, nullptr, 8, 8, 2, scale, nullptr, nullptr,
+                                                  kernels::MlaPrefillAlgorithm::wgmma),
+              cudaErrorInvalidValue)
+        << scale;
 }
 
 // ---- End to end through the layer (K3 widths: r 512, dn 128, dr 64, dv 128; 3 heads, hidden 48) ----
