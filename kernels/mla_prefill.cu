@@ -290,8 +290,8 @@ cudaError_t mla_prefill_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out)) return cudaErrorInvalidValue;
   if (algorithm == MlaPrefillAlgorithm::automatic) {
     int device = 0;
-    const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_prefill_wgmma_supported(device);
-    algorithm = q_tokens > 128  ? (hopper && scale > 0.0f ? MlaPrefillAlgorithm::wgmma : MlaPrefillAlgorithm::flash_q256)
+    const bool wgmma = scale > 0.0f && cudaGetDevice(&device) == cudaSuccess && mla_prefill_wgmma_supported(device);
+    algorithm = q_tokens > 128  ? (wgmma ? MlaPrefillAlgorithm::wgmma : MlaPrefillAlgorithm::flash_q256)
                 : q_tokens > 64 ? MlaPrefillAlgorithm::flash_q128
                                 : MlaPrefillAlgorithm::flash_q64;
   }

@@ -8,8 +8,8 @@
 //           "mla_decode_wgmma_alternating" is wgmma_alternating and "mla_decode_wgmma_cluster" wgmma_cluster (only on
 //           compute capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix, every MlaPrefillAlgorithm but
-//           automatic, on random normal q, k, v (constant ones keep every row at its first maximum); FLOPs counted causal (half
-//           the square): heads · T²/2 · (192 + 128) · 2.
+//           automatic, on random normal q, k, v (constant ones keep every row at its first maximum); FLOPs counted
+//           causal (half the square): heads · T²/2 · (192 + 128) · 2.
 // Each result carries the sim roofline (EfficiencyClass::attention, bf16) and, under "plain_bound", the bound with
 // the ceilings measured in the same run, max(FLOPs / measured bf16 GEMM rate, bytes / measured copy bandwidth), with
 // the time over it; the GEMM rate is cuBLASLt's 8192 × 8192 × 8192 bf16 product on random normal data (constant or

@@ -182,7 +182,8 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
 
 // Prefill: the pipelined GEMM against dequantisation + cuBLASLt (which, for w13, gathers x into slot order first).
 void prefill_at_engine_shape(const k3::bench::Session& session, const Projection& p,
-                             const k3::kernels::Mxfp4ExpertWeights& w, std::mt19937& rng, std::vector<Result>& results) {
+                             const k3::kernels::Mxfp4ExpertWeights& w, std::mt19937& rng,
+                             std::vector<Result>& results) {
   const int repeats = std::min(session.repeats, 10);
   k3::kernels::GemmRunner gemm;
   __nv_bfloat16* scratch = device_alloc<__nv_bfloat16>(size_t(p.out * p.in), 0);

@@ -543,7 +543,8 @@ TEST(GpuMxfp4Dequantized, DecodesEachExpertBitForBit) {
       for (int64_t i = 0; i < stride; ++i) {
         const float value = __bfloat162float(got[size_t(o * stride + i)]);
         if (i >= bank.in) {
-          if (!std::isnan(value)) ADD_FAILURE() << "expert " << e << " row " << o << ": padding column " << i << " written";
+          if (!std::isnan(value))
+            ADD_FAILURE() << "expert " << e << " row " << o << ": padding column " << i << " written";
           continue;
         }
         const auto want = static_cast<float>(bank.dequantized[size_t(e)](o, i));
