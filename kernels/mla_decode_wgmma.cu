@@ -2,6 +2,7 @@
 #include "kernels/mla_decode_wgmma_rows.h"
 #include "kernels/ptx_mma.h"
 #include "kernels/shared_memory_config.h"
+#include "kernels/sm90a_device.h"
 #include "kernels/wgmma_sm90.h"
 
 #include "core/error.h"
@@ -246,13 +247,7 @@ int mla_decode_wgmma_num_splits(const MlaDecodeShape& shape) {
   return int(std::clamp<int64_t>(kTargetBlocks / blocks_per_split, 1, common));
 }
 
-bool mla_decode_wgmma_supported(int device) {
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
-}
+bool mla_decode_wgmma_supported(int device) { return sm90a_device(device); }
 
 cudaError_t mla_decode_wgmma_device(const char* algorithm, int& device) {
   const cudaError_t status = cudaGetDevice(&device);

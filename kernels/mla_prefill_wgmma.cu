@@ -3,6 +3,7 @@
 #include "kernels/mla_prefill.h"
 #include "kernels/ptx_mma.h"
 #include "kernels/shared_memory_config.h"
+#include "kernels/sm90a_device.h"
 #include "kernels/wgmma_sm90.h"
 
 #include <atomic>
@@ -80,21 +81,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Loader roles: K and V row threadIdx.x / 6 of a tile, chunks threadIdx.x % 6 + 6i; Q row threadIdx.x / 2 of the
   // block (in warpgroup row / 64's operand), chunks threadIdx.x % 2 + 2i. Rows past the keys or queries are zeros.
   const int kv_row = threadIdx.x / kKvLoaders, kv_chunk0 = threadIdx.x % kKvLoaders;
-  const auto load_k = [&](int tile, int stage) {
+  // Row kv_row of a tile of `chunks` 16-byte chunks per row from `rows` (row stride `stride`, this head at h · width).
+  const auto load_tile = [&](const __nv_bfloat16* rows, int64_t stride, int width, int chunks, int tile, uint32_t dst) {
     const int key = tile * kKeys + kv_row;
     const bool valid = key < kv_tokens;
-    const __nv_bfloat16* src = valid ? k + key * qk_stride + h * kQk : k;
-    const uint32_t dst = base + Smem::kK + stage * Smem::kKTile;
-    for (int chunk = kv_chunk0; chunk < kQkChunks; chunk += kKvLoaders)
+    const __nv_bfloat16* src = valid ? rows + key * stride + h * width : rows;
+    for (int chunk = kv_chunk0; chunk < chunks; chunk += kKvLoaders)
       cp_async_16(dst + wgmma::sw128_offset(kKeys, kv_row, chunk), src + (valid ? chunk * 8 : 0), valid);
   };
+  const auto load_k = [&](int tile, int stage) {
+    load_tile(k, qk_stride, kQk, kQkChunks, tile, base + Smem::kK + stage * Smem::kKTile);
+  };
   const auto load_v = [&](int tile, int stage) {
-    const int key = tile * kKeys + kv_row;
-    const bool valid = key < kv_tokens;
-    const __nv_bfloat16* src = valid ? v + key * v_stride + h * kV : v;
-    const uint32_t dst = base + Smem::kVStages + stage * Smem::kVTile;
-    for (int chunk = kv_chunk0; chunk < kVChunks; chunk += kKvLoaders)
-      cp_async_16(dst + wgmma::sw128_offset(kKeys, kv_row, chunk), src + (valid ? chunk * 8 : 0), valid);
+    load_tile(v, v_stride, kV, kVChunks, tile, base + Smem::kVStages + stage * Smem::kVTile);
   };
   {
     const int row = threadIdx.x / kQLoaders, chunk0 = threadIdx.x % kQLoaders;
@@ -275,13 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-bool mla_prefill_wgmma_supported(int device) {
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
-}
+bool mla_prefill_wgmma_supported(int device) { return sm90a_device(device); }
 
 cudaError_t mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, int q_tokens,
                               int kv_tokens, int heads, float scale_log2, __nv_bfloat16* out, cudaStream_t stream) {

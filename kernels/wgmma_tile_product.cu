@@ -1,3 +1,4 @@
+#include "kernels/sm90a_device.h"
 #include "kernels/wgmma_sm90.h"
 #include "kernels/wgmma_tile_product.h"
 
@@ -198,13 +199,7 @@ WgmmaTileShape wgmma_tile_shape(WgmmaTileForm form) {
   K3_CHECK(false, "unknown WgmmaTileForm {}", int(form));
 }
 
-bool wgmma_device_supported(int device) {
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
-}
+bool wgmma_device_supported(int device) { return sm90a_device(device); }
 
 cudaError_t wgmma_tile_product_bf16(WgmmaTileForm form, const __nv_bfloat16* a, const __nv_bfloat16* b, float* d,
                                     cudaStream_t stream) {

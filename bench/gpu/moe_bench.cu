@@ -100,6 +100,17 @@ DeviceRouting random_routing(int tokens, std::mt19937& rng) {
   return r;
 }
 
+// `count` routings of `tokens` tokens (consecutive timed launches take them in turn) and their mean distinct experts.
+std::vector<DeviceRouting> random_routings(int tokens, int count, std::mt19937& rng, double& distinct) {
+  std::vector<DeviceRouting> routings;
+  distinct = 0;
+  for (int i = 0; i < count; ++i) {
+    routings.push_back(random_routing(tokens, rng));
+    distinct += routings.back().distinct_experts / double(count);
+  }
+  return routings;
+}
+
 const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_lean";
@@ -136,12 +147,8 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
   const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
   for (const int tokens : {1, 8, 16, 64}) {
     constexpr int kRoutings = 8;
-    std::vector<DeviceRouting> routings;
     double distinct = 0;
-    for (int i = 0; i < kRoutings; ++i) {
-      routings.push_back(random_routing(tokens, rng));
-      distinct += routings.back().distinct_experts / double(kRoutings);
-    }
+    const std::vector<DeviceRouting> routings = random_routings(tokens, kRoutings, rng, distinct);
     const int slots = tokens * kTopK;
     int32_t* by_slot = identity_slots(slots);
     const int64_t x_rows = p.gather ? tokens : slots;
@@ -264,12 +271,8 @@ int main(int argc, char** argv) {
   // Decode: fp32 y, as the SiTU-GLU that follows reads it.
   for (const int tokens : {1, 8, 16, 64}) {
     constexpr int kRoutings = 8;
-    std::vector<DeviceRouting> routings;
     double distinct = 0;
-    for (int i = 0; i < kRoutings; ++i) {
-      routings.push_back(random_routing(tokens, rng));
-      distinct += routings.back().distinct_experts / double(kRoutings);
-    }
+    const std::vector<DeviceRouting> routings = random_routings(tokens, kRoutings, rng, distinct);
     const int slots = tokens * kTopK;
     __nv_bfloat16* x = k3::bench::device_normal_bf16(size_t(tokens) * kIn, 0.0f, 1.0f, 100 + tokens);
     float* y = device_alloc<float>(size_t(slots) * kOut, 0);
