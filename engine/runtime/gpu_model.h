@@ -4,7 +4,9 @@
 //   prefill(sequence, tokens, start)  one sequence's prompt after `start` cached tokens, in chunks of
 //                                     max_chunk_tokens (KDA chunked kernel, MLA expanded attention over
 //                                     the cached prefix and the chunk); leaves the last token's logits and
-//                                     its greedy next token in slot `sequence`;
+//                                     its greedy next token in slot `sequence`. A chunk long enough for
+//                                     dequantised MXFP4 experts (dequantized_experts) copies each MoE layer's
+//                                     expert offsets to the host (one sync per layer);
 //   decode_step(batch)                one token for each of the sequences in slots [0, batch) (absorbed
 //                                     MLA over the paged cache, recurrent KDA), reading the tokens that
 //                                     next_tokens() holds and writing the next ones there — device-driven
