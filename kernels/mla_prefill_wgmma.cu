@@ -207,7 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tile + 2 < key_tiles) load_k(tile + 2, tile & 1);
     if (tile + 1 < key_tiles) load_v(tile + 1, (tile + 1) & 1);
     cp_async_commit();
-    const bool current = tile < wg_tiles, next = tile + 1 < wg_tiles;  // uniform over the warpgroup
+    // Uniform over the warpgroup; next implies current.
+    const bool current = tile < wg_tiles, next = tile + 1 < wg_tiles;
     if (next) issue_scores(tile + 1);
     if (current) {
       // o += P · V over the tile: V rows 16kk … 16kk + 15 (two 8-row groups, SBO 1024), its 128 columns as two
@@ -220,11 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::commit_group();
     }
     if (next) {
-      if (current) {
-        wgmma::wait_group<1>();  // the scores (committed first) are done; the output product may still run
-      } else {
-        wgmma::wait_group<0>();
-      }
+      wgmma::wait_group<1>();  // the scores (committed first) are done; the output product may still run
       softmax(tile + 1, p_next, alpha);
     }
     if (current) {
@@ -232,7 +229,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::fence_registers(o);
     }
     if (next) {
-      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {  // no row of the warp has a new maximum
+      // A warp none of whose rows has a new maximum (alpha 1 throughout) skips the rescale.
+      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
         for (int j = 0; j < kV / 8; ++j) {
           o[4 * j] *= alpha[0];
