@@ -18,7 +18,11 @@
 //     hold enough slots for cuBLASLt's tiles (kMxfp4DequantizedMinAverageSlots). On an H200, all 896 experts
 //     active, 32768 tokens: w13 [6144, 3584] 54.9 ms (421 TFLOP/s, gathering x included) against the pipelined
 //     GEMM's 93.8 ms, w2 [3584, 3072] 30.7 against 46.4 ms; the decode runs at about 3.3 TB/s (12.9 µs per expert
-//     and projection on average) and the GEMMs at about 590 TFLOP/s.
+//     and projection on average) and the GEMMs at about 590 TFLOP/s. Tried and removed (…-kernels-13 run 17): decoding
+//     expert e + 1 on a side stream into the other half of a two-expert scratch while expert e multiplies (events
+//     ordering each GEMM after its decode); the same bits, and no faster — 54.7 against 55.3 ms for w13 and 30.8
+//     against 30.7 ms for w2 at 32768 tokens, 0.9-1.5 ms slower at 2048-8192: cuBLASLt's GEMMs leave the decode no
+//     room on the SMs.
 // Faster (not done): decoding expert e + 1 on a second stream while expert e multiplies.
 #pragma once
 
