@@ -23,7 +23,8 @@
 //     ordering each GEMM after its decode); the same bits, and no faster — 54.7 against 55.3 ms for w13 and 30.8
 //     against 30.7 ms for w2 at 32768 tokens, 0.9-1.5 ms slower at 2048-8192: cuBLASLt's GEMMs leave the decode no
 //     room on the SMs.
-// Faster (not done): decoding expert e + 1 on a second stream while expert e multiplies.
+// Faster (not done): a wgmma grouped GEMM whose producer warps decode each W tile into shared memory once per tile of
+// slots, with no bf16 copy in memory (the in-kernel mma.sync GEMMs of mxfp4_grouped.h reach 158-250 TFLOP/s).
 #pragma once
 
 #include "kernels/gemm_cublaslt.h"
