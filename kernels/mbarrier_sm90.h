@@ -64,6 +64,15 @@ __device__ __forceinline__ void arrive_cluster(uint32_t remote_barrier) {
 #endif
 }
 
+// Arrival on a barrier of any block of the cluster (an address from peer_address) with the default semantics (release
+// at block scope): enough to say "done reading" to a producer that then overwrites the data (the consumer release of
+// a multicast TMA pipeline), without the cluster-scope fence arrive_cluster costs (MEMBAR.GPU on an H200).
+__device__ __forceinline__ void arrive_remote(uint32_t remote_barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_barrier) : "memory");
+#endif
+}
+
 // Waits for the completion of the phase with this parity (acquire at block scope: what the arrivals released, and the
 // bytes that st_async or a bulk copy counted in, are visible after it). Not cluster scope: on an H200 an acquire at
 // cluster scope costs an L1 invalidation (CCTL.IVALL) per wait, which Nsight Compute found dominating a kernel's stalls.

@@ -21,159 +21,242 @@ namespace {
 
 constexpr int kLatent = kMlaDecodeLatentDim;
 constexpr int kWidth = kMlaDecodeCacheWidth;
-constexpr int kHeads = kMlaDecodeClusterMaxHeads;  // N of both products
-constexpr int kTileTokens = 64;                    // M of the score product, K of the output product
-constexpr int kSlots = 3;
-constexpr int kConsumerThreads = 256;              // two warpgroups
-constexpr int kThreads = kConsumerThreads + 128;   // and the loader warpgroup
-constexpr int kLoaderRegisters = 40;               // setmaxnreg: the loader gives registers to the consumers
-constexpr int kConsumerRegisters = 232;            // 128 · 40 + 256 · 232 ≤ 65536
-constexpr int kMainBlocks = 4;                     // a block's 256 latent columns as 64-column SW128 blocks
-constexpr int kTailColumns = 32;                   // its share of the 64 trailing columns
-constexpr int kRankColumns = kMainBlocks * 64 + kTailColumns;  // 288
+constexpr int kBlockHeads = kMlaDecodeClusterMaxHeads / 2;  // 48: N of both products, per block
+constexpr int kTileTokens = 64;                             // M of the score product, K of the output product
+constexpr int kColumnBlocks = kWidth / 64;                  // 9 SW128 blocks of 64 columns per tile and Q row
+constexpr int kRankZeroBlocks = 5;                          // blocks 0–4 copied by rank 0's TMA, 5–8 by rank 1's
+constexpr int kSlots = 2;
+constexpr int kPrefetchTiles = 3;  // tiles asked of the L2 ahead of the slot loads (bulk prefetch)
+constexpr int kConsumerThreads = 256;
+constexpr int kThreads = kConsumerThreads + 128;  // and the loader warpgroup
+constexpr int kLoaderRegisters = 40;              // setmaxnreg: the loader gives registers to the consumers
+constexpr int kConsumerRegisters = 232;           // 128 · 40 + 256 · 232 ≤ 65536
+constexpr int kScoreKSteps = kWidth / 16;         // 36
 constexpr int kOutputKSteps = kTileTokens / 16;   // 4
+constexpr int kOutputBlocks0 = 2;                 // latent m-tiles of the output product in warpgroup 0; 6 in 1
+constexpr float kMaxSlack = 8.0f;                 // log2 units a score may pass the running max before it moves
 
 struct Smem {
-  static constexpr int kQBlockBytes = kHeads * 128;           // 12288: 96 rows of 64 bf16
-  static constexpr int kSlotBlockBytes = kTileTokens * 128;   // 8192
-  static constexpr int kSlotBytes = kMainBlocks * kSlotBlockBytes;
-  static constexpr int kExchangeBytes = kTileTokens * kHeads * 4;  // 24576: a score tile, fp32
-  static constexpr int kPBytes = kQBlockBytes;                     // Pᵀ: 96 head rows of 64 tokens, bf16
+  static constexpr int kQBlockBytes = kBlockHeads * 128;     // 6144: 48 head rows of 64 bf16
+  static constexpr int kSlotBlockBytes = kTileTokens * 128;  // 8192: 64 token rows of 64 bf16
+  static constexpr int kSlotBytes = kColumnBlocks * kSlotBlockBytes;  // 73728
+  static constexpr int kPBytes = kTileTokens * 128;  // P MN-major: 64 token rows, 48 heads in the first 96 bytes
   static constexpr int kQ = 0;
-  static constexpr int kQTail = kQ + kMainBlocks * kQBlockBytes;  // chunks 0–3 of each row
-  static constexpr int kSlots_ = kQTail + kQBlockBytes;
-  static constexpr int kTails = kSlots_ + kSlots * kSlotBytes;    // slot s: block s / 2, chunks 4·(s % 2) …
-  static constexpr int kExchange = kTails + 2 * kSlotBlockBytes;  // the other block's partial, then the scores
-  static constexpr int kP = kExchange + kExchangeBytes;           // [2] Pᵀ of tile i at i % 2
-  static constexpr int kAlpha = kP + 2 * kPBytes;                 // [2][96] fp32
-  static constexpr int kMax = kAlpha + 2 * kHeads * 4;            // [2][96] fp32: running max after tile i, at i % 2
-  static constexpr int kReduce = kMax + 2 * kHeads * 4;           // [2 warpgroups][4 warps][48] fp32: column maxima
-  static constexpr int kBarriers = kReduce + 2 * 4 * (kHeads / 2) * 4;
-  static constexpr int kBarrierCount = 8;
+  static constexpr int kSlots_ = kQ + kColumnBlocks * kQBlockBytes;
+  static constexpr int kP = kSlots_ + kSlots * kSlotBytes;          // [2] P of tile i at i % 2
+  static constexpr int kAlpha = kP + kSlots * kPBytes;              // [2][48] fp32: O's rescale for tile i at i % 2
+  static constexpr int kFlags = kAlpha + 2 * kBlockHeads * 4;       // [2] int: tile i moved the running max
+  static constexpr int kReduce = kFlags + 16;                       // [4 warps][48] fp32: column maxima, then sums
+  static constexpr int kStats = kReduce + 4 * kBlockHeads * 4;      // [2][48] fp32: final max and sum per head
+  static constexpr int kBarriers = kStats + 2 * kBlockHeads * 4;
+  static constexpr int kBarrierCount = 4;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // slack to align the base
 };
 static_assert(Smem::kAllocBytes <= 232448, "an H200 block gets at most 227 KiB of shared memory");
-static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kTails % 1024 == 0 && Smem::kP % 1024 == 0 &&
-                  Smem::kPBytes % 1024 == 0,
+static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kP % 1024 == 0 && Smem::kQBlockBytes % 1024 == 0,
               "SW128 blocks must be 1024-byte aligned");
-static_assert(kRankColumns * 2 == kWidth, "the two blocks of a cluster split the 576 columns");
+static_assert(Smem::kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 
-// Barrier indices (8 bytes each from Smem::kBarriers).
-constexpr int kSlotFull = 0;       // [3] a slot's tile landed: the loader's 128 cp.async arrivals, one more (with the
-                                   // bulk-tensor bytes expected when the tile comes by TMA)
-constexpr int kSlotEmpty = 3;      // [3] both warpgroups' products of the slot's tile retired (2 arrivals)
-constexpr int kExchangeFull = 6;   // the other block's partial scores of the next tile are in (one arrival here, 24 KiB
-                                   // from there)
-constexpr int kExchangeEmpty = 7;  // the other block's exchange buffer is free (one arrival from there)
+// mbarrier indices (8 bytes each from Smem::kBarriers).
+constexpr int kSlotFull = 0;   // [2] a slot's tile landed: the loader's 128 arrivals, and the bulk-tensor bytes expected
+                               // when the tile comes by TMA (both blocks' copies)
+constexpr int kSlotEmpty = 2;  // [2] both warpgroups of both blocks are done with the slot's tile (4 arrivals)
 
-constexpr int kReduceBarrier = 1;  // + warpgroup: its 128 threads
-constexpr int kStepBarrier = 3;    // both warpgroups
+// Named barriers.
+constexpr int kPFullBarrier = 1;   // + i % 2: P(i) and alpha(i) written (warpgroup 0 arrives, 1 waits)
+constexpr int kPEmptyBarrier = 3;  // + i % 2: warpgroup 1's output product of tile i retired (1 arrives, 0 waits)
+constexpr int kGroup0Barrier = 5;  // warpgroup 0's 128 threads
+constexpr int kConsumerBarrier = 6;
 
-template <int kCount>
-__device__ __forceinline__ void named_barrier_sync(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kCount) : "memory");
+__device__ __forceinline__ void named_barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// Barrier over `count` threads returning whether any of them passed `value` true.
+__device__ __forceinline__ bool named_barrier_any(int id, int count, bool value) {
+  uint32_t result = 0;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(result)
+      : "r"(uint32_t(value)), "r"(id), "r"(count)
+      : "memory");
+  return result != 0;
 }
 
-// Score k16 step: d = A · B (+ d unless the first step), m64n96k16, A = the tile's token rows and B = Qᵀ, both K-major
-// SW128 from shared memory, their descriptors the base descriptors plus constants (added inside the asm, so that the
-// compiler does not precompute every step's descriptors into registers; start addresses are 16-byte units below 2^14,
-// so the add never carries out of the field). The first step only writes d ("=f"), so that the scores' registers are
-// free between a tile's softmax and the next tile's product.
-#define K3_SCORE_WGMMA(D_CONSTRAINT, SCALE_D)                                                                         \
-  asm volatile(                                                                                                        \
-      "{\n.reg .pred p;\n.reg .b64 ad, bd;\nsetp.ne.b32 p, " SCALE_D ", 0;\nadd.s64 ad, %48, %50;\n"                  \
-      "add.s64 bd, %49, %51;\n"                                                                                        \
-      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"                                                       \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                        \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                              \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, ad, bd, p, 1, 1, 0, 0;\n}\n"  \
-      : D_CONSTRAINT(d[0]), D_CONSTRAINT(d[1]), D_CONSTRAINT(d[2]), D_CONSTRAINT(d[3]), D_CONSTRAINT(d[4]),           \
-        D_CONSTRAINT(d[5]), D_CONSTRAINT(d[6]), D_CONSTRAINT(d[7]), D_CONSTRAINT(d[8]), D_CONSTRAINT(d[9]),           \
-        D_CONSTRAINT(d[10]), D_CONSTRAINT(d[11]), D_CONSTRAINT(d[12]), D_CONSTRAINT(d[13]), D_CONSTRAINT(d[14]),      \
-        D_CONSTRAINT(d[15]), D_CONSTRAINT(d[16]), D_CONSTRAINT(d[17]), D_CONSTRAINT(d[18]), D_CONSTRAINT(d[19]),      \
-        D_CONSTRAINT(d[20]), D_CONSTRAINT(d[21]), D_CONSTRAINT(d[22]), D_CONSTRAINT(d[23]), D_CONSTRAINT(d[24]),      \
-        D_CONSTRAINT(d[25]), D_CONSTRAINT(d[26]), D_CONSTRAINT(d[27]), D_CONSTRAINT(d[28]), D_CONSTRAINT(d[29]),      \
-        D_CONSTRAINT(d[30]), D_CONSTRAINT(d[31]), D_CONSTRAINT(d[32]), D_CONSTRAINT(d[33]), D_CONSTRAINT(d[34]),      \
-        D_CONSTRAINT(d[35]), D_CONSTRAINT(d[36]), D_CONSTRAINT(d[37]), D_CONSTRAINT(d[38]), D_CONSTRAINT(d[39]),      \
-        D_CONSTRAINT(d[40]), D_CONSTRAINT(d[41]), D_CONSTRAINT(d[42]), D_CONSTRAINT(d[43]), D_CONSTRAINT(d[44]),      \
-        D_CONSTRAINT(d[45]), D_CONSTRAINT(d[46]), D_CONSTRAINT(d[47])                                                  \
-      : "l"(a_desc), "l"(b_desc), "n"(kAOffset), "n"(kBOffset))
+// 2^x by the hardware's approximation (MUFU.EX2, flushing denormals; 2^-∞ = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One piece of a tile (box_rows cached rows × 64 columns, inside one page) by TMA into the same shared-memory offset
+// of both blocks of the cluster, counted on the barrier at the same offset in each.
+__device__ __forceinline__ void tma_multicast(uint32_t dst, const CUtensorMap& map, int column, int row,
+                                              uint32_t barrier) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(column), "r"(row), "r"(barrier), "h"(uint16_t(3))
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
+// Descriptors as two 32-bit halves: the low word start address >> 4 | (leading byte offset >> 4) << 16, the high
+// word the stride byte offset 1024 >> 4 and the 128-byte swizzle (wgmma_sm90.h's sw128_descriptor). A step's offset is
+// added to the low word inside the asm (start addresses stay below 2^14 units, so it never carries), so each product
+// costs two adds rather than 64-bit descriptor arithmetic.
+constexpr uint32_t kDescriptorHigh = (1024u >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t descriptor_low(uint32_t smem_address, uint32_t leading_bytes) {
+  return (smem_address >> 4) | ((leading_bytes >> 4) << 16);
+}
+
+// d (+)= A · B, m64n48k16, both operands from shared memory: A and B at descriptor low words a_low + kAOffset and
+// b_low + kBOffset (16-byte units); kAccumulate false writes d without reading it.
+#define K3_M64N48_WGMMA(D, SCALE_D)                                                                                    \
+  asm volatile("{\n.reg .pred p;\n.reg .b32 la, lb;\n.reg .b64 da, db;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"           \
+               "add.u32 la, %24, %26;\nadd.u32 lb, %25, %27;\nmov.b64 da, {la, %28};\nmov.b64 db, {lb, %28};\n"     \
+               "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"                                              \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                              \
+               "%16, %17, %18, %19, %20, %21, %22, %23}, da, db, p, 1, 1, %29, %30;\n}\n"                            \
+               : D(d[0]), D(d[1]), D(d[2]), D(d[3]), D(d[4]), D(d[5]), D(d[6]), D(d[7]), D(d[8]), D(d[9]),         \
+                 D(d[10]), D(d[11]), D(d[12]), D(d[13]), D(d[14]), D(d[15]), D(d[16]), D(d[17]), D(d[18]),         \
+                 D(d[19]), D(d[20]), D(d[21]), D(d[22]), D(d[23])                                                   \
+               : "r"(a_low), "r"(b_low), "n"(kAOffset), "n"(kBOffset), "n"(kDescriptorHigh), "n"(kTransA),         \
+                 "n"(kTransB))
 #define K3_WRITE_ONLY(x) "=f"(x)
 #define K3_READ_WRITE(x) "+f"(x)
-template <bool kAccumulate, uint64_t kAOffset, uint64_t kBOffset>
-__device__ __forceinline__ void score_step(float (&d)[48], uint64_t a_desc, uint64_t b_desc) {
+template <bool kAccumulate, uint32_t kAOffset, uint32_t kBOffset, int kTransA, int kTransB>
+__device__ __forceinline__ void mma_m64n48(float (&d)[24], uint32_t a_low, uint32_t b_low) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kAccumulate) {
-    K3_SCORE_WGMMA(K3_READ_WRITE, "1");
+    K3_M64N48_WGMMA(K3_READ_WRITE, "1");
   } else {
-    K3_SCORE_WGMMA(K3_WRITE_ONLY, "0");
+    K3_M64N48_WGMMA(K3_WRITE_ONLY, "0");
   }
 #endif
 }
-#undef K3_SCORE_WGMMA
+#undef K3_M64N48_WGMMA
 #undef K3_WRITE_ONLY
 #undef K3_READ_WRITE
-// Main steps 0–15: block k / 4, 32 bytes per step inside it (offsets in 16-byte units).
+
+// Sᵀ = tile · Qᵀ over the 576 columns (both K-major SW128: block k / 4, 32 bytes per step inside it), issued and
+// committed as one group.
 template <int kStep>
-__device__ __forceinline__ void score_main_step(float (&d)[48], uint64_t tile_desc, uint64_t q_desc) {
-  constexpr uint64_t kTileOffset = uint64_t((kStep / 4) * Smem::kSlotBlockBytes + (kStep % 4) * 32) / 16;
-  constexpr uint64_t kQOffset = uint64_t((kStep / 4) * Smem::kQBlockBytes + (kStep % 4) * 32) / 16;
-  score_step<(kStep > 0), kTileOffset, kQOffset>(d, tile_desc, q_desc);
+__device__ __forceinline__ void score_step(float (&s)[24], uint32_t tile_low, uint32_t q_low) {
+  constexpr uint32_t kTile = uint32_t((kStep / 4) * Smem::kSlotBlockBytes + (kStep % 4) * 32) / 16;
+  constexpr uint32_t kQ = uint32_t((kStep / 4) * Smem::kQBlockBytes + (kStep % 4) * 32) / 16;
+  mma_m64n48<(kStep > 0), kTile, kQ, 0, 0>(s, tile_low, q_low);
 }
 template <int... kSteps>
-__device__ __forceinline__ void score_main_steps(float (&d)[48], uint64_t tile_desc, uint64_t q_desc,
-                                                 std::integer_sequence<int, kSteps...>) {
-  (score_main_step<kSteps>(d, tile_desc, q_desc), ...);
+__device__ __forceinline__ void score_steps(float (&s)[24], uint32_t tile_low, uint32_t q_low,
+                                            std::integer_sequence<int, kSteps...>) {
+  (score_step<kSteps>(s, tile_low, q_low), ...);
 }
-
-// Issues (and commits as one group) this block's partial scores of a tile over its 288 columns.
-__device__ __forceinline__ void issue_scores(float (&s)[48], uint32_t tile_smem, uint32_t tile_tail_smem,
-                                             uint32_t q_smem, uint32_t q_tail_smem) {
+__device__ __forceinline__ void issue_scores(float (&s)[24], uint32_t slot_smem, uint32_t q_smem) {
   wgmma::fence();
-  score_main_steps(s, wgmma::sw128_descriptor(tile_smem, 16, 1024), wgmma::sw128_descriptor(q_smem, 16, 1024),
-                   std::make_integer_sequence<int, 4 * kMainBlocks>());
-  const uint64_t tail_desc = wgmma::sw128_descriptor(tile_tail_smem, 16, 1024);
-  const uint64_t q_tail_desc = wgmma::sw128_descriptor(q_tail_smem, 16, 1024);
-  score_step<true, 0, 0>(s, tail_desc, q_tail_desc);
-  score_step<true, 2, 2>(s, tail_desc, q_tail_desc);  // + 32 bytes
+  score_steps(s, descriptor_low(slot_smem, 16), descriptor_low(q_smem, 16),
+              std::make_integer_sequence<int, kScoreKSteps>());
   wgmma::commit_group();
 }
 
-// Oᵀ += Cᵀ · Pᵀ for this warpgroup's two 64-column m-tiles of the slot (MN-major through trans-a: rows 16kk … of the
-// block, 2048 bytes per k16 step) and Pᵀ (K-major, 96 rows), issued and committed as one group.
-__device__ __forceinline__ void issue_output(float (&o)[2][48], uint32_t columns_smem, uint32_t p_smem) {
-  wgmma::fence_registers(o[0]);
-  wgmma::fence_registers(o[1]);
+// Oᵀ += Cᵀ · P for m-tiles [kFirst, kFirst + kCount) of the slot's latent columns (MN-major through trans-a: 2048
+// bytes per k16 step, 64-column blocks 8 KiB apart) and P (MN-major through trans-b: 64 token rows, 48 heads),
+// issued and committed as one group.
+template <int kFirst, int kStep>
+__device__ __forceinline__ void output_step(float (&o)[24], uint32_t slot_low, uint32_t p_low) {
+  constexpr uint32_t kColumns = uint32_t(kFirst * Smem::kSlotBlockBytes + kStep * 2048) / 16;
+  mma_m64n48<true, kColumns, uint32_t(kStep * 2048 / 16), 1, 1>(o, slot_low, p_low);
+}
+template <int kFirst, int kCount, int... kMt>
+__device__ __forceinline__ void output_tiles(float (&o)[kCount][24], uint32_t slot_low, uint32_t p_low,
+                                             std::integer_sequence<int, kMt...>) {
+  ((output_step<kFirst + kMt, 0>(o[kMt], slot_low, p_low), output_step<kFirst + kMt, 1>(o[kMt], slot_low, p_low),
+    output_step<kFirst + kMt, 2>(o[kMt], slot_low, p_low), output_step<kFirst + kMt, 3>(o[kMt], slot_low, p_low)),
+   ...);
+}
+template <int kFirst, int kCount>
+__device__ __forceinline__ void issue_output(float (&o)[kCount][24], uint32_t slot_smem, uint32_t p_smem) {
+#pragma unroll
+  for (int mt = 0; mt < kCount; ++mt) wgmma::fence_registers(o[mt]);
   wgmma::fence();
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int kk = 0; kk < kOutputKSteps; ++kk)
-      wgmma::mma_ss<1, 0>(o[mt],
-                          wgmma::sw128_descriptor(columns_smem + mt * Smem::kSlotBlockBytes + kk * 2048,
-                                                  Smem::kSlotBlockBytes, 1024),
-                          wgmma::sw128_descriptor(p_smem + kk * 32, 16, 1024));
+  const uint32_t slot_low = descriptor_low(slot_smem, Smem::kSlotBlockBytes);
+  const uint32_t p_low = descriptor_low(p_smem, Smem::kPBytes);
+  output_tiles<kFirst>(o, slot_low, p_low, std::make_integer_sequence<int, kCount>());
   wgmma::commit_group();
+}
+
+// The thread's accumulator columns (heads) 8j + 2t + e, j = 0 … 5, scaled by alpha[8j + 2t + e].
+template <int kCount>
+__device__ __forceinline__ void rescale(float (&o)[kCount][24], const float* alpha, int t4) {
+#pragma unroll
+  for (int j = 0; j < 6; ++j) {
+    const float2 a = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
+#pragma unroll
+    for (int mt = 0; mt < kCount; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][4 * j + e] *= (e & 1) ? a.y : a.x;
+  }
+}
+
+// The thread's output rows (m-tiles kFirst … of Oᵀ: latent columns 64·m + row_lo (+8), heads head0 + 8j + 2t + e):
+// with one split normalised by the head's sum into out; else unnormalised into partial_out [batch, splits, heads, 512].
+template <int kFirst, int kCount>
+__device__ __forceinline__ void store_output(const float (&o)[kCount][24], const float* sums, float* out,
+                                             float* partial_out, int b, int splits, int split, int heads, int head0,
+                                             int row_lo, int t4) {
+#pragma unroll
+  for (int j = 0; j < 6; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int c = 8 * j + 2 * t4 + e, head = head0 + c;
+      if (head >= heads) continue;
+      float factor = 1.0f;
+      float* dst;
+      if (splits == 1) {
+        factor = sums[c] > 0.0f ? 1.0f / sums[c] : 0.0f;  // a sequence with no tokens gets zeros
+        dst = out + (int64_t(b) * heads + head) * kLatent;
+      } else {
+        dst = partial_out + ((int64_t(b) * splits + split) * heads + head) * kLatent;
+      }
+#pragma unroll
+      for (int mt = 0; mt < kCount; ++mt) {
+        const int column = 64 * (kFirst + mt) + row_lo;
+        dst[column] = o[mt][4 * j + e] * factor;
+        dst[column + 8] = o[mt][4 * j + 2 + e] * factor;
+      }
+    }
 }
 
 using ptx::cp_async_16;
 
-// Grid: x = 2 · split + rank in the cluster, y = sequence; clusters of 2 along x. Threads 0–255: two warpgroups
-// (warp w = warp % 4 of warpgroup wg, lane 4g + t holds accumulator rows 16w + g and 16w + g + 8, columns 8j + 2t
-// (+1), j = 0 … 11: wgmma_sm90.h); threads 256–383: the loader warpgroup.
+// Grid: x = 2 · split + rank in the cluster, y = sequence; clusters of 2 along x. Block `rank` owns heads 48·rank …
+// 48·rank + 47 of the split. Threads 0–127: warpgroup 0 (scores, softmax, output m-tiles 0–1); 128–255: warpgroup 1
+// (output m-tiles 2–7); 256–383: the loader. In warpgroup w, warp w4 = warp % 4, lane 4g + t holds accumulator rows
+// 16·w4 + g and 16·w4 + g + 8 (tokens of Sᵀ, latent columns of Oᵀ) and columns 8j + 2t (+1), j = 0 … 5 (heads).
 //
-// Step i (tile i), both warpgroups; S(i) was computed by warpgroup i % 2 (in step i − 1, or before step 0) and sent:
-//   1. the warpgroup that computes S(i + 1) waits for tile i + 1 and issues it (it runs during this softmax);
-//   2. the owner of S(i) waits for the other block's partial of tile i, adds its own, scales, masks past the context
-//      and writes the scores back into the exchange buffer; barrier (A) over both warpgroups;
-//   3. each warpgroup, for its 48 heads: column maxima (8 lanes, then 4 warps through `reduce`), the new running max
-//      and alpha (one thread per head), P = exp2(x − max) into Pᵀ(i) and the running sums; fence; barrier (C);
-//   4. the owner of S(i) tells the other block that its exchange buffer is free; wait_group 0 (this warpgroup's
-//      O(i − 1), and S(i + 1) where it issued it), tile i − 1's slot back to the loader, S(i + 1) sent;
-//   5. O rescaled by alpha(i), O(i) issued.
-// Each warpgroup's role at each step is fixed in the code (steps in pairs), and every wait on the products is
-// wait_group 0, as in wgmma_alternating (ptxas keeps the products asynchronous only then).
+// Warpgroup 0, tile i (S(i) complete in registers):
+//   softmax: y = scale·s − m (m the running max of the thread's columns, base 2); where any y of the warpgroup
+//   exceeds kMaxSlack (always on the first tile), the column maxima over the 64 tokens (8 lanes, then 4 warps through
+//   `reduce`) move m, and alpha = exp2(m_old − m_new) rescales its O and sums and goes to warpgroup 1; P = exp2(y) as
+//   bf16 into P(i % 2) (after warpgroup 1 released it); arrive P-full;
+//   O(i) issued (its 2 m-tiles); S(i + 1) issued once tile i + 1 landed; wait for O(i): slot i released (this block's
+//   and the other's barrier); wait for S(i + 1).
+// Warpgroup 1, tile i: wait P-full; rescale by alpha where the max moved; O(i) issued and waited for; slot i
+// released; P-empty arrived.
+// The loader: tile t into slot t % 2 once both blocks released tile t − 2: whole tiles by TMA, each block copying its
+// share of the 9 column blocks into both blocks' shared memory; the last, part-filled tile of a sequence (and every
+// tile where the pages do not split into whole TMA pieces) by cp.async in each block with rows past the context
+// zero-filled. Rank 0 asks the L2 for tile t + kPrefetchTiles before loading tile t, so the slot loads read the L2.
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
                                       const int32_t* __restrict__ page_table,
@@ -189,6 +272,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   unsigned char* smem = smem_raw + (base - raw);
 
   const uint32_t rank = mbarrier::cluster_rank(), peer = rank ^ 1u;
+  const int head0 = kBlockHeads * int(rank);
   const int split = blockIdx.x >> 1, b = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const mla_wgmma::SplitTiles range =
@@ -197,13 +281,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const int n = range.end - tile_begin;
 
   if (n == 0) {  // both blocks of the cluster alike: no hand-offs
-    if (threadIdx.x < heads && threadIdx.x < kHeads) {
-      const int head = threadIdx.x;
+    const int head = head0 + int(threadIdx.x);
+    if (threadIdx.x < kBlockHeads && head < heads) {
       if (splits > 1) {
-        if (rank == 0) partial_stats[(int64_t(b) * splits + split) * heads + head] = make_float2(-INFINITY, 0.0f);
+        partial_stats[(int64_t(b) * splits + split) * heads + head] = make_float2(-INFINITY, 0.0f);
       } else {
-        float* dst = out + (int64_t(b) * heads + head) * kLatent + rank * 256;
-        for (int c = 0; c < 256; ++c) dst[c] = 0.0f;
+        float* dst = out + (int64_t(b) * heads + head) * kLatent;
+        for (int c = 0; c < kLatent; ++c) dst[c] = 0.0f;
       }
     }
     return;
@@ -213,26 +297,17 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const auto barrier = [&](int index) { return barriers + 8u * uint32_t(index); };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
-      mbarrier::init(barrier(kSlotFull + s), 129);
-      mbarrier::init(barrier(kSlotEmpty + s), 2);
+      mbarrier::init(barrier(kSlotFull + s), 128);
+      mbarrier::init(barrier(kSlotEmpty + s), 4);
     }
-    mbarrier::init(barrier(kExchangeFull), 1);
-    mbarrier::init(barrier(kExchangeEmpty), 1);
     mbarrier::fence_init();
   }
-  {  // Qᵀ (all threads): head rows, this block's 36 chunks of 16 bytes each; heads past the last zero-filled.
-    for (int i = threadIdx.x; i < kHeads * 36; i += kThreads) {
-      const int head = i / 36, chunk = i % 36;
+  {  // Qᵀ (all threads): this block's head rows, 72 chunks of 16 bytes each; heads past the last zero-filled.
+    for (int i = threadIdx.x; i < kBlockHeads * 72; i += kThreads) {
+      const int row = i / 72, chunk = i % 72, head = head0 + row;
       const bool valid = head < heads;
-      const __nv_bfloat16* src = q + (int64_t(b) * heads + (valid ? head : 0)) * kWidth;
-      if (chunk < 32) {
-        cp_async_16(base + Smem::kQ + wgmma::sw128_offset(kHeads, head, chunk), src + (valid ? 256 * rank + 8 * chunk : 0),
-                    valid);
-      } else {
-        const int c = chunk - 32;
-        cp_async_16(base + Smem::kQTail + head * 128 + ((c ^ (head & 7)) << 4),
-                    src + (valid ? kLatent + kTailColumns * rank + 8 * c : 0), valid);
-      }
+      const __nv_bfloat16* src = q + (int64_t(b) * heads + (valid ? head : 0)) * kWidth + (valid ? 8 * chunk : 0);
+      cp_async_16(base + Smem::kQ + wgmma::sw128_offset(kBlockHeads, row, chunk), src, valid);
     }
     ptx::cp_async_commit();
     ptx::cp_async_wait_all();
@@ -241,319 +316,253 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   mbarrier::cluster_sync();  // barriers initialised in both blocks, Q in place
 
   const auto slot_smem = [&](int i) { return base + Smem::kSlots_ + uint32_t(i % kSlots) * Smem::kSlotBytes; };
-  const auto slot_tail_smem = [&](int i) {
-    const int s = i % kSlots;
-    return base + Smem::kTails + uint32_t(s >> 1) * Smem::kSlotBlockBytes + uint32_t(s & 1) * 64;
-  };
 
-  if (warp >= kConsumerThreads / 32) {  // the loader: tile t into slot t % 3; 2 threads per token row
+  if (warp >= kConsumerThreads / 32) {  // the loader: 2 threads per token row
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kLoaderRegisters));
     const int row = (threadIdx.x - kConsumerThreads) >> 1, half = threadIdx.x & 1;
-    // The row of tile t is looked up (page table) before waiting for its slot, so the lookup's latency is not
-    // added to the load's.
-    const auto row_source = [&](int t) {
-      const int token = (tile_begin + t) * kTileTokens + row;
-      return token < context ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : nullptr;
-    };
-    const __nv_bfloat16* next_src = row_source(0);
-    // Whole tiles come by TMA when the pages allow it (tma_box_rows > 0: pieces of tma_box_rows rows inside one page),
-    // issued by the loader's first thread, 4 blocks × (64 / tma_box_rows) pieces; the last, part-filled tile of a
-    // sequence, and every tile otherwise, by the loader's cp.async with the rows past the context zero-filled. The 32
-    // trailing columns always by cp.async.
     const bool elected = threadIdx.x == kConsumerThreads;
     const int pieces = tma_box_rows > 0 ? kTileTokens / tma_box_rows : 0;
-    int page_rows[4] = {0, 0, 0, 0}, next_page_rows[4] = {0, 0, 0, 0};  // first cache row of each piece
-    const auto piece_rows = [&](int t, int (&rows)[4]) {
-      for (int p = 0; p < pieces; ++p) {
-        const int token = (tile_begin + t) * kTileTokens + p * tma_box_rows;
-        if (token < context)
-          rows[p] = page_table[int64_t(b) * max_pages + token / page_tokens] * page_tokens + token % page_tokens;
-      }
+    const auto piece_row = [&](int t, int p) {  // first cache row of piece p of tile t (its first token in context)
+      const int token = (tile_begin + t) * kTileTokens + p * tma_box_rows;
+      return page_table[int64_t(b) * max_pages + token / page_tokens] * page_tokens + token % page_tokens;
     };
-    if (elected) piece_rows(0, next_page_rows);
+    if (elected && rank == 0 && pieces > 0)
+      for (int t = 0; t < min(kPrefetchTiles, n); ++t)
+        for (int p = 0; p < pieces && (tile_begin + t) * kTileTokens + p * tma_box_rows < context; ++p)
+          prefetch_l2(pages + int64_t(piece_row(t, p)) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
     for (int t = 0; t < n; ++t) {
       const int s = t % kSlots;
-      const __nv_bfloat16* row_src = next_src;
-      if (t + 1 < n) next_src = row_source(t + 1);
       const bool by_tma = pieces > 0 && (tile_begin + t + 1) * kTileTokens <= context;
-      if (elected) {
-        for (int p = 0; p < 4; ++p) page_rows[p] = next_page_rows[p];
-        if (t + 1 < n) piece_rows(t + 1, next_page_rows);
+      if (elected && rank == 0 && pieces > 0 && t + kPrefetchTiles < n) {
+        const int ahead = t + kPrefetchTiles;
+        for (int p = 0; p < pieces && (tile_begin + ahead) * kTileTokens + p * tma_box_rows < context; ++p)
+          prefetch_l2(pages + int64_t(piece_row(ahead, p)) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
       }
       if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
-      if (elected) {
-        if (by_tma) {
+      if (by_tma) {
+        if (elected) {
           mbarrier::arrive_expect_bytes(barrier(kSlotFull + s), Smem::kSlotBytes);
-          for (int p = 0; p < pieces; ++p)
-#pragma unroll
-            for (int kb = 0; kb < kMainBlocks; ++kb) {
-              const uint32_t dst = slot_smem(t) + kb * Smem::kSlotBlockBytes + p * tma_box_rows * 128;
-              asm volatile(
-                  "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-                  "%3}], [%4];\n" ::"r"(dst),
-                  "l"(reinterpret_cast<uint64_t>(&cache_map)), "r"(int(256 * rank) + 64 * kb), "r"(page_rows[p]),
-                  "r"(barrier(kSlotFull + s))
-                  : "memory");
-            }
+          const int first = rank == 0 ? 0 : kRankZeroBlocks, last = rank == 0 ? kRankZeroBlocks : kColumnBlocks;
+          for (int p = 0; p < pieces; ++p) {
+            const int cache_row = piece_row(t, p);
+            for (int kb = first; kb < last; ++kb)
+              tma_multicast(slot_smem(t) + kb * Smem::kSlotBlockBytes + p * tma_box_rows * 128, cache_map, 64 * kb,
+                            cache_row, barrier(kSlotFull + s));
+          }
         } else {
           mbarrier::arrive(barrier(kSlotFull + s));
         }
-      }
-      const bool valid = row_src != nullptr;
-      const __nv_bfloat16* src = valid ? row_src : pages;
-      if (!by_tma) {
+      } else {
+        const int token = (tile_begin + t) * kTileTokens + row;
+        const bool valid = token < context;
+        const __nv_bfloat16* src =
+            valid ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : pages;
         const uint32_t dst = slot_smem(t) + row * 128;
-#pragma unroll
-        for (int k = 0; k < 4 * kMainBlocks; ++k) {  // chunks c = 2k + half of the 32 main ones
+#pragma unroll 4
+        for (int k = 0; k < kWidth / 16; ++k) {  // chunks c = 2k + half of the row's 72
           const int c = 2 * k + half;
-          cp_async_16(dst + (c >> 3) * Smem::kSlotBlockBytes + (((c & 7) ^ (row & 7)) << 4),
-                      src + (valid ? 256 * rank + 8 * c : 0), valid);
+          cp_async_16(dst + (c >> 3) * Smem::kSlotBlockBytes + (((c & 7) ^ (row & 7)) << 4), src + (valid ? 8 * c : 0),
+                      valid);
         }
+        mbarrier::arrive_on_cp_async(barrier(kSlotFull + s));
       }
-      const uint32_t tail = base + Smem::kTails + uint32_t(s >> 1) * Smem::kSlotBlockBytes + row * 128;
-#pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        const int c = 2 * k + half;
-        cp_async_16(tail + (((4 * (s & 1) + c) ^ (row & 7)) << 4),
-                    src + (valid ? kLatent + kTailColumns * rank + 8 * c : 0), valid);
-      }
-      mbarrier::arrive_on_cp_async(barrier(kSlotFull + s));
     }
     mbarrier::cluster_sync();  // the consumers' final cluster barrier
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
 
-  // The consumers.
-  const int wg = warp >> 2, wg_thread = threadIdx.x & 127, w4 = warp & 3;
+  const int wg = warp >> 2, w4 = warp & 3;
   const int g = lane >> 2, t4 = lane & 3;
-  const int row_lo = 16 * w4 + g;  // accumulator rows row_lo and row_lo + 8 (tokens of Sᵀ, latent columns of Oᵀ)
-  const uint32_t q_smem = base + Smem::kQ, q_tail_smem = base + Smem::kQTail;
-  const uint32_t columns_offset = uint32_t(2 * wg) * Smem::kSlotBlockBytes;  // this warpgroup's 2 m-tiles of a slot
-  float4* exchange = reinterpret_cast<float4*>(smem + Smem::kExchange) + wg_thread;  // this thread's 12 float4
-  const auto p_smem = [&](int i) { return base + Smem::kP + uint32_t(i & 1) * Smem::kPBytes; };
-  const auto alpha_ptr = [&](int i) { return reinterpret_cast<float*>(smem + Smem::kAlpha) + (i & 1) * kHeads; };
-  const auto max_ptr = [&](int i) { return reinterpret_cast<float*>(smem + Smem::kMax) + (i & 1) * kHeads; };
-  float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce) + wg * 4 * (kHeads / 2);
-  const int j0 = 6 * wg;  // this warpgroup's softmax columns: 8j + 2t + e for j in [j0, j0 + 6): heads 48·wg …
-
-  float o[2][48];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int k = 0; k < 48; ++k) o[mt][k] = 0.0f;
-  float l_part[12];  // running sums of this thread's 2 tokens of every tile, per softmax column (jj, e)
-#pragma unroll
-  for (int k = 0; k < 12; ++k) l_part[k] = 0.0f;
-  float s[48];
-  // Pᵀ positions of this thread's values (K-major, 96 head rows of 64 tokens, one SW128 block): head 8j + 2t + e,
-  // token row_lo (+8) at row 8j + 2t + e, chunk 2·w4 (+1) at position chunk ^ (2t + e), byte 2g in it; j adds j · 1024.
-  uint32_t p_offset[2][2];
-#pragma unroll
-  for (int e = 0; e < 2; ++e)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      p_offset[e][h] = uint32_t(2 * t4 + e) * 128 + (uint32_t((2 * w4 + h) ^ (2 * t4 + e)) << 4) + uint32_t(g) * 2;
-
-  const auto send = [&](int i) {  // S(i) into the other block's exchange buffer, once that block has read tile i − 1
-    if (i >= 1) mbarrier::wait(barrier(kExchangeEmpty), uint32_t((i - 1) & 1));
-    const uint32_t dst = mbarrier::peer_address(base + Smem::kExchange + wg_thread * 16, peer);
-    const uint32_t full = mbarrier::peer_address(barrier(kExchangeFull), peer);
-#pragma unroll
-    for (int k = 0; k < 12; ++k)
-      mbarrier::st_async(dst + k * 2048, s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3], full);
-  };
-  const auto scores = [&](int i) {
-    mbarrier::wait(barrier(kSlotFull + i % kSlots), uint32_t((i / kSlots) & 1));
-    wgmma::fence_proxy_async_shared();
-    issue_scores(s, slot_smem(i), slot_tail_smem(i), q_smem, q_tail_smem);
-  };
-  // O times alpha(i) (all 96 heads of this thread's accumulator columns).
-  const auto rescale = [&](int i) {
-    const float* alpha = alpha_ptr(i);
-    bool any = false;
-#pragma unroll
-    for (int j = 0; j < 12; ++j) {
-      const float2 v = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
-      any |= v.x != 1.0f || v.y != 1.0f;
+  const int row_lo = 16 * w4 + g;
+  const uint32_t p_base = base + Smem::kP;
+  float* alpha_smem = reinterpret_cast<float*>(smem + Smem::kAlpha);
+  int* flags = reinterpret_cast<int*>(smem + Smem::kFlags);
+  float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce);
+  float* stats = reinterpret_cast<float*>(smem + Smem::kStats);  // [0][48] max, [1][48] sum
+  const auto release_slot = [&](int i) {  // this warpgroup is done with tile i: both blocks' barriers
+    if ((threadIdx.x & 127) == 0) {
+      const uint32_t local = barrier(kSlotEmpty + i % kSlots);
+      mbarrier::arrive(local);
+      mbarrier::arrive_remote(mbarrier::peer_address(local, peer));
     }
-    if (!__any_sync(0xffffffffu, any)) return;
+  };
+  const auto wait_tile = [&](int i) {
+    mbarrier::wait(barrier(kSlotFull + i % kSlots), uint32_t((i / kSlots) & 1));
+    wgmma::fence_proxy_async_shared();  // the cp.async-loaded tiles (generic proxy) for the products
+  };
+
+  if (wg == 1) {
+    float o[6][24];
 #pragma unroll
-    for (int j = 0; j < 12; ++j) {
-      const float2 v = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
+    for (int mt = 0; mt < 6; ++mt)
+#pragma unroll
+      for (int k = 0; k < 24; ++k) o[mt][k] = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      named_barrier_sync(kPFullBarrier + (i & 1), kConsumerThreads);
+      if (flags[i & 1] != 0) rescale(o, alpha_smem + (i & 1) * kBlockHeads, t4);
+      wait_tile(i);
+      issue_output<kOutputBlocks0, 6>(o, slot_smem(i), p_base + uint32_t(i & 1) * Smem::kPBytes);
+      wgmma::wait_group<0>();
+#pragma unroll
+      for (int mt = 0; mt < 6; ++mt) wgmma::fence_registers(o[mt]);
+      release_slot(i);
+      if (i + 2 < n) named_barrier_arrive(kPEmptyBarrier + (i & 1), kConsumerThreads);
+    }
+    named_barrier_sync(kConsumerBarrier, kConsumerThreads);  // stats in place
+    store_output<kOutputBlocks0, 6>(o, stats + kBlockHeads, out, partial_out, b, splits, split, heads, head0, row_lo,
+                                    t4);
+    mbarrier::cluster_sync();
+    return;
+  }
+
+  // Warpgroup 0.
+  float o[kOutputBlocks0][24];
+#pragma unroll
+  for (int mt = 0; mt < kOutputBlocks0; ++mt)
+#pragma unroll
+    for (int k = 0; k < 24; ++k) o[mt][k] = 0.0f;
+  float m_run[12], l_part[12];  // per column (j, e) at 2j + e: running max (base 2), the thread's share of the sum
+#pragma unroll
+  for (int k = 0; k < 12; ++k) m_run[k] = -INFINITY, l_part[k] = 0.0f;
+  float s[24];
+  wait_tile(0);
+  issue_scores(s, slot_smem(0), base + Smem::kQ);
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(s);
+
+  // The softmax of tile i (S(i) in s) into P(i % 2); kMasked: the tile runs past the context (only a sequence's last).
+  const auto softmax = [&](int i, auto masked_tag) {
+    constexpr bool kMasked = decltype(masked_tag)::value;
+    bool valid[2] = {true, true};
+    if (kMasked) {
+      const int token_lo = (tile_begin + i) * kTileTokens + row_lo;
+      valid[0] = token_lo < context, valid[1] = token_lo + 8 < context;
+    }
+    float y[24];
+    float y_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 6; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        o[0][4 * j + e] *= (e & 1) ? v.y : v.x;
-        o[1][4 * j + e] *= (e & 1) ? v.y : v.x;
+        const int k = 4 * j + e;
+        y[k] = fmaf(s[k], scale_log2, -m_run[2 * j + (e & 1)]);
+        if (kMasked && !valid[e >> 1]) y[k] = -INFINITY;
+        y_max = fmaxf(y_max, y[k]);
       }
-    }
-  };
-
-  // Step i (tile i) of either warpgroup; kOwnScores: this warpgroup computed S(i); kOwnNext: it computes S(i + 1).
-  const auto step = [&](int i, auto own_scores, auto own_next) {
-    constexpr bool kOwnScores = decltype(own_scores)::value, kOwnNext = decltype(own_next)::value;
-    if (kOwnNext && i + 1 < n) scores(i + 1);  // on the tensor cores during this tile's softmax
-    if (kOwnScores) {  // the full scores of tile i, scaled, −∞ past the context, into the exchange buffer
-      if (wg_thread == 0) mbarrier::arrive_expect_bytes(barrier(kExchangeFull), Smem::kExchangeBytes);
-      mbarrier::wait(barrier(kExchangeFull), uint32_t(i & 1));
-      const int token_lo = (tile_begin + i) * kTileTokens + row_lo;
-      const bool valid_lo = token_lo < context, valid_hi = token_lo + 8 < context;
-#pragma unroll
-      for (int k = 0; k < 12; ++k) {
-        const float4 v = exchange[k * 128];
-        exchange[k * 128] = make_float4(valid_lo ? (s[4 * k] + v.x) * scale_log2 : -INFINITY,
-                                        valid_lo ? (s[4 * k + 1] + v.y) * scale_log2 : -INFINITY,
-                                        valid_hi ? (s[4 * k + 2] + v.z) * scale_log2 : -INFINITY,
-                                        valid_hi ? (s[4 * k + 3] + v.w) * scale_log2 : -INFINITY);
-      }
-    }
-    named_barrier_sync<kConsumerThreads>(kStepBarrier);  // (A) the scores of tile i are in the exchange buffer
-    // This warpgroup's 48 heads: x[4jj + e'] = scores of head 8(j0 + jj) + 2t + e'%2, token row_lo + 8·(e'/2).
-    float x[24];
-#pragma unroll
-    for (int jj = 0; jj < 6; ++jj) {
-      const float4 v = exchange[(j0 + jj) * 128];
-      x[4 * jj] = v.x, x[4 * jj + 1] = v.y, x[4 * jj + 2] = v.z, x[4 * jj + 3] = v.w;
-    }
-    {  // column maxima over the thread's 2 tokens, the 8 lanes of a column, then (through `reduce`) the 4 warps
+    if (i >= 2) named_barrier_sync(kPEmptyBarrier + (i & 1), kConsumerThreads);  // P(i % 2), alpha(i % 2) free
+    const bool moved = named_barrier_any(kGroup0Barrier, 128, y_max > kMaxSlack);
+    if (threadIdx.x == 0) flags[i & 1] = moved;
+    if (moved) {  // column maxima of the tile: the thread's 2 tokens, 8 lanes, then 4 warps
       float column_max[12];
 #pragma unroll
-      for (int k = 0; k < 12; ++k) column_max[k] = fmaxf(x[4 * (k >> 1) + (k & 1)], x[4 * (k >> 1) + 2 + (k & 1)]);
+      for (int j = 0; j < 6; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          column_max[2 * j + e] = fmaxf(valid[0] ? s[4 * j + e] * scale_log2 : -INFINITY,
+                                        valid[1] ? s[4 * j + 2 + e] * scale_log2 : -INFINITY);
 #pragma unroll
       for (int lanes = 4; lanes < 32; lanes *= 2)
 #pragma unroll
-        for (int k = 0; k < 12; ++k) column_max[k] = fmaxf(column_max[k], __shfl_xor_sync(0xffffffffu, column_max[k], lanes));
-      if (g == 0) {
+        for (int k = 0; k < 12; ++k)
+          column_max[k] = fmaxf(column_max[k], __shfl_xor_sync(0xffffffffu, column_max[k], lanes));
+      if (g == 0)
 #pragma unroll
-        for (int jj = 0; jj < 6; ++jj)
-          *reinterpret_cast<float2*>(reduce + w4 * (kHeads / 2) + 8 * jj + 2 * t4) =
-              make_float2(column_max[2 * jj], column_max[2 * jj + 1]);
-      }
-    }
-    named_barrier_sync<128>(kReduceBarrier + wg);
-    if (wg_thread < kHeads / 2) {  // head 48·wg + wg_thread: the new running max and alpha
-      const int c = wg_thread, head = 48 * wg + c;
-      const float tile_max = fmaxf(fmaxf(reduce[c], reduce[kHeads / 2 + c]), fmaxf(reduce[kHeads + c], reduce[3 * kHeads / 2 + c]));
-      const float m_old = i > 0 ? max_ptr(i - 1)[head] : -INFINITY;
-      const float m_new = fmaxf(m_old, tile_max);  // finite: the tile's first token is in the context
-      max_ptr(i)[head] = m_new;
-      alpha_ptr(i)[head] = exp2f(m_old - m_new);  // 0 on the split's first tile
-    }
-    named_barrier_sync<128>(kReduceBarrier + wg);
-    {  // P = exp2(x − max) as bf16 into Pᵀ; the running sums take alpha and the rounded P
-      unsigned char* pt = smem + Smem::kP + (i & 1) * Smem::kPBytes;
-      const float* m_now = max_ptr(i);
-      const float* alpha = alpha_ptr(i);
+        for (int j = 0; j < 6; ++j)
+          *reinterpret_cast<float2*>(reduce + w4 * kBlockHeads + 8 * j + 2 * t4) =
+              make_float2(column_max[2 * j], column_max[2 * j + 1]);
+      named_barrier_sync(kGroup0Barrier, 128);
+      float alpha[12];
 #pragma unroll
-      for (int jj = 0; jj < 6; ++jj) {
-        const int j = j0 + jj;
-        const float2 m2 = *reinterpret_cast<const float2*>(m_now + 8 * j + 2 * t4);
-        const float2 a2 = *reinterpret_cast<const float2*>(alpha + 8 * j + 2 * t4);
+      for (int j = 0; j < 6; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float m = e ? m2.y : m2.x;
-          const __nv_bfloat16 p_lo = __float2bfloat16_rn(exp2f(x[4 * jj + e] - m));
-          const __nv_bfloat16 p_hi = __float2bfloat16_rn(exp2f(x[4 * jj + 2 + e] - m));
-          l_part[2 * jj + e] = l_part[2 * jj + e] * (e ? a2.y : a2.x) + (__bfloat162float(p_lo) + __bfloat162float(p_hi));
-          *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][0] + j * 1024) = p_lo;
-          *reinterpret_cast<__nv_bfloat16*>(pt + p_offset[e][1] + j * 1024) = p_hi;
+          const int c = 8 * j + 2 * t4 + e, k = 2 * j + e;
+          const float tile_max = fmaxf(fmaxf(reduce[c], reduce[kBlockHeads + c]),
+                                       fmaxf(reduce[2 * kBlockHeads + c], reduce[3 * kBlockHeads + c]));
+          const float m_new = fmaxf(m_run[k], tile_max);  // finite: the tile's first token is in the context
+          alpha[k] = exp2f(m_run[k] - m_new);              // 0 on the split's first tile
+          m_run[k] = m_new;
+          l_part[k] *= alpha[k];
+#pragma unroll
+          for (int mt = 0; mt < kOutputBlocks0; ++mt) {
+            o[mt][4 * j + e] *= alpha[k];
+            o[mt][4 * j + 2 + e] *= alpha[k];
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            y[4 * j + 2 * h + e] = valid[h] ? fmaf(s[4 * j + 2 * h + e], scale_log2, -m_new) : -INFINITY;
         }
-      }
+      if (w4 == 0 && g == 0)
+#pragma unroll
+        for (int j = 0; j < 6; ++j)
+          *reinterpret_cast<float2*>(alpha_smem + (i & 1) * kBlockHeads + 8 * j + 2 * t4) =
+              make_float2(alpha[2 * j], alpha[2 * j + 1]);
     }
-    wgmma::fence_proxy_async_shared();
-    named_barrier_sync<kConsumerThreads>(kStepBarrier);  // (C) Pᵀ and alpha of tile i complete; exchange buffer read
-    if (kOwnScores && wg_thread == 0) mbarrier::arrive_cluster(mbarrier::peer_address(barrier(kExchangeEmpty), peer));
-    wgmma::wait_group<0>();  // this warpgroup's O(i − 1) and, when it issued it, S(i + 1)
-    wgmma::fence_registers(s);
-    wgmma::fence_registers(o[0]);
-    wgmma::fence_registers(o[1]);
-    if (i >= 1 && wg_thread == 0) mbarrier::arrive(barrier(kSlotEmpty + (i - 1) % kSlots));
-    if (kOwnNext && i + 1 < n) send(i + 1);
-    rescale(i);
-    issue_output(o, slot_smem(i) + columns_offset, p_smem(i));
+    // P = exp2(y) as bf16 into P(i % 2) (row = token, the pair of heads in one 4-byte store); the sums take the
+    // unrounded values (within bf16's rounding of the products they weigh).
+    unsigned char* p = smem + Smem::kP + (i & 1) * Smem::kPBytes + row_lo * 128 + 4 * t4;
+#pragma unroll
+    for (int j = 0; j < 6; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float lo = fast_exp2(y[4 * j + 2 * h]), hi = fast_exp2(y[4 * j + 2 * h + 1]);
+        l_part[2 * j] += lo;
+        l_part[2 * j + 1] += hi;
+        *reinterpret_cast<__nv_bfloat162*>(p + h * 1024 + ((j ^ g) << 4)) = __floats2bfloat162_rn(lo, hi);
+      }
   };
 
-  using Yes = std::true_type;
-  using No = std::false_type;
-  wgmma::fence_registers(o[0]);  // the zeros set here, not sunk past the first wgmma
-  wgmma::fence_registers(o[1]);
-  if (wg == 0) {  // owns the scores of the even tiles
-    scores(0);
-    wgmma::wait_group<0>();
+  for (int i = 0; i < n; ++i) {
+    if ((tile_begin + i + 1) * kTileTokens > context)
+      softmax(i, std::true_type{});
+    else
+      softmax(i, std::false_type{});
+    wgmma::fence_proxy_async_shared();
+    named_barrier_sync(kGroup0Barrier, 128);  // P(i) complete for this warpgroup's product
+    named_barrier_arrive(kPFullBarrier + (i & 1), kConsumerThreads);
+    issue_output<0, kOutputBlocks0>(o, slot_smem(i), p_base + uint32_t(i & 1) * Smem::kPBytes);
+    if (i + 1 < n) {
+      wait_tile(i + 1);
+      issue_scores(s, slot_smem(i + 1), base + Smem::kQ);
+      wgmma::wait_group<1>();  // O(i)
+    } else {
+      wgmma::wait_group<0>();
+    }
+#pragma unroll
+    for (int mt = 0; mt < kOutputBlocks0; ++mt) wgmma::fence_registers(o[mt]);
+    release_slot(i);
+    wgmma::wait_group<0>();  // S(i + 1)
     wgmma::fence_registers(s);
-    send(0);
-    int i = 0;
-    do {
-      step(i, Yes{}, No{});
-      if (i + 1 < n) step(i + 1, No{}, Yes{});
-      i += 2;
-    } while (i < n);
-  } else {
-    int i = 0;
-    do {
-      step(i, No{}, Yes{});
-      if (i + 1 < n) step(i + 1, Yes{}, No{});
-      i += 2;
-    } while (i < n);
   }
-  wgmma::wait_group<0>();
-  wgmma::fence_registers(o[0]);
-  wgmma::fence_registers(o[1]);
 
-  // Epilogue: the running sums over the 8 lanes of a column and the 4 warps of the warpgroup that owns it, then the rows.
+  // Epilogue: the sums over the 8 lanes of a column and the 4 warps; final max and sum per head into `stats`.
 #pragma unroll
   for (int lanes = 4; lanes < 32; lanes *= 2)
 #pragma unroll
     for (int k = 0; k < 12; ++k) l_part[k] += __shfl_xor_sync(0xffffffffu, l_part[k], lanes);
-  named_barrier_sync<kConsumerThreads>(kStepBarrier);  // every product retired: the slots and `reduce` are idle
-  float* sums = reinterpret_cast<float*>(smem + Smem::kSlots_);  // [2 warpgroups][4 warps][48], in the first slot
-  if (g == 0) {
+  if (g == 0)
 #pragma unroll
-    for (int jj = 0; jj < 6; ++jj)
-      *reinterpret_cast<float2*>(sums + warp * (kHeads / 2) + 8 * jj + 2 * t4) = make_float2(l_part[2 * jj], l_part[2 * jj + 1]);
+    for (int j = 0; j < 6; ++j)
+      *reinterpret_cast<float2*>(reduce + w4 * kBlockHeads + 8 * j + 2 * t4) = make_float2(l_part[2 * j], l_part[2 * j + 1]);
+  if (w4 == 0 && g == 0)
+#pragma unroll
+    for (int j = 0; j < 6; ++j) *reinterpret_cast<float2*>(stats + 8 * j + 2 * t4) = make_float2(m_run[2 * j], m_run[2 * j + 1]);
+  named_barrier_sync(kGroup0Barrier, 128);
+  if (threadIdx.x < kBlockHeads) {
+    const int c = threadIdx.x;
+    stats[kBlockHeads + c] = reduce[c] + reduce[kBlockHeads + c] + reduce[2 * kBlockHeads + c] + reduce[3 * kBlockHeads + c];
   }
-  named_barrier_sync<kConsumerThreads>(kStepBarrier);
-  float* totals = sums + 8 * (kHeads / 2);  // [96]
-  if (threadIdx.x < kHeads) {
-    const int owner = threadIdx.x / (kHeads / 2), c = threadIdx.x % (kHeads / 2);
-    float total = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) total += sums[(4 * owner + w) * (kHeads / 2) + c];
-    totals[threadIdx.x] = total;
-  }
-  named_barrier_sync<kConsumerThreads>(kStepBarrier);
-  const float* final_max = max_ptr(n - 1);
-  if (splits > 1 && rank == 0 && threadIdx.x < heads)
-    partial_stats[(int64_t(b) * splits + split) * heads + threadIdx.x] =
-        make_float2(final_max[threadIdx.x], totals[threadIdx.x]);
-#pragma unroll
-  for (int j = 0; j < 12; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int head = 8 * j + 2 * t4 + e;
-      if (head >= heads) continue;
-      float* dst;
-      float factor = 1.0f;
-      if (splits == 1) {
-        dst = out + (int64_t(b) * heads + head) * kLatent;
-        const float sum = totals[head];
-        factor = sum > 0.0f ? 1.0f / sum : 0.0f;
-      } else {
-        dst = partial_out + ((int64_t(b) * splits + split) * heads + head) * kLatent;
-      }
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        const int column = 256 * int(rank) + 128 * wg + 64 * mt + row_lo;
-        dst[column] = o[mt][4 * j + e] * factor;
-        dst[column + 8] = o[mt][4 * j + 2 + e] * factor;
-      }
-    }
+  named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+  if (splits > 1 && threadIdx.x < kBlockHeads && head0 + int(threadIdx.x) < heads)
+    partial_stats[(int64_t(b) * splits + split) * heads + head0 + threadIdx.x] =
+        make_float2(stats[threadIdx.x], stats[kBlockHeads + threadIdx.x]);
+  store_output<0, kOutputBlocks0>(o, stats + kBlockHeads, out, partial_out, b, splits, split, heads, head0, row_lo, t4);
   mbarrier::cluster_sync();  // no block exits while the other may still arrive on its barriers
 #elif defined(__CUDA_ARCH__)
   __trap();  // built without sm_90a: the host side refuses before launching
 #endif
 }
-
 cudaError_t configure_kernel(int device) {
   static std::atomic<uint64_t> configured{0};
   return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv, Smem::kAllocBytes, device, configured);

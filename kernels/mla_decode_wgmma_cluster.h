@@ -3,37 +3,30 @@
 // in clusters of two blocks. Up to 96 heads (K3's; fewer are zero-padded to 96).
 //
 // Why: with heads as the wgmma M (wgmma, wgmma_alternating) 96 heads are two 64-row tiles, a third of the tensor work
-// padding, and the 32-token score tiles make N = 32, which issues at 69 % of the best wgmma rate. Here the cached
-// tokens are M and the heads N = 96 (wgmma m64n96k16 issues at 95–99 % with both operands in shared memory; measured
-// on an H200, bench/results/2026-11-30-h200-kernels-10):
-//   scores  Sᵀ [64 tokens × 96 heads] = C [64 × 576] · Qᵀ            (K-major both)
-//   output  Oᵀ [512 latent × 96 heads] += Cᵀ[0:512] · Pᵀ [64 × 96]     (C MN-major through trans-a, Pᵀ K-major)
-// Q for 96 heads (108 KiB) beside 64-token tiles (72 KiB each) and a 512 × 96 fp32 output do not fit one block, so a
-// cluster of two blocks shares each split: block r holds the columns 256r … 256r+255 of the latent part and 32 of the
-// 64 trailing ones (512 + 32r …), of Q and of every tile, and owns output columns 256r … 256r+255. Each computes its
-// partial scores over its 288 columns, writes them into the other block's shared memory (distributed shared memory,
-// 24 KiB fp32 per tile; mbarrier hand-offs), adds the other's partial to its own, and both run the same online softmax
-// on the same sums (fp32 addition commutes, so the two blocks' maxima and P agree bit for bit).
+// padding. Here the cached tokens are M and the heads N, and the two blocks of a cluster share each split, block r
+// taking heads 48r … 48r + 47:
+//   scores  Sᵀ [64 tokens × 48 heads] = C [64 × 576] · Qᵀ          (K-major both; m64n48k16)
+//   output  Oᵀ [512 latent × 48 heads] += Cᵀ[0:512] · P [64 × 48]  (C MN-major through trans-a, P MN-major)
+// so a block needs no other block's numbers: Q for its 48 heads (54 KiB), two 64-token slots (72 KiB each) and its
+// 512 × 48 fp32 output (96 registers per thread over two warpgroups) fit one block. Each tile is read from the L2
+// once per cluster: each block copies its share of the tile's 9 column blocks by TMA into both blocks' shared memory
+// (multicast); rank 0 asks the L2 for the tiles kPrefetchTiles ahead (bulk prefetch), so the slot loads, which can
+// start only once both blocks are done with the tile two back, read the L2 rather than DRAM.
+// Warpgroup 0 computes the scores, the softmax and 2 of the output's 8 latent m-tiles; warpgroup 1 the other 6; a
+// loader warpgroup (setmaxnreg gives its registers to the others) fills the slots. The softmax keeps a running max per
+// head that moves only when a score passes it by more than 2^8 (one barrier-reduced vote per tile; the first tile
+// always moves it): then the column maxima over the tile (8 lanes, 4 warps) set the new max, and the output and sums
+// are rescaled (warpgroup 1 through an alpha vector and a flag in shared memory). P = exp2(score − max) ≤ 256 in bf16
+// and fp32 sums are exact enough for that slack; softmax is shift-invariant, so the result is the same up to rounding.
+// Hand-offs: mbarriers per slot (full: the loader's arrivals and the TMA bytes; empty: both warpgroups of both
+// blocks), named barriers for P (full / empty per buffer parity) between the warpgroups.
+// Shared memory: Q 9 × 6 KiB | 2 slots × 72 KiB | 2 × P 8 KiB | alpha, flags, reductions, stats | 4 mbarriers:
+// 215 KiB.
 //
-// Per block: a loader warpgroup keeps three 64-token slots filled — whole tiles by TMA (a tensor map over the paged
-// cache, one piece per page part), the 32 trailing columns, a sequence's last part-filled tile and pages that do not
-// split into 16-, 32- or 64-token pieces by cp.async with the rows past the context zero-filled; completion tracked by
-// an mbarrier per slot; it gives its registers to the others with setmaxnreg. The score products alternate between the
-// two warpgroups (warpgroup i % 2 computes S(i) during the softmax of tile i − 1 and sends its partial); the softmax of
-// every tile is split over both (48 heads each): the owner of S(i) adds the other block's partial and writes the scaled
-// scores back into the exchange buffer, each warpgroup takes the column maxima, the new running max and alpha, P (bf16,
-// into Pᵀ, K-major) and the running sums of its 48 heads, and both apply the tile to their 128 output columns (2
-// m-tiles of 64, 96 fp32 registers per thread). Barrier waits are block-scope: a cluster-scope acquire costs an L1
-// invalidation per wait.
-// Shared memory: Q 4 × 12 KiB + its trailing columns in one 12 KiB block (half used) | 3 slots × 32 KiB + their
-// trailing columns two to an 8 KiB block | the exchange buffer 24 KiB | 2 × Pᵀ 12 KiB | alpha and running max 2 × 2 ×
-// 0.375 KiB | the max reduction 1.5 KiB | 8 mbarriers: 223 KiB.
-//
-// Measured on an H200 (bench/results/2026-11-30-h200-kernels-11): correct (every decode test; memcheck clean), and
-// 1.5× slower than wgmma_alternating (979 against 640 µs at batch 1 and 1 M in one run; 3.0–3.7× the bound at 1 M).
-// Step traces: a 64-token step takes about 6,500 cycles against about 2,000 of tensor work — the softmax and its
-// barriers, the output product's issue, and a wait for a tile that lands about a step after its slot is freed (only
-// three slots fit beside the exchange buffer). Not the automatic choice.
+// History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
+// blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
+// the bound at 1 M (979 µs at batch 1): the exchange and the full column-max softmax of every 64 × 96 tile took about
+// 6,500 cycles per tile against about 2,000 of tensor work.
 #pragma once
 
 #include "kernels/mla_decode_paged.h"
