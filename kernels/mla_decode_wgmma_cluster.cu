@@ -26,7 +26,6 @@ constexpr int kTileTokens = 64;                             // M of the score pr
 constexpr int kColumnBlocks = kWidth / 64;                  // 9 SW128 blocks of 64 columns per tile and Q row
 constexpr int kRankZeroBlocks = 5;                          // blocks 0–4 copied by rank 0's TMA, 5–8 by rank 1's
 constexpr int kSlots = 2;
-constexpr int kPrefetchTiles = 3;  // tiles asked of the L2 ahead of the slot loads (bulk prefetch)
 constexpr int kConsumerThreads = 256;
 constexpr int kThreads = kConsumerThreads + 128;  // and the loader warpgroup
 constexpr int kLoaderRegisters = 40;              // setmaxnreg: the loader gives registers to the consumers
@@ -68,6 +67,7 @@ constexpr int kPFullBarrier = 1;   // + i % 2: P(i) and alpha(i) written (warpgr
 constexpr int kPEmptyBarrier = 3;  // + i % 2: warpgroup 1's output product of tile i retired (1 arrives, 0 waits)
 constexpr int kGroup0Barrier = 5;  // warpgroup 0's 128 threads
 constexpr int kConsumerBarrier = 6;
+constexpr int kOutputIssuedBarrier = 7;  // warpgroup 1 issued O(i) (it arrives, 0 waits before issuing S(i + 1))
 
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
@@ -103,11 +103,6 @@ __device__ __forceinline__ void tma_multicast(uint32_t dst, const CUtensorMap& m
       "{%2, %3}], [%4], %5;\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(column), "r"(row), "r"(barrier), "h"(uint16_t(3))
       : "memory");
-#endif
-}
-__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
 
@@ -326,29 +321,22 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       const int token = (tile_begin + t) * kTileTokens + p * tma_box_rows;
       return page_table[int64_t(b) * max_pages + token / page_tokens] * page_tokens + token % page_tokens;
     };
-    if (elected && rank == 0 && pieces > 0)
-      for (int t = 0; t < min(kPrefetchTiles, n); ++t)
-        for (int p = 0; p < pieces && (tile_begin + t) * kTileTokens + p * tma_box_rows < context; ++p)
-          prefetch_l2(pages + int64_t(piece_row(t, p)) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
     for (int t = 0; t < n; ++t) {
       const int s = t % kSlots;
       const bool by_tma = pieces > 0 && (tile_begin + t + 1) * kTileTokens <= context;
-      if (elected && rank == 0 && pieces > 0 && t + kPrefetchTiles < n) {
-        const int ahead = t + kPrefetchTiles;
-        for (int p = 0; p < pieces && (tile_begin + ahead) * kTileTokens + p * tma_box_rows < context; ++p)
-          prefetch_l2(pages + int64_t(piece_row(ahead, p)) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
-      }
+      int cache_rows[kTileTokens / 16];  // the pieces' first rows, looked up before the wait for the slot
+#pragma unroll
+      for (int p = 0; p < kTileTokens / 16; ++p) cache_rows[p] = elected && by_tma && p < pieces ? piece_row(t, p) : 0;
       if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
       if (by_tma) {
         if (elected) {
           mbarrier::arrive_expect_bytes(barrier(kSlotFull + s), Smem::kSlotBytes);
           const int first = rank == 0 ? 0 : kRankZeroBlocks, last = rank == 0 ? kRankZeroBlocks : kColumnBlocks;
-          for (int p = 0; p < pieces; ++p) {
-            const int cache_row = piece_row(t, p);
-            for (int kb = first; kb < last; ++kb)
+#pragma unroll
+          for (int p = 0; p < kTileTokens / 16; ++p)
+            for (int kb = first; kb < last && p < pieces; ++kb)
               tma_multicast(slot_smem(t) + kb * Smem::kSlotBlockBytes + p * tma_box_rows * 128, cache_map, 64 * kb,
-                            cache_row, barrier(kSlotFull + s));
-          }
+                            cache_rows[p], barrier(kSlotFull + s));
         } else {
           mbarrier::arrive(barrier(kSlotFull + s));
         }
@@ -375,7 +363,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const int wg = warp >> 2, w4 = warp & 3;
   const int g = lane >> 2, t4 = lane & 3;
   const int row_lo = 16 * w4 + g;
-  const uint32_t p_base = base + Smem::kP;
+  const uint32_t p_base = base + Smem::kP, slots_base = base + Smem::kSlots_;
   float* alpha_smem = reinterpret_cast<float*>(smem + Smem::kAlpha);
   int* flags = reinterpret_cast<int*>(smem + Smem::kFlags);
   float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce);
@@ -398,16 +386,23 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     for (int mt = 0; mt < 6; ++mt)
 #pragma unroll
       for (int k = 0; k < 24; ++k) o[mt][k] = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      named_barrier_sync(kPFullBarrier + (i & 1), kConsumerThreads);
-      if (flags[i & 1] != 0) rescale(o, alpha_smem + (i & 1) * kBlockHeads, t4);
+    // Tile i of parity kP (compile-time, so that the slot and P addresses are the base plus constants).
+    const auto step = [&](int i, auto parity) {
+      constexpr int kP = decltype(parity)::value;
+      named_barrier_sync(kPFullBarrier + kP, kConsumerThreads);
+      if (flags[kP] != 0) rescale(o, alpha_smem + kP * kBlockHeads, t4);
       wait_tile(i);
-      issue_output<kOutputBlocks0, 6>(o, slot_smem(i), p_base + uint32_t(i & 1) * Smem::kPBytes);
+      issue_output<kOutputBlocks0, 6>(o, slots_base + kP * Smem::kSlotBytes, p_base + kP * Smem::kPBytes);
+      named_barrier_arrive(kOutputIssuedBarrier, kConsumerThreads);
       wgmma::wait_group<0>();
 #pragma unroll
       for (int mt = 0; mt < 6; ++mt) wgmma::fence_registers(o[mt]);
       release_slot(i);
-      if (i + 2 < n) named_barrier_arrive(kPEmptyBarrier + (i & 1), kConsumerThreads);
+      if (i + 2 < n) named_barrier_arrive(kPEmptyBarrier + kP, kConsumerThreads);
+    };
+    for (int i = 0; i < n; i += 2) {
+      step(i, std::integral_constant<int, 0>{});
+      if (i + 1 < n) step(i + 1, std::integral_constant<int, 1>{});
     }
     named_barrier_sync(kConsumerBarrier, kConsumerThreads);  // stats in place
     store_output<kOutputBlocks0, 6>(o, stats + kBlockHeads, out, partial_out, b, splits, split, heads, head0, row_lo,
@@ -427,12 +422,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   for (int k = 0; k < 12; ++k) m_run[k] = -INFINITY, l_part[k] = 0.0f;
   float s[24];
   wait_tile(0);
-  issue_scores(s, slot_smem(0), base + Smem::kQ);
+  issue_scores(s, slots_base, base + Smem::kQ);
   wgmma::wait_group<0>();
   wgmma::fence_registers(s);
 
   // The softmax of tile i (S(i) in s) into P(i % 2); kMasked: the tile runs past the context (only a sequence's last).
-  const auto softmax = [&](int i, auto masked_tag) {
+  const auto softmax = [&](int i, auto parity, auto masked_tag) {
+    constexpr int kP = decltype(parity)::value;
     constexpr bool kMasked = decltype(masked_tag)::value;
     bool valid[2] = {true, true};
     if (kMasked) {
@@ -450,9 +446,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         if (kMasked && !valid[e >> 1]) y[k] = -INFINITY;
         y_max = fmaxf(y_max, y[k]);
       }
-    if (i >= 2) named_barrier_sync(kPEmptyBarrier + (i & 1), kConsumerThreads);  // P(i % 2), alpha(i % 2) free
+    if (i >= 2) named_barrier_sync(kPEmptyBarrier + kP, kConsumerThreads);  // P(i % 2), alpha(i % 2) free
     const bool moved = named_barrier_any(kGroup0Barrier, 128, y_max > kMaxSlack);
-    if (threadIdx.x == 0) flags[i & 1] = moved;
+    if (threadIdx.x == 0) flags[kP] = moved;
     if (moved) {  // column maxima of the tile: the thread's 2 tokens, 8 lanes, then 4 warps
       float column_max[12];
 #pragma unroll
@@ -496,12 +492,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       if (w4 == 0 && g == 0)
 #pragma unroll
         for (int j = 0; j < 6; ++j)
-          *reinterpret_cast<float2*>(alpha_smem + (i & 1) * kBlockHeads + 8 * j + 2 * t4) =
+          *reinterpret_cast<float2*>(alpha_smem + kP * kBlockHeads + 8 * j + 2 * t4) =
               make_float2(alpha[2 * j], alpha[2 * j + 1]);
     }
     // P = exp2(y) as bf16 into P(i % 2) (row = token, the pair of heads in one 4-byte store); the sums take the
     // unrounded values (within bf16's rounding of the products they weigh).
-    unsigned char* p = smem + Smem::kP + (i & 1) * Smem::kPBytes + row_lo * 128 + 4 * t4;
+    unsigned char* p = smem + Smem::kP + kP * Smem::kPBytes + row_lo * 128 + 4 * t4;
 #pragma unroll
     for (int j = 0; j < 6; ++j)
 #pragma unroll
@@ -513,18 +509,22 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       }
   };
 
-  for (int i = 0; i < n; ++i) {
+  const auto step = [&](int i, auto parity) {
+    constexpr int kP = decltype(parity)::value;
     if ((tile_begin + i + 1) * kTileTokens > context)
-      softmax(i, std::true_type{});
+      softmax(i, parity, std::true_type{});
     else
-      softmax(i, std::false_type{});
+      softmax(i, parity, std::false_type{});
     wgmma::fence_proxy_async_shared();
     named_barrier_sync(kGroup0Barrier, 128);  // P(i) complete for this warpgroup's product
-    named_barrier_arrive(kPFullBarrier + (i & 1), kConsumerThreads);
-    issue_output<0, kOutputBlocks0>(o, slot_smem(i), p_base + uint32_t(i & 1) * Smem::kPBytes);
+    named_barrier_arrive(kPFullBarrier + kP, kConsumerThreads);
+    issue_output<0, kOutputBlocks0>(o, slots_base + kP * Smem::kSlotBytes, p_base + kP * Smem::kPBytes);
+    // S(i + 1) only after both warpgroups issued O(i): the tensor cores take each sub-partition's products in issue
+    // order, so O(i) retires (and tile i's slot is released for tile i + 2) before S(i + 1) runs, not beside it.
+    named_barrier_sync(kOutputIssuedBarrier, kConsumerThreads);
     if (i + 1 < n) {
       wait_tile(i + 1);
-      issue_scores(s, slot_smem(i + 1), base + Smem::kQ);
+      issue_scores(s, slots_base + (1 - kP) * Smem::kSlotBytes, base + Smem::kQ);
       wgmma::wait_group<1>();  // O(i)
     } else {
       wgmma::wait_group<0>();
@@ -534,6 +534,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     release_slot(i);
     wgmma::wait_group<0>();  // S(i + 1)
     wgmma::fence_registers(s);
+  };
+  for (int i = 0; i < n; i += 2) {
+    step(i, std::integral_constant<int, 0>{});
+    if (i + 1 < n) step(i + 1, std::integral_constant<int, 1>{});
   }
 
   // Epilogue: the sums over the 8 lanes of a column and the 4 warps; final max and sum per head into `stats`.
