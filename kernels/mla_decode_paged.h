@@ -27,13 +27,14 @@
 //                never more splits than the others use, so the same workspace), then register_q's combine.
 //   wgmma_alternating — kernels/mla_decode_wgmma_alternating.h (sm_90a, compute capability 9.0 only): wgmma's blocks,
 //                splits, workspace and combine, with the score tiles (32 tokens) alternating between the two
-//                warpgroups so that one's softmax overlaps the tensor work of the other; the automatic choice there.
+//                warpgroups so that one's softmax overlaps the tensor work of the other; the automatic choice there
+//                above 96 heads.
 //   wgmma_cluster — kernels/mla_decode_wgmma_cluster.h (sm_90a, compute capability 9.0 only, at most 96 heads): cached
-//                tokens as the wgmma M and 96 heads as N, each split shared by the two blocks of a cluster (each holds
-//                half of the 576 columns of Q and of every 64-token tile and exchanges its partial scores with the
-//                other through distributed shared memory; tiles by TMA); its own split count (the clusters the device
-//                runs at once), never more than register_q's, so the same workspace and combine. Measured slower
-//                than wgmma_alternating (1.5× at batch 1 and 1 M), so not the automatic choice.
+//                tokens as the wgmma M and the heads as N, each split shared by the two blocks of a cluster, block r
+//                taking heads 48r … 48r + 47 (no padding, no exchange between the blocks), each 64-token tile copied
+//                by TMA into both blocks at once (multicast); its own split count (the clusters the device runs at
+//                once), never more than register_q's, so the same workspace and combine. The automatic choice on
+//                compute capability 9.0 up to 96 heads (K3's).
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
@@ -58,9 +59,9 @@ inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
 inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
-// automatic: wgmma_alternating on a compute capability 9.0 device (the fastest there: 572 against wgmma's 710 µs at
-// batch 1 and 1 M, 1.20-1.26x faster from 32K on, within 0.5 µs at 8K; bench/results/2026-11-30-h200-kernels-6), else
-// register_q.
+// automatic: on a compute capability 9.0 device wgmma_cluster up to 96 heads (the fastest there: at 96 heads, batch 1
+// and 1 M, 440–510 against wgmma_alternating's 617–637 µs; faster from 32 K on at every batch, within 1 µs at 8 K;
+// bench/results/2026-11-30-h200-kernels-14), else wgmma_alternating; register_q elsewhere.
 enum class MlaDecodeAlgorithm { register_q, wgmma, wgmma_alternating, wgmma_cluster, automatic };
 
 struct MlaDecodeShape {
