@@ -557,7 +557,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     const int c = threadIdx.x;
     stats[kBlockHeads + c] = reduce[c] + reduce[kBlockHeads + c] + reduce[2 * kBlockHeads + c] + reduce[3 * kBlockHeads + c];
   }
-  named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+  named_barrier_sync(kGroup0Barrier, 128);                   // the sums, for this warpgroup's rows
+  named_barrier_arrive(kConsumerBarrier, kConsumerThreads);  // and warpgroup 1's
   if (splits > 1 && threadIdx.x < kBlockHeads && head0 + int(threadIdx.x) < heads)
     partial_stats[(int64_t(b) * splits + split) * heads + head0 + threadIdx.x] =
         make_float2(stats[threadIdx.x], stats[kBlockHeads + threadIdx.x]);
