@@ -31,7 +31,6 @@ constexpr int kThreads = kConsumerThreads + 128;  // and the loader warpgroup
 constexpr int kLoaderRegisters = 40;              // setmaxnreg: the loader gives registers to the consumers
 constexpr int kConsumerRegisters = 232;           // 128 · 40 + 256 · 232 ≤ 65536
 constexpr int kScoreKSteps = kWidth / 16;         // 36
-constexpr int kOutputKSteps = kTileTokens / 16;   // 4
 constexpr int kOutputBlocks0 = 2;                 // latent m-tiles of the output product in warpgroup 0; 6 in 1
 constexpr float kMaxSlack = 8.0f;                 // log2 units a score may pass the running max before it moves
 
@@ -64,7 +63,6 @@ constexpr int kSlotEmpty = 2;  // [2] both warpgroups of both blocks are done wi
 
 // Named barriers.
 constexpr int kPFullBarrier = 1;   // + i % 2: P(i) and alpha(i) written (warpgroup 0 arrives, 1 waits)
-constexpr int kPEmptyBarrier = 3;  // + i % 2: warpgroup 1's output product of tile i retired (1 arrives, 0 waits)
 constexpr int kGroup0Barrier = 5;  // warpgroup 0's 128 threads
 constexpr int kConsumerBarrier = 6;
 constexpr int kOutputIssuedBarrier = 7;  // warpgroup 1 issued O(i) (it arrives, 0 waits before issuing S(i + 1))
@@ -297,18 +295,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     }
     mbarrier::fence_init();
   }
-  {  // Qᵀ (all threads): this block's head rows, 72 chunks of 16 bytes each; heads past the last zero-filled.
-    for (int i = threadIdx.x; i < kBlockHeads * 72; i += kThreads) {
-      const int row = i / 72, chunk = i % 72, head = head0 + row;
-      const bool valid = head < heads;
-      const __nv_bfloat16* src = q + (int64_t(b) * heads + (valid ? head : 0)) * kWidth + (valid ? 8 * chunk : 0);
-      cp_async_16(base + Smem::kQ + wgmma::sw128_offset(kBlockHeads, row, chunk), src, valid);
-    }
-    ptx::cp_async_commit();
-    ptx::cp_async_wait_all();
-    wgmma::fence_proxy_async_shared();
-  }
-  mbarrier::cluster_sync();  // barriers initialised in both blocks, Q in place
+  mbarrier::cluster_sync();  // barriers initialised in both blocks: the loader may start
 
   const auto slot_smem = [&](int i) { return base + Smem::kSlots_ + uint32_t(i % kSlots) * Smem::kSlotBytes; };
 
@@ -398,7 +385,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int mt = 0; mt < 6; ++mt) wgmma::fence_registers(o[mt]);
       release_slot(i);
-      if (i + 2 < n) named_barrier_arrive(kPEmptyBarrier + kP, kConsumerThreads);
     };
     for (int i = 0; i < n; i += 2) {
       step(i, std::integral_constant<int, 0>{});
@@ -412,6 +398,19 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   }
 
   // Warpgroup 0.
+  {  // Qᵀ, while the loader fetches the first tiles: this block's head rows, 72 chunks of 16 bytes each; heads past
+     // the last zero-filled.
+    for (int i = threadIdx.x; i < kBlockHeads * 72; i += 128) {
+      const int row = i / 72, chunk = i % 72, head = head0 + row;
+      const bool valid = head < heads;
+      const __nv_bfloat16* src = q + (int64_t(b) * heads + (valid ? head : 0)) * kWidth + (valid ? 8 * chunk : 0);
+      cp_async_16(base + Smem::kQ + wgmma::sw128_offset(kBlockHeads, row, chunk), src, valid);
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait_all();
+    wgmma::fence_proxy_async_shared();
+    named_barrier_sync(kGroup0Barrier, 128);
+  }
   float o[kOutputBlocks0][24];
 #pragma unroll
   for (int mt = 0; mt < kOutputBlocks0; ++mt)
@@ -446,7 +445,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         if (kMasked && !valid[e >> 1]) y[k] = -INFINITY;
         y_max = fmaxf(y_max, y[k]);
       }
-    if (i >= 2) named_barrier_sync(kPEmptyBarrier + kP, kConsumerThreads);  // P(i % 2), alpha(i % 2) free
     const bool moved = named_barrier_any(kGroup0Barrier, 128, y_max > kMaxSlack);
     if (threadIdx.x == 0) flags[kP] = moved;
     if (moved) {  // column maxima of the tile: the thread's 2 tokens, 8 lanes, then 4 warps
