@@ -91,6 +91,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Asks the L2 for `bytes` (a multiple of 16) from `src` (the bulk-copy unit; no completion to wait for).
+__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
 // One piece of a tile (box_rows cached rows × 64 columns, inside one page) by TMA into the same shared-memory offset
 // of both blocks of the cluster, counted on the barrier at the same offset in each.
 __device__ __forceinline__ void tma_multicast(uint32_t dst, const CUtensorMap& map, int column, int row,
@@ -314,6 +321,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       int cache_rows[kTileTokens / 16];  // the pieces' first rows, looked up before the wait for the slot
 #pragma unroll
       for (int p = 0; p < kTileTokens / 16; ++p) cache_rows[p] = elected && by_tma && p < pieces ? piece_row(t, p) : 0;
+      // The tile asked of the L2 before the wait for its slot, so that its DRAM reads overlap the wait and the
+      // copies into the slot read the L2 (measured: 440 against 502 µs at batch 1 and 1 M; asking three tiles ahead
+      // instead was slower, 495 µs).
+      if (elected && rank == 0 && by_tma)
+#pragma unroll
+        for (int p = 0; p < kTileTokens / 16; ++p)
+          if (p < pieces) prefetch_l2(pages + int64_t(cache_rows[p]) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
       if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
       if (by_tma) {
         if (elected) {
