@@ -1,8 +1,8 @@
 // mbarrier_sm90: inline-PTX building blocks for Hopper's shared-memory barriers (mbarrier) and thread-block
 // clusters (sm_90): barrier init and phase waits, arrivals on this block's or another block's barrier (through
-// mapa's distributed-shared-memory address), cp.async completion tracked by a barrier, stores into another block's
-// shared memory counted on its barrier (st.async), and the cluster-wide barrier. Device functions only; their bodies are empty below sm_90, so other
-// targets still compile. Addresses are shared-window addresses (__cvta_generic_to_shared).
+// mapa's distributed-shared-memory address), cp.async completion tracked by a barrier, and the cluster-wide barrier.
+// Device functions only; their bodies are empty below sm_90, so other targets still compile. Addresses are
+// shared-window addresses (__cvta_generic_to_shared).
 //
 // Phases: a barrier initialised with count c completes a phase when c arrivals (and, for cp.async tracking, the
 // copies) are in; the k-th completion (k = 0, 1, …) has parity k % 2, and wait(barrier, k % 2) returns once it is in.
@@ -56,17 +56,9 @@ __device__ __forceinline__ void arrive(uint32_t barrier) {
 #endif
 }
 
-// Arrival on a barrier of any block of the cluster (an address from peer_address), release at cluster scope: this
-// thread's earlier writes, st_cluster's included, are visible to whoever sees the phase complete.
-__device__ __forceinline__ void arrive_cluster(uint32_t remote_barrier) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_barrier) : "memory");
-#endif
-}
-
 // Arrival on a barrier of any block of the cluster (an address from peer_address) with the default semantics (release
 // at block scope): enough to say "done reading" to a producer that then overwrites the data (the consumer release of
-// a multicast TMA pipeline), without the cluster-scope fence arrive_cluster costs (MEMBAR.GPU on an H200).
+// a multicast TMA pipeline), without the fence a cluster-scope release costs (MEMBAR.GPU on an H200).
 __device__ __forceinline__ void arrive_remote(uint32_t remote_barrier) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_barrier) : "memory");
@@ -74,8 +66,9 @@ __device__ __forceinline__ void arrive_remote(uint32_t remote_barrier) {
 }
 
 // Waits for the completion of the phase with this parity (acquire at block scope: what the arrivals released, and the
-// bytes that st_async or a bulk copy counted in, are visible after it). Not cluster scope: on an H200 an acquire at
-// cluster scope costs an L1 invalidation (CCTL.IVALL) per wait, which Nsight Compute found dominating a kernel's stalls.
+// bytes that a bulk copy counted in, are visible after it). Not cluster scope: on an H200 an acquire at
+// cluster scope costs an L1 invalidation (CCTL.IVALL) per wait, which Nsight Compute found dominating a kernel's
+// stalls.
 __device__ __forceinline__ void wait(uint32_t barrier, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -88,7 +81,7 @@ __device__ __forceinline__ void wait(uint32_t barrier, uint32_t parity) {
 }
 
 // This thread's arrival on its block's barrier, raising the bytes the current phase waits for by `bytes` (which
-// st_async or bulk copies then count down).
+// bulk copies then count down).
 __device__ __forceinline__ void arrive_expect_bytes(uint32_t barrier, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
@@ -100,18 +93,6 @@ __device__ __forceinline__ void arrive_expect_bytes(uint32_t barrier, uint32_t b
 __device__ __forceinline__ void arrive_on_cp_async(uint32_t barrier) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
-#endif
-}
-
-// 16 bytes into shared memory of any block of the cluster (an address from peer_address), counted on that block's
-// barrier `remote_barrier` (also from peer_address) as 16 bytes done; no fence needed: the barrier's phase completes
-// only when the bytes are there.
-__device__ __forceinline__ void st_async(uint32_t remote, float a, float b, float c, float d, uint32_t remote_barrier) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
-                   remote),
-               "f"(a), "f"(b), "f"(c), "f"(d), "r"(remote_barrier)
-               : "memory");
 #endif
 }
 

@@ -57,8 +57,8 @@ static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kP % 1024 == 0 && Smem::kQBlock
 static_assert(Smem::kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 
 // mbarrier indices (8 bytes each from Smem::kBarriers).
-constexpr int kSlotFull = 0;   // [2] a slot's tile landed: the loader's 128 arrivals, and the bulk-tensor bytes expected
-                               // when the tile comes by TMA (both blocks' copies)
+constexpr int kSlotFull = 0;   // [2] a slot's tile landed: the loader's 128 arrivals, and the bulk-tensor bytes
+                               // expected when the tile comes by TMA (both blocks' copies)
 constexpr int kSlotEmpty = 2;  // [2] both warpgroups of both blocks are done with the slot's tile (4 arrivals)
 
 // Named barriers.
@@ -248,15 +248,17 @@ using ptx::cp_async_16;
 //   softmax: y = scale·s − m (m the running max of the thread's columns, base 2); where any y of the warpgroup
 //   exceeds kMaxSlack (always on the first tile), the column maxima over the 64 tokens (8 lanes, then 4 warps through
 //   `reduce`) move m, and alpha = exp2(m_old − m_new) rescales its O and sums and goes to warpgroup 1; P = exp2(y) as
-//   bf16 into P(i % 2) (after warpgroup 1 released it); arrive P-full;
-//   O(i) issued (its 2 m-tiles); S(i + 1) issued once tile i + 1 landed; wait for O(i): slot i released (this block's
-//   and the other's barrier); wait for S(i + 1).
-// Warpgroup 1, tile i: wait P-full; rescale by alpha where the max moved; O(i) issued and waited for; slot i
-// released; P-empty arrived.
+//   bf16 into P(i % 2); arrive P-full;
+//   O(i) issued (its 2 m-tiles); once warpgroup 1 issued its part of O(i), S(i + 1) issued when tile i + 1 landed;
+//   wait for O(i): slot i released (this block's and the other's barrier); wait for S(i + 1).
+//   P(i % 2) is free to write: warpgroup 1 issued O(i − 1) (warpgroup 0 waited for that in step i − 1) only after
+//   its O(i − 2) retired.
+// Warpgroup 1, tile i: wait P-full; rescale by alpha where the max moved; O(i) issued (arrive O-issued) and waited
+// for; slot i released.
 // The loader: tile t into slot t % 2 once both blocks released tile t − 2: whole tiles by TMA, each block copying its
 // share of the 9 column blocks into both blocks' shared memory; the last, part-filled tile of a sequence (and every
 // tile where the pages do not split into whole TMA pieces) by cp.async in each block with rows past the context
-// zero-filled. Rank 0 asks the L2 for tile t + kPrefetchTiles before loading tile t, so the slot loads read the L2.
+// zero-filled. Rank 0 asks the L2 for tile t before waiting for its slot.
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
                                       const int32_t* __restrict__ page_table,
@@ -560,14 +562,17 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   if (g == 0)
 #pragma unroll
     for (int j = 0; j < 6; ++j)
-      *reinterpret_cast<float2*>(reduce + w4 * kBlockHeads + 8 * j + 2 * t4) = make_float2(l_part[2 * j], l_part[2 * j + 1]);
+      *reinterpret_cast<float2*>(reduce + w4 * kBlockHeads + 8 * j + 2 * t4) =
+          make_float2(l_part[2 * j], l_part[2 * j + 1]);
   if (w4 == 0 && g == 0)
 #pragma unroll
-    for (int j = 0; j < 6; ++j) *reinterpret_cast<float2*>(stats + 8 * j + 2 * t4) = make_float2(m_run[2 * j], m_run[2 * j + 1]);
+    for (int j = 0; j < 6; ++j)
+      *reinterpret_cast<float2*>(stats + 8 * j + 2 * t4) = make_float2(m_run[2 * j], m_run[2 * j + 1]);
   named_barrier_sync(kGroup0Barrier, 128);
   if (threadIdx.x < kBlockHeads) {
     const int c = threadIdx.x;
-    stats[kBlockHeads + c] = reduce[c] + reduce[kBlockHeads + c] + reduce[2 * kBlockHeads + c] + reduce[3 * kBlockHeads + c];
+    stats[kBlockHeads + c] =
+        reduce[c] + reduce[kBlockHeads + c] + reduce[2 * kBlockHeads + c] + reduce[3 * kBlockHeads + c];
   }
   named_barrier_sync(kGroup0Barrier, 128);                   // the sums, for this warpgroup's rows
   named_barrier_arrive(kConsumerBarrier, kConsumerThreads);  // and warpgroup 1's

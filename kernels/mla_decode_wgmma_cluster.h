@@ -1,6 +1,6 @@
 // mla_decode_wgmma_cluster: the split pass of mla_decode_paged_bf16's MlaDecodeAlgorithm::wgmma_cluster (the op, its
-// shapes and the workspace format: kernels/mla_decode_paged.h), on Hopper's warpgroup MMA (sm_90a; kernels/wgmma_sm90.h)
-// in clusters of two blocks. Up to 96 heads (K3's; fewer are zero-padded to 96).
+// shapes and the workspace format: kernels/mla_decode_paged.h), on Hopper's warpgroup MMA (sm_90a;
+// kernels/wgmma_sm90.h) in clusters of two blocks. Up to 96 heads (K3's; fewer are zero-padded to 96).
 //
 // Why: with heads as the wgmma M (wgmma, wgmma_alternating) 96 heads are two 64-row tiles, a third of the tensor work
 // padding. Here the cached tokens are M and the heads N, and the two blocks of a cluster share each split, block r
@@ -10,19 +10,24 @@
 // so a block needs no other block's numbers: Q for its 48 heads (54 KiB), two 64-token slots (72 KiB each) and its
 // 512 × 48 fp32 output (96 registers per thread over two warpgroups) fit one block. Each tile is read from the L2
 // once per cluster: each block copies its share of the tile's 9 column blocks by TMA into both blocks' shared memory
-// (multicast); rank 0 asks the L2 for the tiles kPrefetchTiles ahead (bulk prefetch), so the slot loads, which can
-// start only once both blocks are done with the tile two back, read the L2 rather than DRAM.
+// (multicast), and rank 0 asks the L2 for the tile (bulk prefetch) before it waits for the tile's slot, so the DRAM
+// reads overlap that wait.
 // Warpgroup 0 computes the scores, the softmax and 2 of the output's 8 latent m-tiles; warpgroup 1 the other 6; a
-// loader warpgroup (setmaxnreg gives its registers to the others) fills the slots. The softmax keeps a running max per
-// head that moves only when a score passes it by more than 2^8 (one barrier-reduced vote per tile; the first tile
-// always moves it): then the column maxima over the tile (8 lanes, 4 warps) set the new max, and the output and sums
-// are rescaled (warpgroup 1 through an alpha vector and a flag in shared memory). P = exp2(score − max) ≤ 256 in bf16
-// and fp32 sums are exact enough for that slack; softmax is shift-invariant, so the result is the same up to rounding.
-// Hand-offs: mbarriers per slot (full: the loader's arrivals and the TMA bytes; empty: both warpgroups of both
-// blocks), named barriers for P (full / empty per buffer parity) between the warpgroups.
+// loader warpgroup (setmaxnreg gives its registers to the others) fills the slots. Warpgroup 0 issues S(i + 1) only
+// once warpgroup 1 has issued O(i), so that O(i) retires first and tile i's slot is free a tile earlier. The softmax
+// keeps a running max per head that moves only when a score passes it by more than 2^8 (one barrier-reduced vote per
+// tile; the first tile always moves it): then the column maxima over the tile (8 lanes, 4 warps) set the new max, and
+// the output and sums are rescaled (warpgroup 1 through an alpha vector and a flag in shared memory). P = exp2(score −
+// max) ≤ 256 in bf16 and fp32 sums hold that slack; softmax is shift-invariant, so the result is the same up to
+// rounding. Hand-offs: mbarriers per slot (full: the loader's arrivals and the TMA bytes; empty: both warpgroups of
+// both blocks), named barriers between the warpgroups (P written; O issued).
 // Shared memory: Q 9 × 6 KiB | 2 slots × 72 KiB | 2 × P 8 KiB | alpha, flags, reductions, stats | 4 mbarriers:
 // 215 KiB.
 //
+// Measured on an H200 (bench/results/2026-11-30-h200-kernels-14): 485 µs at batch 1 and 1 M (1.69× the bound with the
+// ceilings measured in the same run) against wgmma_alternating's 622 µs; faster than it at every measured shape (8 K
+// to 1 M, batch 1 to 8). What bounds it: with two slots the tensor cores idle through each tile's softmax (a third
+// slot does not fit beside Q).
 // History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
 // blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
 // the bound at 1 M (979 µs at batch 1): the exchange and the full column-max softmax of every 64 × 96 tile took about
