@@ -64,7 +64,7 @@ constexpr int kSlotEmpty = 2;  // [2] both warpgroups of both blocks are done wi
 // Named barriers.
 constexpr int kPFullBarrier = 1;   // + i % 2: P(i) and alpha(i) written (warpgroup 0 arrives, 1 waits)
 constexpr int kGroup0Barrier = 5;  // warpgroup 0's 128 threads
-constexpr int kConsumerBarrier = 6;
+constexpr int kConsumerBarrier = 6;  // both warpgroups: the per-head sums written (warpgroup 0 arrives, 1 waits)
 constexpr int kOutputIssuedBarrier = 7;  // warpgroup 1 issued O(i) (it arrives, 0 waits before issuing S(i + 1))
 
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
