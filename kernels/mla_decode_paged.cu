@@ -409,9 +409,10 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   if (algorithm == MlaDecodeAlgorithm::automatic) {
     int device = 0;  // without a device: register_q, whose checks and launch then report what is wrong
     const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
-    algorithm = !hopper                                      ? MlaDecodeAlgorithm::register_q
-                : shape.heads <= kMlaDecodeClusterMaxHeads ? MlaDecodeAlgorithm::wgmma_cluster
-                                                           : MlaDecodeAlgorithm::wgmma_alternating;
+    const bool cluster = hopper && shape.heads <= kMlaDecodeClusterMaxHeads && mla_decode_wgmma_cluster_runs(device);
+    algorithm = cluster  ? MlaDecodeAlgorithm::wgmma_cluster
+                : hopper ? MlaDecodeAlgorithm::wgmma_alternating
+                         : MlaDecodeAlgorithm::register_q;
   }
   // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster: its
   // own split pass and split count, the same workspace and combine pass.

@@ -59,8 +59,9 @@ inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
 inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
-// automatic: on a compute capability 9.0 device wgmma_cluster up to 96 heads (the fastest there: at 96 heads, batch 1
-// and 1 M, 440–510 against wgmma_alternating's 617–637 µs; faster from 32 K on at every batch, within 1 µs at 8 K;
+// automatic: on a compute capability 9.0 device wgmma_cluster up to 96 heads where its clusters fit
+// (mla_decode_wgmma_cluster_runs; the fastest there: at 96 heads, batch 1 and 1 M, 485 against wgmma_alternating's
+// 622 µs, and 1.02–1.38× faster at every measured shape from 8 K to 1 M and batch 1 to 8;
 // bench/results/2026-11-30-h200-kernels-14), else wgmma_alternating; register_q elsewhere.
 enum class MlaDecodeAlgorithm { register_q, wgmma, wgmma_alternating, wgmma_cluster, automatic };
 

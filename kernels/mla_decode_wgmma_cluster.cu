@@ -623,6 +623,10 @@ int max_active_clusters(int device) {
 
 }  // namespace
 
+bool mla_decode_wgmma_cluster_runs(int device) {
+  return mla_decode_wgmma_supported(device) && max_active_clusters(device) > 0;
+}
+
 int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape) {
   const int common = mla_decode_num_splits(shape);  // 1 for an invalid or empty shape
   if (common == 1) return 1;

@@ -45,6 +45,11 @@ namespace k3::kernels {
 
 inline constexpr int kMlaDecodeClusterMaxHeads = 96;
 
+// Whether `device` can run the kernel: compute capability 9.0 (mla_decode_wgmma_supported) and at least one two-block
+// cluster with its shared memory resident at once (the occupancy query, cached per device). mla_decode_paged_bf16's
+// automatic choice takes wgmma_cluster only where this holds.
+bool mla_decode_wgmma_cluster_runs(int device);
+
 // Splits of the context per sequence: as many two-block clusters as the device runs at once (one wave), divided over
 // the batch, within [1, mla_decode_num_splits(shape)] (so mla_decode_workspace_bytes covers it). 1 where the device
 // cannot run the kernel.
