@@ -34,12 +34,14 @@ constexpr int64_t kMaxContextTokens = int64_t(1) << 30;  // token and tile arith
 // register_q: warp w's score columns are k-steps 9w … 9w+8 (of 36), for both m tiles and all 4 n tiles of a tile.
 constexpr int kScoreKSteps = kWidth / 16;             // 36
 constexpr int kKStepsPerWarp = kScoreKSteps / kWarps;  // 9
-constexpr int kCombineBatch = 8;                       // partial rows the register_q combine loads at once
+constexpr int kCombineThreads = 256;                    // the combine pass: 8 warps per (head, column chunk)
+constexpr int kCombineChunks = kLatent / 128;           // column chunks of 128 per head (32 lanes × 4)
 
 static_assert(kRowChunks % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
 static_assert(kThreads == kHeadsPerBlock * 4 && kThreads == kTileTokens * 4, "4 threads per head row / token row");
 static_assert(kScoreKSteps % kWarps == 0, "register_q: the score columns divide evenly over the warps");
-static_assert(kMaxSplits <= kLatent / 4, "register_q combine: one thread per split");
+static_assert(kMaxSplits <= kCombineThreads && kMaxSplits % (kCombineThreads / 32) == 0,
+              "the combine: one thread per split's statistics, the splits evenly over its warps");
 
 // Shared memory (bytes): KV 2 × [32][576] | partial scores 4 × [32][36] fp32 (one per warp's columns; P bf16 aliased
 // on the first) | alpha [32] | l [32].
@@ -292,19 +294,34 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// The combine pass (register_q's and wgmma's), one block of 128 threads per (head, sequence), 4 output columns per
-// thread: out = Σ_s 2^(m_s − M) o_s / Σ_s 2^(m_s − M) l_s, M = max_s m_s, over the splits that saw tokens. Thread s
-// reads split s's (max, sum) (splits ≤ 128), the block reduces them to M and Σ w_s l_s, w_s = 2^(m_s − M) (0 for an
-// empty split, whose partial row was never written), and then each thread accumulates its 4 columns over the splits
-// in batches of 8 rows loaded together, in split order.
-__global__ void __launch_bounds__(kLatent / 4)
+// The combine pass (every algorithm's): out = Σ_s 2^(m_s − M) o_s / Σ_s 2^(m_s − M) l_s, M = max_s m_s, over the
+// splits that saw tokens. One block of 256 threads per (head, 128 output columns, sequence): lane l of warp w holds
+// columns 4l … 4l + 3 of the chunk for splits w, w + 8, … (≤ 16 each, splits ≤ 128), and issues all of those loads
+// before anything waits on them, so the pass costs about one round trip to the L2 where the split pass just wrote
+// the rows. Meanwhile thread s reads split s's (max, sum) and the block reduces them to M and Σ w_s l_s; an empty
+// split's weight is 0 and its row (never written) is selected away, not multiplied. The 8 warps' sums meet in shared
+// memory. (A first form, one block of 128 threads per head looping over the splits 8 rows at a time, took about
+// 20 µs at 64 splits on an H200, as long as a 128 K split pass's first third.)
+__global__ void __launch_bounds__(kCombineThreads)
     mla_decode_combine_splits_batched(const float* __restrict__ partial_out, const float2* __restrict__ partial_stats,
                                       int heads, int splits, float* __restrict__ out) {
+  constexpr int kWarps = kCombineThreads / 32, kRowsPerWarp = kMaxSplits / kWarps;
   __shared__ float weight[kMaxSplits];
-  __shared__ float warp_max[kLatent / 128], warp_sum[kLatent / 128];
-  const int h = blockIdx.x, b = blockIdx.y, column = threadIdx.x * 4;
+  __shared__ float warp_max[kWarps], warp_sum[kWarps];
+  __shared__ float4 warp_acc[kWarps - 1][32];
+  const int h = blockIdx.x / kCombineChunks, b = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int column = (blockIdx.x % kCombineChunks) * 128 + 4 * lane;
   const int64_t first = int64_t(b) * splits * heads + h;  // (b, split 0, h); split s at first + s · heads
+
+  float4 part[kRowsPerWarp];
+#pragma unroll
+  for (int k = 0; k < kRowsPerWarp; ++k) {
+    const int s = warp + kWarps * k;
+    part[k] = s < splits ? *reinterpret_cast<const float4*>(partial_out + (first + int64_t(s) * heads) * kLatent + column)
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+
   const int own = threadIdx.x;
   const float2 stats = own < splits ? partial_stats[first + int64_t(own) * heads] : make_float2(-INFINITY, 0.0f);
   const bool seen = stats.y > 0.0f;  // a split that saw tokens
@@ -315,37 +332,37 @@ __global__ void __launch_bounds__(kLatent / 4)
   __syncthreads();
   float m_max = warp_max[0];
 #pragma unroll
-  for (int w = 1; w < kLatent / 128; ++w) m_max = fmaxf(m_max, warp_max[w]);
+  for (int w = 1; w < kWarps; ++w) m_max = fmaxf(m_max, warp_max[w]);
   const float w_own = seen ? exp2f(stats.x - m_max) : 0.0f;  // m_max is finite whenever some split is seen
-  if (own < splits) weight[own] = w_own;
+  if (own < kMaxSplits) weight[own] = w_own;
   float l = w_own * stats.y;
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) l += __shfl_xor_sync(0xffffffffu, l, offset);
   if (lane == 0) warp_sum[warp] = l;
   __syncthreads();  // weight[] and warp_sum[] are complete
-  float sum = warp_sum[0];
-#pragma unroll
-  for (int w = 1; w < kLatent / 128; ++w) sum += warp_sum[w];
 
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-    float4 part[kCombineBatch];
-    float w[kCombineBatch];
 #pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j) {
-      const int s = s0 + j;
-      w[j] = s < splits ? weight[s] : 0.0f;
-      part[j] = w[j] > 0.0f ? *reinterpret_cast<const float4*>(partial_out + (first + int64_t(s) * heads) * kLatent +
-                                                               column)
-                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int k = 0; k < kRowsPerWarp; ++k) {
+    const int s = warp + kWarps * k;
+    const float w = s < splits ? weight[s] : 0.0f;
+    if (w > 0.0f) {
+      acc.x += w * part[k].x;
+      acc.y += w * part[k].y;
+      acc.z += w * part[k].z;
+      acc.w += w * part[k].w;
     }
+  }
+  if (warp > 0) warp_acc[warp - 1][lane] = acc;
+  __syncthreads();
+  if (warp != 0) return;
+  float sum = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j) {
-      acc.x += w[j] * part[j].x;
-      acc.y += w[j] * part[j].y;
-      acc.z += w[j] * part[j].z;
-      acc.w += w[j] * part[j].w;
-    }
+  for (int w = 0; w < kWarps; ++w) sum += warp_sum[w];
+#pragma unroll
+  for (int w = 0; w < kWarps - 1; ++w) {
+    const float4 other = warp_acc[w][lane];
+    acc.x += other.x, acc.y += other.y, acc.z += other.z, acc.w += other.w;
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   *reinterpret_cast<float4*>(out + (int64_t(b) * heads + h) * kLatent + column) =
@@ -449,9 +466,9 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                          shape, groups, splits, partial_out, partial_stats, out);
   if (status != cudaSuccess) return status;
   if (splits > 1) {
-    const dim3 combine_grid(unsigned(shape.heads), unsigned(shape.batch));
-    mla_decode_combine_splits_batched<<<combine_grid, kLatent / 4, 0, stream>>>(partial_out, partial_stats,
-                                                                               shape.heads, splits, out);
+    const dim3 combine_grid(unsigned(shape.heads * kCombineChunks), unsigned(shape.batch));
+    mla_decode_combine_splits_batched<<<combine_grid, kCombineThreads, 0, stream>>>(partial_out, partial_stats,
+                                                                                   shape.heads, splits, out);
   }
   return cudaGetLastError();
 }

@@ -30,8 +30,9 @@ constexpr int kConsumerThreads = 256;
 constexpr int kThreads = kConsumerThreads + 128;  // and the loader warpgroup
 constexpr int kLoaderRegisters = 40;              // setmaxnreg: the loader gives registers to the consumers
 constexpr int kConsumerRegisters = 232;           // 128 · 40 + 256 · 232 ≤ 65536
-constexpr int kScoreKSteps = kWidth / 16;         // 36
 constexpr int kOutputBlocks0 = 2;                 // latent m-tiles of the output product in warpgroup 0; 6 in 1
+constexpr int kDeferred = 4;  // warpgroup 1's m-tiles of O(i) issued after S(i + 1), beside the softmax of tile i + 1
+static_assert(kDeferred > 0 && kDeferred <= 8 - kOutputBlocks0, "warpgroup 1 defers some of its 6 m-tiles");
 constexpr float kMaxSlack = 8.0f;                 // log2 units a score may pass the running max before it moves
 
 struct Smem {
@@ -47,7 +48,7 @@ struct Smem {
   static constexpr int kReduce = kFlags + 16;                       // [4 warps][48] fp32: column maxima, then sums
   static constexpr int kStats = kReduce + 4 * kBlockHeads * 4;      // [2][48] fp32: final max and sum per head
   static constexpr int kBarriers = kStats + 2 * kBlockHeads * 4;
-  static constexpr int kBarrierCount = 4;
+  static constexpr int kBarrierCount = 2 * kSlots * kColumnBlocks;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // slack to align the base
 };
@@ -56,16 +57,19 @@ static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kP % 1024 == 0 && Smem::kQBlock
               "SW128 blocks must be 1024-byte aligned");
 static_assert(Smem::kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 
-// mbarrier indices (8 bytes each from Smem::kBarriers).
-constexpr int kSlotFull = 0;   // [2] a slot's tile landed: the loader's 128 arrivals, and the bulk-tensor bytes
-                               // expected when the tile comes by TMA (both blocks' copies)
-constexpr int kSlotEmpty = 2;  // [2] both warpgroups of both blocks are done with the slot's tile (4 arrivals)
+// mbarrier indices (8 bytes each from Smem::kBarriers), one pair per column block of each slot.
+constexpr int kBlockFull = 0;  // [2][9] the block of the slot's tile landed: the loader's arrival, and the bulk-tensor
+                               // bytes expected when the tile comes by TMA (from whichever block copied it)
+constexpr int kBlockEmpty = kSlots * kColumnBlocks;  // [2][9] both blocks' last reader of the column block is done
+                                                     // (2 arrivals)
 
 // Named barriers.
 constexpr int kPFullBarrier = 1;   // + i % 2: P(i) and alpha(i) written (warpgroup 0 arrives, 1 waits)
-constexpr int kGroup0Barrier = 5;  // warpgroup 0's 128 threads
+constexpr int kScoresIssuedBarrier = 3;  // warpgroup 0 issued S(i + 1) (it arrives, 1 waits to issue O(i)'s rest)
+constexpr int kLoaderBarrier = 4;        // the loader's 128 threads (tiles copied by cp.async)
+constexpr int kGroup0Barrier = 5;        // warpgroup 0's 128 threads
 constexpr int kConsumerBarrier = 6;  // both warpgroups: the per-head sums written (warpgroup 0 arrives, 1 waits)
-constexpr int kOutputIssuedBarrier = 7;  // warpgroup 1 issued O(i) (it arrives, 0 waits before issuing S(i + 1))
+constexpr int kOutputIssuedBarrier = 7;  // warpgroup 1 issued O(i)'s first m-tiles (0 waits before issuing S(i + 1))
 
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
@@ -149,50 +153,74 @@ __device__ __forceinline__ void mma_m64n48(float (&d)[24], uint32_t a_low, uint3
 #undef K3_WRITE_ONLY
 #undef K3_READ_WRITE
 
-// Sᵀ = tile · Qᵀ over the 576 columns (both K-major SW128: block k / 4, 32 bytes per step inside it), issued and
-// committed as one group.
-template <int kStep>
+// Sᵀ = tile · Qᵀ over the 576 columns (both K-major SW128: block k / 4, 32 bytes per step inside it), issued column
+// block by column block as each lands (`wait(block)`), 8 first (the block its slot frees first), and committed as one
+// group.
+template <int kStep, bool kAccumulate>
 __device__ __forceinline__ void score_step(float (&s)[24], uint32_t tile_low, uint32_t q_low) {
   constexpr uint32_t kTile = uint32_t((kStep / 4) * Smem::kSlotBlockBytes + (kStep % 4) * 32) / 16;
   constexpr uint32_t kQ = uint32_t((kStep / 4) * Smem::kQBlockBytes + (kStep % 4) * 32) / 16;
-  mma_m64n48<(kStep > 0), kTile, kQ, 0, 0>(s, tile_low, q_low);
+  mma_m64n48<kAccumulate, kTile, kQ, 0, 0>(s, tile_low, q_low);
 }
-template <int... kSteps>
-__device__ __forceinline__ void score_steps(float (&s)[24], uint32_t tile_low, uint32_t q_low,
-                                            std::integer_sequence<int, kSteps...>) {
-  (score_step<kSteps>(s, tile_low, q_low), ...);
+template <int kBlock, bool kFirst>
+__device__ __forceinline__ void score_block(float (&s)[24], uint32_t tile_low, uint32_t q_low) {
+  score_step<4 * kBlock, !kFirst>(s, tile_low, q_low);
+  score_step<4 * kBlock + 1, true>(s, tile_low, q_low);
+  score_step<4 * kBlock + 2, true>(s, tile_low, q_low);
+  score_step<4 * kBlock + 3, true>(s, tile_low, q_low);
 }
-__device__ __forceinline__ void issue_scores(float (&s)[24], uint32_t slot_smem, uint32_t q_smem) {
-  wgmma::fence();
-  score_steps(s, descriptor_low(slot_smem, 16), descriptor_low(q_smem, 16),
-              std::make_integer_sequence<int, kScoreKSteps>());
+template <typename Wait, int... kBlocks>
+__device__ __forceinline__ void score_blocks(float (&s)[24], uint32_t tile_low, uint32_t q_low, const Wait& wait,
+                                             std::integer_sequence<int, kBlocks...>) {
+  ((wait(kBlocks), score_block<kBlocks, false>(s, tile_low, q_low)), ...);
+}
+template <typename Wait>
+__device__ __forceinline__ void issue_scores(float (&s)[24], uint32_t slot_smem, uint32_t q_smem, const Wait& wait) {
+  const uint32_t tile_low = descriptor_low(slot_smem, 16), q_low = descriptor_low(q_smem, 16);
+  wait(kColumnBlocks - 1);
+  score_block<kColumnBlocks - 1, true>(s, tile_low, q_low);
+  score_blocks(s, tile_low, q_low, wait, std::make_integer_sequence<int, kColumnBlocks - 1>());
   wgmma::commit_group();
 }
 
-// Oᵀ += Cᵀ · P for m-tiles [kFirst, kFirst + kCount) of the slot's latent columns (MN-major through trans-a: 2048
-// bytes per k16 step, 64-column blocks 8 KiB apart) and P (MN-major through trans-b: 64 token rows, 48 heads),
-// issued and committed as one group.
-template <int kFirst, int kStep>
-__device__ __forceinline__ void output_step(float (&o)[24], uint32_t slot_low, uint32_t p_low) {
-  constexpr uint32_t kColumns = uint32_t(kFirst * Smem::kSlotBlockBytes + kStep * 2048) / 16;
-  mma_m64n48<true, kColumns, uint32_t(kStep * 2048 / 16), 1, 1>(o, slot_low, p_low);
+// Oᵀ += Cᵀ · P for m-tile kMt of the slot's latent columns (MN-major through trans-a: 2048 bytes per k16 step, 64-column
+// blocks 8 KiB apart) and P (MN-major through trans-b: 64 token rows, 48 heads).
+template <int kMt>
+__device__ __forceinline__ void output_tile(float (&o)[24], uint32_t slot_low, uint32_t p_low) {
+  constexpr uint32_t kColumns = uint32_t(kMt * Smem::kSlotBlockBytes) / 16;
+  mma_m64n48<true, kColumns, 0, 1, 1>(o, slot_low, p_low);
+  mma_m64n48<true, kColumns + 2048 / 16, 2048 / 16, 1, 1>(o, slot_low, p_low);
+  mma_m64n48<true, kColumns + 4096 / 16, 4096 / 16, 1, 1>(o, slot_low, p_low);
+  mma_m64n48<true, kColumns + 6144 / 16, 6144 / 16, 1, 1>(o, slot_low, p_low);
 }
-template <int kFirst, int kCount, int... kMt>
-__device__ __forceinline__ void output_tiles(float (&o)[kCount][24], uint32_t slot_low, uint32_t p_low,
+// M-tiles kFirst … kFirst + kCount − 1 (accumulators o[kIndex0 …]) as one group, or one group each (kGroupEach).
+template <int kFirst, int kIndex0, bool kGroupEach, int kN, int... kMt>
+__device__ __forceinline__ void issue_output(float (&o)[kN][24], uint32_t slot_smem, uint32_t p_smem,
                                              std::integer_sequence<int, kMt...>) {
-  ((output_step<kFirst + kMt, 0>(o[kMt], slot_low, p_low), output_step<kFirst + kMt, 1>(o[kMt], slot_low, p_low),
-    output_step<kFirst + kMt, 2>(o[kMt], slot_low, p_low), output_step<kFirst + kMt, 3>(o[kMt], slot_low, p_low)),
-   ...);
+  if constexpr (sizeof...(kMt) > 0) {
+    (wgmma::fence_registers(o[kIndex0 + kMt]), ...);
+    wgmma::fence();
+    const uint32_t slot_low = descriptor_low(slot_smem, Smem::kSlotBlockBytes);
+    const uint32_t p_low = descriptor_low(p_smem, Smem::kPBytes);
+    if constexpr (kGroupEach) {
+      ((output_tile<kFirst + kMt>(o[kIndex0 + kMt], slot_low, p_low), wgmma::commit_group()), ...);
+    } else {
+      (output_tile<kFirst + kMt>(o[kIndex0 + kMt], slot_low, p_low), ...);
+      wgmma::commit_group();
+    }
+  }
 }
-template <int kFirst, int kCount>
-__device__ __forceinline__ void issue_output(float (&o)[kCount][24], uint32_t slot_smem, uint32_t p_smem) {
-#pragma unroll
-  for (int mt = 0; mt < kCount; ++mt) wgmma::fence_registers(o[mt]);
-  wgmma::fence();
-  const uint32_t slot_low = descriptor_low(slot_smem, Smem::kSlotBlockBytes);
-  const uint32_t p_low = descriptor_low(p_smem, Smem::kPBytes);
-  output_tiles<kFirst>(o, slot_low, p_low, std::make_integer_sequence<int, kCount>());
-  wgmma::commit_group();
+
+// wgmma.wait_group with its count known only after unrolling.
+__device__ __forceinline__ void wait_group_unrolled(int pending) {
+  switch (pending) {
+    case 0: wgmma::wait_group<0>(); break;
+    case 1: wgmma::wait_group<1>(); break;
+    case 2: wgmma::wait_group<2>(); break;
+    case 3: wgmma::wait_group<3>(); break;
+    case 4: wgmma::wait_group<4>(); break;
+    default: wgmma::wait_group<5>(); break;
+  }
 }
 
 // The thread's accumulator columns (heads) 8j + 2t + e, j = 0 … 5, scaled by alpha[8j + 2t + e].
@@ -244,21 +272,24 @@ using ptx::cp_async_16;
 // (output m-tiles 2–7); 256–383: the loader. In warpgroup w, warp w4 = warp % 4, lane 4g + t holds accumulator rows
 // 16·w4 + g and 16·w4 + g + 8 (tokens of Sᵀ, latent columns of Oᵀ) and columns 8j + 2t (+1), j = 0 … 5 (heads).
 //
-// Warpgroup 0, tile i (S(i) complete in registers):
+// Warpgroup 0, tile i (S(i) complete in registers): release column block 8 of tile i (only S reads it);
 //   softmax: y = scale·s − m (m the running max of the thread's columns, base 2); where any y of the warpgroup
 //   exceeds kMaxSlack (always on the first tile), the column maxima over the 64 tokens (8 lanes, then 4 warps through
 //   `reduce`) move m, and alpha = exp2(m_old − m_new) rescales its O and sums and goes to warpgroup 1; P = exp2(y) as
 //   bf16 into P(i % 2); arrive P-full;
-//   O(i) issued (its 2 m-tiles); once warpgroup 1 issued its part of O(i), S(i + 1) issued when tile i + 1 landed;
-//   wait for O(i): slot i released (this block's and the other's barrier); wait for S(i + 1).
-//   P(i % 2) is free to write: warpgroup 1 issued O(i − 1) (warpgroup 0 waited for that in step i − 1) only after
-//   its O(i − 2) retired.
-// Warpgroup 1, tile i: wait P-full; rescale by alpha where the max moved; O(i) issued (arrive O-issued) and waited
-// for; slot i released.
-// The loader: tile t into slot t % 2 once both blocks released tile t − 2: whole tiles by TMA, each block copying its
-// share of the 9 column blocks into both blocks' shared memory; the last, part-filled tile of a sequence (and every
-// tile where the pages do not split into whole TMA pieces) by cp.async in each block with rows past the context
-// zero-filled. Rank 0 asks the L2 for tile t before waiting for its slot.
+//   O(i) issued (its 2 m-tiles); once warpgroup 1 issued its first 2, S(i + 1) issued column block by column block as
+//   each lands (8, 0, …, 7); arrive S-issued; wait for O(i): blocks 0 and 1 of tile i released (this block's and the
+//   other's barriers); wait for S(i + 1).
+//   P(i % 2) is free to write: warpgroup 1 retired all of O(i − 2) before it waited for P(i − 1), which warpgroup 0's
+//   wait for O-issued in step i − 1 followed.
+// Warpgroup 1, tile i: wait P-full; rescale by alpha where the max moved; m-tiles 2 and 3 of O(i) issued (arrive
+// O-issued); once S(i + 1) is issued, m-tiles 4 … 7 (kDeferred), which the tensor cores then run while warpgroup 0
+// computes the softmax of tile i + 1; each m-tile its own group, its column block released as it retires.
+// The loader: tile t into slot t % 2 column block by column block, each once both blocks released it from tile t − 2
+// (in the order they free: 8, 0, …, 7): whole tiles by TMA, each block copying its share of the 9 column blocks into
+// both blocks' shared memory; the last, part-filled tile of a sequence (and every tile where the pages do not split
+// into whole TMA pieces) by cp.async in each block with rows past the context zero-filled. Rank 0 asks the L2 for
+// tile t before the waits for its blocks.
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
                                       const int32_t* __restrict__ page_table,
@@ -296,12 +327,16 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   }
 
   const uint32_t barriers = base + Smem::kBarriers;
-  const auto barrier = [&](int index) { return barriers + 8u * uint32_t(index); };
+  const auto full = [&](int slot, int block) { return barriers + 8u * uint32_t(kBlockFull + kColumnBlocks * slot + block); };
+  const auto empty = [&](int slot, int block) {
+    return barriers + 8u * uint32_t(kBlockEmpty + kColumnBlocks * slot + block);
+  };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kSlots; ++s) {
-      mbarrier::init(barrier(kSlotFull + s), 128);
-      mbarrier::init(barrier(kSlotEmpty + s), 4);
-    }
+    for (int s = 0; s < kSlots; ++s)
+      for (int kb = 0; kb < kColumnBlocks; ++kb) {
+        mbarrier::init(full(s, kb), 1);
+        mbarrier::init(empty(s, kb), 2);
+      }
     mbarrier::fence_init();
   }
   mbarrier::cluster_sync();  // barriers initialised in both blocks: the loader may start
@@ -319,31 +354,38 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     };
     for (int t = 0; t < n; ++t) {
       const int s = t % kSlots;
+      const uint32_t empty_parity = uint32_t((t / kSlots - 1) & 1);
       const bool by_tma = pieces > 0 && (tile_begin + t + 1) * kTileTokens <= context;
-      int cache_rows[kTileTokens / 16];  // the pieces' first rows, looked up before the wait for the slot
-#pragma unroll
-      for (int p = 0; p < kTileTokens / 16; ++p) cache_rows[p] = elected && by_tma && p < pieces ? piece_row(t, p) : 0;
-      // The tile asked of the L2 before the wait for its slot, so that its DRAM reads overlap the wait and the
-      // copies into the slot read the L2 (measured: 440 against 502 µs at batch 1 and 1 M; asking three tiles ahead
-      // instead was slower, 495 µs).
-      if (elected && rank == 0 && by_tma)
-#pragma unroll
-        for (int p = 0; p < kTileTokens / 16; ++p)
-          if (p < pieces) prefetch_l2(pages + int64_t(cache_rows[p]) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
-      if (t >= kSlots) mbarrier::wait(barrier(kSlotEmpty + s), uint32_t((t / kSlots - 1) & 1));
       if (by_tma) {
-        if (elected) {
-          mbarrier::arrive_expect_bytes(barrier(kSlotFull + s), Smem::kSlotBytes);
-          const int first = rank == 0 ? 0 : kRankZeroBlocks, last = rank == 0 ? kRankZeroBlocks : kColumnBlocks;
+        if (!elected) continue;
+        int cache_rows[kTileTokens / 16];  // the pieces' first rows, looked up before the waits for the slot
+#pragma unroll
+        for (int p = 0; p < kTileTokens / 16; ++p) cache_rows[p] = p < pieces ? piece_row(t, p) : 0;
+        // The tile asked of the L2 before the waits for its slot, so that its DRAM reads overlap them and the copies
+        // into the slot read the L2 (measured: 440 against 502 µs at batch 1 and 1 M; asking three tiles ahead
+        // instead was slower, 495 µs).
+        if (rank == 0)
 #pragma unroll
           for (int p = 0; p < kTileTokens / 16; ++p)
-            for (int kb = first; kb < last && p < pieces; ++kb)
-              tma_multicast(slot_smem(t) + kb * Smem::kSlotBlockBytes + p * tma_box_rows * 128, cache_map, 64 * kb,
-                            cache_rows[p], barrier(kSlotFull + s));
-        } else {
-          mbarrier::arrive(barrier(kSlotFull + s));
+            if (p < pieces) prefetch_l2(pages + int64_t(cache_rows[p]) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
+        // Column blocks in the order the slot frees them and the scores read them: 8, then 0 … 7. Each block waits
+        // for both blocks' readers of tile t − 2 (the copies write both), then arms this block's barrier; the copies
+        // of this block's share go to both.
+        for (int k = 0; k < kColumnBlocks; ++k) {
+          const int kb = k == 0 ? kColumnBlocks - 1 : k - 1;
+          if (t >= kSlots) mbarrier::wait(empty(s, kb), empty_parity);
+          mbarrier::arrive_expect_bytes(full(s, kb), Smem::kSlotBlockBytes);
+          if ((kb < kRankZeroBlocks) == (rank == 0))
+#pragma unroll
+            for (int p = 0; p < kTileTokens / 16; ++p)
+              if (p < pieces)
+                tma_multicast(slot_smem(t) + kb * Smem::kSlotBlockBytes + p * tma_box_rows * 128, cache_map, 64 * kb,
+                              cache_rows[p], full(s, kb));
         }
-      } else {
+      } else {  // this block's copy of the tile by cp.async, rows past the context zero-filled
+        if (elected && t >= kSlots)
+          for (int kb = 0; kb < kColumnBlocks; ++kb) mbarrier::wait(empty(s, kb), empty_parity);
+        named_barrier_sync(kLoaderBarrier, 128);
         const int token = (tile_begin + t) * kTileTokens + row;
         const bool valid = token < context;
         const __nv_bfloat16* src =
@@ -355,7 +397,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
           cp_async_16(dst + (c >> 3) * Smem::kSlotBlockBytes + (((c & 7) ^ (row & 7)) << 4), src + (valid ? 8 * c : 0),
                       valid);
         }
-        mbarrier::arrive_on_cp_async(barrier(kSlotFull + s));
+        ptx::cp_async_commit();
+        ptx::cp_async_wait_all();
+        wgmma::fence_proxy_async_shared();  // the generic-proxy copies, for the products
+        named_barrier_sync(kLoaderBarrier, 128);
+        if (elected)
+          for (int kb = 0; kb < kColumnBlocks; ++kb) mbarrier::arrive(full(s, kb));
       }
     }
     mbarrier::cluster_sync();  // the consumers' final cluster barrier
@@ -371,16 +418,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   int* flags = reinterpret_cast<int*>(smem + Smem::kFlags);
   float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce);
   float* stats = reinterpret_cast<float*>(smem + Smem::kStats);  // [0][48] max, [1][48] sum
-  const auto release_slot = [&](int i) {  // this warpgroup is done with tile i: both blocks' barriers
+  // This warpgroup read column block `block` of slot `slot` for the last time: both blocks' barriers.
+  const auto release_block = [&](int slot, int block) {
     if ((threadIdx.x & 127) == 0) {
-      const uint32_t local = barrier(kSlotEmpty + i % kSlots);
+      const uint32_t local = empty(slot, block);
       mbarrier::arrive(local);
       mbarrier::arrive_remote(mbarrier::peer_address(local, peer));
     }
-  };
-  const auto wait_tile = [&](int i) {
-    mbarrier::wait(barrier(kSlotFull + i % kSlots), uint32_t((i / kSlots) & 1));
-    wgmma::fence_proxy_async_shared();  // the cp.async-loaded tiles (generic proxy) for the products
   };
 
   if (wg == 1) {
@@ -389,18 +433,28 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     for (int mt = 0; mt < 6; ++mt)
 #pragma unroll
       for (int k = 0; k < 24; ++k) o[mt][k] = 0.0f;
-    // Tile i of parity kP (compile-time, so that the slot and P addresses are the base plus constants).
+    // Tile i of parity kP (compile-time, so that the slot and P addresses are the base plus constants): m-tiles
+    // 2 … 7 − kDeferred issued at once, the last kDeferred after S(i + 1), so that they run beside the softmax of
+    // tile i + 1; each m-tile its own group, its column block released as it retires.
     const auto step = [&](int i, auto parity) {
       constexpr int kP = decltype(parity)::value;
+      constexpr int kEarly = 6 - kDeferred;
       named_barrier_sync(kPFullBarrier + kP, kConsumerThreads);
       if (flags[kP] != 0) rescale(o, alpha_smem + kP * kBlockHeads, t4);
-      wait_tile(i);
-      issue_output<kOutputBlocks0, 6>(o, slots_base + kP * Smem::kSlotBytes, p_base + kP * Smem::kPBytes);
+#pragma unroll
+      for (int kb = kOutputBlocks0; kb < 8; ++kb) mbarrier::wait(full(kP, kb), uint32_t((i / kSlots) & 1));
+      const uint32_t slot = slots_base + kP * Smem::kSlotBytes, p = p_base + kP * Smem::kPBytes;
+      issue_output<kOutputBlocks0, 0, true>(o, slot, p, std::make_integer_sequence<int, kEarly>());
       named_barrier_arrive(kOutputIssuedBarrier, kConsumerThreads);
-      wgmma::wait_group<0>();
+      if (i + 1 < n) named_barrier_sync(kScoresIssuedBarrier, kConsumerThreads);
+      issue_output<kOutputBlocks0 + kEarly, kEarly, true>(o, slot, p, std::make_integer_sequence<int, kDeferred>());
+#pragma unroll
+      for (int mt = 0; mt < 6; ++mt) {
+        wait_group_unrolled(5 - mt);
+        release_block(kP, kOutputBlocks0 + mt);
+      }
 #pragma unroll
       for (int mt = 0; mt < 6; ++mt) wgmma::fence_registers(o[mt]);
-      release_slot(i);
     };
     for (int i = 0; i < n; i += 2) {
       step(i, std::integral_constant<int, 0>{});
@@ -436,8 +490,17 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int k = 0; k < 12; ++k) m_run[k] = -INFINITY, l_part[k] = 0.0f;
   float s[24];
-  wait_tile(0);
-  issue_scores(s, slots_base, base + Smem::kQ);
+  // S(i) into s, each column block once it landed.
+  const auto issue_scores_of = [&](int i, auto parity) {
+    constexpr int kP = decltype(parity)::value;
+    const uint32_t full_parity = uint32_t((i / kSlots) & 1);
+    issue_scores(s, slots_base + kP * Smem::kSlotBytes, base + Smem::kQ,
+                 [&](int kb) {
+                   mbarrier::wait(full(kP, kb), full_parity);
+                   wgmma::fence();  // after the wait's branch (else ptxas adds it, saying so)
+                 });
+  };
+  issue_scores_of(0, std::integral_constant<int, 0>{});
   wgmma::wait_group<0>();
   wgmma::fence_registers(s);
 
@@ -525,6 +588,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 
   const auto step = [&](int i, auto parity) {
     constexpr int kP = decltype(parity)::value;
+    release_block(kP, kColumnBlocks - 1);  // S(i) retired: the rope columns are read by nothing else
     if ((tile_begin + i + 1) * kTileTokens > context)
       softmax(i, parity, std::true_type{});
     else
@@ -532,20 +596,23 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     wgmma::fence_proxy_async_shared();
     named_barrier_sync(kGroup0Barrier, 128);  // P(i) complete for this warpgroup's product
     named_barrier_arrive(kPFullBarrier + kP, kConsumerThreads);
-    issue_output<0, kOutputBlocks0>(o, slots_base + kP * Smem::kSlotBytes, p_base + kP * Smem::kPBytes);
-    // S(i + 1) only after both warpgroups issued O(i): the tensor cores take each sub-partition's products in issue
-    // order, so O(i) retires (and tile i's slot is released for tile i + 2) before S(i + 1) runs, not beside it.
+    issue_output<0, 0, false>(o, slots_base + kP * Smem::kSlotBytes, p_base + kP * Smem::kPBytes,
+                              std::make_integer_sequence<int, kOutputBlocks0>());
+    // S(i + 1) after O(i)'s first m-tiles (the tensor cores take each sub-partition's products in issue order) and
+    // before its last kDeferred, which then run beside the softmax of tile i + 1.
     named_barrier_sync(kOutputIssuedBarrier, kConsumerThreads);
     if (i + 1 < n) {
-      wait_tile(i + 1);
-      issue_scores(s, slots_base + (1 - kP) * Smem::kSlotBytes, base + Smem::kQ);
+      issue_scores_of(i + 1, std::integral_constant<int, 1 - kP>{});
+      named_barrier_arrive(kScoresIssuedBarrier, kConsumerThreads);
       wgmma::wait_group<1>();  // O(i)
     } else {
       wgmma::wait_group<0>();
     }
 #pragma unroll
-    for (int mt = 0; mt < kOutputBlocks0; ++mt) wgmma::fence_registers(o[mt]);
-    release_slot(i);
+    for (int mt = 0; mt < kOutputBlocks0; ++mt) {
+      wgmma::fence_registers(o[mt]);
+      release_block(kP, mt);
+    }
     wgmma::wait_group<0>();  // S(i + 1)
     wgmma::fence_registers(s);
   };

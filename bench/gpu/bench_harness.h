@@ -115,6 +115,7 @@ class Session {
     for (int i = 1; i + 1 < argc; i += 2) {
       if (std::strcmp(argv[i], "--hardware") == 0) hardware_path = argv[i + 1];
       if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+      if (std::strcmp(argv[i], "--filter") == 0) filter = argv[i + 1];
     }
     hw = load_hardware(hardware_path);
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -138,6 +139,10 @@ class Session {
 
   int rotation_for(double bytes) const { return rotation(bytes, l2_bytes); }
 
+  // Whether a result of this name is wanted: `--filter TEXT` keeps the names containing TEXT (drivers that honour it
+  // say so in their usage line).
+  bool wants(const std::string& name) const { return filter.empty() || name.find(filter) != std::string::npos; }
+
   // Prints the JSON object of all results; `extra` (already-formatted `"key": value` pairs) is
   // added to the top level, e.g. a measured GEMM ceiling.
   void print(const std::vector<Result>& results, const std::string& extra = "") const {
@@ -160,6 +165,7 @@ class Session {
 
   std::string hardware_path = "scenarios/hardware/h200-sxm.yaml";
   int repeats = 50;
+  std::string filter;
   Hardware hw;
   cudaDeviceProp prop{};
   double l2_bytes = 0;
