@@ -318,8 +318,8 @@ __global__ void __launch_bounds__(kCombineThreads)
 #pragma unroll
   for (int k = 0; k < kRowsPerWarp; ++k) {
     const int s = warp + kWarps * k;
-    part[k] = s < splits ? *reinterpret_cast<const float4*>(partial_out + (first + int64_t(s) * heads) * kLatent + column)
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float* row = partial_out + (first + int64_t(s) * heads) * kLatent;
+    part[k] = s < splits ? *reinterpret_cast<const float4*>(row + column) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 
   const int own = threadIdx.x;

@@ -183,8 +183,8 @@ __device__ __forceinline__ void issue_scores(float (&s)[24], uint32_t slot_smem,
   wgmma::commit_group();
 }
 
-// Oᵀ += Cᵀ · P for m-tile kMt of the slot's latent columns (MN-major through trans-a: 2048 bytes per k16 step, 64-column
-// blocks 8 KiB apart) and P (MN-major through trans-b: 64 token rows, 48 heads).
+// Oᵀ += Cᵀ · P for m-tile kMt of the slot's latent columns (MN-major through trans-a: 2048 bytes per k16 step,
+// 64-column blocks 8 KiB apart) and P (MN-major through trans-b: 64 token rows, 48 heads).
 template <int kMt>
 __device__ __forceinline__ void output_tile(float (&o)[24], uint32_t slot_low, uint32_t p_low) {
   constexpr uint32_t kColumns = uint32_t(kMt * Smem::kSlotBlockBytes) / 16;
@@ -327,7 +327,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   }
 
   const uint32_t barriers = base + Smem::kBarriers;
-  const auto full = [&](int slot, int block) { return barriers + 8u * uint32_t(kBlockFull + kColumnBlocks * slot + block); };
+  const auto full = [&](int slot, int block) {
+    return barriers + 8u * uint32_t(kBlockFull + kColumnBlocks * slot + block);
+  };
   const auto empty = [&](int slot, int block) {
     return barriers + 8u * uint32_t(kBlockEmpty + kColumnBlocks * slot + block);
   };

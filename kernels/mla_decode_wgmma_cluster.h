@@ -11,23 +11,28 @@
 // 512 × 48 fp32 output (96 registers per thread over two warpgroups) fit one block. Each tile is read from the L2
 // once per cluster: each block copies its share of the tile's 9 column blocks by TMA into both blocks' shared memory
 // (multicast), and rank 0 asks the L2 for the tile (bulk prefetch) before it waits for the tile's slot, so the DRAM
-// reads overlap that wait.
+// reads overlap that wait. A slot is 9 column blocks, each with its own full and empty barrier, released by its last
+// reader in both blocks and refilled at once (the rope block after the scores, the latent blocks as the output's
+// m-tiles that read them retire); the scores of a tile are issued block by block as each lands.
 // Warpgroup 0 computes the scores, the softmax and 2 of the output's 8 latent m-tiles; warpgroup 1 the other 6; a
-// loader warpgroup (setmaxnreg gives its registers to the others) fills the slots. Warpgroup 0 issues S(i + 1) only
-// once warpgroup 1 has issued O(i), so that O(i) retires first and tile i's slot is free a tile earlier. The softmax
-// keeps a running max per head that moves only when a score passes it by more than 2^8 (one barrier-reduced vote per
-// tile; the first tile always moves it): then the column maxima over the tile (8 lanes, 4 warps) set the new max, and
-// the output and sums are rescaled (warpgroup 1 through an alpha vector and a flag in shared memory). P = exp2(score −
-// max) ≤ 256 in bf16 and fp32 sums hold that slack; softmax is shift-invariant, so the result is the same up to
-// rounding. Hand-offs: mbarriers per slot (full: the loader's arrivals and the TMA bytes; empty: both warpgroups of
-// both blocks), named barriers between the warpgroups (P written; O issued).
-// Shared memory: Q 9 × 6 KiB | 2 slots × 72 KiB | 2 × P 8 KiB | alpha, flags, reductions, stats | 4 mbarriers:
-// 215 KiB.
+// loader warpgroup (setmaxnreg gives its registers to the others) fills the slots. Of O(i), m-tiles 0–3 are issued
+// before S(i + 1) and 4–7 after it, so that the tensor cores run those four while warpgroup 0 computes the softmax of
+// tile i + 1. The softmax keeps a running max per head that moves only when a score passes it by more than 2^8 (one
+// barrier-reduced vote per tile; the first tile always moves it): then the column maxima over the tile (8 lanes, 4
+// warps) set the new max, and the output and sums are rescaled (warpgroup 1 through an alpha vector and a flag in
+// shared memory). P = exp2(score − max) ≤ 256 in bf16 and fp32 sums hold that slack; softmax is shift-invariant, so
+// the result is the same up to rounding. Hand-offs: mbarriers per slot and column block (full: the loader's arrival
+// and the TMA bytes; empty: both blocks' last reader), named barriers between the warpgroups (P written; O(i)'s first
+// m-tiles issued; S(i + 1) issued).
+// Shared memory: Q 9 × 6 KiB | 2 slots × 72 KiB | 2 × P 8 KiB | alpha, flags, reductions, stats | 36 mbarriers:
+// 216 KiB.
 //
-// Measured on an H200 (bench/results/2026-11-30-h200-kernels-14): 485 µs at batch 1 and 1 M (1.69× the bound with the
-// ceilings measured in the same run) against wgmma_alternating's 622 µs; faster than it at every measured shape (8 K
-// to 1 M, batch 1 to 8). What bounds it: with two slots the tensor cores idle through each tile's softmax (a third
-// slot does not fit beside Q).
+// Measured on an H200 (bench/results/2026-11-30-h200-kernels-15): at batch 1 and 1 M 443–464 µs per call alone and
+// 474–508 µs per launch in a CUDA graph (1.54–1.74× the bound with the ceilings measured in the same run) against
+// wgmma_alternating's 650–673 µs; faster than it at every measured shape (8 K to 1 M, batch 1 to 8). Column-block
+// slots and the 4 deferred m-tiles gave about 5 % over the form with whole-slot barriers and O(i) before S(i + 1)
+// (…-kernels-14: 440–546 µs alone). What bounds it: latency, no unit saturated (Nsight Compute: DRAM 46 %, L2 73 %;
+// the tensor cores about two thirds busy); the two slots that fit beside Q leave about one tile in flight per cluster.
 // History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
 // blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
 // the bound at 1 M (979 µs at batch 1): the exchange and the full column-max softmax of every 64 × 96 tile took about
