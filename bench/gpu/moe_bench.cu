@@ -15,7 +15,7 @@
 //            (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's input
 //            is in slot order already, as in the engine).
 //
-// Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
+// Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N] [--filter TEXT (names containing it)]
 #include "bench/gpu/bench_harness.h"
 #include "core/error.h"
 #include "kernels/gather_rows.h"
@@ -163,6 +163,13 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
     const double flops = 2.0 * slots * p.out * p.in;
     const std::string shape = fmt::format("{} {}x{} decode T={} top 16 of 896 ({:.1f} distinct experts)", p.name,
                                           p.in, p.out, tokens, distinct);
+    if (!session.wants(fmt::format("mxfp4_grouped_gemv_mma_lean {}", shape))) {
+      for (const DeviceRouting& routing : routings) routing.free();
+      CUDA_CHECK(cudaFree(by_slot));
+      CUDA_CHECK(cudaFree(x));
+      CUDA_CHECK(cudaFree(y));
+      continue;
+    }
     Result alone{fmt::format("mxfp4_grouped_gemv_mma_lean {}", shape), bytes, flops};
     alone.median_us = time_us([&](int i) {
       CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(i), x, p.in, x_rows, y, p.out, nullptr,
@@ -210,13 +217,13 @@ void prefill_at_engine_shape(const k3::bench::Session& session, const Projection
     const std::string shape = fmt::format("{} {}x{} prefill T={} top 16 of 896 ({} distinct experts)", p.name, p.in,
                                           p.out, tokens, routing.distinct_experts);
     Result pipelined{fmt::format("mxfp4_grouped_gemm_mma_128x128_pipelined {}", shape), bytes, flops};
-    pipelined.median_us = time_us([&](int) {
+    if (session.wants(pipelined.name)) pipelined.median_us = time_us([&](int) {
       CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view, x, p.in, x_rows, y, p.out, nullptr,
                                                         Mxfp4GroupedAlgorithm::gemm_pipelined));
     }, repeats);
     Result dequantized{fmt::format("mxfp4_grouped_dequantized {}{}", shape, p.gather ? ", x gathered" : ""), bytes,
                        flops};
-    dequantized.median_us = time_us([&](int) {
+    if (session.wants(dequantized.name)) dequantized.median_us = time_us([&](int) {
       if (p.gather) {
         CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in, p.in,
                                                  nullptr));
@@ -226,6 +233,7 @@ void prefill_at_engine_shape(const k3::bench::Session& session, const Projection
       K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status), gemm.last_error());
     }, repeats);
     for (Result* r : {&pipelined, &dequantized}) {
+      if (!session.wants(r->name)) continue;
       r->cls = EfficiencyClass::grouped_gemm;
       r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
       results.push_back(*r);
@@ -281,6 +289,7 @@ int main(int argc, char** argv) {
       Result r{fmt::format("mxfp4_grouped_{}{} w1 3072x3584 decode T={} top 16 of 896 ({:.1f} distinct experts)",
                            algorithm_name(algorithm), algorithm == automatic ? " (automatic)" : "", tokens, distinct),
                distinct * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 4.0, 2.0 * slots * kOut * kIn};
+      if (!session.wants(r.name)) continue;
       r.cls = EfficiencyClass::grouped_gemm;
       r.median_us = time_us([&](int i) {
         CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(i % kRoutings)].view(), x, kIn, tokens, y,
@@ -295,14 +304,16 @@ int main(int argc, char** argv) {
                            "launch of {} in a CUDA graph",
                            algorithm_name(algorithm), tokens, distinct, kRoutings),
                distinct * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 4.0, 2.0 * slots * kOut * kIn};
-      r.cls = EfficiencyClass::grouped_gemm;
-      int next = 0;
-      r.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(next++ % kRoutings)].view(), x, kIn,
-                                                          tokens, y, kOut, stream, algorithm));
-      }, kRoutings, repeats);
-      r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-      results.push_back(r);
+      if (session.wants(r.name)) {
+        r.cls = EfficiencyClass::grouped_gemm;
+        int next = 0;
+        r.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+          CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(next++ % kRoutings)].view(), x, kIn,
+                                                            tokens, y, kOut, stream, algorithm));
+        }, kRoutings, repeats);
+        r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+        results.push_back(r);
+      }
     }
     for (const DeviceRouting& routing : routings) routing.free();
     CUDA_CHECK(cudaFree(x));
@@ -322,6 +333,7 @@ int main(int argc, char** argv) {
                            routing.distinct_experts),
                routing.distinct_experts * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 2.0,
                2.0 * slots * kOut * kIn};
+      if (!session.wants(r.name)) continue;
       r.cls = EfficiencyClass::grouped_gemm;
       r.median_us = time_us([&](int) {
         CUDA_CHECK(
