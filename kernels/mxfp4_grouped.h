@@ -103,12 +103,17 @@
 namespace k3::kernels {
 
 // All experts of one projection, stored contiguously as in the checkpoint stacked by expert.
+// The order of the bytes within each expert: the checkpoint's (canonical), or the tiled one of kernels/mxfp4_tiled.h
+// (out a multiple of 16, in of 64), which only the GEMV reads.
+enum class Mxfp4Layout { canonical, tiled16 };
+
 struct Mxfp4ExpertWeights {
   const uint8_t* packed;  // [experts, out, in/2]
   const uint8_t* scales;  // [experts, out, in/32]
   int experts;
   int64_t out_features;
   int64_t in_features;
+  Mxfp4Layout layout = Mxfp4Layout::canonical;
 };
 
 // Device arrays of the bucketing contract, and the host bounds that size the launch.

@@ -236,4 +236,12 @@ cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouti
                                   int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
                                   cudaStream_t stream);
 
+// mxfp4_grouped_gemv_tiled (mxfp4_grouped_gemv_tiled.cu) on Mxfp4Layout::tiled16 weights, after launch()'s checks.
+cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                              int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, int64_t active,
+                              cudaStream_t stream);
+cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                              int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
+                              cudaStream_t stream);
+
 }  // namespace k3::kernels::mxfp4_detail

@@ -10,7 +10,8 @@
 //   prefill: 8192 tokens × top 16 (every expert active): FLOP/s against the hardware file's bf16 peak, the
 //            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here);
 //   the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896 experts, fp32 y:
-//            at decode (T = 1, 8, 16, 64, as above) the lean GEMV alone and per graph launch; at prefill (2048, 4096,
+//            at decode (T = 1, 8, 16, 64, as above) the lean GEMV, and the tiled GEMV on a copy of the weights in
+//            the tiled layout (kernels/mxfp4_tiled.h), alone and per graph launch; at prefill (2048, 4096,
 //            8192 and 32768 tokens) the pipelined GEMM against the dequantise-then-cuBLASLt path
 //            (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's input
 //            is in slot order already, as in the engine).
@@ -22,6 +23,7 @@
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/mxfp4_grouped.h"
 #include "kernels/mxfp4_grouped_dequantized.h"
+#include "kernels/mxfp4_tiled.h"
 #include "kernels/random_fill.h"
 
 #include <cuda_bf16.h>
@@ -141,9 +143,11 @@ int32_t* identity_slots(int slots) {
   return upload(iota);
 }
 
-// Decode: the lean GEMV, each launch alone and per launch of a CUDA graph of one launch per routing.
+// Decode: the lean GEMV on the checkpoint's layout and the tiled GEMV on the tiled copy of the same weights, each
+// launch alone and per launch of a CUDA graph of one launch per routing.
 void decode_at_engine_shape(const k3::bench::Session& session, const Projection& p,
-                            const k3::kernels::Mxfp4ExpertWeights& w, std::mt19937& rng, std::vector<Result>& results) {
+                            const k3::kernels::Mxfp4ExpertWeights& w, const k3::kernels::Mxfp4ExpertWeights& tiled,
+                            std::mt19937& rng, std::vector<Result>& results) {
   const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
   for (const int tokens : {1, 8, 16, 64}) {
     constexpr int kRoutings = 8;
@@ -163,29 +167,26 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
     const double flops = 2.0 * slots * p.out * p.in;
     const std::string shape = fmt::format("{} {}x{} decode T={} top 16 of 896 ({:.1f} distinct experts)", p.name,
                                           p.in, p.out, tokens, distinct);
-    if (!session.wants(fmt::format("mxfp4_grouped_gemv_mma_lean {}", shape))) {
-      for (const DeviceRouting& routing : routings) routing.free();
-      CUDA_CHECK(cudaFree(by_slot));
-      CUDA_CHECK(cudaFree(x));
-      CUDA_CHECK(cudaFree(y));
-      continue;
-    }
-    Result alone{fmt::format("mxfp4_grouped_gemv_mma_lean {}", shape), bytes, flops};
-    alone.median_us = time_us([&](int i) {
-      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(i), x, p.in, x_rows, y, p.out, nullptr,
-                                                        Mxfp4GroupedAlgorithm::gemv));
-    }, session.repeats);
-    Result graph{fmt::format("mxfp4_grouped_gemv_mma_lean {}, per launch of {} in a CUDA graph", shape, kRoutings),
-                 bytes, flops};
-    int next = 0;
-    graph.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view(next++), x, p.in, x_rows, y, p.out, stream,
-                                                        Mxfp4GroupedAlgorithm::gemv));
-    }, kRoutings, session.repeats);
-    for (Result* r : {&alone, &graph}) {
-      r->cls = EfficiencyClass::grouped_gemm;
-      r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-      results.push_back(*r);
+    for (const auto& [kernel, weights] : {std::pair{"mxfp4_grouped_gemv_mma_lean", &w},
+                                          std::pair{"mxfp4_grouped_gemv_tiled", &tiled}}) {
+      const k3::kernels::Mxfp4ExpertWeights& ww = *weights;
+      Result alone{fmt::format("{} {}", kernel, shape), bytes, flops};
+      if (!session.wants(alone.name)) continue;
+      alone.median_us = time_us([&](int i) {
+        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view(i), x, p.in, x_rows, y, p.out, nullptr,
+                                                          Mxfp4GroupedAlgorithm::gemv));
+      }, session.repeats);
+      Result graph{fmt::format("{} {}, per launch of {} in a CUDA graph", kernel, shape, kRoutings), bytes, flops};
+      int next = 0;
+      graph.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view(next++), x, p.in, x_rows, y, p.out, stream,
+                                                          Mxfp4GroupedAlgorithm::gemv));
+      }, kRoutings, session.repeats);
+      for (Result* r : {&alone, &graph}) {
+        r->cls = EfficiencyClass::grouped_gemm;
+        r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+        results.push_back(*r);
+      }
     }
     for (const DeviceRouting& routing : routings) routing.free();
     CUDA_CHECK(cudaFree(by_slot));
@@ -254,10 +255,15 @@ void at_engine_shapes(const k3::bench::Session& session, std::mt19937& rng, std:
     uint8_t* scales = device_alloc<uint8_t>(weights / 32, 0);
     CUDA_CHECK(k3::kernels::mxfp4_fill_normal(packed, scales, int64_t(kExperts) * p.out, p.in, 0.02f, 11, nullptr));
     const k3::kernels::Mxfp4ExpertWeights w{packed, scales, kExperts, p.out, p.in};
-    decode_at_engine_shape(session, p, w, rng, results);
+    uint8_t* tiled_packed = device_alloc<uint8_t>(weights / 2, 0);
+    uint8_t* tiled_scales = device_alloc<uint8_t>(weights / 32, 0);
+    CUDA_CHECK(k3::kernels::mxfp4_tiled_repack(packed, scales, kExperts, p.out, p.in, tiled_packed, tiled_scales,
+                                               nullptr));
+    const k3::kernels::Mxfp4ExpertWeights tiled{tiled_packed, tiled_scales, kExperts, p.out, p.in,
+                                                k3::kernels::Mxfp4Layout::tiled16};
+    decode_at_engine_shape(session, p, w, tiled, rng, results);
     prefill_at_engine_shape(session, p, w, rng, results);
-    CUDA_CHECK(cudaFree(packed));
-    CUDA_CHECK(cudaFree(scales));
+    for (uint8_t* buffer : {packed, scales, tiled_packed, tiled_scales}) CUDA_CHECK(cudaFree(buffer));
   }
 }
 

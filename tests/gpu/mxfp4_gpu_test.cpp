@@ -7,15 +7,20 @@
 // two-multiply threshold, NaN scales, invalid tokens, replay from a CUDA graph with a new routing, and
 // argument rejection. The dequantise-then-cuBLASLt prefill path (kernels/mxfp4_grouped_dequantized.h): its decode
 // bit for bit against the CPU's, its products on the same cases, and its argument rejection.
+#include "core/error.h"
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
 #include "kernels/mxfp4_grouped.h"
 #include "kernels/mxfp4_grouped_dequantized.h"
+#include "kernels/mxfp4_tiled.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <memory>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,14 +32,25 @@ using kernels::Mxfp4GroupedAlgorithm;
 // fp32 accumulation (tensor-core fp32 sums) against fp64.
 constexpr double kF32Tolerance = 1e-5;
 
-// All experts of one projection as the checkpoint stacks them, and each expert's decoded weights.
+// All experts of one projection as the checkpoint stacks them (or in the tiled layout), and each expert's decoded
+// weights.
 struct ExpertBank {
   int experts = 0;
   int64_t out = 0, in = 0;
   std::vector<uint8_t> packed;           // [experts, out, in/2]
   std::vector<uint8_t> scales;           // [experts, out, in/32]
   std::vector<ref::MatrixD> dequantized;  // [out, in] per expert
+  kernels::Mxfp4Layout layout = kernels::Mxfp4Layout::canonical;
 };
+
+// The same bank in the tiled layout (kernels/mxfp4_tiled.h), repacked on the host.
+ExpertBank tiled_bank(const ExpertBank& bank) {
+  ExpertBank tiled = bank;
+  kernels::mxfp4_tiled_repack_host(bank.packed.data(), bank.scales.data(), bank.experts, bank.out, bank.in,
+                                   tiled.packed.data(), tiled.scales.data());
+  tiled.layout = kernels::Mxfp4Layout::tiled16;
+  return tiled;
+}
 
 void decode_bank(ExpertBank& bank) {
   const int64_t n = bank.out * bank.in;
@@ -123,7 +139,7 @@ struct DeviceBank {
   DeviceBuffer<uint8_t> packed, scales;
   kernels::Mxfp4ExpertWeights view;
   explicit DeviceBank(const ExpertBank& b)
-      : packed(b.packed), scales(b.scales), view{packed.get(), scales.get(), b.experts, b.out, b.in} {}
+      : packed(b.packed), scales(b.scales), view{packed.get(), scales.get(), b.experts, b.out, b.in, b.layout} {}
 };
 
 struct DeviceRouting {
@@ -194,6 +210,16 @@ void expect_matches(const ExpertBank& bank, const HostRouting& routing, const re
     EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), tolerance_for<OutT>())
         << label << " " << name(a);
     EXPECT_TRUE(got.rightCols(5).array().isNaN().all()) << label << " " << name(a) << ": a padding column was written";
+  }
+  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {  // the GEMV on the tiled layout (automatic chooses it)
+    DeviceBank tiled(tiled_bank(bank));
+    DeviceBuffer<OutT> dy(size_t(rows * y_stride));
+    CUDA_CHECK(run(tiled.view, droute.view(bank.experts), dx.get(), x_stride, x.rows(), dy.get(), y_stride,
+                   Mxfp4GroupedAlgorithm::automatic));
+    const ref::Matrix got = download(dy, rows, y_stride);
+    EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), tolerance_for<OutT>())
+        << label << " gemv tiled";
+    EXPECT_TRUE(got.rightCols(5).array().isNaN().all()) << label << " gemv tiled: a padding column was written";
   }
 }
 
@@ -311,7 +337,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtAPrefillShape) {
 
 // Every nibble at scales 2^-125..2^125 (bytes on both sides of 128), x one-hot: y is W itself, exactly. in = 96
 // (3 blocks: only the GEMV's checked last k-group), 544 (17 blocks: two whole groups of 8, then one more) and 768
-// (24 blocks: whole groups only).
+// (24 blocks: whole groups only; also the tiled layout's GEMV).
 class GpuMxfp4GroupedExact : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
@@ -339,11 +365,19 @@ TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
   DeviceBank dbank(bank);
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
+  std::vector<std::pair<const DeviceBank*, Mxfp4GroupedAlgorithm>> runs;
+  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) runs.emplace_back(&dbank, a);
+  std::unique_ptr<DeviceBank> tiled;
+  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {
+    tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
+    runs.emplace_back(tiled.get(), Mxfp4GroupedAlgorithm::gemv);
+  }
+  for (const auto& [device_bank, a] : runs) {
+    const std::string label = std::string(name(a)) + (device_bank == &dbank ? "" : " tiled");
     DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
     DeviceBuffer<__nv_bfloat16> dy16(size_t(routing.slots() * bank.out));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), bank.in, bank.in, dy.get(), bank.out, a));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), bank.in, bank.in, dy16.get(), bank.out, a));
+    CUDA_CHECK(run(device_bank->view, droute.view(bank.experts), dx.get(), bank.in, bank.in, dy.get(), bank.out, a));
+    CUDA_CHECK(run(device_bank->view, droute.view(bank.experts), dx.get(), bank.in, bank.in, dy16.get(), bank.out, a));
     const ref::Matrix got = download(dy, routing.slots(), bank.out);
     const ref::Matrix got16 = download(dy16, routing.slots(), bank.out);
     int mismatches = 0;
@@ -352,22 +386,22 @@ TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
         const auto want = static_cast<float>(expected(s, o));
         if (got(s, o) != want || got16(s, o) != want) {
           if (++mismatches <= 5) {
-            ADD_FAILURE() << name(a) << " slot " << s << " row " << o << ": " << got(s, o) << " / " << got16(s, o)
+            ADD_FAILURE() << label << " slot " << s << " row " << o << ": " << got(s, o) << " / " << got16(s, o)
                           << ", expected " << want;
           }
         }
       }
     }
-    EXPECT_EQ(mismatches, 0) << name(a);
+    EXPECT_EQ(mismatches, 0) << label;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedExact, ::testing::Values(int64_t{96}, int64_t{544}, int64_t{768}));
 
 // A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
-// gets NaN in every column. in = 96 (3 blocks: only the GEMV's checked last k-group) and 288 (9 blocks: a whole
-// k-group of 8, then one more); the bound on the other entries, 1e-5 relative at 96 terms, grows with the terms
-// summed in fp32.
+// gets NaN in every column. in = 96 (3 blocks: only the GEMV's checked last k-group), 288 (9 blocks: a whole
+// k-group of 8, then one more) and 320 (10 blocks: also the tiled GEMV, a group of 4 block pairs and one pair); the
+// bound on the other entries, 1e-5 relative at 96 terms, grows with the terms summed in fp32.
 class GpuMxfp4GroupedNan : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GpuMxfp4GroupedNan, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
@@ -387,25 +421,33 @@ TEST_P(GpuMxfp4GroupedNan, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
   DeviceBank dbank(bank);
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
+  std::vector<std::pair<const DeviceBank*, Mxfp4GroupedAlgorithm>> runs;
+  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) runs.emplace_back(&dbank, a);
+  std::unique_ptr<DeviceBank> tiled;
+  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {
+    tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
+    runs.emplace_back(tiled.get(), Mxfp4GroupedAlgorithm::gemv);
+  }
+  for (const auto& [device_bank, a] : runs) {
+    const std::string label = std::string(name(a)) + (device_bank == &dbank ? "" : " tiled");
     DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), in, 100, dy.get(), bank.out, a));
+    CUDA_CHECK(run(device_bank->view, droute.view(bank.experts), dx.get(), in, 100, dy.get(), bank.out, a));
     const ref::Matrix got = download(dy, routing.slots(), bank.out);
     for (int s = 0; s < routing.slots(); ++s) {
       const bool expert1 = s >= routing.offsets[1] && s < routing.offsets[2];
       for (int64_t o = 0; o < bank.out; ++o) {
         if (s == bad_slot || (expert1 && o == poisoned_row)) {
-          EXPECT_TRUE(std::isnan(got(s, o))) << name(a) << " slot " << s << " row " << o;
+          EXPECT_TRUE(std::isnan(got(s, o))) << label << " slot " << s << " row " << o;
         } else {
           EXPECT_NEAR(got(s, o), expected(s, o), tolerance * (1.0 + std::abs(expected(s, o))))
-              << name(a) << " slot " << s << " row " << o;
+              << label << " slot " << s << " row " << o;
         }
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedNan, ::testing::Values(int64_t{96}, int64_t{288}));
+INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedNan, ::testing::Values(int64_t{96}, int64_t{288}, int64_t{320}));
 
 // The launch depends only on the host bounds: a graph captured with one routing replays another.
 TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
@@ -594,6 +636,126 @@ TEST(GpuMxfp4Dequantized, RejectsBadArguments) {
   EXPECT_EQ(call(bad, offsets, 64, 16, 1024), cudaErrorInvalidValue);
   const int32_t none[3] = {0, 0, 0};  // nothing routed: nothing to do
   EXPECT_EQ(call(w, none, 64, 16, 1024), cudaSuccess);
+}
+
+// ---- The tiled layout (kernels/mxfp4_tiled.h) ----------------------------------------------------------------
+// Its decode table: each output's pieces give exactly the 8 bits of a bf16 pair (sign, e1, e0, m of both halves)
+// once, and the pieces' sources, over the 8 outputs, are the 64 bits of a lane's block once each.
+TEST(Mxfp4Tiled, DecodeTableTakesEveryBitOnce) {
+  std::vector<int> taken(64, 0);
+  for (int o = 0; o < 8; ++o) {
+    uint32_t covered = 0;
+    for (const kernels::TiledPiece& piece : kernels::kTiledOutputs[o].piece) {
+      EXPECT_EQ(covered & piece.mask, 0u) << "output " << o << ": pieces overlap";
+      covered |= piece.mask;
+      for (int i = 0; i < 32; ++i)
+        if (piece.mask >> i & 1u) ++taken[size_t((i + piece.rotation) % 64)];
+    }
+    EXPECT_EQ(covered, kernels::kTiledAllBits) << "output " << o;
+  }
+  for (int b = 0; b < 64; ++b) EXPECT_EQ(taken[size_t(b)], 1) << "source bit " << b;
+}
+
+// The host repack, decoded the way the tiled GEMV decodes it (the pieces, then the bf16 bits as v · 2^-126 times
+// 2^(scale − 127)), gives every weight of the checkpoint's decode, at its row and element.
+TEST(Mxfp4Tiled, RepackDecodesToTheCheckpointWeights) {
+  std::mt19937 rng(20261218);
+  const ExpertBank bank = random_bank(2, 32, 192, rng);
+  const ExpertBank tiled = tiled_bank(bank);
+  const int64_t pairs = bank.in / 64, per_expert = bank.out * bank.in / 2, scales_per_expert = bank.out * bank.in / 32;
+  const auto rotate = [](uint32_t w0, uint32_t w1, int r) {
+    const uint64_t v = uint64_t(w1) << 32 | w0;
+    return uint32_t(r == 0 ? v : (v >> r | v << (64 - r)));
+  };
+  int64_t checked = 0, mismatches = 0;
+  for (int e = 0; e < bank.experts; ++e)
+    for (int64_t tile = 0; tile < bank.out / 16; ++tile)
+      for (int64_t pair = 0; pair < pairs; ++pair)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int b = 0; b < 2; ++b) {
+            const int g = lane / 4, t = lane % 4;
+            const int64_t unit = tile * pairs + pair, block = 2 * pair + b;
+            const uint8_t* bytes = tiled.packed.data() + e * per_expert + unit * 512 + lane * 16 + 8 * b;
+            const uint8_t* scale = tiled.scales.data() + e * scales_per_expert + unit * 32 + 4 * g;
+            uint32_t w[2] = {0, 0};
+            for (int k = 0; k < 8; ++k) w[k / 4] |= uint32_t(bytes[k]) << (8 * (k % 4));
+            for (int o = 0; o < 8; ++o) {
+              uint32_t bits = 0;
+              for (const kernels::TiledPiece& piece : kernels::kTiledOutputs[o].piece)
+                bits |= rotate(w[0], w[1], piece.rotation) & piece.mask;
+              const int64_t row = tile * 16 + g + (o >= 4 ? 8 : 0);
+              const int scale_byte = scale[(o >= 4 ? 2 : 0) + b];
+              for (int half = 0; half < 2; ++half) {
+                const uint32_t f32 = (half == 0 ? bits & 0xFFFFu : bits >> 16) << 16;
+                float v = 0.0f;
+                std::memcpy(&v, &f32, 4);
+                const double got = std::ldexp(double(v), 126 + scale_byte - 127);
+                const int64_t column = block * 32 + 8 * t + 2 * (o % 4) + half;
+                const double want = bank.dequantized[size_t(e)](row, column);
+                ++checked;
+                if (got != want && ++mismatches <= 5)
+                  ADD_FAILURE() << "expert " << e << " row " << row << " column " << column << ": " << got
+                                << ", expected " << want;
+              }
+            }
+          }
+  EXPECT_EQ(checked, bank.experts * bank.out * bank.in);
+  EXPECT_EQ(mismatches, 0);
+}
+
+// The GEMV on the tiled layout where only it runs: one block pair (in = 64), one group of 4 pairs and one more
+// (320), two groups and one more (576), with empty experts, many passes of 8 slots and one expert holding them all.
+TEST(GpuMxfp4Tiled, GemvMatchesFp64Reference) {
+  std::mt19937 rng(20261219);
+  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{48, 64}, {32, 320}, {64, 576}}) {
+    const ExpertBank bank = random_bank(5, out, in, rng);
+    for (const std::vector<int>& counts :
+         {std::vector<int>{1, 0, 3, 1, 0}, std::vector<int>{17, 40, 0, 9, 2}, std::vector<int>{0, 0, 33, 0, 0}}) {
+      const int x_rows = 64;
+      const int64_t x_stride = in + 8;
+      const HostRouting routing = routing_with_counts(counts, x_rows, rng);
+      const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
+      const std::string label = std::to_string(out) + "x" + std::to_string(in) + " " + std::to_string(counts[1]);
+      expect_matches<float>(bank, routing, x, x_stride, label + " f32");
+      expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, label + " bf16");
+    }
+  }
+}
+
+// The device repack writes the host's bytes; shapes without the layout, aliasing buffers and the GEMMs on it are
+// refused.
+TEST(GpuMxfp4Tiled, DeviceRepackMatchesTheHostsAndBadUsesAreRefused) {
+  alignas(16) static uint8_t packed[4096], scales[256], tiled_packed[4096], tiled_scales[256];
+  EXPECT_FALSE(kernels::mxfp4_tiled_supported(24, 64));
+  EXPECT_FALSE(kernels::mxfp4_tiled_supported(16, 96));
+  EXPECT_TRUE(kernels::mxfp4_tiled_supported(16, 128));
+  EXPECT_EQ(kernels::mxfp4_tiled_repack(packed, scales, 1, 16, 96, tiled_packed, tiled_scales, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::mxfp4_tiled_repack(packed, scales, 1, 16, 64, packed, tiled_scales, nullptr),
+            cudaErrorInvalidValue);  // in place
+  EXPECT_EQ(kernels::mxfp4_tiled_repack(packed, scales, 0, 16, 64, tiled_packed, tiled_scales, nullptr),
+            cudaErrorInvalidValue);
+  {  // a GEMM on tiled weights: refused on the host, before any launch
+    alignas(16) static __nv_bfloat16 x[1024];
+    alignas(16) static float y[1024];
+    static int32_t offsets[3], slot_token[4], active[2], count[1];
+    const kernels::Mxfp4ExpertWeights w{packed, scales, 2, 16, 64, kernels::Mxfp4Layout::tiled16};
+    const kernels::ExpertRouting r{offsets, slot_token, active, count, 4, 2};
+    EXPECT_THROW(kernels::mxfp4_grouped_bf16_to_f32(w, r, x, 64, 4, y, 16, nullptr, Mxfp4GroupedAlgorithm::gemm),
+                 Error);
+    EXPECT_EQ(kernels::mxfp4_grouped_algorithm(w, kernels::ExpertRouting{nullptr, nullptr, nullptr, nullptr, 8192, 2}),
+              Mxfp4GroupedAlgorithm::gemv);
+  }
+  std::mt19937 rng(20261220);
+  const ExpertBank bank = random_bank(3, 48, 448, rng);
+  const ExpertBank tiled = tiled_bank(bank);
+  K3_REQUIRE_GPU();
+  DeviceBank dbank(bank);
+  DeviceBuffer<uint8_t> out_packed(bank.packed.size()), out_scales(bank.scales.size());
+  CUDA_CHECK(kernels::mxfp4_tiled_repack(dbank.packed.get(), dbank.scales.get(), bank.experts, bank.out, bank.in,
+                                         out_packed.get(), out_scales.get(), nullptr));
+  EXPECT_EQ(out_packed.download(), tiled.packed);
+  EXPECT_EQ(out_scales.download(), tiled.scales);
 }
 
 }  // namespace

@@ -1,0 +1,206 @@
+// mxfp4_grouped_gemv_tiled: the decode GEMV of mxfp4_grouped.h on weights in the tiled layout (kernels/mxfp4_tiled.h).
+// The lean GEMV's grid, passes and products (one warp per 16 output rows of one active expert, mma.sync m16n8k16 per
+// 8 slots, fp32 accumulation), with the layout's loads and decode: per two blocks a lane loads 16 weight bytes (the
+// warp 512 contiguous bytes), its row pair's 4 scale bytes, and 16 bytes of x per block in memory order; 8 bf16
+// pairs decode in 18 integer instructions (mxfp4_tiled.h) and the scales are the same exact bf16 multiplies, so the
+// products are those of the canonical GEMV up to the order of the fp32 sums.
+#include "kernels/mxfp4_grouped_device.h"
+#include "kernels/mxfp4_tiled.h"
+
+#include <climits>
+
+namespace k3::kernels::mxfp4_detail {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kBlockRows = kThreads / 32 * kTiledRows;  // 64
+constexpr int kSlots = 8;                                // one mma n-tile per pass
+constexpr int kGroupPairs = 4;                           // block pairs loaded together (8 blocks, as the lean GEMV)
+constexpr int kUnitVectors = kTiledUnitWeightBytes / 16;  // uint4 per unit
+constexpr int kUnitScaleWords = kTiledUnitScaleBytes / 4;
+
+template <int kRotation>
+__device__ __forceinline__ uint32_t rotate64(uint32_t w0, uint32_t w1) {
+  if constexpr (kRotation == 0) {
+    return w0;
+  } else if constexpr (kRotation == 32) {
+    return w1;
+  } else if constexpr (kRotation < 32) {
+    return __funnelshift_r(w0, w1, kRotation);
+  } else {
+    return __funnelshift_r(w1, w0, kRotation - 32);
+  }
+}
+
+// Output o of a lane's block (mxfp4_tiled.h): the bf16 bits of a pair of weights times 2^-126.
+template <int kO>
+__device__ __forceinline__ uint32_t tiled_output(uint32_t w0, uint32_t w1) {
+  constexpr TiledPiece a = kTiledOutputs[kO].piece[0];
+  constexpr TiledPiece b = kTiledOutputs[kO].piece[1];
+  uint32_t v = rotate64<a.rotation>(w0, w1) & a.mask;
+  if constexpr (b.mask != 0) v |= rotate64<b.rotation>(w0, w1) & b.mask;
+  return v;
+}
+
+// Byte k of s in both bf16 halves as the factor 2^(byte − 1) (valid for bytes ≤ 128): (byte + 126) << 7 twice.
+template <int kByte>
+__device__ __forceinline__ uint32_t small_factor(uint32_t s) {
+  constexpr uint32_t kSelector = 0x4040u | (kByte << 8) | kByte;  // bytes 0 and 2 from byte kByte, 1 and 3 zero
+  return __byte_perm(s, 0u, kSelector) * 128u + 126u * 0x00800080u;
+}
+
+// One block of the lane: the two products of its 8 decoded pairs (rows g and g + 8) with x's 8 elements.
+template <bool kGeneral>
+__device__ __forceinline__ void block_products(uint32_t w0, uint32_t w1, uint32_t scale_lo, uint32_t scale_hi,
+                                               uint32_t factor_lo, uint32_t factor_hi, uint4 xv, float (&acc)[4]) {
+  uint32_t o[8] = {tiled_output<0>(w0, w1), tiled_output<1>(w0, w1), tiled_output<2>(w0, w1),
+                   tiled_output<3>(w0, w1), tiled_output<4>(w0, w1), tiled_output<5>(w0, w1),
+                   tiled_output<6>(w0, w1), tiled_output<7>(w0, w1)};
+  if constexpr (kGeneral) {
+    const BlockScale lo = block_scale(scale_lo), hi = block_scale(scale_hi);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      o[k] = bf16x2_mul(o[k], lo.first2);
+      o[k + 4] = bf16x2_mul(o[k + 4], hi.first2);
+      if (lo.twice) o[k] = bf16x2_mul(o[k], lo.second2);
+      if (hi.twice) o[k + 4] = bf16x2_mul(o[k + 4], hi.second2);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      o[k] = bf16x2_mul(o[k], factor_lo);
+      o[k + 4] = bf16x2_mul(o[k + 4], factor_hi);
+    }
+  }
+  // k-half 0: elements 0, 1 | 2, 3 of the lane's 8; k-half 1: 4, 5 | 6, 7 (mxfp4_tiled.h's k order).
+  mma_bf16_16x8x16(acc, o[0], o[4], o[1], o[5], xv.x, xv.y);
+  mma_bf16_16x8x16(acc, o[2], o[6], o[3], o[7], xv.z, xv.w);
+}
+
+// One unit (two blocks) of the lane: weights wv, scales sv (row g blocks 0, 1, row g + 8 blocks 0, 1), x at the
+// lane's elements of the first block.
+template <bool kGeneral>
+__device__ __forceinline__ void pair_products(const uint4& wv, uint32_t sv, const __nv_bfloat16* x_pair,
+                                              float (&acc)[4]) {
+  const uint4 x0 = __ldg(reinterpret_cast<const uint4*>(x_pair));
+  const uint4 x1 = __ldg(reinterpret_cast<const uint4*>(x_pair + kMxBlockElements));
+  if constexpr (kGeneral) {
+    block_products<true>(wv.x, wv.y, sv & 0xFFu, (sv >> 16) & 0xFFu, 0, 0, x0, acc);
+    block_products<true>(wv.z, wv.w, (sv >> 8) & 0xFFu, sv >> 24, 0, 0, x1, acc);
+  } else {
+    block_products<false>(wv.x, wv.y, 0, 0, small_factor<0>(sv), small_factor<2>(sv), x0, acc);
+    block_products<false>(wv.z, wv.w, 0, 0, small_factor<1>(sv), small_factor<3>(sv), x1, acc);
+  }
+}
+
+// Whether a byte of s exceeds 128 (a scale above 2^1, or NaN).
+__device__ __forceinline__ bool has_big_scale(uint32_t s) {
+  return (((s & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & s & 0x80808080u) != 0;
+}
+
+// blockIdx.x = active expert index · row_blocks + (output row) / 64; warp w of the block owns tile 4·(that) + w.
+template <typename OutT>
+__global__ void __launch_bounds__(kThreads, 7)
+    mxfp4_grouped_gemv_tiled(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                             int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                             unsigned row_blocks) {
+  const int active = static_cast<int>(blockIdx.x / row_blocks);
+  if (active >= min(*r.active_count, r.max_active_experts)) return;
+  const int expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return;
+  int first_slot = 0, end_slot = 0;
+  expert_slots(r, expert, first_slot, end_slot);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tile = int64_t(blockIdx.x % row_blocks) * (kBlockRows / kTiledRows) + warp;
+  if (tile * kTiledRows >= w.out_features) return;  // the whole warp
+  const int64_t row = tile * kTiledRows + g;        // and row + 8
+  const int pairs = static_cast<int>(w.in_features / 64);
+  const int64_t first_unit = tile * pairs;
+  const uint4* w_lane = reinterpret_cast<const uint4*>(w.packed + expert * w.out_features * (w.in_features / 2)) +
+                        first_unit * kUnitVectors + lane;
+  const uint32_t* s_lane = reinterpret_cast<const uint32_t*>(w.scales + expert * w.out_features * (w.in_features / 32)) +
+                           first_unit * kUnitScaleWords + g;
+  const int full_groups = pairs / kGroupPairs;
+
+  for (int pass = first_slot; pass < end_slot; pass += kSlots) {
+    // This lane's mma column is slot pass + g; without one (or with an invalid token) it reads the pass's
+    // first slot, or row 0, instead: that column is never stored.
+    const int slot = pass + g < end_slot ? pass + g : pass;
+    const int token = r.slot_token[slot];
+    const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) + 8 * t;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint4* wp = w_lane;
+    const uint32_t* sp = s_lane;
+    const __nv_bfloat16* xp = x_lane;
+    for (int group = 0; group < full_groups; ++group) {
+      uint4 wv[kGroupPairs];
+      uint32_t sv[kGroupPairs];
+#pragma unroll
+      for (int k = 0; k < kGroupPairs; ++k) {
+        wv[k] = __ldcs(wp + k * kUnitVectors);
+        sv[k] = __ldcs(sp + k * kUnitScaleWords);
+      }
+      bool big = false;
+#pragma unroll
+      for (int k = 0; k < kGroupPairs; ++k) big |= has_big_scale(sv[k]);
+      if (__any_sync(0xFFFFFFFFu, big)) {
+#pragma unroll
+        for (int k = 0; k < kGroupPairs; ++k) pair_products<true>(wv[k], sv[k], xp + k * 64, acc);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kGroupPairs; ++k) pair_products<false>(wv[k], sv[k], xp + k * 64, acc);
+      }
+      wp += kGroupPairs * kUnitVectors;
+      sp += kGroupPairs * kUnitScaleWords;
+      xp += kGroupPairs * 64;
+    }
+    for (int p = full_groups * kGroupPairs; p < pairs; ++p) {  // the last 1 … 3 pairs
+      const uint4 wv = __ldcs(w_lane + p * kUnitVectors);
+      const uint32_t sv = __ldcs(s_lane + p * kUnitScaleWords);
+      if (__any_sync(0xFFFFFFFFu, has_big_scale(sv))) {
+        pair_products<true>(wv, sv, x_lane + p * 64, acc);
+      } else {
+        pair_products<false>(wv, sv, x_lane + p * 64, acc);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
+      const int s = pass + 2 * t + c;
+      if (s < end_slot) {
+        const bool ok = token_valid(r, s, x_rows);
+        OutT* out = y + int64_t(s) * y_stride + row;
+        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+      }
+    }
+  }
+}
+
+template <typename OutT>
+cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x, int64_t x_stride,
+                   int64_t x_rows, OutT* y, int64_t y_stride, int64_t active, cudaStream_t stream) {
+  if (!mxfp4_tiled_supported(w.out_features, w.in_features)) return cudaErrorInvalidValue;
+  const int64_t row_blocks = (w.out_features + kBlockRows - 1) / kBlockRows;
+  if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const auto grid = static_cast<unsigned>(active * row_blocks);
+  mxfp4_grouped_gemv_tiled<OutT><<<grid, kThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                static_cast<unsigned>(row_blocks));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                              int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, int64_t active,
+                              cudaStream_t stream) {
+  return launch(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
+}
+cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                              int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
+                              cudaStream_t stream) {
+  return launch(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
+}
+
+}  // namespace k3::kernels::mxfp4_detail
