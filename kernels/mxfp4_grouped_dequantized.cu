@@ -36,6 +36,41 @@ __global__ void __launch_bounds__(kDequantizeThreads)
   }
 }
 
+// Row half kR (0: row g, 1: row g + 8) of one lane's block in the tiled layout, times its scale: the 8 elements
+// 8t … 8t + 7 of the block in memory order.
+template <int kR>
+__device__ __forceinline__ uint4 tiled_row(uint32_t w0, uint32_t w1, const BlockScale& s) {
+  uint32_t pairs[4] = {tiled_output<4 * kR>(w0, w1), tiled_output<4 * kR + 1>(w0, w1),
+                       tiled_output<4 * kR + 2>(w0, w1), tiled_output<4 * kR + 3>(w0, w1)};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    pairs[j] = bf16x2_mul(pairs[j], s.first2);
+    if (s.twice) pairs[j] = bf16x2_mul(pairs[j], s.second2);
+  }
+  return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+}
+
+// The tiled layout (kernels/mxfp4_tiled.h): one thread per lane of each unit (16 rows × 2 blocks), its 16 weight
+// bytes and its row pair's scale word, writing 8 elements of rows g and g + 8 in each block.
+__global__ void __launch_bounds__(kDequantizeThreads)
+    mxfp4_dequantize_tiled(const uint4* __restrict__ packed, const uint32_t* __restrict__ scales, int64_t pairs,
+                           int64_t lanes, __nv_bfloat16* __restrict__ out, int64_t out_row_stride) {
+  const int64_t index = int64_t(blockIdx.x) * kDequantizeThreads + threadIdx.x;
+  if (index >= lanes) return;
+  const int64_t unit = index / 32, tile = unit / pairs, pair = unit % pairs;
+  const int lane = int(index % 32), g = lane / 4, t = lane % 4;
+  const uint4 wv = __ldcs(packed + index);
+  const uint32_t sv = __ldcs(scales + unit * (kTiledUnitScaleBytes / 4) + g);
+  __nv_bfloat16* row_lo = out + (tile * kTiledRows + g) * out_row_stride + pair * 64 + 8 * t;
+  __nv_bfloat16* row_hi = row_lo + 8 * out_row_stride;
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    const uint32_t w0 = b == 0 ? wv.x : wv.z, w1 = b == 0 ? wv.y : wv.w;
+    *reinterpret_cast<uint4*>(row_lo + 32 * b) = tiled_row<0>(w0, w1, block_scale((sv >> (8 * b)) & 0xFFu));
+    *reinterpret_cast<uint4*>(row_hi + 32 * b) = tiled_row<1>(w0, w1, block_scale((sv >> (8 * (2 + b))) & 0xFFu));
+  }
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 bool weights_ok(const Mxfp4ExpertWeights& w) {
@@ -51,6 +86,18 @@ cudaError_t mxfp4_dequantize_expert_bf16(const Mxfp4ExpertWeights& w, int expert
       out_row_stride < w.in_features || out_row_stride % 8 != 0) {
     return cudaErrorInvalidValue;
   }
+  if (w.layout == Mxfp4Layout::tiled16) {
+    if (!mxfp4_tiled_supported(w.out_features, w.in_features)) return cudaErrorInvalidValue;
+    const int64_t pairs = w.in_features / 64, lanes = w.out_features / kTiledRows * pairs * 32;
+    const int64_t grid = (lanes + kDequantizeThreads - 1) / kDequantizeThreads;
+    if (grid > INT32_MAX) return cudaErrorInvalidValue;
+    mxfp4_dequantize_tiled<<<static_cast<unsigned>(grid), kDequantizeThreads, 0, stream>>>(
+        reinterpret_cast<const uint4*>(w.packed + int64_t(expert) * w.out_features * (w.in_features / 2)),
+        reinterpret_cast<const uint32_t*>(w.scales + int64_t(expert) * w.out_features * (w.in_features / 32)), pairs,
+        lanes, out, out_row_stride);
+    return cudaGetLastError();
+  }
+  if (w.layout != Mxfp4Layout::canonical) return cudaErrorInvalidValue;
   const int64_t words_per_row = w.in_features / 8, words = w.out_features * words_per_row;
   const int64_t grid = (words + kWordsPerBlock - 1) / kWordsPerBlock;
   if (grid > INT32_MAX) return cudaErrorInvalidValue;

@@ -1,11 +1,13 @@
 // mxfp4_grouped_device: the device building blocks that the MXFP4 grouped kernels (mxfp4_grouped.cu, the GEMV and
-// the first GEMM; mxfp4_grouped_gemm.cu, the pipelined GEMM) share: E2M1 decode by bit placement and by byte lookup,
+// the first GEMM; mxfp4_grouped_gemm.cu, the pipelined GEMM) share: E2M1 decode by bit placement and by byte lookup
+// (and of the tiled layout, kernels/mxfp4_tiled.h),
 // E8M0 block scales as exact bf16 multiplies, the bf16 m16n8k16 MMA, output stores, the routing accessors, cp.async
 // group commit/wait and a block-wide scan; and the pipelined GEMM's launchers. Internal to kernels/: callers use
 // mxfp4_grouped.h.
 #pragma once
 
 #include "kernels/mxfp4_grouped.h"
+#include "kernels/mxfp4_tiled.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -106,6 +108,31 @@ __device__ __forceinline__ void dequantize_word_lut(uint32_t q, const BlockScale
 __device__ __forceinline__ uint4 permute_x8(uint4 v) {
   return make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
                     __byte_perm(v.y, v.w, 0x7632));
+}
+
+// ---- Decode of the tiled layout (kernels/mxfp4_tiled.h) ------------------------------------------------------
+// W1:W0 rotated right by kRotation (0: W0, 32: W1; else one funnel shift).
+template <int kRotation>
+__device__ __forceinline__ uint32_t rotate64(uint32_t w0, uint32_t w1) {
+  if constexpr (kRotation == 0) {
+    return w0;
+  } else if constexpr (kRotation == 32) {
+    return w1;
+  } else if constexpr (kRotation < 32) {
+    return __funnelshift_r(w0, w1, kRotation);
+  } else {
+    return __funnelshift_r(w1, w0, kRotation - 32);
+  }
+}
+
+// Output o of a lane's block (mxfp4_tiled.h): the bf16 bits of a pair of weights times 2^-126.
+template <int kO>
+__device__ __forceinline__ uint32_t tiled_output(uint32_t w0, uint32_t w1) {
+  constexpr TiledPiece a = kTiledOutputs[kO].piece[0];
+  constexpr TiledPiece b = kTiledOutputs[kO].piece[1];
+  uint32_t v = rotate64<a.rotation>(w0, w1) & a.mask;
+  if constexpr (b.mask != 0) v |= rotate64<b.rotation>(w0, w1) & b.mask;
+  return v;
 }
 
 // d += A·B for one m16n8k16 tile: A 16×16 bf16 (a0: rows g, k 2t..2t+1; a1: rows g+8; a2, a3: k + 8),

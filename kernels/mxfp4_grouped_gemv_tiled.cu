@@ -20,29 +20,6 @@ constexpr int kGroupPairs = 4;                           // block pairs loaded t
 constexpr int kUnitVectors = kTiledUnitWeightBytes / 16;  // uint4 per unit
 constexpr int kUnitScaleWords = kTiledUnitScaleBytes / 4;
 
-template <int kRotation>
-__device__ __forceinline__ uint32_t rotate64(uint32_t w0, uint32_t w1) {
-  if constexpr (kRotation == 0) {
-    return w0;
-  } else if constexpr (kRotation == 32) {
-    return w1;
-  } else if constexpr (kRotation < 32) {
-    return __funnelshift_r(w0, w1, kRotation);
-  } else {
-    return __funnelshift_r(w1, w0, kRotation - 32);
-  }
-}
-
-// Output o of a lane's block (mxfp4_tiled.h): the bf16 bits of a pair of weights times 2^-126.
-template <int kO>
-__device__ __forceinline__ uint32_t tiled_output(uint32_t w0, uint32_t w1) {
-  constexpr TiledPiece a = kTiledOutputs[kO].piece[0];
-  constexpr TiledPiece b = kTiledOutputs[kO].piece[1];
-  uint32_t v = rotate64<a.rotation>(w0, w1) & a.mask;
-  if constexpr (b.mask != 0) v |= rotate64<b.rotation>(w0, w1) & b.mask;
-  return v;
-}
-
 // Byte k of s in both bf16 halves as the factor 2^(byte − 1) (valid for bytes ≤ 128): (byte + 126) << 7 twice.
 template <int kByte>
 __device__ __forceinline__ uint32_t small_factor(uint32_t s) {

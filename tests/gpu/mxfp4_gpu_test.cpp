@@ -245,6 +245,17 @@ void expect_dequantized_matches(const ExpertBank& bank, const HostRouting& routi
   const ref::Matrix got = download(dy, rows, y_stride);
   EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), kF32Tolerance) << label << " dequantized";
   EXPECT_TRUE(got.rightCols(4).array().isNaN().all()) << label << " dequantized: a padding column was written";
+  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {  // the same on the tiled layout
+    DeviceBank tiled(tiled_bank(bank));
+    DeviceBuffer<float> dy_tiled(size_t(rows * y_stride));
+    ASSERT_EQ(kernels::mxfp4_grouped_dequantized_bf16_to_f32(gemm, tiled.view, routing.offsets.data(), dx.get(),
+                                                             x_stride, dy_tiled.get(), y_stride, scratch.get(),
+                                                             int64_t(scratch.size()), nullptr),
+              cudaSuccess)
+        << label << " tiled: " << gemm.last_error();
+    EXPECT_EQ(download(dy_tiled, rows, y_stride).leftCols(bank.out), got.leftCols(bank.out))
+        << label << " dequantized from the tiled layout: not the same products";
+  }
 }
 
 TEST(GpuMxfp4Grouped, BucketingContractOfTheTestRouting) {
@@ -401,12 +412,12 @@ INSTANTIATE_TEST_SUITE_P(Widths, GpuMxfp4GroupedExact, ::testing::Values(int64_t
 // A NaN scale (0xFF) makes its row NaN for that expert's slots only; a slot whose token is outside x
 // gets NaN in every column. in = 96 (3 blocks: only the GEMV's checked last k-group), 288 (9 blocks: a whole
 // k-group of 8, then one more) and 320 (10 blocks: also the tiled GEMV, a group of 4 block pairs and one pair); the
-// bound on the other entries, 1e-5 relative at 96 terms, grows with the terms summed in fp32.
+// bound on the other entries is 1e-5 relative plus fp32 summation's, in · 2^-23 · Σ |w · x| (the pipelined GEMM's
+// order exceeded 1e-5 · in / 96 at in = 320: 4.6e-5 against 4.2e-5 on a sum of 0.25).
 class GpuMxfp4GroupedNan : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GpuMxfp4GroupedNan, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
   const int64_t in = GetParam(), blocks = in / 32;
-  const double tolerance = 1e-5 * double(in) / 96.0;
   std::mt19937 rng(20261212);
   ExpertBank bank = random_bank(3, 48, in, rng);
   const int64_t poisoned_row = 5;
@@ -416,6 +427,11 @@ TEST_P(GpuMxfp4GroupedNan, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
   const int bad_slot = routing.offsets[2] + 3;  // an expert-2 slot
   const ref::Matrix x = round_to_bf16(random_matrix(100, in, rng));
   const ref::MatrixD expected = reference(bank, routing, x);
+  // The fp32 sums' error bound: in · 2^-23 times the sum of the products' magnitudes (the NaN block aside).
+  ExpertBank magnitudes = bank;
+  for (ref::MatrixD& w : magnitudes.dequantized)
+    w = w.unaryExpr([](double v) { return std::isnan(v) ? 0.0 : std::abs(v); });
+  const ref::MatrixD magnitude = reference(magnitudes, routing, x.cwiseAbs());
   routing.slot_token[size_t(bad_slot)] = 100;  // x has 100 rows
   K3_REQUIRE_GPU();
   DeviceBank dbank(bank);
@@ -439,8 +455,8 @@ TEST_P(GpuMxfp4GroupedNan, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
         if (s == bad_slot || (expert1 && o == poisoned_row)) {
           EXPECT_TRUE(std::isnan(got(s, o))) << label << " slot " << s << " row " << o;
         } else {
-          EXPECT_NEAR(got(s, o), expected(s, o), tolerance * (1.0 + std::abs(expected(s, o))))
-              << label << " slot " << s << " row " << o;
+          const double bound = 1e-5 * (1.0 + std::abs(expected(s, o))) + double(in) * 0x1p-23 * magnitude(s, o);
+          EXPECT_NEAR(got(s, o), expected(s, o), bound) << label << " slot " << s << " row " << o;
         }
       }
     }
@@ -701,6 +717,39 @@ TEST(Mxfp4Tiled, RepackDecodesToTheCheckpointWeights) {
           }
   EXPECT_EQ(checked, bank.experts * bank.out * bank.in);
   EXPECT_EQ(mismatches, 0);
+}
+
+// The tiled layout's bf16 decode (the dequantised prefill path) against the CPU's, bit for bit, with scale bytes 254
+// (6 · 2^127 overflows to ±Inf) and 0xFF (NaN) among random ones; out row stride in + 8, the padding poisoned.
+TEST(GpuMxfp4Tiled, DequantisesEachExpertBitForBit) {
+  std::mt19937 rng(20261221);
+  ExpertBank bank = random_bank(2, 32, 448, rng);
+  const int64_t blocks = bank.in / 32;
+  bank.scales[size_t(3 * blocks + 5)] = 254;
+  bank.scales[size_t(bank.out * blocks + 17 * blocks + 2)] = weights::kE8m0Nan;
+  decode_bank(bank);
+  const ExpertBank tiled = tiled_bank(bank);
+  K3_REQUIRE_GPU();
+  DeviceBank dbank(tiled);
+  const int64_t stride = bank.in + 8;
+  for (int e = 0; e < bank.experts; ++e) {
+    DeviceBuffer<__nv_bfloat16> out(size_t(bank.out * stride));
+    CUDA_CHECK(kernels::mxfp4_dequantize_expert_bf16(dbank.view, e, out.get(), stride, nullptr));
+    const std::vector<__nv_bfloat16> got = out.download();
+    int mismatches = 0;
+    for (int64_t o = 0; o < bank.out; ++o)
+      for (int64_t i = 0; i < stride; ++i) {
+        const float value = __bfloat162float(got[size_t(o * stride + i)]);
+        const bool same = i >= bank.in ? std::isnan(value)
+                                       : [&] {
+                                           const auto want = static_cast<float>(bank.dequantized[size_t(e)](o, i));
+                                           return std::isnan(want) ? std::isnan(value) : value == want;
+                                         }();
+        if (!same && ++mismatches <= 5)
+          ADD_FAILURE() << "expert " << e << " row " << o << " column " << i << ": " << value;
+      }
+    EXPECT_EQ(mismatches, 0) << "expert " << e;
+  }
 }
 
 // The GEMV on the tiled layout where only it runs: one block pair (in = 64), one group of 4 pairs and one more
