@@ -102,6 +102,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<runtime::RunOptions>();
   auto json_path = std::make_shared<std::string>();
   auto eager = std::make_shared<bool>(false);
+  auto expert_layout = std::make_shared<std::string>("tiled");
   auto hardware = std::make_shared<std::string>("h200-sxm");
   auto trace_path = std::make_shared<std::string>();
   auto prediction_path = std::make_shared<std::string>();
@@ -125,6 +126,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--page-tokens", o->page_tokens, "MLA cache page size")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->prompt_seed, "seed of the random prompt token ids");
   cmd->add_flag("--eager", *eager, "decode without a CUDA graph");
+  cmd->add_option("--expert-layout", *expert_layout,
+                  "MXFP4 experts as the checkpoint orders them, or tiled for the decode GEMV (kernels/mxfp4_tiled.h; "
+                  "where the expert shapes allow it)")
+      ->check(CLI::IsMember({"tiled", "checkpoint"}));
   cmd->add_option("--json", *json_path, "write the summary as JSON to this file");
   cmd->add_option("--trace", *trace_path,
                   "record the decode steps with CUPTI (kernels attributed to the op graph's names through NVTX "
@@ -144,10 +149,11 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--hardware", *hardware,
                   "hardware file (or name in the data folder) whose roofline prediction is printed beside the "
                   "measurement; 'none' to skip");
-  cmd->callback([o, json_path, eager, hardware, trace_path, prediction_path, counters_path, counters_steps, trace_phase,
-                 &global] {
+  cmd->callback([o, json_path, eager, expert_layout, hardware, trace_path, prediction_path, counters_path,
+                 counters_steps, trace_phase, &global] {
     runtime::RunOptions options = *o;
     options.use_cuda_graph = !*eager;
+    options.tile_experts = *expert_layout == "tiled";
     if (!counters_path->empty() && !trace_path->empty()) {
       throw InputError(
           "--trace and --counters are separate runs of the same workload (CUPTI's activity tracing and "

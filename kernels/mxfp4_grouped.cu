@@ -353,13 +353,13 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   const int64_t active = active_bound(r, w.experts);
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
-  if (w.layout == Mxfp4Layout::tiled16) {
-    K3_CHECK(algorithm == Mxfp4GroupedAlgorithm::gemv,
-             "mxfp4_grouped: weights in the tiled layout are read only by the GEMV (algorithm gemv), not by {}",
-             algorithm == Mxfp4GroupedAlgorithm::gemm ? "gemm" : "gemm_pipelined");
+  if (w.layout != Mxfp4Layout::canonical && w.layout != Mxfp4Layout::tiled16) return cudaErrorInvalidValue;
+  const bool tiled = w.layout == Mxfp4Layout::tiled16;
+  K3_CHECK(!tiled || algorithm != Mxfp4GroupedAlgorithm::gemm,
+           "mxfp4_grouped: weights in the tiled layout are read by the GEMV and the pipelined GEMM, not by gemm");
+  if (tiled && algorithm == Mxfp4GroupedAlgorithm::gemv) {
     return launch_gemv_tiled(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
   }
-  if (w.layout != Mxfp4Layout::canonical) return cudaErrorInvalidValue;
 
   if (algorithm == Mxfp4GroupedAlgorithm::gemv) {
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
@@ -393,7 +393,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
 }  // namespace
 
 Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const ExpertRouting& routing) {
-  if (w.layout == Mxfp4Layout::tiled16) return Mxfp4GroupedAlgorithm::gemv;  // the only reader of that layout
   const int64_t active = std::max<int64_t>(1, active_bound(routing, w.experts));
   if (routing.max_slots <= int64_t(kMxfp4GroupedGemvMaxAverageSlots) * active ||
       active > kMxfp4GroupedGemmMaxActiveExperts) {

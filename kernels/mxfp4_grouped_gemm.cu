@@ -72,7 +72,7 @@ __device__ __forceinline__ uint4 load_shared_16(uint32_t address) {
 // Asks for the 128-byte line holding p in L2, without waiting or taking a register.
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
-template <typename OutT>
+template <typename OutT, bool kTiled>
 __global__ void __launch_bounds__(kPipeThreads, 2)
     mxfp4_grouped_gemm_mma_128x128_pipelined(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                              int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride) {
@@ -93,9 +93,15 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
   // This thread's copies: W row threadIdx.x (both blocks of the step) and chunk x_chunk of the x rows of slots
   // x_slot + 16j, stored at chunk x_chunk ^ (slot & 1) of the slot's row: a quarter warp reading B (slots 2p and
   // 2p + 1, chunks 2t + h) then covers all 32 banks once.
+  // In the tiled layout (kernels/mxfp4_tiled.h) half h of a step is block h, lane t taking its word t: B chunks t and
+  // 4 + t, so odd slots' chunks are swapped by halves (XOR 4) for the same conflict-free quarter-warp reads.
   const int x_chunk = threadIdx.x % kPipeXRowChunks, x_slot = threadIdx.x / kPipeXRowChunks;
-  const uint32_t x_chunk_offset = uint32_t((x_chunk ^ (x_slot & 1)) * 16);
-  const int b_chunk_offset[2] = {((2 * t) ^ (g & 1)) * 16, ((2 * t + 1) ^ (g & 1)) * 16};  // this lane's B chunks
+  constexpr int kSwizzle = kTiled ? 4 : 1;
+  const uint32_t x_chunk_offset = uint32_t((x_chunk ^ ((x_slot & 1) * kSwizzle)) * 16);
+  const int b_chunk[2] = {kTiled ? t : 2 * t, kTiled ? 4 + t : 2 * t + 1};
+  const int b_chunk_offset[2] = {(b_chunk[0] ^ ((g & 1) * kSwizzle)) * 16,
+                                 (b_chunk[1] ^ ((g & 1) * kSwizzle)) * 16};  // this lane's B chunks
+  const int64_t pairs = w.in_features / 64;  // tiled: units per 16-row tile
 
   for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
     const GemmTile at = locate_tile<kPipeRows, kPipeSlots>(r, tile_prefix, active, tile);
@@ -119,16 +125,30 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
     const int64_t copy_row = row0 + threadIdx.x;
     const uint8_t* const w_row =
         copy_row < out ? w.packed + (int64_t(at.expert) * out + copy_row) * blocks * kMxBlockBytes : nullptr;
+    // Tiled: thread i copies chunks 2 (i % 16), + 1 of unit i / 16 (16 rows) of each step.
+    const int copy_unit = threadIdx.x / 16, copy_chunk = 2 * (threadIdx.x % 16);
+    const int64_t copy_tile = (int64_t(at.expert) * out + row0) / kTiledRows + copy_unit;
+    const bool copy_unit_in = row0 + int64_t(copy_unit) * kTiledRows < out;
     // The row's scales (blocks bytes) into L2 now: the per-step scale loads, one step ahead, then never wait on HBM.
-    if (copy_row < out) {
+    if (!kTiled && copy_row < out) {
       const uint8_t* const row_scales = w.scales + (int64_t(at.expert) * out + copy_row) * blocks;
       for (int offset = 0; offset < blocks; offset += 128) prefetch_l2(row_scales + offset);
       prefetch_l2(row_scales + blocks - 1);
     }
+    if (kTiled && copy_unit_in && threadIdx.x % 16 == 0) {  // the tile's scale units, pairs · 32 bytes
+      const uint8_t* const tile_scales = w.scales + copy_tile * pairs * kTiledUnitScaleBytes;
+      for (int64_t offset = 0; offset < pairs * kTiledUnitScaleBytes; offset += 128) prefetch_l2(tile_scales + offset);
+    }
     // Copies step `step` into its stage; every thread commits one group per step (empty past the last).
     const auto issue = [&](int step) {
       const uint32_t stage = shared_base + uint32_t((step % kPipeStages) * kPipeStageBytes);
-      if (w_row != nullptr) {
+      if (kTiled) {
+        if (copy_unit_in) {
+          const uint8_t* unit = w.packed + (copy_tile * pairs + step) * kTiledUnitWeightBytes + copy_chunk * 16;
+          ptx::cp_async_16(stage + copy_unit * kTiledUnitWeightBytes + copy_chunk * 16, unit, true);
+          ptx::cp_async_16(stage + copy_unit * kTiledUnitWeightBytes + copy_chunk * 16 + 16, unit + 16, true);
+        }
+      } else if (w_row != nullptr) {
 #pragma unroll
         for (int h = 0; h < kPipeStepBlocks; ++h) {
           const int block = step * kPipeStepBlocks + h;
@@ -156,15 +176,25 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) m_tile_in[mt] = row0 + warp_row + 16 * mt < out;
     const int64_t scale_row = int64_t(at.expert) * out + row0 + warp_row + g;
+    // Tiled: s[mt][0] is the m-tile's scale word of the step (row g blocks 0, 1, row g + 8 blocks 0, 1).
+    const int64_t scale_tile = (int64_t(at.expert) * out + row0 + warp_row) / kTiledRows;
     const auto load_scales = [&](int step, uint32_t (&s)[2][2]) {
       const int block = step * kPipeStepBlocks + t / 2;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
+        if constexpr (kTiled) {
+          s[mt][0] = m_tile_in[mt] ? __ldg(reinterpret_cast<const uint32_t*>(
+                                         w.scales + ((scale_tile + mt) * pairs + step) * kTiledUnitScaleBytes) +
+                                     g)
+                                   : kNeutralScale * 0x01010101u;
+          s[mt][1] = 0;
+        } else {
 #pragma unroll
-        for (int rh = 0; rh < 2; ++rh) {
-          s[mt][rh] = m_tile_in[mt] && block < blocks
-                          ? __ldg(w.scales + (scale_row + 16 * mt + 8 * rh) * blocks + block)
-                          : kNeutralScale;
+          for (int rh = 0; rh < 2; ++rh) {
+            s[mt][rh] = m_tile_in[mt] && block < blocks
+                            ? __ldg(w.scales + (scale_row + 16 * mt + 8 * rh) * blocks + block)
+                            : kNeutralScale;
+          }
         }
       }
     };
@@ -197,25 +227,48 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
       load_scales(step + 1, scale_next);  // in flight during this step's products
 
       const uint32_t stage = shared_base + uint32_t((step % kPipeStages) * kPipeStageBytes);
-      uint2 words[2][2];  // words 2t, 2t + 1 of rows (mt, rh)
-      BlockScale scale[2][2];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-        for (int rh = 0; rh < 2; ++rh) {
-          words[mt][rh] = load_shared_8(stage + (warp_row + 16 * mt + 8 * rh + g) * kPipeWRowBytes + 8 * t);
-          scale[mt][rh] = block_scale(scale_now[mt][rh]);
-        }
-      }
       const uint32_t x_stage = stage + kPipeWStageBytes + g * kPipeXRowBytes;
-      uint32_t a[2][2][2][4];  // (h, mt, rh): elements (0, 1), (2, 3), (4, 5), (6, 7) of word 2t + h
+      uint32_t a[2][2][2][4];  // (h, mt, rh): elements (0, 1), (2, 3), (4, 5), (6, 7) of the lane's word in half h
+      if constexpr (kTiled) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+        for (int mt = 0; mt < 2; ++mt) {
+          const uint4 unit = load_shared_16(stage + (warp_row / kTiledRows + mt) * kTiledUnitWeightBytes + lane * 16);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t w0 = h == 0 ? unit.x : unit.z, w1 = h == 0 ? unit.y : unit.w;
+            const BlockScale lo = block_scale((scale_now[mt][0] >> (8 * h)) & 0xFFu);
+            const BlockScale hi = block_scale((scale_now[mt][0] >> (8 * (2 + h))) & 0xFFu);
+            const uint32_t decoded[8] = {tiled_output<0>(w0, w1), tiled_output<1>(w0, w1), tiled_output<2>(w0, w1),
+                                         tiled_output<3>(w0, w1), tiled_output<4>(w0, w1), tiled_output<5>(w0, w1),
+                                         tiled_output<6>(w0, w1), tiled_output<7>(w0, w1)};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              a[h][mt][0][j] = bf16x2_mul(decoded[j], lo.first2);
+              a[h][mt][1][j] = bf16x2_mul(decoded[4 + j], hi.first2);
+              if (lo.twice) a[h][mt][0][j] = bf16x2_mul(a[h][mt][0][j], lo.second2);
+              if (hi.twice) a[h][mt][1][j] = bf16x2_mul(a[h][mt][1][j], hi.second2);
+            }
+          }
+        }
+      } else {
+        uint2 words[2][2];  // words 2t, 2t + 1 of rows (mt, rh)
+        BlockScale scale[2][2];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
           for (int rh = 0; rh < 2; ++rh) {
-            dequantize_word_lut(h == 0 ? words[mt][rh].x : words[mt][rh].y, scale[mt][rh], a[h][mt][rh]);
+            words[mt][rh] = load_shared_8(stage + (warp_row + 16 * mt + 8 * rh + g) * kPipeWRowBytes + 8 * t);
+            scale[mt][rh] = block_scale(scale_now[mt][rh]);
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+            for (int rh = 0; rh < 2; ++rh) {
+              dequantize_word_lut(h == 0 ? words[mt][rh].x : words[mt][rh].y, scale[mt][rh], a[h][mt][rh]);
+            }
           }
         }
       }
@@ -279,7 +332,11 @@ cudaError_t launch_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r
   cudaError_t status = cudaGetDevice(&device);
   if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (status != cudaSuccess) return status;
-  const auto kernel = mxfp4_grouped_gemm_mma_128x128_pipelined<OutT>;
+  if (w.layout == Mxfp4Layout::tiled16 && !mxfp4_tiled_supported(w.out_features, w.in_features)) {
+    return cudaErrorInvalidValue;
+  }
+  const auto kernel = w.layout == Mxfp4Layout::tiled16 ? mxfp4_grouped_gemm_mma_128x128_pipelined<OutT, true>
+                                                       : mxfp4_grouped_gemm_mma_128x128_pipelined<OutT, false>;
   // The largest size any launch uses, so a graph captured earlier stays valid; neither call enqueues work.
   status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kPipeMaxSharedBytes));
   if (status == cudaSuccess) {

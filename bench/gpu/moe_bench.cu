@@ -11,8 +11,8 @@
 //            two GEMMs only (a GEMV re-reads every expert once per 8 slots, ≈ 19 times here);
 //   the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896 experts, fp32 y:
 //            at decode (T = 1, 8, 16, 64, as above) the lean GEMV, and the tiled GEMV on a copy of the weights in
-//            the tiled layout (kernels/mxfp4_tiled.h), alone and per graph launch; at prefill (2048, 4096,
-//            8192 and 32768 tokens) the pipelined GEMM against the dequantise-then-cuBLASLt path
+//            the tiled layout (kernels/mxfp4_tiled.h), alone and per graph launch; at prefill (2048, 4096, 8192 and
+//            32768 tokens, both layouts) the pipelined GEMM against the dequantise-then-cuBLASLt path
 //            (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering x into slot order (w2's input
 //            is in slot order already, as in the engine).
 //
@@ -195,10 +195,11 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
   }
 }
 
-// Prefill: the pipelined GEMM against dequantisation + cuBLASLt (which, for w13, gathers x into slot order first).
+// Prefill: the pipelined GEMM against dequantisation + cuBLASLt (which, for w13, gathers x into slot order first),
+// each on the checkpoint's layout and on the tiled copy.
 void prefill_at_engine_shape(const k3::bench::Session& session, const Projection& p,
-                             const k3::kernels::Mxfp4ExpertWeights& w, std::mt19937& rng,
-                             std::vector<Result>& results) {
+                             const k3::kernels::Mxfp4ExpertWeights& w, const k3::kernels::Mxfp4ExpertWeights& tiled,
+                             std::mt19937& rng, std::vector<Result>& results) {
   const int repeats = std::min(session.repeats, 10);
   k3::kernels::GemmRunner gemm;
   __nv_bfloat16* scratch = device_alloc<__nv_bfloat16>(size_t(p.out * p.in), 0);
@@ -217,27 +218,32 @@ void prefill_at_engine_shape(const k3::bench::Session& session, const Projection
     const double flops = 2.0 * slots * p.out * p.in;
     const std::string shape = fmt::format("{} {}x{} prefill T={} top 16 of 896 ({} distinct experts)", p.name, p.in,
                                           p.out, tokens, routing.distinct_experts);
-    Result pipelined{fmt::format("mxfp4_grouped_gemm_mma_128x128_pipelined {}", shape), bytes, flops};
-    if (session.wants(pipelined.name)) pipelined.median_us = time_us([&](int) {
-      CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, view, x, p.in, x_rows, y, p.out, nullptr,
-                                                        Mxfp4GroupedAlgorithm::gemm_pipelined));
-    }, repeats);
-    Result dequantized{fmt::format("mxfp4_grouped_dequantized {}{}", shape, p.gather ? ", x gathered" : ""), bytes,
-                       flops};
-    if (session.wants(dequantized.name)) dequantized.median_us = time_us([&](int) {
-      if (p.gather) {
-        CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in, p.in,
-                                                 nullptr));
+    for (const auto& [layout, weights] : {std::pair{"", &w}, std::pair{" (tiled layout)", &tiled}}) {
+      const k3::kernels::Mxfp4ExpertWeights& ww = *weights;
+      Result pipelined{fmt::format("mxfp4_grouped_gemm_mma_128x128_pipelined{} {}", layout, shape), bytes, flops};
+      if (session.wants(pipelined.name)) pipelined.median_us = time_us([&](int) {
+        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view, x, p.in, x_rows, y, p.out, nullptr,
+                                                          Mxfp4GroupedAlgorithm::gemm_pipelined));
+      }, repeats);
+      Result dequantized{
+          fmt::format("mxfp4_grouped_dequantized{} {}{}", layout, shape, p.gather ? ", x gathered" : ""), bytes,
+          flops};
+      if (session.wants(dequantized.name)) dequantized.median_us = time_us([&](int) {
+        if (p.gather) {
+          CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in, p.in,
+                                                   nullptr));
+        }
+        const cudaError_t status = k3::kernels::mxfp4_grouped_dequantized_bf16_to_f32(
+            gemm, ww, routing.host_offsets.data(), x_by_slot, p.in, y, p.out, scratch, p.out * p.in, nullptr);
+        K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status), gemm.last_error());
+      }, repeats);
+      for (Result* r : {&pipelined, &dequantized}) {
+        if (!session.wants(r->name)) continue;
+        r->cls = EfficiencyClass::grouped_gemm;
+        r->roofline_us =
+            session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+        results.push_back(*r);
       }
-      const cudaError_t status = k3::kernels::mxfp4_grouped_dequantized_bf16_to_f32(
-          gemm, w, routing.host_offsets.data(), x_by_slot, p.in, y, p.out, scratch, p.out * p.in, nullptr);
-      K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status), gemm.last_error());
-    }, repeats);
-    for (Result* r : {&pipelined, &dequantized}) {
-      if (!session.wants(r->name)) continue;
-      r->cls = EfficiencyClass::grouped_gemm;
-      r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-      results.push_back(*r);
     }
     routing.free();
     CUDA_CHECK(cudaFree(by_slot));
@@ -262,7 +268,7 @@ void at_engine_shapes(const k3::bench::Session& session, std::mt19937& rng, std:
     const k3::kernels::Mxfp4ExpertWeights tiled{tiled_packed, tiled_scales, kExperts, p.out, p.in,
                                                 k3::kernels::Mxfp4Layout::tiled16};
     decode_at_engine_shape(session, p, w, tiled, rng, results);
-    prefill_at_engine_shape(session, p, w, rng, results);
+    prefill_at_engine_shape(session, p, w, tiled, rng, results);
     for (uint8_t* buffer : {packed, scales, tiled_packed, tiled_scales}) CUDA_CHECK(cudaFree(buffer));
   }
 }

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "engine/weights/synthetic_checkpoint.h"
 #include "kernels/cuda_check.h"
+#include "kernels/mxfp4_tiled.h"
 #include "kernels/random_fill.h"
 
 #include <fmt/format.h>
@@ -331,6 +332,42 @@ void DeviceWeights::load(const weights::Checkpoint& checkpoint,
       next_report += 1ull << 30;
     }
   }
+}
+
+int DeviceWeights::tile_experts() {
+  const ModelConfig& c = config_;
+  if (!c.moe || c.routed_expert_format != StorageFormat::mxfp4) return 0;
+  const MoeSpec& e = *c.moe;
+  const int64_t E = e.num_experts, I = e.expert_intermediate, z = e.expert_input_dim(c.hidden_size);
+  if (!kernels::mxfp4_tiled_supported(2 * I, z) || !kernels::mxfp4_tiled_supported(z, I)) return 0;
+  // One expert's matrices at a time through a scratch of w13's size (w2's is the same), copied back in place.
+  const int64_t packed_bytes = 2 * I * z / 2, scale_bytes = 2 * I * z / 32;
+  uint8_t *packed_scratch = nullptr, *scale_scratch = nullptr;
+  CUDA_CHECK(cudaMalloc(&packed_scratch, packed_bytes));
+  CUDA_CHECK(cudaMalloc(&scale_scratch, scale_bytes));
+  const auto tile = [&](uint8_t* packed, uint8_t* scales, int64_t out, int64_t in) {
+    for (int64_t x = 0; x < E; ++x) {
+      uint8_t* expert_packed = packed + x * out * in / 2;
+      uint8_t* expert_scales = scales + x * out * in / 32;
+      CUDA_CHECK(kernels::mxfp4_tiled_repack(expert_packed, expert_scales, 1, out, in, packed_scratch, scale_scratch,
+                                             nullptr));
+      CUDA_CHECK(cudaMemcpyAsync(expert_packed, packed_scratch, out * in / 2, cudaMemcpyDeviceToDevice, nullptr));
+      CUDA_CHECK(cudaMemcpyAsync(expert_scales, scale_scratch, out * in / 32, cudaMemcpyDeviceToDevice, nullptr));
+    }
+  };
+  int tiled = 0;
+  for (LayerDeviceWeights& layer : layers) {
+    MoeDeviceWeights& w = layer.moe;
+    if (w.w13_packed == nullptr || w.expert_layout == kernels::Mxfp4Layout::tiled16) continue;
+    tile(w.w13_packed, w.w13_scales, 2 * I, z);
+    tile(w.w2_packed, w.w2_scales, z, I);
+    w.expert_layout = kernels::Mxfp4Layout::tiled16;
+    ++tiled;
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaFree(packed_scratch));
+  CUDA_CHECK(cudaFree(scale_scratch));
+  return tiled;
 }
 
 }  // namespace k3::runtime

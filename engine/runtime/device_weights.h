@@ -5,7 +5,9 @@
 //   - routed experts of a layer are stacked by expert, and each expert's w1 (gate) and w3 (up) are one
 //     [2I, z] matrix — MXFP4 (K3: one grouped launch computes gate|up for every routed token) or bf16
 //     (Kimi Linear: one GEMM per active expert);
-//   - KDA conv weights q|k|v are one [3P, K] fp32 matrix; A_log keeps its first H values.
+//   - KDA conv weights q|k|v are one [3P, K] fp32 matrix; A_log keeps its first H values;
+//   - after tile_experts, each MXFP4 expert's bytes in the tiled layout of kernels/mxfp4_tiled.h (the same bytes
+//     permuted: the decode GEMV reads them faster, the prefill GEMM and the dequantised path read them as well).
 // Filled from a checkpoint (any float dtype converted to the device dtype; MXFP4 copied packed) or
 // from seeded random values generated on the GPU (kernels/random_fill.h: make-checkpoint's
 // distributions and scaling). The GPU runtime runs K3 (Block AttnRes, SiTU, full-rank KDA output gate,
@@ -18,6 +20,7 @@
 #include "engine/runtime/device_arena.h"
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/tensor_layout.h"
+#include "kernels/mxfp4_grouped.h"
 
 #include <cuda_bf16.h>
 
@@ -79,6 +82,8 @@ struct MoeDeviceWeights {
   uint8_t* w2_scales = nullptr;      // [E, z, I/32]
   bf16* w13 = nullptr;               // bf16 experts: [E, 2I, z] (w1 rows then w3 rows per expert)
   bf16* w2 = nullptr;                // bf16 experts: [E, z, I]
+  // The order of the MXFP4 experts' bytes: the checkpoint's, or tiled by DeviceWeights::tile_experts.
+  kernels::Mxfp4Layout expert_layout = kernels::Mxfp4Layout::canonical;
 };
 
 struct LayerDeviceWeights {
@@ -102,6 +107,9 @@ class DeviceWeights {
   void fill_random(uint64_t seed);
   // Every tensor of the layout must be present with its shape (check_layout's problems otherwise).
   void load(const weights::Checkpoint& checkpoint, const std::function<void(const std::string&)>& progress = {});
+  // After fill_random or load: the MXFP4 experts of every MoE layer whose shapes allow it (kernels/mxfp4_tiled.h)
+  // permuted in place into the tiled layout, which the decode GEMV reads faster; returns the layers tiled.
+  int tile_experts();
 
   const ModelConfig& config() const { return config_; }
   bf16* embed = nullptr;           // [V, h]

@@ -157,6 +157,12 @@ RunSummary run_engine(const RunOptions& o) {
     say(o, fmt::format("loading {}", source.dir));
     weights.load(weights::Checkpoint::open(source.dir), o.progress);
   }
+  if (o.tile_experts) {
+    summary.tiled_expert_layers = weights.tile_experts();
+    if (summary.tiled_expert_layers > 0) {
+      say(o, fmt::format("MXFP4 experts of {} MoE layers in the tiled layout", summary.tiled_expert_layers));
+    }
+  }
   summary.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   say(o, fmt::format("weights: {:.2f} GiB in {:.1f} s", weights.bytes() / 1073741824.0, summary.weights_seconds));
 
@@ -280,6 +286,7 @@ std::string summary_json(const RunSummary& s) {
   j["decode_tokens"] = s.options.decode_tokens;
   j["chunk_tokens"] = s.options.chunk_tokens;
   j["cuda_graph"] = s.options.use_cuda_graph;
+  j["expert_layout"] = s.tiled_expert_layers > 0 ? "tiled" : "checkpoint";
   nlohmann::ordered_json memory = nlohmann::ordered_json::array();
   for (const MemoryPlan::Item& i : s.memory.items) memory.push_back({{"what", i.what}, {"bytes", i.bytes}});
   j["memory"] = memory;

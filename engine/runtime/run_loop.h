@@ -33,6 +33,7 @@ struct RunOptions {
   int chunk_tokens = 4096;       // prefill chunk
   int page_tokens = 64;
   bool use_cuda_graph = true;
+  bool tile_experts = true;      // MXFP4 experts in the tiled layout (DeviceWeights::tile_experts) where they allow it
   uint64_t prompt_seed = 1;
   std::function<void(const std::string&)> progress;  // progress lines (may be empty)
   // Called right before the first decode step and right after the last (e.g. to start and stop a
@@ -54,7 +55,8 @@ struct RunSummary {
   RunOptions options;
   MemoryPlan memory;                  // as allocated
   uint64_t free_bytes_before = 0;
-  double weights_seconds = 0;         // generating or loading the weights
+  double weights_seconds = 0;         // generating or loading the weights (and tiling the experts)
+  int tiled_expert_layers = 0;        // MoE layers whose MXFP4 experts are in the tiled layout
   double warmup_prefill_ms = 0;       // the first prompt once, untimed in prefill_ms (GEMM plans, kernel loads)
   std::vector<double> prefill_ms;     // per sequence (all its chunks)
   double first_decode_step_ms = 0;    // the eager warm-up step

@@ -217,8 +217,9 @@ Taps run_tapped(runtime::GpuModel& model, TapMode mode, Forward forward) {
 // (contexts 19 and 9), each fed the same token on both sides: with taps (either TapMode), every sublayer checked by
 // Isolated and the head on the GPU's own final hidden state; the prompts' logits end to end against the reference's
 // own forward; the decode steps' logits end to end only without taps (TapMode::none, see kEndToEndLogitsTolerance).
+// tile_experts: the MXFP4 experts in the tiled layout (DeviceWeights::tile_experts), which the config must allow.
 inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, const std::string& checkpoint_dir,
-                                             TapMode mode = TapMode::synchronous) {
+                                             TapMode mode = TapMode::synchronous, bool tile_experts = false) {
 
   const ModelConfig& config = loaded.config;
   const int vocab = config.vocab_size;
@@ -227,6 +228,7 @@ inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, con
 
   runtime::DeviceWeights weights(config);
   weights.load(weights::Checkpoint::open(checkpoint_dir));
+  if (tile_experts) EXPECT_EQ(weights.tile_experts(), config.count_layers(MlpKind::moe));
   runtime::CacheShape cache_shape{2, 64, 16};
   runtime::GpuCache cache(config, cache_shape);
   runtime::ModelRunShape shape;

@@ -67,8 +67,15 @@ TEST_F(EngineTwin, UnsynchronisedForwardMatchesTheReferenceLayerByLayer) {
   check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_, TapMode::stream_ordered);
 }
 
+// The same with the MXFP4 experts in the tiled layout (the GEMV and the pipelined GEMM read it).
+TEST_F(EngineTwin, TiledExpertsMatchTheReferenceLayerByLayer) {
+  K3_REQUIRE_GPU();
+  check_prefill_and_batched_decode(ref::load_reference_model(dir_), dir_, TapMode::synchronous, true);
+}
+
 // A 520-token prompt in one chunk: 2080 routed slots over 16 experts, enough for the MXFP4 experts' dequantise-then-
-// cuBLASLt path (GpuModel::dequantized_experts), every sublayer checked against the reference on the GPU's inputs.
+// cuBLASLt path (GpuModel::dequantized_experts), every sublayer checked against the reference on the GPU's inputs;
+// with the experts as stored, then tiled.
 TEST_F(EngineTwin, LongPrefillChunkMatchesTheReferenceLayerByLayer) {
   K3_REQUIRE_GPU();
   const ref::LoadedModel loaded = ref::load_reference_model(dir_);
@@ -76,23 +83,26 @@ TEST_F(EngineTwin, LongPrefillChunkMatchesTheReferenceLayerByLayer) {
   constexpr int kTokens = 520;
   ASSERT_TRUE(runtime::GpuModel::dequantized_experts(config, kTokens));
   ASSERT_FALSE(runtime::GpuModel::dequantized_experts(config, 8));  // the other tests' chunks take the kernels
-  runtime::DeviceWeights weights(config);
-  weights.load(weights::Checkpoint::open(dir_));
-  runtime::GpuCache cache(config, {1, 528, 16});
-  runtime::ModelRunShape shape;
-  shape.max_chunk_tokens = kTokens;
-  shape.max_prefill_context = 528;
-  shape.page_tokens = 16;
-  shape.max_context_tokens = 528;
-  runtime::GpuModel model(weights, cache, shape);
-  cache.admit(0, 528);
   std::mt19937 rng(20261130);
   std::uniform_int_distribution<int32_t> token(3, config.vocab_size - 1);
   std::vector<int32_t> prompt;
   for (int i = 0; i < kTokens; ++i) prompt.push_back(token(rng));
-  const Taps taps = run_tapped(model, TapMode::synchronous, [&] { model.prefill(0, prompt, 0); });
   IsolatedReference isolated(loaded.model);
-  isolated.check(taps, 0, prompt, "520-token prefill chunk");
+  for (const bool tiled : {false, true}) {  // the experts as the checkpoint orders them, then tiled
+    runtime::DeviceWeights weights(config);
+    weights.load(weights::Checkpoint::open(dir_));
+    if (tiled) ASSERT_EQ(weights.tile_experts(), config.count_layers(MlpKind::moe));
+    runtime::GpuCache cache(config, {1, 528, 16});
+    runtime::ModelRunShape shape;
+    shape.max_chunk_tokens = kTokens;
+    shape.max_prefill_context = 528;
+    shape.page_tokens = 16;
+    shape.max_context_tokens = 528;
+    runtime::GpuModel model(weights, cache, shape);
+    cache.admit(0, 528);
+    const Taps taps = run_tapped(model, TapMode::synchronous, [&] { model.prefill(0, prompt, 0); });
+    isolated.check(taps, 0, prompt, tiled ? "520-token prefill chunk, tiled experts" : "520-token prefill chunk");
+  }
 }
 
 TEST_F(EngineTwin, CapturedDecodeEqualsEagerDecode) {
