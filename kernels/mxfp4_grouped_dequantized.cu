@@ -50,24 +50,39 @@ __device__ __forceinline__ uint4 tiled_row(uint32_t w0, uint32_t w1, const Block
   return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
 }
 
-// The tiled layout (kernels/mxfp4_tiled.h): one thread per lane of each unit (16 rows × 2 blocks), its 16 weight
-// bytes and its row pair's scale word, writing 8 elements of rows g and g + 8 in each block.
+// The tiled layout (kernels/mxfp4_tiled.h): a block of 8 warps takes 8 consecutive units (block pairs) of one 16-row
+// tile; each lane decodes its 16 bytes (8 elements of rows g and g + 8 in each block) into a shared 16 × 512 tile,
+// which the block then writes row by row (1 KiB contiguous per row; a lane's own rows would be 64-byte pieces).
+constexpr int kTiledUnitsPerBlock = kDequantizeThreads / 32;
+constexpr int kTiledShareRowBytes = kTiledUnitsPerBlock * 128 + 64;  // 64 bytes of padding: conflict-free stores
+
 __global__ void __launch_bounds__(kDequantizeThreads)
     mxfp4_dequantize_tiled(const uint4* __restrict__ packed, const uint32_t* __restrict__ scales, int64_t pairs,
-                           int64_t lanes, __nv_bfloat16* __restrict__ out, int64_t out_row_stride) {
-  const int64_t index = int64_t(blockIdx.x) * kDequantizeThreads + threadIdx.x;
-  if (index >= lanes) return;
-  const int64_t unit = index / 32, tile = unit / pairs, pair = unit % pairs;
-  const int lane = int(index % 32), g = lane / 4, t = lane % 4;
-  const uint4 wv = __ldcs(packed + index);
-  const uint32_t sv = __ldcs(scales + unit * (kTiledUnitScaleBytes / 4) + g);
-  __nv_bfloat16* row_lo = out + (tile * kTiledRows + g) * out_row_stride + pair * 64 + 8 * t;
-  __nv_bfloat16* row_hi = row_lo + 8 * out_row_stride;
+                           int64_t blocks_per_tile, __nv_bfloat16* __restrict__ out, int64_t out_row_stride) {
+  __shared__ __align__(16) uint8_t tile_rows[kTiledRows * kTiledShareRowBytes];
+  const int64_t tile = blockIdx.x / blocks_per_tile, first_pair = (blockIdx.x % blocks_per_tile) * kTiledUnitsPerBlock;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int units = int(pairs - first_pair < kTiledUnitsPerBlock ? pairs - first_pair : kTiledUnitsPerBlock);
+  if (warp < units) {
+    const int64_t unit = tile * pairs + first_pair + warp;
+    const uint4 wv = __ldcs(packed + unit * (kTiledUnitWeightBytes / 16) + lane);
+    const uint32_t sv = __ldcs(scales + unit * (kTiledUnitScaleBytes / 4) + g);
 #pragma unroll
-  for (int b = 0; b < 2; ++b) {
-    const uint32_t w0 = b == 0 ? wv.x : wv.z, w1 = b == 0 ? wv.y : wv.w;
-    *reinterpret_cast<uint4*>(row_lo + 32 * b) = tiled_row<0>(w0, w1, block_scale((sv >> (8 * b)) & 0xFFu));
-    *reinterpret_cast<uint4*>(row_hi + 32 * b) = tiled_row<1>(w0, w1, block_scale((sv >> (8 * (2 + b))) & 0xFFu));
+    for (int b = 0; b < 2; ++b) {
+      const uint32_t w0 = b == 0 ? wv.x : wv.z, w1 = b == 0 ? wv.y : wv.w;
+      const int column_bytes = warp * 128 + b * 64 + t * 16;
+      *reinterpret_cast<uint4*>(tile_rows + g * kTiledShareRowBytes + column_bytes) =
+          tiled_row<0>(w0, w1, block_scale((sv >> (8 * b)) & 0xFFu));
+      *reinterpret_cast<uint4*>(tile_rows + (g + 8) * kTiledShareRowBytes + column_bytes) =
+          tiled_row<1>(w0, w1, block_scale((sv >> (8 * (2 + b))) & 0xFFu));
+    }
+  }
+  __syncthreads();
+  const int chunks_per_row = units * 8;  // 16-byte chunks of a row this block writes
+  for (int i = threadIdx.x; i < kTiledRows * chunks_per_row; i += kDequantizeThreads) {
+    const int row = i / chunks_per_row, chunk = i % chunks_per_row;
+    *reinterpret_cast<uint4*>(out + (tile * kTiledRows + row) * out_row_stride + first_pair * 64 + chunk * 8) =
+        *reinterpret_cast<const uint4*>(tile_rows + row * kTiledShareRowBytes + chunk * 16);
   }
 }
 
@@ -88,13 +103,14 @@ cudaError_t mxfp4_dequantize_expert_bf16(const Mxfp4ExpertWeights& w, int expert
   }
   if (w.layout == Mxfp4Layout::tiled16) {
     if (!mxfp4_tiled_supported(w.out_features, w.in_features)) return cudaErrorInvalidValue;
-    const int64_t pairs = w.in_features / 64, lanes = w.out_features / kTiledRows * pairs * 32;
-    const int64_t grid = (lanes + kDequantizeThreads - 1) / kDequantizeThreads;
+    const int64_t pairs = w.in_features / 64;
+    const int64_t blocks_per_tile = (pairs + kTiledUnitsPerBlock - 1) / kTiledUnitsPerBlock;
+    const int64_t grid = w.out_features / kTiledRows * blocks_per_tile;
     if (grid > INT32_MAX) return cudaErrorInvalidValue;
     mxfp4_dequantize_tiled<<<static_cast<unsigned>(grid), kDequantizeThreads, 0, stream>>>(
         reinterpret_cast<const uint4*>(w.packed + int64_t(expert) * w.out_features * (w.in_features / 2)),
         reinterpret_cast<const uint32_t*>(w.scales + int64_t(expert) * w.out_features * (w.in_features / 32)), pairs,
-        lanes, out, out_row_stride);
+        blocks_per_tile, out, out_row_stride);
     return cudaGetLastError();
   }
   if (w.layout != Mxfp4Layout::canonical) return cudaErrorInvalidValue;

@@ -11,8 +11,9 @@
 //     a warp's loads and 16-byte stores are contiguous) by byte lookup (mxfp4_grouped_device.h) into bf16,
 //     W_e[o, i] = E2M1 · 2^(scale − 127) bit for bit the CPU decode (weights::mxfp4_dequantize: exact in bf16; a NaN
 //     scale gives NaN over its block, 6 · 2^127 overflows to ±Inf as in fp32). Weights in the tiled layout
-//     (Mxfp4Layout::tiled16, kernels/mxfp4_tiled.h): one thread per lane of each 16-row × 2-block unit, its 16 bytes
-//     decoded as the tiled GEMV decodes them into 8 elements of two rows per block; the same bf16 values.
+//     (Mxfp4Layout::tiled16, kernels/mxfp4_tiled.h): a block of 8 warps per 8 units (16 rows × 2 blocks) of a tile,
+//     each lane's 16 bytes decoded as the tiled GEMV decodes them into a shared 16 × 512 tile, written out 1 KiB per
+//     row; the same bf16 values.
 //   mxfp4_grouped_dequantized_bf16_to_f32 — per active expert in id order: W_e into `scratch` (one expert's out·in
 //     bf16, so the weights a GEMM reads were just written and mostly still sit in the L2), then GemmRunner's
 //     cuBLASLt GEMM (bf16 products, fp32 accumulation) over the expert's contiguous slots. Every weight is decoded

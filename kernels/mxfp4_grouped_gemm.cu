@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         if constexpr (kTiled) {
-          s[mt][0] = m_tile_in[mt] ? __ldg(reinterpret_cast<const uint32_t*>(
+          s[mt][0] = m_tile_in[mt] && step < steps ? __ldg(reinterpret_cast<const uint32_t*>(
                                          w.scales + ((scale_tile + mt) * pairs + step) * kTiledUnitScaleBytes) +
                                      g)
                                    : kNeutralScale * 0x01010101u;

@@ -87,7 +87,6 @@ TEST_F(EngineTwin, LongPrefillChunkMatchesTheReferenceLayerByLayer) {
   std::uniform_int_distribution<int32_t> token(3, config.vocab_size - 1);
   std::vector<int32_t> prompt;
   for (int i = 0; i < kTokens; ++i) prompt.push_back(token(rng));
-  IsolatedReference isolated(loaded.model);
   for (const bool tiled : {false, true}) {  // the experts as the checkpoint orders them, then tiled
     runtime::DeviceWeights weights(config);
     weights.load(weights::Checkpoint::open(dir_));
@@ -101,6 +100,7 @@ TEST_F(EngineTwin, LongPrefillChunkMatchesTheReferenceLayerByLayer) {
     runtime::GpuModel model(weights, cache, shape);
     cache.admit(0, 528);
     const Taps taps = run_tapped(model, TapMode::synchronous, [&] { model.prefill(0, prompt, 0); });
+    IsolatedReference isolated(loaded.model);  // it keeps the sequence's state: one per run
     isolated.check(taps, 0, prompt, tiled ? "520-token prefill chunk, tiled experts" : "520-token prefill chunk");
   }
 }
