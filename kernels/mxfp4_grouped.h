@@ -25,6 +25,13 @@
 //     eight blocks, 64 registers and a spill, no better). On an H200
 //     (…-kernels-9, four runs) it reads w1's weights at 78-81 / 79-83 / 79-83 % of copy bandwidth at T = 8 / 16 / 64
 //     per launch in a CUDA graph and 65-66 % at T = 1 (timed alone: 76-78 / 80-81 / 79-83 / 55-56 %).
+//   mxfp4_grouped_gemv_tiled — decode on Mxfp4Layout::tiled16 weights (mxfp4_grouped_gemv_tiled.cu; the layout and
+//     why: kernels/mxfp4_tiled.h): the lean GEMV's grid, passes and products, a warp's weight loads 512 contiguous
+//     bytes, one scale word per row pair and block pair, x in memory order, 8 bf16 pairs decoded in 18 integer
+//     instructions. On an H200 (…-kernels-16) per launch in a CUDA graph w13 [6144, 3584] 80.9-81.6 / 84.8-87.2 /
+//     82.9-87.0 / 79.3-84.5 % of copy bandwidth at T = 1 / 8 / 16 / 64 and w2 [3584, 3072] 73.4-73.8 / 82.8-85.0 /
+//     83.0-85.9 / 82.1-85.2 %, against the lean GEMV's 71.7-71.8 / 67.5-73.2 % and 65.6 / 65.2-73.1 % in the same runs.
+//     The pipelined GEMM reads the tiled layout as well; the first GEMM does not (an Error says so).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks
 //     walk the tiles (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
 //     the 64 slots' x rows through slot_token into double-buffered shared memory, then 8 warps of 32×32
@@ -91,8 +98,7 @@
 // the SM slots the previous launch's later waves need); the K3 decode step with it on both GEMVs, 2.705 and 3.199 ms
 // at 128 K and 1 M, was within a run's spread of 2.690 and 3.183. Removed.
 // Faster: wgmma with TMA-fed tiles for prefill (the engine dequantises to bf16 and uses cuBLASLt from 128 slots per
-// expert: mxfp4_grouped_dequantized.h); for the GEMV at T = 1, a cheaper decode (the SMs' math binds once the DRAM
-// wait is hidden).
+// expert: mxfp4_grouped_dequantized.h); the GEMV's cheaper decode is the tiled layout's (gemv_tiled above).
 #pragma once
 
 #include <cuda_bf16.h>

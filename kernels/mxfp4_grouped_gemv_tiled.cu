@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(kThreads, 7)
   const int64_t first_unit = tile * pairs;
   const uint4* w_lane = reinterpret_cast<const uint4*>(w.packed + expert * w.out_features * (w.in_features / 2)) +
                         first_unit * kUnitVectors + lane;
-  const uint32_t* s_lane = reinterpret_cast<const uint32_t*>(w.scales + expert * w.out_features * (w.in_features / 32)) +
-                           first_unit * kUnitScaleWords + g;
+  const uint8_t* expert_scales = w.scales + expert * w.out_features * (w.in_features / 32);
+  const uint32_t* s_lane = reinterpret_cast<const uint32_t*>(expert_scales) + first_unit * kUnitScaleWords + g;
   const int full_groups = pairs / kGroupPairs;
 
   for (int pass = first_slot; pass < end_slot; pass += kSlots) {
