@@ -5,7 +5,8 @@
 // Shapes: all experts of the projection stacked as in the checkpoint, packed u8 [experts, out, in/2] (low
 // nibble = even element) and scales u8 E8M0 [experts, out, in/32] (0xFF = NaN); x bf16 [x_rows, in]
 // (row stride in elements); y fp32 or bf16 [max_slots, out] (row stride in elements). in is a multiple of
-// 32, out a multiple of 16; packed and x 16-byte aligned, x_row_stride a multiple of 8.
+// 32, out a multiple of 16; packed and x 16-byte aligned, x_row_stride a multiple of 8. Weights whose layout is
+// Mxfp4Layout::tiled16 hold each expert's bytes in the order of kernels/mxfp4_tiled.h (in a multiple of 64).
 // The routing is the device bucketing's (token, choice) pairs, expert-major: expert_offsets int32
 // [experts + 1], slot_token int32 [slots], active_experts int32 [experts] (ascending ids with ≥ 1 slot) and
 // active_count int32 [1]. Only the host bounds max_slots (= tokens · top_k, the rows of y) and
