@@ -228,7 +228,9 @@ inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, con
 
   runtime::DeviceWeights weights(config);
   weights.load(weights::Checkpoint::open(checkpoint_dir));
-  if (tile_experts) EXPECT_EQ(weights.tile_experts(), config.count_layers(MlpKind::moe));
+  if (tile_experts) {
+    EXPECT_EQ(weights.tile_experts(), config.count_layers(MlpKind::moe));
+  }
   runtime::CacheShape cache_shape{2, 64, 16};
   runtime::GpuCache cache(config, cache_shape);
   runtime::ModelRunShape shape;

@@ -90,7 +90,9 @@ TEST_F(EngineTwin, LongPrefillChunkMatchesTheReferenceLayerByLayer) {
   for (const bool tiled : {false, true}) {  // the experts as the checkpoint orders them, then tiled
     runtime::DeviceWeights weights(config);
     weights.load(weights::Checkpoint::open(dir_));
-    if (tiled) ASSERT_EQ(weights.tile_experts(), config.count_layers(MlpKind::moe));
+    if (tiled) {
+      ASSERT_EQ(weights.tile_experts(), config.count_layers(MlpKind::moe));
+    }
     runtime::GpuCache cache(config, {1, 528, 16});
     runtime::ModelRunShape shape;
     shape.max_chunk_tokens = kTokens;
