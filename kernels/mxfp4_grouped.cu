@@ -125,12 +125,8 @@ __global__ void __launch_bounds__(kGemvThreads, 7)
     mxfp4_grouped_gemv_mma_lean(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                                 int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                                 unsigned row_blocks) {
-  const int active = static_cast<int>(blockIdx.x / row_blocks);
-  if (active >= min(*r.active_count, r.max_active_experts)) return;
-  const int expert = r.active_experts[active];
-  if (expert < 0 || expert >= w.experts) return;
-  int first_slot = 0, end_slot = 0;
-  expert_slots(r, expert, first_slot, end_slot);
+  int expert = 0, first_slot = 0, end_slot = 0;
+  if (!gemv_expert(w, r, static_cast<int>(blockIdx.x / row_blocks), expert, first_slot, end_slot)) return;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t tile_row = int64_t(blockIdx.x % row_blocks) * kGemvBlockRows + warp * kGemvWarpRows;
@@ -145,12 +141,7 @@ __global__ void __launch_bounds__(kGemvThreads, 7)
   const int full_end = blocks / kGemvGroupBlocks * kGemvGroupBlocks;
 
   for (int pass = first_slot; pass < end_slot; pass += kGemvSlots) {
-    // This lane's mma column is slot pass + g; without one (or with an invalid token) it reads the pass's
-    // first slot, or row 0, instead: that column is never stored.
-    const int slot = pass + g < end_slot ? pass + g : pass;
-    const int token = r.slot_token[slot];
-    const __nv_bfloat16* x_lane = x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0) +
-                                  t * kMxBlockElements;
+    const __nv_bfloat16* x_lane = gemv_x_row(r, x, x_stride, x_rows, pass, end_slot, g) + t * kMxBlockElements;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint4 *wl = w_lo, *wh = w_hi;  // walked a group at a time
     const uint8_t *sl = sc_lo, *sh = sc_hi;
@@ -168,16 +159,7 @@ __global__ void __launch_bounds__(kGemvThreads, 7)
       const GemvGroup last = load_gemv_group<true>(w_lo, w_hi, sc_lo, sc_hi, full_end, t, blocks);
       gemv_group_math<true>(last, x_lane, full_end, t, blocks, acc);
     }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {  // columns 2t, 2t + 1
-      const int s = pass + 2 * t + c;
-      if (s < end_slot) {
-        const bool ok = token_valid(r, s, x_rows);
-        OutT* out = y + int64_t(s) * y_stride + row;
-        store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
-        store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
-      }
-    }
+    gemv_store(acc, r, pass, end_slot, t, x_rows, y, y_stride, row);
   }
 }
 

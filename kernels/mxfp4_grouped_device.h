@@ -160,6 +160,44 @@ __device__ __forceinline__ void expert_slots(const ExpertRouting& r, int expert,
   end = min(r.expert_offsets[expert + 1], r.max_slots);
 }
 
+// ---- The GEMVs' passes (mxfp4_grouped_gemv_mma_lean, mxfp4_grouped_gemv_tiled) ----------------------
+// Block row `active`'s expert and its slots; false where the block has nothing to do.
+__device__ __forceinline__ bool gemv_expert(const Mxfp4ExpertWeights& w, const ExpertRouting& r, int active,
+                                            int& expert, int& first_slot, int& end_slot) {
+  if (active >= min(*r.active_count, r.max_active_experts)) return false;
+  expert = r.active_experts[active];
+  if (expert < 0 || expert >= w.experts) return false;
+  expert_slots(r, expert, first_slot, end_slot);
+  return true;
+}
+
+// The x row lane (g, ·) reads in the pass from `pass`: slot pass + g's token; without that slot (or with an invalid
+// token) the pass's first slot's, or row 0: that mma column is never stored.
+__device__ __forceinline__ const __nv_bfloat16* gemv_x_row(const ExpertRouting& r, const __nv_bfloat16* x,
+                                                           int64_t x_stride, int64_t x_rows, int pass, int end_slot,
+                                                           int g) {
+  const int slot = pass + g < end_slot ? pass + g : pass;
+  const int token = r.slot_token[slot];
+  return x + (token >= 0 && token < x_rows ? int64_t(token) * x_stride : 0);
+}
+
+// The pass's outputs of lane (g, t): columns 2t, 2t + 1 (slots pass + 2t + c) of rows `row` and `row` + 8; NaN for a
+// slot whose token is invalid.
+template <typename OutT>
+__device__ __forceinline__ void gemv_store(const float (&acc)[4], const ExpertRouting& r, int pass, int end_slot,
+                                           int t, int64_t x_rows, OutT* y, int64_t y_stride, int64_t row) {
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int s = pass + 2 * t + c;
+    if (s < end_slot) {
+      const bool ok = token_valid(r, s, x_rows);
+      OutT* out = y + int64_t(s) * y_stride + row;
+      store_out(out, ok ? acc[c] : __int_as_float(0x7FC00000));
+      store_out(out + 8, ok ? acc[2 + c] : __int_as_float(0x7FC00000));
+    }
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's most recent groups are still in flight.
 template <int N>

@@ -191,6 +191,22 @@ constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mx
                                                  Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
+// What a reference case runs: every algorithm on the checkpoint's layout, and where the shape allows the tiled layout,
+// the GEMV, the pipelined GEMM and the automatic choice on a tiled copy (kept in `tiled`).
+std::vector<std::pair<const DeviceBank*, Mxfp4GroupedAlgorithm>> layout_runs(const ExpertBank& bank,
+                                                                            const DeviceBank& canonical,
+                                                                            std::unique_ptr<DeviceBank>& tiled) {
+  std::vector<std::pair<const DeviceBank*, Mxfp4GroupedAlgorithm>> runs;
+  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) runs.emplace_back(&canonical, a);
+  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {
+    tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
+    for (const Mxfp4GroupedAlgorithm a :
+         {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm_pipelined, Mxfp4GroupedAlgorithm::automatic})
+      runs.emplace_back(tiled.get(), a);
+  }
+  return runs;
+}
+
 // Runs every algorithm with output type OutT on poisoned y (row stride out + 5) and checks the
 // normalised error and that the padding columns stayed poisoned.
 template <typename OutT>
@@ -203,26 +219,14 @@ void expect_matches(const ExpertBank& bank, const HostRouting& routing, const re
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   const int64_t y_stride = bank.out + 5, rows = routing.slots();
-  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) {
+  std::unique_ptr<DeviceBank> tiled;
+  for (const auto& [device_bank, a] : layout_runs(bank, dbank, tiled)) {
+    const std::string run_label = label + " " + name(a) + (device_bank == &dbank ? "" : " tiled");
     DeviceBuffer<OutT> dy(size_t(rows * y_stride));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), x_stride, x.rows(), dy.get(), y_stride, a));
+    CUDA_CHECK(run(device_bank->view, droute.view(bank.experts), dx.get(), x_stride, x.rows(), dy.get(), y_stride, a));
     const ref::Matrix got = download(dy, rows, y_stride);
-    EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), tolerance_for<OutT>())
-        << label << " " << name(a);
-    EXPECT_TRUE(got.rightCols(5).array().isNaN().all()) << label << " " << name(a) << ": a padding column was written";
-  }
-  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {  // the GEMV and the pipelined GEMM on the tiled layout
-    DeviceBank tiled(tiled_bank(bank));
-    for (const Mxfp4GroupedAlgorithm a :
-         {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm_pipelined, Mxfp4GroupedAlgorithm::automatic}) {
-      DeviceBuffer<OutT> dy(size_t(rows * y_stride));
-      CUDA_CHECK(run(tiled.view, droute.view(bank.experts), dx.get(), x_stride, x.rows(), dy.get(), y_stride, a));
-      const ref::Matrix got = download(dy, rows, y_stride);
-      EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), tolerance_for<OutT>())
-          << label << " " << name(a) << " tiled";
-      EXPECT_TRUE(got.rightCols(5).array().isNaN().all())
-          << label << " " << name(a) << " tiled: a padding column was written";
-    }
+    EXPECT_LE(normalized_error(got.leftCols(bank.out), expected.cast<float>()), tolerance_for<OutT>()) << run_label;
+    EXPECT_TRUE(got.rightCols(5).array().isNaN().all()) << run_label << ": a padding column was written";
   }
 }
 
@@ -385,15 +389,8 @@ TEST_P(GpuMxfp4GroupedExact, DequantisesEveryCodeExactly) {
   DeviceBank dbank(bank);
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  std::vector<std::pair<const DeviceBank*, Mxfp4GroupedAlgorithm>> runs;
-  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) runs.emplace_back(&dbank, a);
   std::unique_ptr<DeviceBank> tiled;
-  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {
-    tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
-    runs.emplace_back(tiled.get(), Mxfp4GroupedAlgorithm::gemv);
-    runs.emplace_back(tiled.get(), Mxfp4GroupedAlgorithm::gemm_pipelined);
-  }
-  for (const auto& [device_bank, a] : runs) {
+  for (const auto& [device_bank, a] : layout_runs(bank, dbank, tiled)) {
     const std::string label = std::string(name(a)) + (device_bank == &dbank ? "" : " tiled");
     DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
     DeviceBuffer<__nv_bfloat16> dy16(size_t(routing.slots() * bank.out));
@@ -447,15 +444,8 @@ TEST_P(GpuMxfp4GroupedNan, NanScalePoisonsOnlyItsRowAndInvalidTokensTheirSlot) {
   DeviceBank dbank(bank);
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  std::vector<std::pair<const DeviceBank*, Mxfp4GroupedAlgorithm>> runs;
-  for (const Mxfp4GroupedAlgorithm a : kAlgorithms) runs.emplace_back(&dbank, a);
   std::unique_ptr<DeviceBank> tiled;
-  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {
-    tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
-    runs.emplace_back(tiled.get(), Mxfp4GroupedAlgorithm::gemv);
-    runs.emplace_back(tiled.get(), Mxfp4GroupedAlgorithm::gemm_pipelined);
-  }
-  for (const auto& [device_bank, a] : runs) {
+  for (const auto& [device_bank, a] : layout_runs(bank, dbank, tiled)) {
     const std::string label = std::string(name(a)) + (device_bank == &dbank ? "" : " tiled");
     DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
     CUDA_CHECK(run(device_bank->view, droute.view(bank.experts), dx.get(), in, 100, dy.get(), bank.out, a));
