@@ -340,7 +340,7 @@ int DeviceWeights::tile_experts() {
   const MoeSpec& e = *c.moe;
   const int64_t E = e.num_experts, I = e.expert_intermediate, z = e.expert_input_dim(c.hidden_size);
   if (!kernels::mxfp4_tiled_supported(2 * I, z) || !kernels::mxfp4_tiled_supported(z, I)) return 0;
-  // One expert's matrices at a time through a scratch of w13's size (w2's is the same), copied back in place.
+  // One expert's matrix at a time through a scratch of w13's size (w2's is half of it), copied back in place.
   const int64_t packed_bytes = 2 * I * z / 2, scale_bytes = 2 * I * z / 32;
   uint8_t *packed_scratch = nullptr, *scale_scratch = nullptr;
   CUDA_CHECK(cudaMalloc(&packed_scratch, packed_bytes));
