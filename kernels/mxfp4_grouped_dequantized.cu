@@ -36,20 +36,6 @@ __global__ void __launch_bounds__(kDequantizeThreads)
   }
 }
 
-// Row half kR (0: row g, 1: row g + 8) of one lane's block in the tiled layout, times its scale: the 8 elements
-// 8t … 8t + 7 of the block in memory order.
-template <int kR>
-__device__ __forceinline__ uint4 tiled_row(uint32_t w0, uint32_t w1, const BlockScale& s) {
-  uint32_t pairs[4] = {tiled_output<4 * kR>(w0, w1), tiled_output<4 * kR + 1>(w0, w1),
-                       tiled_output<4 * kR + 2>(w0, w1), tiled_output<4 * kR + 3>(w0, w1)};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    pairs[j] = bf16x2_mul(pairs[j], s.first2);
-    if (s.twice) pairs[j] = bf16x2_mul(pairs[j], s.second2);
-  }
-  return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
-}
-
 // The tiled layout (kernels/mxfp4_tiled.h): a block of 8 warps takes 8 consecutive units (block pairs) of one 16-row
 // tile; each lane decodes its 16 bytes (8 elements of rows g and g + 8 in each block) into a shared 16 × 512 tile,
 // which the block then writes row by row (1 KiB contiguous per row; a lane's own rows would be 64-byte pieces).
@@ -72,9 +58,9 @@ __global__ void __launch_bounds__(kDequantizeThreads)
       const uint32_t w0 = b == 0 ? wv.x : wv.z, w1 = b == 0 ? wv.y : wv.w;
       const int column_bytes = warp * 128 + b * 64 + t * 16;
       *reinterpret_cast<uint4*>(tile_rows + g * kTiledShareRowBytes + column_bytes) =
-          tiled_row<0>(w0, w1, block_scale((sv >> (8 * b)) & 0xFFu));
+          tiled_row_scaled<0>(w0, w1, block_scale((sv >> (8 * b)) & 0xFFu));
       *reinterpret_cast<uint4*>(tile_rows + (g + 8) * kTiledShareRowBytes + column_bytes) =
-          tiled_row<1>(w0, w1, block_scale((sv >> (8 * (2 + b))) & 0xFFu));
+          tiled_row_scaled<1>(w0, w1, block_scale((sv >> (8 * (2 + b))) & 0xFFu));
     }
   }
   __syncthreads();

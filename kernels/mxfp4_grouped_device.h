@@ -135,6 +135,20 @@ __device__ __forceinline__ uint32_t tiled_output(uint32_t w0, uint32_t w1) {
   return v;
 }
 
+// Row half kR (0: row g, 1: row g + 8) of one lane's block in the tiled layout times the block's scale (both
+// multiplies of block_scale): the bf16 pairs of elements 8t … 8t + 7 of the block, in memory order.
+template <int kR>
+__device__ __forceinline__ uint4 tiled_row_scaled(uint32_t w0, uint32_t w1, const BlockScale& s) {
+  uint32_t pairs[4] = {tiled_output<4 * kR>(w0, w1), tiled_output<4 * kR + 1>(w0, w1),
+                       tiled_output<4 * kR + 2>(w0, w1), tiled_output<4 * kR + 3>(w0, w1)};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    pairs[j] = bf16x2_mul(pairs[j], s.first2);
+    if (s.twice) pairs[j] = bf16x2_mul(pairs[j], s.second2);
+  }
+  return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+}
+
 // d += A·B for one m16n8k16 tile: A 16×16 bf16 (a0: rows g, k 2t..2t+1; a1: rows g+8; a2, a3: k + 8),
 // B 16×8 bf16 (b0: k 2t..2t+1, column g; b1: k + 8), fp32 d (d0, d1: row g, columns 2t, 2t+1; d2, d3: row g+8);
 // g = lane / 4, t = lane % 4; the lower k is the lower half of each register.

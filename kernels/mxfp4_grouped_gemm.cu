@@ -236,18 +236,10 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const uint32_t w0 = h == 0 ? unit.x : unit.z, w1 = h == 0 ? unit.y : unit.w;
-            const BlockScale lo = block_scale((scale_now[mt][0] >> (8 * h)) & 0xFFu);
-            const BlockScale hi = block_scale((scale_now[mt][0] >> (8 * (2 + h))) & 0xFFu);
-            const uint32_t decoded[8] = {tiled_output<0>(w0, w1), tiled_output<1>(w0, w1), tiled_output<2>(w0, w1),
-                                         tiled_output<3>(w0, w1), tiled_output<4>(w0, w1), tiled_output<5>(w0, w1),
-                                         tiled_output<6>(w0, w1), tiled_output<7>(w0, w1)};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              a[h][mt][0][j] = bf16x2_mul(decoded[j], lo.first2);
-              a[h][mt][1][j] = bf16x2_mul(decoded[4 + j], hi.first2);
-              if (lo.twice) a[h][mt][0][j] = bf16x2_mul(a[h][mt][0][j], lo.second2);
-              if (hi.twice) a[h][mt][1][j] = bf16x2_mul(a[h][mt][1][j], hi.second2);
-            }
+            const uint4 lo = tiled_row_scaled<0>(w0, w1, block_scale((scale_now[mt][0] >> (8 * h)) & 0xFFu));
+            const uint4 hi = tiled_row_scaled<1>(w0, w1, block_scale((scale_now[mt][0] >> (8 * (2 + h))) & 0xFFu));
+            a[h][mt][0][0] = lo.x, a[h][mt][0][1] = lo.y, a[h][mt][0][2] = lo.z, a[h][mt][0][3] = lo.w;
+            a[h][mt][1][0] = hi.x, a[h][mt][1][1] = hi.y, a[h][mt][1][2] = hi.z, a[h][mt][1][3] = hi.w;
           }
         }
       } else {

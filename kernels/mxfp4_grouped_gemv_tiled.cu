@@ -31,24 +31,16 @@ __device__ __forceinline__ uint32_t small_factor(uint32_t s) {
 template <bool kGeneral>
 __device__ __forceinline__ void block_products(uint32_t w0, uint32_t w1, uint32_t scale_lo, uint32_t scale_hi,
                                                uint32_t factor_lo, uint32_t factor_hi, uint4 xv, float (&acc)[4]) {
-  uint32_t o[8] = {tiled_output<0>(w0, w1), tiled_output<1>(w0, w1), tiled_output<2>(w0, w1),
-                   tiled_output<3>(w0, w1), tiled_output<4>(w0, w1), tiled_output<5>(w0, w1),
-                   tiled_output<6>(w0, w1), tiled_output<7>(w0, w1)};
+  uint32_t o[8];
   if constexpr (kGeneral) {
-    const BlockScale lo = block_scale(scale_lo), hi = block_scale(scale_hi);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      o[k] = bf16x2_mul(o[k], lo.first2);
-      o[k + 4] = bf16x2_mul(o[k + 4], hi.first2);
-      if (lo.twice) o[k] = bf16x2_mul(o[k], lo.second2);
-      if (hi.twice) o[k + 4] = bf16x2_mul(o[k + 4], hi.second2);
-    }
+    const uint4 lo = tiled_row_scaled<0>(w0, w1, block_scale(scale_lo));
+    const uint4 hi = tiled_row_scaled<1>(w0, w1, block_scale(scale_hi));
+    o[0] = lo.x, o[1] = lo.y, o[2] = lo.z, o[3] = lo.w, o[4] = hi.x, o[5] = hi.y, o[6] = hi.z, o[7] = hi.w;
   } else {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      o[k] = bf16x2_mul(o[k], factor_lo);
-      o[k + 4] = bf16x2_mul(o[k + 4], factor_hi);
-    }
+    o[0] = bf16x2_mul(tiled_output<0>(w0, w1), factor_lo), o[1] = bf16x2_mul(tiled_output<1>(w0, w1), factor_lo);
+    o[2] = bf16x2_mul(tiled_output<2>(w0, w1), factor_lo), o[3] = bf16x2_mul(tiled_output<3>(w0, w1), factor_lo);
+    o[4] = bf16x2_mul(tiled_output<4>(w0, w1), factor_hi), o[5] = bf16x2_mul(tiled_output<5>(w0, w1), factor_hi);
+    o[6] = bf16x2_mul(tiled_output<6>(w0, w1), factor_hi), o[7] = bf16x2_mul(tiled_output<7>(w0, w1), factor_hi);
   }
   // k-half 0: elements 0, 1 | 2, 3 of the lane's 8; k-half 1: 4, 5 | 6, 7 (mxfp4_tiled.h's k order).
   mma_bf16_16x8x16(acc, o[0], o[4], o[1], o[5], xv.x, xv.y);
