@@ -29,9 +29,9 @@
 //   mxfp4_grouped_gemv_tiled — decode on Mxfp4Layout::tiled16 weights (mxfp4_grouped_gemv_tiled.cu; the layout and
 //     why: kernels/mxfp4_tiled.h): the lean GEMV's grid, passes and products, a warp's weight loads 512 contiguous
 //     bytes, one scale word per row pair and block pair, x in memory order, 8 bf16 pairs decoded in 18 integer
-//     instructions. On an H200 (…-kernels-16, three machines) per launch in a CUDA graph w13 [6144, 3584] 78.2-81.6 /
-//     82.2-87.2 / 81.2-87.0 / 77.8-84.5 % of copy bandwidth at T = 1 / 8 / 16 / 64 and w2 [3584, 3072] 72.8-73.8 /
-//     80.5-85.0 / 81.1-85.9 / 80.8-85.2 %, against the lean GEMV's 64.0-73.2 % and 63.9-73.1 % in the same runs.
+//     instructions. On an H200 (…-kernels-16, four machines) per launch in a CUDA graph w13 [6144, 3584] 78.2-82.0 /
+//     82.2-90.3 / 81.2-90.8 / 77.8-88.2 % of copy bandwidth at T = 1 / 8 / 16 / 64 and w2 [3584, 3072] 72.3-73.8 /
+//     80.5-89.1 / 81.1-88.3 / 80.8-88.1 %, against the lean GEMV's 64.0-73.2 % and 63.9-73.1 % (three of the runs).
 //     The pipelined GEMM reads the tiled layout as well; the first GEMM does not (an Error says so).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks
 //     walk the tiles (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
