@@ -27,45 +27,62 @@ __device__ __forceinline__ uint32_t small_factor(uint32_t s) {
   return __byte_perm(s, 0u, kSelector) * 128u + 126u * 0x00800080u;
 }
 
-// One block of the lane: the two products of its 8 decoded pairs (rows g and g + 8) with x's 8 elements.
-template <bool kGeneral>
-__device__ __forceinline__ void block_products(uint32_t w0, uint32_t w1, uint32_t scale_lo, uint32_t scale_hi,
-                                               uint32_t factor_lo, uint32_t factor_hi, uint4 xv, float (&acc)[4]) {
-  uint32_t o[8];
-  if constexpr (kGeneral) {
-    const uint4 lo = tiled_row_scaled<0>(w0, w1, block_scale(scale_lo));
-    const uint4 hi = tiled_row_scaled<1>(w0, w1, block_scale(scale_hi));
-    o[0] = lo.x, o[1] = lo.y, o[2] = lo.z, o[3] = lo.w, o[4] = hi.x, o[5] = hi.y, o[6] = hi.z, o[7] = hi.w;
-  } else {
-    o[0] = bf16x2_mul(tiled_output<0>(w0, w1), factor_lo), o[1] = bf16x2_mul(tiled_output<1>(w0, w1), factor_lo);
-    o[2] = bf16x2_mul(tiled_output<2>(w0, w1), factor_lo), o[3] = bf16x2_mul(tiled_output<3>(w0, w1), factor_lo);
-    o[4] = bf16x2_mul(tiled_output<4>(w0, w1), factor_hi), o[5] = bf16x2_mul(tiled_output<5>(w0, w1), factor_hi);
-    o[6] = bf16x2_mul(tiled_output<6>(w0, w1), factor_hi), o[7] = bf16x2_mul(tiled_output<7>(w0, w1), factor_hi);
-  }
-  // k-half 0: elements 0, 1 | 2, 3 of the lane's 8; k-half 1: 4, 5 | 6, 7 (mxfp4_tiled.h's k order).
-  mma_bf16_16x8x16(acc, o[0], o[4], o[1], o[5], xv.x, xv.y);
-  mma_bf16_16x8x16(acc, o[2], o[6], o[3], o[7], xv.z, xv.w);
+// Row half kR of a lane's block in the tiled layout times a scale factor of small_factor's form (one multiply).
+template <int kR>
+__device__ __forceinline__ uint4 tiled_row_factored(uint32_t w0, uint32_t w1, uint32_t factor) {
+  return make_uint4(bf16x2_mul(tiled_output<4 * kR>(w0, w1), factor),
+                    bf16x2_mul(tiled_output<4 * kR + 1>(w0, w1), factor),
+                    bf16x2_mul(tiled_output<4 * kR + 2>(w0, w1), factor),
+                    bf16x2_mul(tiled_output<4 * kR + 3>(w0, w1), factor));
+}
+
+// One block of the lane: its decoded pairs of rows g (lo) and g + 8 (hi) times x's 8 elements. k-half 0 takes elements
+// 0, 1 | 2, 3 of the lane's 8, k-half 1 elements 4, 5 | 6, 7 (mxfp4_tiled.h's k order).
+__device__ __forceinline__ void block_products(const uint4& lo, const uint4& hi, const uint4& xv, float (&acc)[4]) {
+  mma_bf16_16x8x16(acc, lo.x, hi.x, lo.y, hi.y, xv.x, xv.y);
+  mma_bf16_16x8x16(acc, lo.z, hi.z, lo.w, hi.w, xv.z, xv.w);
 }
 
 // One unit (two blocks) of the lane: weights wv, scales sv (row g blocks 0, 1, row g + 8 blocks 0, 1), x at the
-// lane's elements of the first block.
+// lane's elements of the first block. kGeneral: block_scale's two multiplies (any scale above 2^1, or NaN).
 template <bool kGeneral>
 __device__ __forceinline__ void pair_products(const uint4& wv, uint32_t sv, const __nv_bfloat16* x_pair,
                                               float (&acc)[4]) {
   const uint4 x0 = __ldg(reinterpret_cast<const uint4*>(x_pair));
   const uint4 x1 = __ldg(reinterpret_cast<const uint4*>(x_pair + kMxBlockElements));
   if constexpr (kGeneral) {
-    block_products<true>(wv.x, wv.y, sv & 0xFFu, (sv >> 16) & 0xFFu, 0, 0, x0, acc);
-    block_products<true>(wv.z, wv.w, (sv >> 8) & 0xFFu, sv >> 24, 0, 0, x1, acc);
+    block_products(tiled_row_scaled<0>(wv.x, wv.y, block_scale(sv & 0xFFu)),
+                   tiled_row_scaled<1>(wv.x, wv.y, block_scale((sv >> 16) & 0xFFu)), x0, acc);
+    block_products(tiled_row_scaled<0>(wv.z, wv.w, block_scale((sv >> 8) & 0xFFu)),
+                   tiled_row_scaled<1>(wv.z, wv.w, block_scale(sv >> 24)), x1, acc);
   } else {
-    block_products<false>(wv.x, wv.y, 0, 0, small_factor<0>(sv), small_factor<2>(sv), x0, acc);
-    block_products<false>(wv.z, wv.w, 0, 0, small_factor<1>(sv), small_factor<3>(sv), x1, acc);
+    block_products(tiled_row_factored<0>(wv.x, wv.y, small_factor<0>(sv)),
+                   tiled_row_factored<1>(wv.x, wv.y, small_factor<2>(sv)), x0, acc);
+    block_products(tiled_row_factored<0>(wv.z, wv.w, small_factor<1>(sv)),
+                   tiled_row_factored<1>(wv.z, wv.w, small_factor<3>(sv)), x1, acc);
   }
 }
 
 // Whether a byte of s exceeds 128 (a scale above 2^1, or NaN).
 __device__ __forceinline__ bool has_big_scale(uint32_t s) {
   return (((s & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & s & 0x80808080u) != 0;
+}
+
+// kPairs loaded units (x from the first's block on): the general scale path for all of them where any lane of the
+// warp holds a big scale, else the one-multiply path.
+template <int kPairs>
+__device__ __forceinline__ void units_products(const uint4 (&wv)[kPairs], const uint32_t (&sv)[kPairs],
+                                               const __nv_bfloat16* xp, float (&acc)[4]) {
+  bool big = false;
+#pragma unroll
+  for (int k = 0; k < kPairs; ++k) big |= has_big_scale(sv[k]);
+  if (__any_sync(0xFFFFFFFFu, big)) {
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) pair_products<true>(wv[k], sv[k], xp + k * 64, acc);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) pair_products<false>(wv[k], sv[k], xp + k * 64, acc);
+  }
 }
 
 // blockIdx.x = active expert index · row_blocks + (output row) / 64; warp w of the block owns tile 4·(that) + w.
@@ -103,28 +120,15 @@ __global__ void __launch_bounds__(kThreads, 7)
         wv[k] = __ldcs(wp + k * kUnitVectors);
         sv[k] = __ldcs(sp + k * kUnitScaleWords);
       }
-      bool big = false;
-#pragma unroll
-      for (int k = 0; k < kGroupPairs; ++k) big |= has_big_scale(sv[k]);
-      if (__any_sync(0xFFFFFFFFu, big)) {
-#pragma unroll
-        for (int k = 0; k < kGroupPairs; ++k) pair_products<true>(wv[k], sv[k], xp + k * 64, acc);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kGroupPairs; ++k) pair_products<false>(wv[k], sv[k], xp + k * 64, acc);
-      }
+      units_products(wv, sv, xp, acc);
       wp += kGroupPairs * kUnitVectors;
       sp += kGroupPairs * kUnitScaleWords;
       xp += kGroupPairs * 64;
     }
     for (int p = full_groups * kGroupPairs; p < pairs; ++p) {  // the last 1 … 3 pairs
-      const uint4 wv = __ldcs(w_lane + p * kUnitVectors);
-      const uint32_t sv = __ldcs(s_lane + p * kUnitScaleWords);
-      if (__any_sync(0xFFFFFFFFu, has_big_scale(sv))) {
-        pair_products<true>(wv, sv, x_lane + p * 64, acc);
-      } else {
-        pair_products<false>(wv, sv, x_lane + p * 64, acc);
-      }
+      const uint4 wv[1] = {__ldcs(w_lane + p * kUnitVectors)};
+      const uint32_t sv[1] = {__ldcs(s_lane + p * kUnitScaleWords)};
+      units_products(wv, sv, x_lane + p * 64, acc);
     }
     gemv_store(acc, r, pass, end_slot, t, x_rows, y, y_stride, row);
   }

@@ -11,9 +11,6 @@ __constant__ TiledOutput kDeviceTiledOutputs[8] = {
     kTiledOutputs[4], kTiledOutputs[5], kTiledOutputs[6], kTiledOutputs[7],
 };
 
-// Where unit (tile, pair) of one expert starts, in units.
-__host__ __device__ inline int64_t unit_index(int64_t tile, int64_t pair, int64_t pairs) { return tile * pairs + pair; }
-
 // One lane of one unit: its 16 weight bytes and, for lanes with t = 0, its row pair's 4 scale bytes.
 __host__ __device__ inline void repack_lane(const TiledOutput* outputs, const uint8_t* packed, const uint8_t* scales,
                                             int64_t in_features, int64_t tile, int64_t pair, int lane,
@@ -21,7 +18,7 @@ __host__ __device__ inline void repack_lane(const TiledOutput* outputs, const ui
   const int64_t row_bytes = in_features / 2, blocks = in_features / 32, pairs = in_features / 64;
   const int g = lane / 4, t = lane % 4;
   const int64_t row_lo = tile * kTiledRows + g, row_hi = row_lo + 8;
-  const int64_t unit = unit_index(tile, pair, pairs);
+  const int64_t unit = tile * pairs + pair;
   uint8_t* dst = tiled_packed + unit * kTiledUnitWeightBytes + lane * 16;
   for (int b = 0; b < 2; ++b) {
     uint32_t w[2];

@@ -110,6 +110,15 @@ struct GpuModel::Pass {
 
 namespace {
 
+// A MoE layer's MXFP4 experts as the grouped kernels take them: w1|w3 [2I, z] (gate_up) or w2 [z, I], in the layout
+// the weights hold.
+kernels::Mxfp4ExpertWeights mxfp4_experts(const MoeDeviceWeights& W, const MoeSpec& e, bool gate_up) {
+  const int64_t I = e.expert_intermediate, z = e.latent_dim;
+  return gate_up ? kernels::Mxfp4ExpertWeights{W.w13_packed, W.w13_scales, int(e.num_experts), 2 * I, z,
+                                               W.expert_layout}
+                 : kernels::Mxfp4ExpertWeights{W.w2_packed, W.w2_scales, int(e.num_experts), z, I, W.expert_layout};
+}
+
 void lay_out_workspace(GpuModel::Workspace& w, const ModelConfig& c, const ModelRunShape& s, DeviceArena& arena);
 
 }  // namespace
@@ -691,14 +700,14 @@ void GpuModel::moe_mlp(const Pass& pass, int l, const bf16* x, bf16* out, bool a
       const int max_active = int(std::min<int64_t>(E, slots));
       const kernels::ExpertRouting by_token{w.buckets.expert_offsets, w.buckets.slot_token, w.buckets.active_experts,
                                             w.buckets.active_count,   int(slots),           max_active};
-      const kernels::Mxfp4ExpertWeights w13{W.w13_packed, W.w13_scales, int(E), 2 * I, z, W.expert_layout};
+      const kernels::Mxfp4ExpertWeights w13 = mxfp4_experts(W, e, true);
       check(kernels::mxfp4_grouped_bf16_to_f32(w13, by_token, w.z_in, z, T, w.gate_up, 2 * I, stream_),
             "MoE experts gate|up");
       glu(w.gate_up, 2 * I, w.act, slots, I, "MoE expert GLU");
       // The down projection reads its own slot's row.
       const kernels::ExpertRouting by_slot{w.buckets.expert_offsets, w.iota,     w.buckets.active_experts,
                                            w.buckets.active_count,   int(slots), max_active};
-      const kernels::Mxfp4ExpertWeights w2{W.w2_packed, W.w2_scales, int(E), z, I, W.expert_layout};
+      const kernels::Mxfp4ExpertWeights w2 = mxfp4_experts(W, e, false);
       check(kernels::mxfp4_grouped_bf16_to_f32(w2, by_slot, w.act, I, slots, w.expert_out, z, stream_),
             "MoE experts down");
     }
@@ -746,18 +755,18 @@ void GpuModel::mxfp4_experts_dequantized(const Pass& pass, int l) {
   const MoeSpec& e = *config_.moe;
   const MoeDeviceWeights& W = weights_.layers[l].moe;
   Workspace& w = *ws_;
-  const int64_t T = pass.tokens, E = e.num_experts, I = e.expert_intermediate, z = e.latent_dim, slots = T * e.top_k;
+  const int64_t T = pass.tokens, I = e.expert_intermediate, z = e.latent_dim, slots = T * e.top_k;
   OpRange range(l, "moe.experts");
   const std::vector<int32_t>& offsets = expert_offsets_on_host(l, slots);
   check(kernels::gather_rows_bf16(w.z_in, z, T, w.buckets.slot_token, slots, w.gathered, z, z, stream_),
         "MoE gather");
   const int64_t scratch = 2 * I * z;  // w13 [2I, z]; w2 [z, I] is half of it
-  const kernels::Mxfp4ExpertWeights w13{W.w13_packed, W.w13_scales, int(E), 2 * I, z, W.expert_layout};
+  const kernels::Mxfp4ExpertWeights w13 = mxfp4_experts(W, e, true);
   check(kernels::mxfp4_grouped_dequantized_bf16_to_f32(*gemm_, w13, offsets.data(), w.gathered, z, w.gate_up, 2 * I,
                                                        w.expert_bf16, scratch, stream_),
         "MoE experts gate|up (dequantised)");
   glu(w.gate_up, 2 * I, w.act, slots, I, "MoE expert GLU");
-  const kernels::Mxfp4ExpertWeights w2{W.w2_packed, W.w2_scales, int(E), z, I, W.expert_layout};
+  const kernels::Mxfp4ExpertWeights w2 = mxfp4_experts(W, e, false);
   check(kernels::mxfp4_grouped_dequantized_bf16_to_f32(*gemm_, w2, offsets.data(), w.act, I, w.expert_out, z,
                                                        w.expert_bf16, scratch, stream_),
         "MoE experts down (dequantised)");
