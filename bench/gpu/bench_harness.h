@@ -139,9 +139,18 @@ class Session {
 
   int rotation_for(double bytes) const { return rotation(bytes, l2_bytes); }
 
-  // Whether a result of this name is wanted: `--filter TEXT` keeps the names containing TEXT (drivers that honour it
-  // say so in their usage line).
-  bool wants(const std::string& name) const { return filter.empty() || name.find(filter) != std::string::npos; }
+  // Whether a result of this name is wanted: `--filter TEXT` keeps the names containing TEXT, or any of its
+  // '|'-separated parts (drivers that honour it say so in their usage line).
+  bool wants(const std::string& name) const {
+    if (filter.empty()) return true;
+    for (size_t begin = 0;;) {
+      const size_t end = filter.find('|', begin);
+      const std::string part = filter.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+      if (!part.empty() && name.find(part) != std::string::npos) return true;
+      if (end == std::string::npos) return false;
+      begin = end + 1;
+    }
+  }
 
   // Prints the JSON object of all results; `extra` (already-formatted `"key": value` pairs) is
   // added to the top level, e.g. a measured GEMM ceiling.

@@ -7,6 +7,10 @@
 //           name carries the algorithm's own split count.
 //           "mla_decode_wgmma_alternating" is wgmma_alternating and "mla_decode_wgmma_cluster" wgmma_cluster (only on
 //           compute capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
+//           Per shape two floors, per launch in a CUDA graph, each with the decode's plain_bound beside it:
+//           "cache_read_floor" a kernel that only reads the cache's pages through the page table
+//           (bench/gpu/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
+//           (every page-table entry in 16 pages, so the time is the kernel's on-chip work alone).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix, every MlaPrefillAlgorithm but
 //           automatic, on random normal q, k, v (constant ones keep every row at its first maximum); FLOPs counted
 //           causal (half the square): heads · T²/2 · (192 + 128) · 2.
@@ -15,8 +19,10 @@
 // the time over it; the GEMM rate is cuBLASLt's 8192 × 8192 × 8192 bf16 product on random normal data (constant or
 // zero operands run faster), printed as measured_gemm_bf16_flops_per_s.
 //
-// Usage: mla_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N] [--filter TEXT (names containing it)]
+// Usage: mla_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
+//                  [--filter TEXT (names containing it, or any of its |-separated parts)]
 #include "bench/gpu/bench_harness.h"
+#include "bench/gpu/read_floor.h"
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
@@ -46,6 +52,7 @@ constexpr int kPageTokens = 64;
 constexpr double kDecodeFlopsPerTokenHead = (576.0 + 512.0) * 2.0;
 constexpr double kCacheBytesPerToken = 576.0 * 2.0;
 constexpr int kGraphLaunches = 8;  // decode launches per CUDA graph replay
+constexpr int kResidentPages = 16;  // the L2-resident form's distinct pages (1.2 MB)
 
 // The bf16 GEMM ceiling: median FLOP/s of cuBLASLt's 8192³ bf16 product over `repeats` launches, on normal(0, 1)
 // operands generated on the device.
@@ -148,6 +155,47 @@ int main(int argc, char** argv) {
           results.push_back(result);
           plain_bound_us.push_back(plain_bound(flops, bytes));
         }
+      }
+      // Two floors of the same shape, per launch in a CUDA graph beside the decode's bound (plain_bound):
+      // what a kernel that only reads the cache's pages through the page table takes (bench/gpu/read_floor.h), and
+      // wgmma_cluster with every page-table entry in 16 pages, so that its tiles come from the L2 and the time is
+      // its on-chip work alone (tensor cores, shared memory, softmax, hand-offs).
+      uint32_t* sink = device_alloc<uint32_t>(size_t(k3::bench::read_floor_blocks()), 0);
+      Result floor{fmt::format("cache_read_floor heads 96 batch {} context {}, per launch of {} in a CUDA graph", batch,
+                               context, kGraphLaunches), cache_bytes, 0.0};
+      if (session.wants(floor.name)) {
+        int next = 0;
+        floor.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+          const Set& s = set[size_t(next++ % sets)];
+          k3::bench::launch_read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
+                                       int64_t(pages), sink, stream);
+        }, kGraphLaunches, std::min(repeats, 20));
+        floor.cls = EfficiencyClass::attention;
+        floor.roofline_us = session.roofline_us(0.0, cache_bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
+        results.push_back(floor);
+        plain_bound_us.push_back(plain_bound(flops, bytes));
+      }
+      CUDA_CHECK(cudaFree(sink));
+      Result resident{fmt::format("mla_decode_wgmma_cluster heads 96 batch {} context {}, cache L2-resident ({} "
+                                  "pages), per launch of {} in a CUDA graph",
+                                  batch, context, kResidentPages, kGraphLaunches),
+                      bytes, flops};
+      if (k3::kernels::mla_decode_wgmma_cluster_runs(device) && session.wants(resident.name)) {
+        std::vector<int32_t> ids(pages);
+        for (size_t i = 0; i < pages; ++i) ids[i] = int32_t(i % kResidentPages);
+        int32_t* resident_table = device_alloc<int32_t>(pages, 0);
+        CUDA_CHECK(cudaMemcpy(resident_table, ids.data(), pages * sizeof(int32_t), cudaMemcpyHostToDevice));
+        const Set& s = set[0];
+        resident.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+          CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, resident_table, s.lengths, 0.0721688f, shape,
+                                                        s.out, s.workspace, workspace_bytes, stream,
+                                                        k3::kernels::MlaDecodeAlgorithm::wgmma_cluster));
+        }, kGraphLaunches, std::min(repeats, 20));
+        resident.cls = EfficiencyClass::attention;
+        resident.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
+        results.push_back(resident);
+        plain_bound_us.push_back(plain_bound(flops, bytes));
+        CUDA_CHECK(cudaFree(resident_table));
       }
       for (Set& s : set) {
         CUDA_CHECK(cudaFree(s.cache));
