@@ -31,8 +31,13 @@
 // 474–508 µs per launch in a CUDA graph (1.54–1.74× the bound with the ceilings measured in the same run) against
 // wgmma_alternating's 650–673 µs; faster than it at every measured shape (8 K to 1 M, batch 1 to 8). Column-block
 // slots and the 4 deferred m-tiles gave about 5 % over the form with whole-slot barriers and O(i) before S(i + 1)
-// (…-kernels-14: 440–546 µs alone). What bounds it: latency, no unit saturated (Nsight Compute: DRAM 46 %, L2 73 %;
-// the tensor cores about two thirds busy); the two slots that fit beside Q leave about one tile in flight per cluster.
+// (…-kernels-14: 440–546 µs alone). What bounds it is its on-chip work, no unit saturated (…-kernels-17): with the
+// cache L2-resident it is as slow (437.7 against 438.2 µs at batch 1 and 1 M); Nsight Compute there has the tensor
+// pipe active 55 %, shared-memory wavefronts 68 %, DRAM 58 %; and a build with no copies and no exp2 still takes
+// 1.34–1.41× the bound at 1 M: the chain S(i) → softmax → P(i) → O(i) on one SM's tensor cores idles them about a
+// quarter of the time. More work in flight (a third slot, or 96 heads per block for m64n96 products) does not fit the
+// shared memory or the registers. At 8 K (batch 1, 2, 4) and 32 K (batch 1) a kernel that only reads the cache
+// already takes 1.25–2.24× the bound.
 // History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
 // blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
 // the bound at 1 M (979 µs at batch 1): the exchange and the full column-max softmax of every 64 × 96 tile took about

@@ -98,6 +98,13 @@
 // graph it was no faster at T = 1 (w13: 68.1 against 62.4 µs per launch) and slower at T ≥ 8 (its early blocks take
 // the SM slots the previous launch's later waves need); the K3 decode step with it on both GEMVs, 2.705 and 3.199 ms
 // at 128 K and 1 M, was within a run's spread of 2.690 and 3.183. Removed.
+// gemv_tiled_staged (bench/results/2026-11-30-h200-kernels-17 run 3; an experiment build, the 23 MXFP4 tests passing,
+// memcheck and racecheck clean): gemv_tiled with each warp's groups (2 KiB of weights and 128 bytes of scales,
+// contiguous in the tiled layout) brought by two bulk copies into its own 3-stage shared-memory ring, 3 groups ahead:
+// per graph launch w2 59.8-60.1 / 77.6-77.9 / 74.9-78.4 / 75.0-75.8 % at T = 1 / 8 / 16 / 64 against 72.2-72.4 /
+// 92.4 / 82.5-83.2 / 82.9 %, w13 about 10 points lower at every T; not kept. In the same graph a kernel that only
+// reads the GEMV's bytes (bench/gpu/read_floor.h) reaches 89.1 % at w2, T = 1 (run 1), so the one-wave launch's ramp
+// and drain cost 11 points of the 25 the GEMV misses there.
 // Faster: wgmma with TMA-fed tiles for prefill (the engine dequantises to bf16 and uses cuBLASLt from 128 slots per
 // expert: mxfp4_grouped_dequantized.h); the GEMV's cheaper decode is the tiled layout's (gemv_tiled above).
 #pragma once
