@@ -9,7 +9,7 @@
 //           compute capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
 //           Per shape two floors, per launch in a CUDA graph, each with the decode's plain_bound beside it:
 //           "cache_read_floor" a kernel that only reads the cache's pages through the page table
-//           (bench/gpu/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
+//           (kernels/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
 //           (every page-table entry in 16 pages, so the time is the kernel's on-chip work alone).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix, every MlaPrefillAlgorithm but
 //           automatic, on random normal q, k, v (constant ones keep every row at its first maximum); FLOPs counted
@@ -22,12 +22,12 @@
 // Usage: mla_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 //                  [--filter TEXT (names containing it, or any of its |-separated parts)]
 #include "bench/gpu/bench_harness.h"
-#include "bench/gpu/read_floor.h"
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
 #include "kernels/mla_prefill.h"
+#include "kernels/read_floor.h"
 
 #include <cuda_bf16.h>
 #include <fmt/format.h>
@@ -157,18 +157,18 @@ int main(int argc, char** argv) {
         }
       }
       // Two floors of the same shape, per launch in a CUDA graph beside the decode's bound (plain_bound):
-      // what a kernel that only reads the cache's pages through the page table takes (bench/gpu/read_floor.h), and
+      // what a kernel that only reads the cache's pages through the page table takes (kernels/read_floor.h), and
       // wgmma_cluster with every page-table entry in 16 pages, so that its tiles come from the L2 and the time is
       // its on-chip work alone (tensor cores, shared memory, softmax, hand-offs).
-      uint32_t* sink = device_alloc<uint32_t>(size_t(k3::bench::read_floor_blocks()), 0);
+      uint32_t* sink = device_alloc<uint32_t>(size_t(k3::kernels::read_floor_blocks()), 0);
       Result floor{fmt::format("cache_read_floor heads 96 batch {} context {}, per launch of {} in a CUDA graph", batch,
                                context, kGraphLaunches), cache_bytes, 0.0};
       if (session.wants(floor.name)) {
         int next = 0;
         floor.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
           const Set& s = set[size_t(next++ % sets)];
-          k3::bench::launch_read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
-                                       int64_t(pages), sink, stream);
+          CUDA_CHECK(k3::kernels::read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
+                                             int64_t(pages), sink, stream));
         }, kGraphLaunches, std::min(repeats, 20));
         floor.cls = EfficiencyClass::attention;
         floor.roofline_us = session.roofline_us(0.0, cache_bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
