@@ -35,8 +35,10 @@
 // cache L2-resident it is as slow (437.7 against 438.2 µs at batch 1 and 1 M); Nsight Compute there has the tensor
 // pipe active 55 %, shared-memory wavefronts 68 %, DRAM 58 %; and a build with no copies and no exp2 still takes
 // 1.34–1.41× the bound at 1 M: the chain S(i) → softmax → P(i) → O(i) on one SM's tensor cores idles them about a
-// quarter of the time. More work in flight (a third slot, or 96 heads per block for m64n96 products) does not fit the
-// shared memory or the registers. At 8 K (batch 1, 2, 4) and 32 K (batch 1) a kernel that only reads the cache
+// quarter of the time. With warpgroup 0 issuing S(i + 1) without waiting for warpgroup 1's m-tiles (an experiment
+// build), that build reaches 1.18–1.23×, but with the copies the kernel is no faster: the two slots' refills bind.
+// More work in flight (a third slot, or 96 heads per block for m64n96 products) does not fit the shared memory or the
+// registers. At 8 K (batch 1, 2, 4) and 32 K (batch 1) a kernel that only reads the cache
 // already takes 1.25–2.24× the bound.
 // History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
 // blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
