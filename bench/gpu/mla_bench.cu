@@ -161,18 +161,20 @@ int main(int argc, char** argv) {
       // wgmma_cluster with every page-table entry in 16 pages, so that its tiles come from the L2 and the time is
       // its on-chip work alone (tensor cores, shared memory, softmax, hand-offs).
       uint32_t* sink = device_alloc<uint32_t>(size_t(k3::kernels::read_floor_blocks()), 0);
-      Result floor{fmt::format("cache_read_floor heads 96 batch {} context {}, per launch of {} in a CUDA graph", batch,
-                               context, kGraphLaunches), cache_bytes, 0.0};
-      if (session.wants(floor.name)) {
+      Result floor_row{fmt::format("cache_read_floor heads 96 batch {} context {}, per launch of {} in a CUDA graph",
+                                   batch, context, kGraphLaunches),
+                       cache_bytes, 0.0};
+      if (session.wants(floor_row.name)) {
         int next = 0;
-        floor.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+        floor_row.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
           const Set& s = set[size_t(next++ % sets)];
           CUDA_CHECK(k3::kernels::read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
                                              int64_t(pages), sink, stream));
         }, kGraphLaunches, std::min(repeats, 20));
-        floor.cls = EfficiencyClass::attention;
-        floor.roofline_us = session.roofline_us(0.0, cache_bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
-        results.push_back(floor);
+        floor_row.cls = EfficiencyClass::attention;
+        floor_row.roofline_us =
+            session.roofline_us(0.0, cache_bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
+        results.push_back(floor_row);
         plain_bound_us.push_back(plain_bound(flops, bytes));
       }
       CUDA_CHECK(cudaFree(sink));

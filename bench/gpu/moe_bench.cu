@@ -195,20 +195,21 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
     // The read floor of the same bytes (kernels/read_floor.h): each launch of the graph reads the GEMV's bytes
     // (weights, x, y: rounded down to 16) from its own place in the tiled weights where they hold 8 such places (else
     // from fewer, each far larger than the L2), so no launch finds them in the L2.
-    Result floor{fmt::format("weight_read_floor {}, per launch of {} in a CUDA graph", shape, kRoutings),
+    Result floor_row{fmt::format("weight_read_floor {}, per launch of {} in a CUDA graph", shape, kRoutings),
                  std::floor(bytes / 16.0) * 16.0, 0.0};
-    if (session.wants(floor.name)) {
+    if (session.wants(floor_row.name)) {
       uint32_t* sink = device_alloc<uint32_t>(size_t(k3::kernels::read_floor_blocks()), 0);
-      const int64_t floor_bytes = int64_t(floor.bytes);
+      const int64_t floor_bytes = int64_t(floor_row.bytes);
       const int64_t places = std::clamp<int64_t>(int64_t(kExperts) * p.out * p.in / 2 / floor_bytes, 1, kRoutings);
       int next = 0;
-      floor.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
+      floor_row.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
         CUDA_CHECK(k3::kernels::read_floor(tiled.packed + (next++ % places) * floor_bytes, nullptr, floor_bytes, 1,
                                            sink, stream));
       }, kRoutings, session.repeats);
-      floor.cls = EfficiencyClass::grouped_gemm;
-      floor.roofline_us = session.roofline_us(0.0, floor.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
-      results.push_back(floor);
+      floor_row.cls = EfficiencyClass::grouped_gemm;
+      floor_row.roofline_us =
+          session.roofline_us(0.0, floor_row.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+      results.push_back(floor_row);
       CUDA_CHECK(cudaFree(sink));
     }
     for (const DeviceRouting& routing : routings) routing.free();
