@@ -196,7 +196,7 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
     // (weights, x, y: rounded down to 16) from its own place in the tiled weights where they hold 8 such places (else
     // from fewer, each far larger than the L2), so no launch finds them in the L2.
     Result floor_row{fmt::format("weight_read_floor {}, per launch of {} in a CUDA graph", shape, kRoutings),
-                 std::floor(bytes / 16.0) * 16.0, 0.0};
+                     std::floor(bytes / 16.0) * 16.0, 0.0};
     if (session.wants(floor_row.name)) {
       uint32_t* sink = device_alloc<uint32_t>(size_t(k3::kernels::read_floor_blocks()), 0);
       const int64_t floor_bytes = int64_t(floor_row.bytes);
