@@ -105,7 +105,8 @@
 // 92.4 / 82.5-83.2 / 82.9 %, w13 about 10 points lower at every T; not kept. In the same graph a kernel that only
 // reads the GEMV's bytes (kernels/read_floor.h) reaches 89.1 % at w2, T = 1 (run 1): a one-wave launch's ramp and
 // drain cost any kernel 11 of the 28 points between the GEMV's 72.2 % and the copy rate there. Two accumulators per
-// lane (units 0, 2 and 1, 3; run 9): the same within a point at every T.
+// lane (units 0, 2 and 1, 3; run 9): the same within a point at every T. x read only by the lanes whose mma column
+// has a slot (run 10): 3-4 points slower at T = 1.
 // Faster: wgmma with TMA-fed tiles for prefill (the engine dequantises to bf16 and uses cuBLASLt from 128 slots per
 // expert: mxfp4_grouped_dequantized.h); the GEMV's cheaper decode is the tiled layout's (gemv_tiled above).
 #pragma once
