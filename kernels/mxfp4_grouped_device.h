@@ -307,20 +307,17 @@ __device__ GemmTile locate_tile(const ExpertRouting& r, const int* tile_prefix, 
 
 
 // mxfp4_grouped_gemm_mma_128x128_pipelined (mxfp4_grouped_gemm.cu) after launch()'s argument checks: `active` is the
-// host bound on the active experts (at most kMxfp4GroupedGemmMaxActiveExperts), max_slots > 0.
+// host bound on the active experts (at most kMxfp4GroupedGemmMaxActiveExperts), max_slots > 0. OutT float or bf16.
+template <typename OutT>
 cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                                  int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, int64_t active,
-                                  cudaStream_t stream);
-cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                                  int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
+                                  int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
                                   cudaStream_t stream);
 
 // mxfp4_grouped_gemv_tiled (mxfp4_grouped_gemv_tiled.cu) on Mxfp4Layout::tiled16 weights, after launch()'s checks.
+// OutT float or bf16.
+template <typename OutT>
 cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                              int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, int64_t active,
-                              cudaStream_t stream);
-cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                              int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
+                              int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
                               cudaStream_t stream);
 
 }  // namespace k3::kernels::mxfp4_detail

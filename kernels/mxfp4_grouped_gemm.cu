@@ -312,10 +312,12 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
   }
 }
 
+}  // namespace
+
 template <typename OutT>
-cudaError_t launch_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                             int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
-                             cudaStream_t stream) {
+cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                                  int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
+                                  cudaStream_t stream) {
   if (active > kMxfp4GroupedGemmMaxActiveExperts) return cudaErrorInvalidValue;
   const int64_t row_tiles = (w.out_features + kPipeRows - 1) / kPipeRows;
   const int64_t max_tiles = row_tiles * ((r.max_slots + kPipeSlots - 1) / kPipeSlots + active);
@@ -343,18 +345,9 @@ cudaError_t launch_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r
   return cudaGetLastError();
 }
 
-}  // namespace
-
-cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                                  int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, int64_t active,
-                                  cudaStream_t stream) {
-  return launch_pipelined(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
-}
-
-cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                                  int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
-                                  cudaStream_t stream) {
-  return launch_pipelined(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
-}
+template cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights&, const ExpertRouting&, const __nv_bfloat16*,
+                                           int64_t, int64_t, float*, int64_t, int64_t, cudaStream_t);
+template cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights&, const ExpertRouting&, const __nv_bfloat16*,
+                                           int64_t, int64_t, __nv_bfloat16*, int64_t, int64_t, cudaStream_t);
 
 }  // namespace k3::kernels::mxfp4_detail

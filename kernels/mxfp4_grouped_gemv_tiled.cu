@@ -134,9 +134,12 @@ __global__ void __launch_bounds__(kThreads, 7)
   }
 }
 
+}  // namespace
+
 template <typename OutT>
-cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x, int64_t x_stride,
-                   int64_t x_rows, OutT* y, int64_t y_stride, int64_t active, cudaStream_t stream) {
+cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                              int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
+                              cudaStream_t stream) {
   if (!mxfp4_tiled_supported(w.out_features, w.in_features)) return cudaErrorInvalidValue;
   const int64_t row_blocks = (w.out_features + kBlockRows - 1) / kBlockRows;
   if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
@@ -146,17 +149,9 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   return cudaGetLastError();
 }
 
-}  // namespace
-
-cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                              int64_t x_stride, int64_t x_rows, float* y, int64_t y_stride, int64_t active,
-                              cudaStream_t stream) {
-  return launch(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
-}
-cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                              int64_t x_stride, int64_t x_rows, __nv_bfloat16* y, int64_t y_stride, int64_t active,
-                              cudaStream_t stream) {
-  return launch(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
-}
+template cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights&, const ExpertRouting&, const __nv_bfloat16*, int64_t,
+                                       int64_t, float*, int64_t, int64_t, cudaStream_t);
+template cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights&, const ExpertRouting&, const __nv_bfloat16*, int64_t,
+                                       int64_t, __nv_bfloat16*, int64_t, int64_t, cudaStream_t);
 
 }  // namespace k3::kernels::mxfp4_detail
