@@ -38,8 +38,10 @@
 // quarter of the time. With warpgroup 0 issuing S(i + 1) without waiting for warpgroup 1's m-tiles (an experiment
 // build), that build reaches 1.18–1.23×, but with the copies the kernel is no faster: the two slots' refills bind.
 // More work in flight (a third slot, or 96 heads per block for m64n96 products) does not fit the shared memory or the
-// registers. At 8 K (batch 1, 2, 4) and 32 K (batch 1) a kernel that only reads the cache
-// already takes 1.25–2.24× the bound.
+// registers. Counted in shared-memory bytes (docs/engine.md's MLA row): per tile and block the copies write 72 KiB,
+// the products read 126 + 112 KiB and P's stores add 6 KiB; at the 216 GB/s per SM that fed m64n48k16 in isolation
+// (…-kernels-10), if the copies share it, that is 373 µs at batch 1 and 1 M, 1.30× the bound before any latency.
+// At 8 K (batch 1, 2, 4) and 32 K (batch 1) a kernel that only reads the cache already takes 1.25–2.24× the bound.
 // History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
 // blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
 // the bound at 1 M (979 µs at batch 1): the exchange and the full column-max softmax of every 64 × 96 tile took about

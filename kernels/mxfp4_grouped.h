@@ -107,6 +107,14 @@
 // drain cost any kernel 11 of the 28 points between the GEMV's 72.2 % and the copy rate there. Two accumulators per
 // lane (units 0, 2 and 1, 3; run 9): the same within a point at every T. x read only by the lanes whose mma column
 // has a slot (run 10): 3-4 points slower at T = 1.
+// At w2, T = 1, traced per warp (bench/results/2026-12-01-h200-kernels-18, experiment builds of ec301ee): the 3,584
+// warps start within 0.2 µs and do the same 12 groups, yet end between 16 and 30 µs in the launch order of their
+// blocks on the SM (mean end 19.1 µs for each SM's first block, 29.2 µs for its seventh): the SM issues the older
+// warps' decode first (298 instructions per group) and the launch lasts as long as its youngest blocks. With the
+// products replaced by an XOR of the loaded words the same kernel reaches 90.5-93.2 %: the decode's issue binds, not
+// the loads. No faster: loads a group ahead (67.7-70.5 %), the routing read first, __nanosleep between pairs; units of
+// a tile's k-groups from a global counter summed by the tile's last unit (46-55 %), or from a shared-memory queue in
+// one block of 28 warps per SM (45-63 %: the warps end together, but each group takes 2-2.5 times as long).
 // Faster: wgmma with TMA-fed tiles for prefill (the engine dequantises to bf16 and uses cuBLASLt from 128 slots per
 // expert: mxfp4_grouped_dequantized.h); the GEMV's cheaper decode is the tiled layout's (gemv_tiled above).
 #pragma once
