@@ -3,7 +3,8 @@
 // 8 slots, fp32 accumulation), with the layout's loads and decode: per two blocks a lane loads 16 weight bytes (the
 // warp 512 contiguous bytes), its row pair's 4 scale bytes, and 16 bytes of x per block in memory order; 8 bf16
 // pairs decode in 18 integer instructions (mxfp4_tiled.h) and the scales are the same exact bf16 multiplies, so the
-// products are those of the canonical GEMV up to the order of the fp32 sums.
+// products are those of the canonical GEMV up to the order of the fp32 sums. Blocks of 4 warps (7 per SM), or one block
+// of 28 warps per SM where those cover the launch in one wave (mxfp4_gemv_tiled_block_warps, mxfp4_grouped.h).
 #include "kernels/mxfp4_grouped_device.h"
 #include "kernels/mxfp4_tiled.h"
 
@@ -13,8 +14,6 @@ namespace k3::kernels::mxfp4_detail {
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kBlockRows = kThreads / 32 * kTiledRows;  // 64
 constexpr int kSlots = 8;                                // one mma n-tile per pass
 constexpr int kGroupPairs = 4;                           // block pairs loaded together (8 blocks, as the lean GEMV)
 constexpr int kUnitVectors = kTiledUnitWeightBytes / 16;  // uint4 per unit
@@ -85,9 +84,10 @@ __device__ __forceinline__ void units_products(const uint4 (&wv)[kPairs], const 
   }
 }
 
-// blockIdx.x = active expert index · row_blocks + (output row) / 64; warp w of the block owns tile 4·(that) + w.
-template <typename OutT>
-__global__ void __launch_bounds__(kThreads, 7)
+// Blocks of kWarps warps, as many per SM as fit 28 warps (72 registers each): blockIdx.x = active expert index ·
+// row_blocks + (output row) / (16 · kWarps); warp w of the block owns tile kWarps·(that) + w.
+template <int kWarps, typename OutT>
+__global__ void __launch_bounds__(32 * kWarps, kMxfp4GemvTiledWarpsPerSm / kWarps)
     mxfp4_grouped_gemv_tiled(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
                              int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
                              unsigned row_blocks) {
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads, 7)
   if (!gemv_expert(w, r, static_cast<int>(blockIdx.x / row_blocks), expert, first_slot, end_slot)) return;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile = int64_t(blockIdx.x % row_blocks) * (kBlockRows / kTiledRows) + warp;
+  const int64_t tile = int64_t(blockIdx.x % row_blocks) * kWarps + warp;
   if (tile * kTiledRows >= w.out_features) return;  // the whole warp
   const int64_t row = tile * kTiledRows + g;        // and row + 8
   const int pairs = static_cast<int>(w.in_features / 64);
@@ -134,6 +134,19 @@ __global__ void __launch_bounds__(kThreads, 7)
   }
 }
 
+template <int kWarps, typename OutT>
+cudaError_t launch_with_block_warps(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                                    int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
+                                    cudaStream_t stream) {
+  constexpr int kBlockRows = kWarps * kTiledRows;
+  const int64_t row_blocks = (w.out_features + kBlockRows - 1) / kBlockRows;
+  if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const auto grid = static_cast<unsigned>(active * row_blocks);
+  mxfp4_grouped_gemv_tiled<kWarps, OutT><<<grid, 32 * kWarps, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                                           static_cast<unsigned>(row_blocks));
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 template <typename OutT>
@@ -141,12 +154,14 @@ cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& 
                               int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
                               cudaStream_t stream) {
   if (!mxfp4_tiled_supported(w.out_features, w.in_features)) return cudaErrorInvalidValue;
-  const int64_t row_blocks = (w.out_features + kBlockRows - 1) / kBlockRows;
-  if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
-  const auto grid = static_cast<unsigned>(active * row_blocks);
-  mxfp4_grouped_gemv_tiled<OutT><<<grid, kThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                static_cast<unsigned>(row_blocks));
-  return cudaGetLastError();
+  int device = 0, sms = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (status != cudaSuccess) return status;
+  if (mxfp4_gemv_tiled_block_warps(active, w.out_features, sms) == kMxfp4GemvTiledWarpsPerSm) {
+    return launch_with_block_warps<kMxfp4GemvTiledWarpsPerSm>(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
+  }
+  return launch_with_block_warps<kMxfp4GemvTiledBlockWarps>(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
 }
 
 template cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights&, const ExpertRouting&, const __nv_bfloat16*, int64_t,
