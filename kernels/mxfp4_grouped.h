@@ -152,17 +152,17 @@ struct ExpertRouting {
 
 enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm, gemm_pipelined };
 
-// The tiled GEMV's blocks: 4 warps (16 output rows each), 7 blocks per SM; or, where one block of 28 warps per SM
-// covers every possibly active expert in one wave, that block, so that all warps start together and none waits behind
-// older blocks' decode (the SM issues it in launch order: at w2, T = 1 the seventh block of each SM ended 10 µs after
-// the first).
+// The tiled GEMV's blocks: 4 warps (16 output rows each), 7 per SM; or, where the possibly active experts' tiles fit
+// one wave of 28 warps per SM, one block of 28 warps per SM over an even share of them, so that all warps start
+// together and none waits behind older blocks' decode (the SM issues it in launch order: at w2, T = 1 the seventh
+// block of each SM ended 10 µs after the first).
 inline constexpr int kMxfp4GemvTiledBlockWarps = 4;
 inline constexpr int kMxfp4GemvTiledWarpsPerSm = 28;
 // Warps per block for `active_experts` (the host bound) experts of `out_features` rows on `multiprocessors` SMs.
 constexpr int mxfp4_gemv_tiled_block_warps(int64_t active_experts, int64_t out_features, int multiprocessors) {
-  constexpr int64_t kRows = int64_t(kMxfp4GemvTiledWarpsPerSm) * 16;
-  return active_experts * ((out_features + kRows - 1) / kRows) <= multiprocessors ? kMxfp4GemvTiledWarpsPerSm
-                                                                                  : kMxfp4GemvTiledBlockWarps;
+  return active_experts * (out_features / 16) <= int64_t(kMxfp4GemvTiledWarpsPerSm) * multiprocessors
+             ? kMxfp4GemvTiledWarpsPerSm
+             : kMxfp4GemvTiledBlockWarps;
 }
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.

@@ -4,10 +4,12 @@
 // warp 512 contiguous bytes), its row pair's 4 scale bytes, and 16 bytes of x per block in memory order; 8 bf16
 // pairs decode in 18 integer instructions (mxfp4_tiled.h) and the scales are the same exact bf16 multiplies, so the
 // products are those of the canonical GEMV up to the order of the fp32 sums. Blocks of 4 warps (7 per SM), or one block
-// of 28 warps per SM where those cover the launch in one wave (mxfp4_gemv_tiled_block_warps, mxfp4_grouped.h).
+// of 28 warps per SM over an even share of the tiles where that covers the launch in one wave
+// (mxfp4_gemv_tiled_block_warps, mxfp4_grouped.h).
 #include "kernels/mxfp4_grouped_device.h"
 #include "kernels/mxfp4_tiled.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace k3::kernels::mxfp4_detail {
@@ -84,20 +86,14 @@ __device__ __forceinline__ void units_products(const uint4 (&wv)[kPairs], const 
   }
 }
 
-// Blocks of kWarps warps, as many per SM as fit 28 warps (72 registers each): blockIdx.x = active expert index ·
-// row_blocks + (output row) / (16 · kWarps); warp w of the block owns tile kWarps·(that) + w.
-template <int kWarps, typename OutT>
-__global__ void __launch_bounds__(32 * kWarps, kMxfp4GemvTiledWarpsPerSm / kWarps)
-    mxfp4_grouped_gemv_tiled(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                             int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
-                             unsigned row_blocks) {
-  int expert = 0, first_slot = 0, end_slot = 0;
-  if (!gemv_expert(w, r, static_cast<int>(blockIdx.x / row_blocks), expert, first_slot, end_slot)) return;
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile = int64_t(blockIdx.x % row_blocks) * kWarps + warp;
-  if (tile * kTiledRows >= w.out_features) return;  // the whole warp
-  const int64_t row = tile * kTiledRows + g;        // and row + 8
+// Tile `tile` (16 output rows) of `expert` for its slots [first_slot, end_slot), by one warp.
+template <typename OutT>
+__device__ __forceinline__ void tile_products(const Mxfp4ExpertWeights& w, const ExpertRouting& r,
+                                              const __nv_bfloat16* __restrict__ x, int64_t x_stride, int64_t x_rows,
+                                              OutT* __restrict__ y, int64_t y_stride, int expert, int first_slot,
+                                              int end_slot, int64_t tile) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t row = tile * kTiledRows + g;  // and row + 8
   const int pairs = static_cast<int>(w.in_features / 64);
   const int64_t first_unit = tile * pairs;
   const uint4* w_lane = reinterpret_cast<const uint4*>(w.packed + expert * w.out_features * (w.in_features / 2)) +
@@ -134,17 +130,36 @@ __global__ void __launch_bounds__(32 * kWarps, kMxfp4GemvTiledWarpsPerSm / kWarp
   }
 }
 
-template <int kWarps, typename OutT>
-cudaError_t launch_with_block_warps(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
-                                    int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
-                                    cudaStream_t stream) {
-  constexpr int kBlockRows = kWarps * kTiledRows;
-  const int64_t row_blocks = (w.out_features + kBlockRows - 1) / kBlockRows;
-  if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
-  const auto grid = static_cast<unsigned>(active * row_blocks);
-  mxfp4_grouped_gemv_tiled<kWarps, OutT><<<grid, 32 * kWarps, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                           static_cast<unsigned>(row_blocks));
-  return cudaGetLastError();
+// Blocks of 4 warps, 7 per SM: blockIdx.x = active expert index · row_blocks + (output row) / 64; warp w of the block
+// owns tile 4·(that) + w.
+template <typename OutT>
+__global__ void __launch_bounds__(32 * kMxfp4GemvTiledBlockWarps, kMxfp4GemvTiledWarpsPerSm / kMxfp4GemvTiledBlockWarps)
+    mxfp4_grouped_gemv_tiled(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                             int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                             unsigned row_blocks) {
+  int expert = 0, first_slot = 0, end_slot = 0;
+  if (!gemv_expert(w, r, static_cast<int>(blockIdx.x / row_blocks), expert, first_slot, end_slot)) return;
+  const int64_t tile = int64_t(blockIdx.x % row_blocks) * kMxfp4GemvTiledBlockWarps + threadIdx.x / 32;
+  if (tile * kTiledRows >= w.out_features) return;  // the whole warp
+  tile_products(w, r, x, x_stride, x_rows, y, y_stride, expert, first_slot, end_slot, tile);
+}
+
+// One block of 28 warps per SM (all of the launch in one wave): the tiles of the first min(active count, `active`)
+// active experts in order, an even share of them per block, one per warp; the host sizes the grid so that no share
+// exceeds 28 (active · tiles per expert ≤ 28 · blocks, or one tile per block).
+template <typename OutT>
+__global__ void __launch_bounds__(32 * kMxfp4GemvTiledWarpsPerSm, 1)
+    mxfp4_grouped_gemv_tiled_whole_sm(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
+                                      int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride,
+                                      int active) {
+  const int64_t tiles_per_expert = w.out_features / kTiledRows;
+  const int64_t tiles = int64_t(max(0, min(*r.active_count, active))) * tiles_per_expert;
+  const int64_t begin = tiles * blockIdx.x / gridDim.x, end = tiles * (blockIdx.x + 1) / gridDim.x;
+  const int64_t flat = begin + threadIdx.x / 32;
+  if (flat >= end) return;  // the whole warp
+  int expert = 0, first_slot = 0, end_slot = 0;
+  if (!gemv_expert(w, r, static_cast<int>(flat / tiles_per_expert), expert, first_slot, end_slot)) return;
+  tile_products(w, r, x, x_stride, x_rows, y, y_stride, expert, first_slot, end_slot, flat % tiles_per_expert);
 }
 
 }  // namespace
@@ -159,9 +174,19 @@ cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& 
   if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (status != cudaSuccess) return status;
   if (mxfp4_gemv_tiled_block_warps(active, w.out_features, sms) == kMxfp4GemvTiledWarpsPerSm) {
-    return launch_with_block_warps<kMxfp4GemvTiledWarpsPerSm>(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
+    const auto grid = static_cast<unsigned>(std::min<int64_t>(sms, active * (w.out_features / kTiledRows)));
+    mxfp4_grouped_gemv_tiled_whole_sm<OutT>
+        <<<grid, 32 * kMxfp4GemvTiledWarpsPerSm, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
+                                                              static_cast<int>(active));
+    return cudaGetLastError();
   }
-  return launch_with_block_warps<kMxfp4GemvTiledBlockWarps>(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
+  constexpr int kBlockRows = kMxfp4GemvTiledBlockWarps * kTiledRows;
+  const int64_t row_blocks = (w.out_features + kBlockRows - 1) / kBlockRows;
+  if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const auto grid = static_cast<unsigned>(active * row_blocks);
+  mxfp4_grouped_gemv_tiled<OutT><<<grid, 32 * kMxfp4GemvTiledBlockWarps, 0, stream>>>(
+      w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
+  return cudaGetLastError();
 }
 
 template cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights&, const ExpertRouting&, const __nv_bfloat16*, int64_t,

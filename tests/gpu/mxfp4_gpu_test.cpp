@@ -772,36 +772,36 @@ TEST(GpuMxfp4Tiled, GemvMatchesFp64Reference) {
   }
 }
 
-// The block shape of the tiled GEMV: one 28-warp block per SM where such blocks cover the launch in one wave (w2 at
-// T = 1 on an H200: 16 experts × 8 blocks of 448 rows on 132 SMs), else 4-warp blocks (w13 at T = 1, w2 at T = 8).
-TEST(Mxfp4Tiled, GemvTakesWholeSmBlocksWhereTheyCoverOneWave) {
+// The block shape of the tiled GEMV: one 28-warp block per SM where the tiles fit one wave of them (w2 at T = 1 on an
+// H200: 16 experts × 224 tiles ≤ 28 × 132), else 4-warp blocks (w13 at T = 1: 16 × 384; w2 at T = 8: 128 × 224).
+TEST(Mxfp4Tiled, GemvTakesWholeSmBlocksWhereTheTilesFitOneWave) {
   EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(16, 3584, 132), 28);
-  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(16, 6144, 132), 4);   // 16 × 14 blocks
-  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(128, 3584, 132), 4);  // T = 8: up to 128 experts
-  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(132, 448, 132), 28);
-  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(132, 464, 132), 4);   // a 16-row second block each
+  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(16, 6144, 132), 4);
+  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(128, 3584, 132), 4);
+  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(132, 448, 132), 28);  // exactly 28 tiles per SM
+  EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(132, 464, 132), 4);
   EXPECT_EQ(kernels::mxfp4_gemv_tiled_block_warps(1, 16, 0), 4);
 }
 
-// The tiled GEMV with more possibly active experts than SMs, so that it runs 4-warp blocks (the test above it runs
-// 28-warp blocks): one or two slots on each of SMs + 3 experts, out = 48 (a partly used block), in = 320.
-TEST(GpuMxfp4Tiled, GemvMatchesFp64ReferenceWithMoreExpertsThanSms) {
+// The tiled GEMV with more tiles than one wave of 28 warps per SM holds, so that it runs 4-warp blocks (the tests
+// above run 28-warp blocks, one tile per block at the small shapes and blocks across expert boundaries at K3's): one
+// or two slots on each of SMs experts of out = 464 (29 tiles; a partly used last block), in = 320.
+TEST(GpuMxfp4Tiled, GemvMatchesFp64ReferenceBeyondOneWave) {
   K3_REQUIRE_GPU();
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int experts = sms + 3;
-  ASSERT_EQ(kernels::mxfp4_gemv_tiled_block_warps(experts, 48, sms), kernels::kMxfp4GemvTiledBlockWarps);
+  ASSERT_EQ(kernels::mxfp4_gemv_tiled_block_warps(sms, 464, sms), kernels::kMxfp4GemvTiledBlockWarps);
   std::mt19937 rng(20261201);
-  const ExpertBank bank = random_bank(experts, 48, 320, rng);
-  std::vector<int> counts(static_cast<size_t>(experts), 0);
-  for (int e = 0; e < experts; ++e) counts[size_t(e)] = 1 + e % 2;
+  const ExpertBank bank = random_bank(sms, 464, 320, rng);
+  std::vector<int> counts(static_cast<size_t>(sms), 0);
+  for (int e = 0; e < sms; ++e) counts[size_t(e)] = 1 + e % 2;
   const int x_rows = 8;
   const int64_t x_stride = 320 + 8;
   const HostRouting routing = routing_with_counts(counts, x_rows, rng);
   const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
-  expect_matches<float>(bank, routing, x, x_stride, "48x320 f32");
-  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "48x320 bf16");
+  expect_matches<float>(bank, routing, x, x_stride, "464x320 f32");
+  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "464x320 bf16");
 }
 
 // The pipelined GEMM on the tiled layout at the prefill routing above: out = 400 (a 16-row last tile of 128 rows),
