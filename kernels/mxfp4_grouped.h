@@ -29,9 +29,12 @@
 //   mxfp4_grouped_gemv_tiled — decode on Mxfp4Layout::tiled16 weights (mxfp4_grouped_gemv_tiled.cu; the layout and
 //     why: kernels/mxfp4_tiled.h): the lean GEMV's grid, passes and products, a warp's weight loads 512 contiguous
 //     bytes, one scale word per row pair and block pair, x in memory order, 8 bf16 pairs decoded in 18 integer
-//     instructions. On an H200 (…-kernels-16, four machines) per launch in a CUDA graph w13 [6144, 3584] 78.2-82.0 /
-//     82.2-90.3 / 81.2-90.8 / 77.8-88.2 % of copy bandwidth at T = 1 / 8 / 16 / 64 and w2 [3584, 3072] 72.3-73.8 /
-//     80.5-89.1 / 81.1-88.3 / 80.8-88.1 %, against the lean GEMV's 64.0-73.2 % and 63.9-73.1 % (three of the runs).
+//     instructions. Where the tiles fit one wave of 28 warps per SM, one 28-warp block per SM over an even share of
+//     them (mxfp4_gemv_tiled_block_warps): w2 at T = 1 75.6-75.8 against 72.7-72.9 % per launch in the graph, the
+//     same rounds (bench/results/2026-12-01-h200-kernels-18 run 12). Before that (…-kernels-16, four machines) per
+//     launch in a CUDA graph w13 [6144, 3584] 78.2-82.0 / 82.2-90.3 / 81.2-90.8 / 77.8-88.2 % of copy bandwidth at
+//     T = 1 / 8 / 16 / 64 and w2 [3584, 3072] 72.3-73.8 / 80.5-89.1 / 81.1-88.3 / 80.8-88.1 %, against the lean
+//     GEMV's 64.0-73.2 % and 63.9-73.1 % (three of the runs).
 //     The pipelined GEMM reads the tiled layout as well; the first GEMM does not (an Error says so).
 //   mxfp4_grouped_gemm_mma_128x64 — prefill on request (the first GEMM), many slots per expert: persistent blocks
 //     walk the tiles (expert, 128 output rows, 64 slots); each k-step dequantises a 128×32 W tile to bf16 and gathers
