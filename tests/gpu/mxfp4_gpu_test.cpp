@@ -230,6 +230,13 @@ void expect_matches(const ExpertBank& bank, const HostRouting& routing, const re
   }
 }
 
+// Both output types: `label` f32, then `label` bf16.
+void expect_matches_f32_and_bf16(const ExpertBank& bank, const HostRouting& routing, const ref::Matrix& x,
+                                 int64_t x_stride, const std::string& label) {
+  expect_matches<float>(bank, routing, x, x_stride, label + " f32");
+  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, label + " bf16");
+}
+
 // The dequantised path on the same case: x gathered into slot order on the host, y (row stride out + 4) poisoned.
 void expect_dequantized_matches(const ExpertBank& bank, const HostRouting& routing, const ref::Matrix& x,
                                 int64_t x_stride, const std::string& label) {
@@ -290,8 +297,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtOddSizes) {
     const int x_rows = 300, x_stride = 96 + 16;
     const HostRouting routing = routing_with_counts(c.counts, x_rows, rng);
     const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
-    expect_matches<float>(bank, routing, x, x_stride, c.label + " f32");
-    expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, c.label + " bf16");
+    expect_matches_f32_and_bf16(bank, routing, x, x_stride, c.label);
     expect_dequantized_matches(bank, routing, x, x_stride, c.label);
   }
 }
@@ -305,8 +311,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceOverSeveralKSteps) {
   const int x_rows = 40, x_stride = int(in) + 8;
   const HostRouting routing = routing_with_counts({9, 0, 20}, x_rows, rng);
   const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
-  expect_matches<float>(bank, routing, x, x_stride, "80x1184 f32");
-  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "80x1184 bf16");
+  expect_matches_f32_and_bf16(bank, routing, x, x_stride, "80x1184");
 }
 
 TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtK3ExpertShape) {
@@ -314,8 +319,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtK3ExpertShape) {
   const ExpertBank bank = random_bank(2, 3072, 3584, rng);
   const HostRouting routing = routing_with_counts({3, 70}, 80, rng);
   const ref::Matrix x = round_to_bf16(random_matrix(80, 3584, rng));
-  expect_matches<float>(bank, routing, x, 3584, "3072x3584 f32");
-  expect_matches<__nv_bfloat16>(bank, routing, x, 3584, "3072x3584 bf16");
+  expect_matches_f32_and_bf16(bank, routing, x, 3584, "3072x3584");
   expect_dequantized_matches(bank, routing, x, 3584, "3072x3584");
 }
 
@@ -354,8 +358,7 @@ TEST(GpuMxfp4Grouped, MatchesFp64ReferenceAtAPrefillShape) {
   ASSERT_LT(fewest, 120);  // a single partial one
   const int x_stride = 1056 + 24;
   const ref::Matrix x = round_to_bf16(random_matrix(kTokens, x_stride, rng));
-  expect_matches<float>(bank, routing, x, x_stride, "prefill 400x1056 f32");
-  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "prefill 400x1056 bf16");
+  expect_matches_f32_and_bf16(bank, routing, x, x_stride, "prefill 400x1056");
   expect_dequantized_matches(bank, routing, x, x_stride, "prefill 400x1056");
 }
 
@@ -766,8 +769,7 @@ TEST(GpuMxfp4Tiled, GemvMatchesFp64Reference) {
       const HostRouting routing = routing_with_counts(counts, x_rows, rng);
       const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
       const std::string label = std::to_string(out) + "x" + std::to_string(in) + " " + std::to_string(counts[1]);
-      expect_matches<float>(bank, routing, x, x_stride, label + " f32");
-      expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, label + " bf16");
+      expect_matches_f32_and_bf16(bank, routing, x, x_stride, label);
     }
   }
 }
@@ -800,8 +802,7 @@ TEST(GpuMxfp4Tiled, GemvMatchesFp64ReferenceBeyondOneWave) {
   const int64_t x_stride = 320 + 8;
   const HostRouting routing = routing_with_counts(counts, x_rows, rng);
   const ref::Matrix x = round_to_bf16(random_matrix(x_rows, x_stride, rng));
-  expect_matches<float>(bank, routing, x, x_stride, "464x320 f32");
-  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "464x320 bf16");
+  expect_matches_f32_and_bf16(bank, routing, x, x_stride, "464x320");
 }
 
 // The pipelined GEMM on the tiled layout at the prefill routing above: out = 400 (a 16-row last tile of 128 rows),
@@ -812,8 +813,7 @@ TEST(GpuMxfp4Tiled, PipelinedGemmMatchesFp64ReferenceAtAPrefillShape) {
   const HostRouting routing = prefill_routing(16, 512, 4, rng);
   const int x_stride = 1024 + 24;
   const ref::Matrix x = round_to_bf16(random_matrix(512, x_stride, rng));
-  expect_matches<float>(bank, routing, x, x_stride, "prefill 400x1024 f32");
-  expect_matches<__nv_bfloat16>(bank, routing, x, x_stride, "prefill 400x1024 bf16");
+  expect_matches_f32_and_bf16(bank, routing, x, x_stride, "prefill 400x1024");
 }
 
 // The device repack writes the host's bytes; shapes without the layout, aliasing buffers and the first GEMM on it are
