@@ -16,8 +16,8 @@ namespace k3::kernels::mxfp4_detail {
 
 namespace {
 
-constexpr int kSlots = 8;                                // one mma n-tile per pass
-constexpr int kGroupPairs = 4;                           // block pairs loaded together (8 blocks, as the lean GEMV)
+constexpr int kSlots = 8;                                 // one mma n-tile per pass
+constexpr int kGroupPairs = 4;                            // block pairs loaded together (8 blocks, as the lean GEMV)
 constexpr int kUnitVectors = kTiledUnitWeightBytes / 16;  // uint4 per unit
 constexpr int kUnitScaleWords = kTiledUnitScaleBytes / 4;
 
