@@ -358,10 +358,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
   const size_t prefix_bytes = size_t(active + 1) * sizeof(int);
   static_assert(kGemmStaticSharedBytes + (kMxfp4GroupedGemmMaxActiveExperts + 1) * sizeof(int) <= 48 * 1024);
-  int device = 0, sms = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (status != cudaSuccess) return status;
+  int sms = 0;
+  if (const cudaError_t status = current_multiprocessors(sms); status != cudaSuccess) return status;
   // Enough persistent blocks for two per SM, never more than the tiles any routing within the bounds has.
   const int64_t row_tiles = (w.out_features + kGemmRows - 1) / kGemmRows;
   const int64_t max_tiles = row_tiles * ((r.max_slots + kGemmSlots - 1) / kGemmSlots + active);

@@ -306,6 +306,13 @@ __device__ GemmTile locate_tile(const ExpertRouting& r, const int* tile_prefix, 
 }
 
 
+// The current device's multiprocessor count (the persistent GEMMs' grids, the tiled GEMV's block shape).
+inline cudaError_t current_multiprocessors(int& sms) {
+  int device = 0;
+  const cudaError_t status = cudaGetDevice(&device);
+  return status == cudaSuccess ? cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) : status;
+}
+
 // mxfp4_grouped_gemm_mma_128x128_pipelined (mxfp4_grouped_gemm.cu) after launch()'s argument checks: `active` is the
 // host bound on the active experts (at most kMxfp4GroupedGemmMaxActiveExperts), max_slots > 0. OutT float or bf16.
 template <typename OutT>

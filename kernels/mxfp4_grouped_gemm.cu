@@ -21,6 +21,7 @@
 // rows and slots that are stored, with the neutral scale.
 #include "kernels/mxfp4_grouped_device.h"
 #include "kernels/ptx_mma.h"
+#include "kernels/shared_memory_config.h"
 
 #include <algorithm>
 #include <climits>
@@ -322,9 +323,8 @@ cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouti
   const int64_t row_tiles = (w.out_features + kPipeRows - 1) / kPipeRows;
   const int64_t max_tiles = row_tiles * ((r.max_slots + kPipeSlots - 1) / kPipeSlots + active);
   if (max_tiles > INT32_MAX) return cudaErrorInvalidValue;  // tile indices are int
-  int device = 0, sms = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int sms = 0;
+  cudaError_t status = current_multiprocessors(sms);
   if (status != cudaSuccess) return status;
   if (w.layout == Mxfp4Layout::tiled16 && !mxfp4_tiled_supported(w.out_features, w.in_features)) {
     return cudaErrorInvalidValue;
@@ -332,11 +332,7 @@ cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouti
   const auto kernel = w.layout == Mxfp4Layout::tiled16 ? mxfp4_grouped_gemm_mma_128x128_pipelined<OutT, true>
                                                        : mxfp4_grouped_gemm_mma_128x128_pipelined<OutT, false>;
   // The largest size any launch uses, so a graph captured earlier stays valid; neither call enqueues work.
-  status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kPipeMaxSharedBytes));
-  if (status == cudaSuccess) {
-    status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  int(cudaSharedmemCarveoutMaxShared));
-  }
+  status = allow_dynamic_shared_memory(kernel, int(kPipeMaxSharedBytes));
   if (status != cudaSuccess) return status;
   const size_t shared = kPipeFixedSharedBytes + size_t(active + 1) * sizeof(int);
   // Two persistent blocks per SM, never more than the tiles any routing within the bounds has.

@@ -169,10 +169,8 @@ cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& 
                               int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
                               cudaStream_t stream) {
   if (!mxfp4_tiled_supported(w.out_features, w.in_features)) return cudaErrorInvalidValue;
-  int device = 0, sms = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (status != cudaSuccess) return status;
+  int sms = 0;
+  if (const cudaError_t status = current_multiprocessors(sms); status != cudaSuccess) return status;
   if (mxfp4_gemv_tiled_block_warps(active, w.out_features, sms) == kMxfp4GemvTiledWarpsPerSm) {
     const auto grid = static_cast<unsigned>(std::min<int64_t>(sms, active * (w.out_features / kTiledRows)));
     mxfp4_grouped_gemv_tiled_whole_sm<OutT>
