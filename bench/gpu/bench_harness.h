@@ -162,11 +162,13 @@ class Session {
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       const double bw = r.bytes / (r.median_us * 1e-6);
+      // JSON has no infinity: a row without a bound has no ratio.
+      const std::string over = r.roofline_us > 0 ? fmt::format("{:.2f}", r.median_us / r.roofline_us) : "null";
       fmt::print("    {{\"op\": \"{}\", \"class\": \"{}\", \"median_us\": {:.3f}, \"bytes\": {:.6g}, "
                  "\"flops\": {:.6g}, \"bytes_per_s\": {:.4g}, \"flops_per_s\": {:.4g}, "
-                 "\"percent_of_measured_copy_bw\": {:.1f}, \"roofline_us\": {:.3f}, \"time_over_roofline\": {:.2f}}}{}\n",
+                 "\"percent_of_measured_copy_bw\": {:.1f}, \"roofline_us\": {:.3f}, \"time_over_roofline\": {}}}{}\n",
                  r.name, to_string(r.cls), r.median_us, r.bytes, r.flops, bw, r.flops / (r.median_us * 1e-6),
-                 100.0 * bw / copy_bytes_per_s, r.roofline_us, r.median_us / r.roofline_us,
+                 100.0 * bw / copy_bytes_per_s, r.roofline_us, over,
                  i + 1 < results.size() ? "," : "");
     }
     fmt::print("  ]\n}}\n");

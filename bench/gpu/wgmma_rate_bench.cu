@@ -12,10 +12,15 @@
 //   3. the cost of handing a 64 × 96 fp32 score tile (24 KiB) between the two blocks of a cluster through
 //      distributed shared memory with mbarrier hand-offs, as a split of the score product over two blocks would per
 //      tile: microseconds per round.
+//   4. whether bulk copies landing in an SM's shared memory take bandwidth from the tensor cores' operand reads: part
+//      1's m64n48k16 loop (both operands K-major in shared memory, as MLA's score product) on two warpgroups while a
+//      third warp keeps bulk copies (cp.async.bulk) of an L2-resident buffer landing in another part of the same
+//      shared memory, against each alone: the wgmma rate and the copies' bytes per second.
 // Operand values are pseudo-random (zeros run faster on tensor cores). Prints the JSON object of bench_harness.h; the
 // rows' "flops" (part 1) and "bytes" (part 2: delivered to the SMs; part 3: written to the other block) give the
 // rates.
 #include "bench/gpu/bench_harness.h"
+#include "kernels/mbarrier_sm90.h"
 #include "kernels/ptx_mma.h"
 #include "kernels/wgmma_products_sm90.h"
 #include "kernels/wgmma_sm90.h"
@@ -220,6 +225,91 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kExchangeThreads, 1)
 #endif
 }
 
+
+// ---- Part 4: the wgmma rate with bulk copies landing in the same shared memory ----
+constexpr int kCopyBytes = 16384;                   // per bulk copy
+constexpr int kCopySlots = 4;                       // copies in flight per SM
+constexpr int kCopySourceBytes = 8 << 20;           // the copies' source, read over and over (L2-resident)
+constexpr int kCopyKernelThreads = 256 + 32;        // two warpgroups and the copy warp
+constexpr int kCopyRegion = 5 * kSmemBlock;         // the copies land after part 1's operands (1024-aligned)
+constexpr int kCopyBarriers = kCopyRegion + kCopySlots * kCopyBytes;
+constexpr int kCopyKernelSmemBytes = kCopyBarriers + kCopySlots * 8 + 16 + 1024;  // and the alignment slack
+
+// Threads 0–255 run part 1's loop for m64n48k16 K-major (kWgmma) and then raise a flag; the last warp's first lane
+// keeps kCopySlots bulk copies in flight (kCopies), each counted on its slot's mbarrier, until the flag is up (or,
+// without wgmma, for max_copies copies), waits for the ones still in flight and writes the bytes it copied.
+template <bool kWgmma, bool kCopies>
+__global__ void __launch_bounds__(kCopyKernelThreads, 1)
+    wgmma_with_copies(int groups, const uint4* __restrict__ source, long long max_copies, float* sink,
+                      unsigned long long* copied) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  namespace mbarrier = kernels::mbarrier;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023) & ~1023u;
+  unsigned char* smem = smem_raw + (base - raw);
+  volatile int* done = reinterpret_cast<volatile int*>(smem + kCopyBarriers + kCopySlots * 8);
+  const auto full = [&](int slot) { return base + kCopyBarriers + 8u * uint32_t(slot); };
+  fill_pseudo_random(smem, 5 * kSmemBlock);
+  wgmma::fence_proxy_async_shared();
+  if (threadIdx.x == 0) {
+    for (int slot = 0; slot < kCopySlots; ++slot) mbarrier::init(full(slot), 1);
+    mbarrier::fence_init();
+    *done = 0;
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= 256) {  // the copy warp
+    if (!kCopies || threadIdx.x != 256) return;
+    constexpr long long kSourceCopies = kCopySourceBytes / kCopyBytes;
+    long long n = 0;
+    while (n < max_copies && *done == 0) {
+      const int slot = int(n % kCopySlots);
+      if (n >= kCopySlots) mbarrier::wait(full(slot), uint32_t((n / kCopySlots - 1) & 1));
+      mbarrier::arrive_expect_bytes(full(slot), kCopyBytes);
+      const uint4* src = source + ((blockIdx.x * 37 + n) % kSourceCopies) * (kCopyBytes / 16);
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+              base + kCopyRegion + uint32_t(slot) * kCopyBytes),
+          "l"(src), "r"(kCopyBytes), "r"(full(slot))
+          : "memory");
+      ++n;
+    }
+    for (long long k = n > kCopySlots ? n - kCopySlots : 0; k < n; ++k)
+      mbarrier::wait(full(int(k % kCopySlots)), uint32_t((k / kCopySlots) & 1));
+    copied[blockIdx.x] = (unsigned long long)(n) * kCopyBytes;
+    return;
+  }
+  float sum = 0.0f;
+  if constexpr (kWgmma) {
+    const Operand a = operand(base, false), b = operand(base + kSmemBlock, false);
+    float d[24];
+#pragma unroll
+    for (int i = 0; i < 24; ++i) d[i] = 0.0f;
+    wgmma::fence_registers(d);
+    for (int g = 0; g < groups; ++g) {
+      wgmma::fence();
+#pragma unroll
+      for (int s = 0; s < kStepsPerGroup; ++s) {
+        const uint64_t k = s % 4;
+        mma_ss<0, 0>(d, a.descriptor + ((k * a.step_bytes) >> 4), b.descriptor + ((k * b.step_bytes) >> 4));
+      }
+      wgmma::commit_group();
+      wgmma::wait_group<1>();
+    }
+    wgmma::wait_group<0>();
+    wgmma::fence_registers(d);
+#pragma unroll
+    for (int i = 0; i < 24; ++i) sum += d[i];
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    if (threadIdx.x == 0) *done = 1;
+  }
+  sink[blockIdx.x * 256 + threadIdx.x] = sum;  // the copy warp returned: sink has 256 floats per block
+#else
+  __trap();
+#endif
+}
+
 struct RateCase {
   const char* form;
   int n;
@@ -324,6 +414,60 @@ int main(int argc, char** argv) {
   x.cls = EfficiencyClass::elementwise;
   x.roofline_us = exchange_us;  // no model: a measured hand-off cost
   results.push_back(x);
+
+  // Part 4: about 0.5 ms of m64n48k16 per launch; the copies alone for as many bytes as they move beside it.
+  {
+    uint4* source = bench::device_alloc<uint4>(kCopySourceBytes / 16, 5);
+    unsigned long long* copied = bench::device_alloc<unsigned long long>(size_t(sms), 0);
+    const double flops_per_group = 2.0 * 64 * 48 * 16 * kStepsPerGroup;
+    const int groups = int(4e14 * 0.5e-3 / (flops_per_group * 2 * sms));
+    const auto copied_bytes = [&] {
+      std::vector<unsigned long long> host(static_cast<size_t>(sms), 0);
+      CUDA_CHECK(cudaMemcpy(host.data(), copied, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost));
+      double total = 0;
+      for (const unsigned long long b : host) total += double(b);
+      return total;
+    };
+    const auto run = [&](auto kernel, long long max_copies) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kCopyKernelSmemBytes));
+      return bench::time_us(
+          [&](int) {
+            kernel<<<sms, kCopyKernelThreads, kCopyKernelSmemBytes>>>(groups, source, max_copies, sink, copied);
+            CUDA_CHECK(cudaGetLastError());
+          },
+          session.repeats);
+    };
+    const double wgmma_flops = flops_per_group * groups * 2 * sms;
+    const double alone_us = run(wgmma_with_copies<true, false>, 0);
+    const double both_us = run(wgmma_with_copies<true, true>, 1LL << 40);
+    const double both_bytes = copied_bytes();
+    const long long copies_per_sm = (long long)(both_bytes / kCopyBytes / sms) + 1;
+    const double copies_us = run(wgmma_with_copies<false, true>, copies_per_sm);
+    const double copies_bytes = copied_bytes();
+    const auto row = [&](std::string name, double flops, double bytes, double us) {
+      bench::Result r;
+      r.name = std::move(name);
+      r.flops = flops;
+      r.bytes = bytes;
+      r.median_us = us;
+      // The wgmma rows against the tensor peak; the copies alone, as part 2's tiles, against the HBM bandwidth.
+      r.cls = flops > 0 ? EfficiencyClass::gemm : EfficiencyClass::elementwise;
+      r.roofline_us = session.roofline_us(flops, flops > 0 ? 0 : bytes, r.cls, ComputeType::bf16);
+      results.push_back(r);
+    };
+    row(fmt::format("wgmma ss_kk m64n48k16, 2 warpgroups per SM, no copies ({:.4g} FLOP/s)",
+                    wgmma_flops / (alone_us * 1e-6)),
+        wgmma_flops, 1, alone_us);
+    row(fmt::format("wgmma ss_kk m64n48k16, 2 warpgroups per SM, {} bulk copies of {} B in flight per SM into the same "
+                    "shared memory ({:.4g} FLOP/s, copies {:.4g} B/s)",
+                    kCopySlots, kCopyBytes, wgmma_flops / (both_us * 1e-6), both_bytes / (both_us * 1e-6)),
+        wgmma_flops, both_bytes, both_us);
+    row(fmt::format("{} bulk copies of {} B in flight per SM into shared memory, no wgmma ({:.4g} B/s)", kCopySlots,
+                    kCopyBytes, copies_bytes / (copies_us * 1e-6)),
+        0, copies_bytes, copies_us);
+    CUDA_CHECK(cudaFree(source));
+    CUDA_CHECK(cudaFree(copied));
+  }
   CUDA_CHECK(cudaFree(sink));
   session.print(results, fmt::format("\"best_wgmma_bf16_flops_per_s\": {:.4g}", best_flops_per_s));
   return 0;
