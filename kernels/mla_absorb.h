@@ -10,7 +10,7 @@
 //     the cached rows latent [S, r+dr]: k[s, h] = [kv[s, h·(dn+dv) : +dn] | latent[s, r:r+dr]] ([S, H, dn+dr]),
 //     v[s, h] = kv[s, h·(dn+dv) + dn : +dv] ([S, H, dv]).
 // fp32 accumulation. Memory-bound on kv_b at decode (96 heads × 256 rows × 512 bf16 ≈ 25 MB for K3, half of it per
-// product); every version reads kv_b once per token tile of 8 (later tiles mostly from L2).
+// product); per_column and weight_stream read kv_b once per token tile of 8 (later tiles mostly from L2).
 // Versions (MlaAbsorbAlgorithm):
 //   per_column — absorb_q: one block of 32 threads per (head, 32 latent columns) × token tile, thread = column j,
 //     2-byte strided loads over the dn rows; apply_v: one warp per (head, output column), lanes over r. At decode
@@ -22,8 +22,11 @@
 //     tile, warp = 8 output columns (kv_b rows), lane = 8 consecutive j of each row (r / 256 vectors per lane),
 //     sums by warp shuffles. K3 at batch ≤ 8: 192 blocks of 256 threads, all resident on 132 SMs, ≈ 6 MB in flight.
 //     Needs kv_b 16-byte aligned and r a multiple of 8.
-//   automatic — absorb_q: weight_stream where it applies; apply_v: weight_stream where it applies for up to 4 tokens
-//   (measured faster at 1 token, slower at 8 and 64 on an H200); per_column otherwise.
+//   mma_tiled — per head a GEMM on bf16 m16n8k16 tensor-core MMAs, a block per 64 tokens × 64 output columns,
+//     kv_b read once per 64 tokens; apply_v's fp32 latent as two bf16 halves (kernels/mla_absorb_mma.h). Same
+//     requirements as weight_stream.
+//   automatic — where weight_stream applies: absorb_q weight_stream up to kMlaAbsorbQStreamMaxTokens tokens,
+//   apply_v up to kMlaApplyVStreamMaxTokens, mma_tiled past them; per_column where they do not apply.
 // assemble_kv: one block per token.
 #pragma once
 
@@ -34,7 +37,12 @@
 
 namespace k3::kernels {
 
-enum class MlaAbsorbAlgorithm { automatic, per_column, weight_stream };
+enum class MlaAbsorbAlgorithm { automatic, per_column, weight_stream, mma_tiled };
+
+// automatic's token counts up to which weight_stream runs (mma_tiled past them); measured on an H200, kernel_bench's
+// mla_absorb rows.
+inline constexpr int kMlaAbsorbQStreamMaxTokens = 8;
+inline constexpr int kMlaApplyVStreamMaxTokens = 4;
 
 struct MlaDims {
   int heads;

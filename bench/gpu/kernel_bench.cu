@@ -234,8 +234,8 @@ int main(int argc, char** argv) {
   }
 
   // MLA's absorbed-decode products at K3's widths (96 heads, dn = dv = 128, dr = 64, r = 512): each reads its half
-  // of kv_b (12.6 MB, rotated over sets larger than L2) for T = 1, 8, 64 tokens, per algorithm.
-  for (const int tokens : {1, 8, 64}) {
+  // of kv_b (12.6 MB, rotated over sets larger than L2) for T = 1 … 64 tokens, per algorithm.
+  for (const int tokens : {1, 4, 8, 16, 64}) {
     const k3::kernels::MlaDims dims{96, 128, 64, 128, 512};
     const int64_t kv_b_elems = int64_t(dims.heads) * (dims.nope_dim + dims.value_dim) * dims.latent_rank;
     const double half_bytes = double(kv_b_elems);  // bf16: half the elements × 2 bytes
@@ -252,7 +252,8 @@ int main(int argc, char** argv) {
     __nv_bfloat16* out = device_alloc<__nv_bfloat16>(size_t(tokens) * dims.heads * dims.value_dim, 0);
     using k3::kernels::MlaAbsorbAlgorithm;
     for (const auto& [algorithm_value, label] : {std::pair{MlaAbsorbAlgorithm::per_column, "per_column"},
-                                                 std::pair{MlaAbsorbAlgorithm::weight_stream, "weight_stream"}}) {
+                                                 std::pair{MlaAbsorbAlgorithm::weight_stream, "weight_stream"},
+                                                 std::pair{MlaAbsorbAlgorithm::mma_tiled, "mma_tiled"}}) {
       const MlaAbsorbAlgorithm algorithm = algorithm_value;
       const double q_bytes = half_bytes + tokens * (q_stride * 2.0 + dims.heads * (dims.latent_rank + dims.rope_dim) * 2.0);
       Result rq{fmt::format("mla_absorb_q_{} T={} 96 heads r 512", label, tokens), q_bytes, flops};

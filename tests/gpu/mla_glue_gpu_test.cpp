@@ -330,28 +330,32 @@ std::vector<AbsorbCase> absorb_cases() {
   };
   std::vector<AbsorbCase> cases;
   for (const kernels::MlaDims& d : dims) {
-    // Token tiles of weight_stream: 1, 2, 4 (partly filled), then tiles of 8 with a partial last one.
-    for (int tokens : {1, 2, 3, 9, 17}) cases.push_back({d, tokens});
+    // Token tiles of weight_stream: 1, 2, 4 (partly filled), then tiles of 8 with a partial last one; 70: two of
+    // mma_tiled's 64-token tiles, the second partial (and automatic's mma_tiled at K3's dims).
+    for (int tokens : {1, 2, 3, 9, 17, 70}) cases.push_back({d, tokens});
   }
   return cases;
 }
 
-constexpr kernels::MlaAbsorbAlgorithm kAbsorbAlgorithms[] = {kernels::MlaAbsorbAlgorithm::automatic,
-                                                             kernels::MlaAbsorbAlgorithm::per_column,
-                                                             kernels::MlaAbsorbAlgorithm::weight_stream};
+constexpr kernels::MlaAbsorbAlgorithm kAbsorbAlgorithms[] = {
+    kernels::MlaAbsorbAlgorithm::automatic, kernels::MlaAbsorbAlgorithm::per_column,
+    kernels::MlaAbsorbAlgorithm::weight_stream, kernels::MlaAbsorbAlgorithm::mma_tiled};
 
 const char* name_of(kernels::MlaAbsorbAlgorithm a) {
   switch (a) {
     case kernels::MlaAbsorbAlgorithm::automatic: return "automatic";
     case kernels::MlaAbsorbAlgorithm::per_column: return "per_column";
     case kernels::MlaAbsorbAlgorithm::weight_stream: return "weight_stream";
+    case kernels::MlaAbsorbAlgorithm::mma_tiled: return "mma_tiled";
   }
   return "?";
 }
 
-// weight_stream needs r a multiple of 8 (16-byte rows of kv_b); elsewhere it refuses.
+// weight_stream and mma_tiled need r a multiple of 8 (16-byte rows of kv_b); elsewhere they refuse.
 bool runs(kernels::MlaAbsorbAlgorithm a, const kernels::MlaDims& d) {
-  return a != kernels::MlaAbsorbAlgorithm::weight_stream || d.latent_rank % 8 == 0;
+  const bool vectorised =
+      a == kernels::MlaAbsorbAlgorithm::weight_stream || a == kernels::MlaAbsorbAlgorithm::mma_tiled;
+  return !vectorised || d.latent_rank % 8 == 0;
 }
 
 std::string describe(const AbsorbCase& c) {
