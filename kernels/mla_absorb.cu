@@ -298,10 +298,11 @@ cudaError_t mla_absorb_q_bf16(const __nv_bfloat16* q, int64_t q_row_stride, cons
   }
   const bool stream_ok = stream_applies(dims, kv_b);
   if (algorithm == MlaAbsorbAlgorithm::weight_stream && !stream_ok) return cudaErrorInvalidValue;
-  if (algorithm == MlaAbsorbAlgorithm::mma_tiled && !mla_absorb_mma::applies(dims, kv_b)) return cudaErrorInvalidValue;
+  const bool mma_ok = mla_absorb_mma::absorb_q_applies(dims, kv_b);
+  if (algorithm == MlaAbsorbAlgorithm::mma_tiled && !mma_ok) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
   if (algorithm == MlaAbsorbAlgorithm::mma_tiled ||
-      (algorithm == MlaAbsorbAlgorithm::automatic && stream_ok && tokens > kMlaAbsorbQStreamMaxTokens)) {
+      (algorithm == MlaAbsorbAlgorithm::automatic && mma_ok && tokens > kMlaAbsorbQStreamMaxTokens)) {
     return mla_absorb_mma::absorb_q(q, q_row_stride, kv_b, dims, tokens, q_abs, stream);
   }
   if (algorithm != MlaAbsorbAlgorithm::per_column && stream_ok) {
@@ -329,13 +330,14 @@ cudaError_t mla_apply_v_bf16(const float* latent_out, const __nv_bfloat16* kv_b,
   }
   const bool stream_ok = stream_applies(dims, kv_b);
   if (algorithm == MlaAbsorbAlgorithm::weight_stream && !stream_ok) return cudaErrorInvalidValue;
-  if (algorithm == MlaAbsorbAlgorithm::mma_tiled && !mla_absorb_mma::applies(dims, kv_b)) return cudaErrorInvalidValue;
+  const bool mma_ok = mla_absorb_mma::apply_v_applies(dims, kv_b, latent_out);
+  if (algorithm == MlaAbsorbAlgorithm::mma_tiled && !mma_ok) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
   // automatic: weight_stream only for a few tokens (on an H200 at K3's size: 12.2 against 23.5 µs of per_column at 1
   // token, but 45.8 against 41.6 at 8 and 273 against 253 at 64; bench/results/2026-11-30-h200-kernels-3).
   const bool stream_wins = tokens <= kMlaApplyVStreamMaxTokens;
   if (algorithm == MlaAbsorbAlgorithm::mma_tiled ||
-      (algorithm == MlaAbsorbAlgorithm::automatic && stream_ok && !stream_wins)) {
+      (algorithm == MlaAbsorbAlgorithm::automatic && mma_ok && !stream_wins)) {
     return mla_absorb_mma::apply_v(latent_out, kv_b, gate, gate_row_stride, dims, tokens, out, stream);
   }
   if (stream_ok && (algorithm == MlaAbsorbAlgorithm::weight_stream ||

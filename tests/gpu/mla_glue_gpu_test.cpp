@@ -553,7 +553,7 @@ TEST(GpuMlaAbsorb, AssembleKvIndexesDirectly) {
 // Argument checks come before any launch, so they hold (and run) without a device.
 TEST(GpuMlaAbsorb, RejectsBadArguments) {
   alignas(16) static __nv_bfloat16 q[64], kv_b[64], out[64], gate[64];
-  static float lat[64];
+  alignas(16) static float lat[64];
   const kernels::MlaDims ok{3, 16, 8, 16, 32};
   for (kernels::MlaDims bad :
        {kernels::MlaDims{0, 16, 8, 16, 32}, kernels::MlaDims{3, 0, 8, 16, 32}, kernels::MlaDims{3, 16, -1, 16, 32},
@@ -578,6 +578,16 @@ TEST(GpuMlaAbsorb, RejectsBadArguments) {
             cudaErrorInvalidValue);
   EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, kernels::MlaDims{3, 16, 8, 16, 20}, 1, out, nullptr,
                                       kernels::MlaAbsorbAlgorithm::weight_stream),
+            cudaErrorInvalidValue);
+  // mma_tiled: r a multiple of 8 (as weight_stream), and apply_v's latent 16-byte aligned.
+  EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 3 * 24, kv_b, kernels::MlaDims{3, 16, 8, 16, 20}, 1, out, nullptr,
+                                       kernels::MlaAbsorbAlgorithm::mma_tiled),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::mla_apply_v_bf16(lat, kv_b, nullptr, 0, kernels::MlaDims{3, 16, 8, 16, 20}, 1, out, nullptr,
+                                      kernels::MlaAbsorbAlgorithm::mma_tiled),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::mla_apply_v_bf16(lat + 1, kv_b, nullptr, 0, ok, 1, out, nullptr,
+                                      kernels::MlaAbsorbAlgorithm::mma_tiled),
             cudaErrorInvalidValue);
   EXPECT_EQ(kernels::mla_absorb_q_bf16(q, 3 * 24, kv_b, ok, 0, out, nullptr), cudaSuccess);
 
