@@ -78,7 +78,8 @@ constexpr int kALoads = kTileTokens * kChunk / kThreads;      // A elements per 
 constexpr int kBLoads = kTileColumns * kChunk / 8 / kThreads;  // 16-byte kv_b vectors per thread and chunk: 2
 
 // absorb_q's operands: A = the tile's q rows (nope half), B[n][k] = kv_b[h·(dn+dv) + k, n0 + n], loaded 8 columns
-// at a time along r and scattered into the stage transposed.
+// at a time along r and scattered into the stage transposed (consecutive lanes take consecutive k, so a warp's
+// 2-byte stores fall in distinct banks).
 struct AbsorbQLoader {
   const __nv_bfloat16* q;  // the tile's first token, this head's q
   int64_t q_stride;
@@ -96,7 +97,7 @@ struct AbsorbQLoader {
     }
 #pragma unroll
     for (int i = 0; i < kBLoads; ++i) {
-      const int e = threadIdx.x + i * kThreads, k = k0 + e / (kTileColumns / 8), n = (e % (kTileColumns / 8)) * 8;
+      const int e = threadIdx.x + i * kThreads, k = k0 + e % kChunk, n = (e / kChunk) * 8;
       // r % 8 == 0: 8 columns are all in or all out
       b[i] = k < dn && n < columns ? __ldg(reinterpret_cast<const uint4*>(w + k * r + n)) : make_uint4(0, 0, 0, 0);
     }
@@ -109,7 +110,7 @@ struct AbsorbQLoader {
     }
 #pragma unroll
     for (int i = 0; i < kBLoads; ++i) {
-      const int e = threadIdx.x + i * kThreads, k = e / (kTileColumns / 8), n = (e % (kTileColumns / 8)) * 8;
+      const int e = threadIdx.x + i * kThreads, k = e % kChunk, n = (e / kChunk) * 8;
       const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&b[i]);
 #pragma unroll
       for (int c = 0; c < 8; ++c) s.b[n + c][k] = v[c];

@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
 
   // MLA's absorbed-decode products at K3's widths (96 heads, dn = dv = 128, dr = 64, r = 512): each reads its half
   // of kv_b (12.6 MB, rotated over sets larger than L2) for T = 1 … 64 tokens, per algorithm.
-  for (const int tokens : {1, 4, 8, 16, 64}) {
+  for (const int tokens : {1, 4, 8, 16, 32, 64}) {
     const k3::kernels::MlaDims dims{96, 128, 64, 128, 512};
     const int64_t kv_b_elems = int64_t(dims.heads) * (dims.nope_dim + dims.value_dim) * dims.latent_rank;
     const double half_bytes = double(kv_b_elems);  // bf16: half the elements × 2 bytes
