@@ -40,9 +40,9 @@ namespace k3::kernels {
 enum class MlaAbsorbAlgorithm { automatic, per_column, weight_stream, mma_tiled };
 
 // automatic's token counts up to which weight_stream runs (mma_tiled past them), from kernel_bench's mla_absorb rows
-// on an H200 (µs per call, weight_stream against mma_tiled; bench/results/2026-12-01-h200-kernels-19): absorb_q
-// 23.8 / 29.4 at 16 tokens, 59.2 / 39.8 at 64; apply_v 19.6 / 23.0 at 4, 45.8 / 23.1 at 8 (per_column 41.0).
-inline constexpr int kMlaAbsorbQStreamMaxTokens = 32;
+// on an H200 (µs per call, weight_stream against mma_tiled; bench/results/2026-12-01-h200-kernels-19 run 4): absorb_q
+// 24.1 / 26.5 at 16 tokens, 34.0 / 30.4 at 32, 59.6 / 38.8 at 64; apply_v 19.5 / 23.2 at 4, 46.0 / 23.2 at 8.
+inline constexpr int kMlaAbsorbQStreamMaxTokens = 16;
 inline constexpr int kMlaApplyVStreamMaxTokens = 4;
 
 struct MlaDims {
