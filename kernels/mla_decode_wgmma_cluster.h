@@ -38,9 +38,11 @@
 // quarter of the time. With warpgroup 0 issuing S(i + 1) without waiting for warpgroup 1's m-tiles (an experiment
 // build), that build reaches 1.18–1.23×, but with the copies the kernel is no faster: the two slots' refills bind.
 // More work in flight (a third slot, or 96 heads per block for m64n96 products) does not fit the shared memory or the
-// registers. Counted in shared-memory bytes (docs/engine.md's MLA row): per tile and block the copies write 72 KiB,
-// the products read 126 + 112 KiB and P's stores add 6 KiB; at the 216 GB/s per SM that fed m64n48k16 in isolation
-// (…-kernels-10), if the copies share it, that is 373 µs at batch 1 and 1 M, 1.30× the bound before any latency.
+// registers. The floors of this design (docs/engine.md's MLA row) sit at the bound: at batch 1 and 1 M its 68
+// m64n48k16 steps per tile take 284 µs for the busiest block at the rate measured with bulk copies landing in the
+// same shared memory (the copies cost that rate 3.9 %; bench/results/2026-12-01-h200-kernels-19), and each block's
+// 72 KiB per tile reach its SM in 271 µs at the 67.7 GB/s per SM that all SMs receive at once; the 1.25× target
+// needs both busy ≥ 76–80 % of the time together, where the kernel has them about 60 %.
 // At 8 K (batch 1, 2, 4) and 32 K (batch 1) a kernel that only reads the cache already takes 1.25–2.24× the bound.
 // History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
 // blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
