@@ -64,20 +64,10 @@ __device__ Operand operand(uint32_t smem, bool mn_major) {
                   : Operand{wgmma::sw128_descriptor(smem, 16, 1024), 32};
 }
 
-// Every warpgroup of the block runs `groups` commit groups of kStepsPerGroup back-to-back wgmma (keeping one group in
-// flight) on the same shared-memory operands; the accumulators' sum goes to sink so the work is kept.
+// The warpgroup runs `groups` commit groups of kStepsPerGroup back-to-back wgmma (keeping one group in flight) on the
+// same operands and returns the sum of its accumulators, so the work is kept.
 template <int kN, bool kRegistersA, int kTransA, int kTransB>
-__global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
-  const uint32_t base = (raw + 1023) & ~1023u;
-  unsigned char* smem = smem_raw + (base - raw);
-  fill_pseudo_random(smem, 5 * kSmemBlock);
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
-
-  const Operand a = operand(base, kTransA), b = operand(base + kSmemBlock, kTransB);
+__device__ float issue_groups(int groups, const Operand& a, const Operand& b) {
   uint32_t a_fragment[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) a_fragment[i] = 0x3C003C00u ^ (threadIdx.x * 0x00110011u + i);  // bf16 pairs near ±1
@@ -103,7 +93,22 @@ __global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) sum += d[i];
-  sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+  return sum;
+}
+
+// Every warpgroup of the block runs issue_groups on the same shared-memory operands; the sums go to sink.
+template <int kN, bool kRegistersA, int kTransA, int kTransB>
+__global__ void __launch_bounds__(256, 1) wgmma_rate(int groups, float* sink) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023) & ~1023u;
+  unsigned char* smem = smem_raw + (base - raw);
+  fill_pseudo_random(smem, 5 * kSmemBlock);
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = issue_groups<kN, kRegistersA, kTransA, kTransB>(
+      groups, operand(base, kTransA), operand(base + kSmemBlock, kTransB));
 #else
   __trap();
 #endif
@@ -282,25 +287,7 @@ __global__ void __launch_bounds__(kCopyKernelThreads, 1)
   }
   float sum = 0.0f;
   if constexpr (kWgmma) {
-    const Operand a = operand(base, false), b = operand(base + kSmemBlock, false);
-    float d[24];
-#pragma unroll
-    for (int i = 0; i < 24; ++i) d[i] = 0.0f;
-    wgmma::fence_registers(d);
-    for (int g = 0; g < groups; ++g) {
-      wgmma::fence();
-#pragma unroll
-      for (int s = 0; s < kStepsPerGroup; ++s) {
-        const uint64_t k = s % 4;
-        mma_ss<0, 0>(d, a.descriptor + ((k * a.step_bytes) >> 4), b.descriptor + ((k * b.step_bytes) >> 4));
-      }
-      wgmma::commit_group();
-      wgmma::wait_group<1>();
-    }
-    wgmma::wait_group<0>();
-    wgmma::fence_registers(d);
-#pragma unroll
-    for (int i = 0; i < 24; ++i) sum += d[i];
+    sum = issue_groups<48, false, 0, 0>(groups, operand(base, false), operand(base + kSmemBlock, false));
     asm volatile("bar.sync 1, 256;\n" ::: "memory");
     if (threadIdx.x == 0) *done = 1;
   }
