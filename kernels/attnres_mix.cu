@@ -1,5 +1,9 @@
 #include "kernels/attnres_mix.h"
 
+#include "kernels/sm90a_device.h"
+
+#include <cooperative_groups.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -123,7 +127,6 @@ __global__ void attnres_mix_block_per_token(AttnResCandidates candidates, const 
   }
 }
 
-
 // One thread per 8 consecutive elements (16-byte loads), the whole row in one block of up to 1024
 // threads: the same three passes with a third of the memory instructions and every SM-level load in
 // flight at once — the decode case, where one block per token leaves the GPU nearly idle.
@@ -139,9 +142,9 @@ __device__ void unpack8(const uint4& raw, float (&out)[8]) {
 
 __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, const __nv_bfloat16* query,
                                                  const __nv_bfloat16* key_norm, float eps_mix,
-                                                 const __nv_bfloat16* norm_weight, float eps_norm,
-                                                 __nv_bfloat16* mix, int64_t mix_stride, __nv_bfloat16* normed,
-                                                 int64_t normed_stride, int64_t width) {
+                                                 const __nv_bfloat16* norm_weight, float eps_norm, __nv_bfloat16* mix,
+                                                 int64_t mix_stride, __nv_bfloat16* normed, int64_t normed_stride,
+                                                 int64_t width) {
   const int64_t token = blockIdx.x;
   const int n = candidates.count;
   const int64_t i = int64_t(threadIdx.x) * 8;  // this thread's 8 elements
@@ -207,9 +210,127 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
     uint4 packed;
     __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) out[j] = __floats2bfloat162_rn(m[2 * j] * inv_rms * w[2 * j], m[2 * j + 1] * inv_rms * w[2 * j + 1]);
+    for (int j = 0; j < 4; ++j)
+      out[j] = __floats2bfloat162_rn(m[2 * j] * inv_rms * w[2 * j], m[2 * j + 1] * inv_rms * w[2 * j + 1]);
     *reinterpret_cast<uint4*>(normed + token * normed_stride + i) = packed;
   }
+}
+
+// v[0, count) — block sums, the same in every thread — replaced by their sums over the cluster's blocks, added in rank
+// order so that every block gets the same floats: thread 0 posts them to `post`, and after the cluster barrier thread
+// k < count adds the blocks' k-th posts through distributed shared memory into `total`. `post` must not be written
+// again before the kernel's last cluster barrier (another block may still be reading it).
+template <int N>
+__device__ void cluster_sums(float (&v)[N], int count, float (&post)[N], float (&total)[N]) {
+#if __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (k < count) post[k] = v[k];
+    }
+  }
+  cluster.sync();
+  if (int(threadIdx.x) < count) {
+    float sum = 0.0f;
+    for (int rank = 0; rank < kAttnResClusterBlocks; ++rank) sum += *cluster.map_shared_rank(&post[threadIdx.x], rank);
+    total[threadIdx.x] = sum;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (k < count) v[k] = total[k];
+  }
+#endif
+}
+
+// grid (kAttnResClusterBlocks, tokens) in clusters of kAttnResClusterBlocks: cluster rank r takes the r-th of as many
+// contiguous parts of the row's 16-byte units, a thread per unit, its candidates' values kept in registers from the
+// scores to the mix.
+// vec8's rows (width / 8 ≤ 1024 units) give at most 128 units, so 128 threads, per block.
+__global__ void __launch_bounds__(128)
+    attnres_mix_vec8_cluster_per_token(AttnResCandidates candidates, const __nv_bfloat16* query,
+                                       const __nv_bfloat16* key_norm, float eps_mix, const __nv_bfloat16* norm_weight,
+                                       float eps_norm, __nv_bfloat16* mix, int64_t mix_stride, __nv_bfloat16* normed,
+                                       int64_t normed_stride, int64_t width) {
+#if __CUDA_ARCH__ >= 900
+  __shared__ float score_post[kMaxSums], score_total[kMaxSums], norm_post[1], norm_total[1];
+  const int64_t token = blockIdx.y;
+  const int n = candidates.count;
+  const int64_t units = width / 8, units_per_block = (units + kAttnResClusterBlocks - 1) / kAttnResClusterBlocks;
+  const int64_t unit = int64_t(cooperative_groups::this_cluster().block_rank()) * units_per_block + threadIdx.x;
+  const bool active = threadIdx.x < units_per_block && unit < units;
+  const int64_t i = unit * 8;  // this thread's 8 elements
+  float score_weight[8] = {};
+  if (active) {
+    float q[8], k[8];
+    unpack8(*reinterpret_cast<const uint4*>(query + i), q);
+    unpack8(*reinterpret_cast<const uint4*>(key_norm + i), k);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) score_weight[j] = q[j] * k[j];
+  }
+  float x[kAttnResMaxCandidates][8];
+  float sums[kMaxSums];
+#pragma unroll
+  for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+    sums[2 * c] = sums[2 * c + 1] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[c][j] = 0.0f;
+    if (c < n && active) {
+      unpack8(*reinterpret_cast<const uint4*>(candidates.rows[c] + token * candidates.row_stride[c] + i), x[c]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        sums[2 * c] += x[c][j] * x[c][j];
+        sums[2 * c + 1] += x[c][j] * score_weight[j];
+      }
+    }
+  }
+  block_sums(sums, 2 * n);
+  cluster_sums(sums, 2 * n, score_post, score_total);
+
+  float prob[kAttnResMaxCandidates];
+  const float inv_total = softmax_weights(sums, n, width, eps_mix, prob);
+  float m[8] = {};
+  float mix_sq[1] = {0.0f};
+  if (active) {
+#pragma unroll
+    for (int c = 0; c < kAttnResMaxCandidates; ++c) {
+      if (c < n) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m[j] += prob[c] * x[c][j];
+      }
+    }
+    uint4 packed;
+    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      out[j] = __floats2bfloat162_rn(m[2 * j] * inv_total, m[2 * j + 1] * inv_total);
+      const float2 r = __bfloat1622float2(out[j]);
+      m[2 * j] = r.x;
+      m[2 * j + 1] = r.y;
+      mix_sq[0] += r.x * r.x + r.y * r.y;
+    }
+    *reinterpret_cast<uint4*>(mix + token * mix_stride + i) = packed;
+  }
+  block_sums(mix_sq, 1);
+  cluster_sums(mix_sq, 1, norm_post, norm_total);
+  if (active) {
+    const float inv_rms = rsqrtf(mix_sq[0] / float(width) + eps_norm);
+    float w[8];
+    unpack8(*reinterpret_cast<const uint4*>(norm_weight + i), w);
+    uint4 packed;
+    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      out[j] = __floats2bfloat162_rn(m[2 * j] * inv_rms * w[2 * j], m[2 * j + 1] * inv_rms * w[2 * j + 1]);
+    }
+    *reinterpret_cast<uint4*>(normed + token * normed_stride + i) = packed;
+  }
+  cooperative_groups::this_cluster().sync();  // no block exits while another may still read its posts
+#else
+  __trap();  // the launcher takes this version only where clusters launch (compute capability ≥ 9.0)
+#endif
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -219,7 +340,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 cudaError_t attnres_mix_rmsnorm_bf16(const AttnResCandidates& candidates, const __nv_bfloat16* query,
                                      const __nv_bfloat16* key_norm, float eps_mix, const __nv_bfloat16* norm_weight,
                                      float eps_norm, __nv_bfloat16* mix, int64_t mix_row_stride, __nv_bfloat16* normed,
-                                     int64_t normed_row_stride, int64_t tokens, int64_t width, cudaStream_t stream) {
+                                     int64_t normed_row_stride, int64_t tokens, int64_t width, cudaStream_t stream,
+                                     AttnResAlgorithm algorithm) {
   if (tokens == 0) return cudaSuccess;
   if (tokens < 0 || tokens > INT32_MAX || width <= 0 || candidates.count < 1 ||
       candidates.count > kAttnResMaxCandidates || query == nullptr || key_norm == nullptr || norm_weight == nullptr ||
@@ -234,7 +356,33 @@ cudaError_t attnres_mix_rmsnorm_bf16(const AttnResCandidates& candidates, const 
   for (int c = 0; c < candidates.count; ++c) {
     vec8 = vec8 && candidates.row_stride[c] % 8 == 0 && aligned16(candidates.rows[c]);
   }
-  if (vec8) {
+  const bool cluster_ok = vec8 && tokens <= 65535 && current_device_launches_clusters();  // tokens: the grid's y
+  if (algorithm == AttnResAlgorithm::automatic) {
+    algorithm = cluster_ok && tokens <= kAttnResClusterMaxTokens ? AttnResAlgorithm::vec8_cluster_per_token
+                : vec8                                           ? AttnResAlgorithm::vec8_block_per_token
+                                                                 : AttnResAlgorithm::block_per_token;
+  }
+  if ((algorithm == AttnResAlgorithm::vec8_block_per_token && !vec8) ||
+      (algorithm == AttnResAlgorithm::vec8_cluster_per_token && !cluster_ok)) {
+    return cudaErrorInvalidValue;
+  }
+  if (algorithm == AttnResAlgorithm::vec8_cluster_per_token) {
+    const int64_t units_per_block = (width / 8 + kAttnResClusterBlocks - 1) / kAttnResClusterBlocks;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kAttnResClusterBlocks;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kAttnResClusterBlocks, static_cast<unsigned>(tokens), 1);
+    config.blockDim = dim3(static_cast<unsigned>((units_per_block + 31) / 32 * 32), 1, 1);
+    config.stream = stream;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, attnres_mix_vec8_cluster_per_token, candidates, query, key_norm, eps_mix,
+                              norm_weight, eps_norm, mix, mix_row_stride, normed, normed_row_stride, width);
+  }
+  if (algorithm == AttnResAlgorithm::vec8_block_per_token) {
     const int threads = int((width / 8 + 31) / 32 * 32);
     attnres_mix_vec8_block_per_token<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
         candidates, query, key_norm, eps_mix, norm_weight, eps_norm, mix, mix_row_stride, normed, normed_row_stride,

@@ -15,6 +15,13 @@
 // 16-byte aligned): one thread per 8 consecutive elements with 16-byte loads, the mix kept in
 // registers for the norm — at decode (a few tokens, one block each) the scalar version ran ~24 µs per
 // mixer at K3's width on an H200.
+// attnres_mix_vec8_cluster_per_token (compute capability ≥ 9.0, where vec8 applies): a cluster of
+// kAttnResClusterBlocks blocks per token, each a contiguous eighth of the row in 16-byte units with its
+// candidates' values kept in registers; the blocks' partial sums (2n, then Σmix²)
+// are added through distributed shared memory in rank order, so every block derives the same softmax and
+// norm. One block per token leaves a decode step's mixer on one SM; the cluster spreads its loads over eight.
+// AttnResAlgorithm::automatic takes the cluster up to kAttnResClusterMaxTokens tokens, vec8 else, the scalar
+// version where vec8 does not apply; an explicit version that does not apply returns cudaErrorInvalidValue.
 // Faster: several tokens per block for small widths, and at prefill a chunked layout that reads each
 // block bank row once for both mixers of a layer.
 #pragma once
@@ -27,6 +34,10 @@
 namespace k3::kernels {
 
 inline constexpr int kAttnResMaxCandidates = 9;  // 8 stored blocks + the current partial sum
+inline constexpr int kAttnResClusterBlocks = 8;
+inline constexpr int kAttnResClusterMaxTokens = 64;
+
+enum class AttnResAlgorithm { automatic, block_per_token, vec8_block_per_token, vec8_cluster_per_token };
 
 // Passed by value to the kernel. Entries [0, count) must be set.
 struct AttnResCandidates {
@@ -38,6 +49,7 @@ struct AttnResCandidates {
 cudaError_t attnres_mix_rmsnorm_bf16(const AttnResCandidates& candidates, const __nv_bfloat16* query,
                                      const __nv_bfloat16* key_norm, float eps_mix, const __nv_bfloat16* norm_weight,
                                      float eps_norm, __nv_bfloat16* mix, int64_t mix_row_stride, __nv_bfloat16* normed,
-                                     int64_t normed_row_stride, int64_t tokens, int64_t width, cudaStream_t stream);
+                                     int64_t normed_row_stride, int64_t tokens, int64_t width, cudaStream_t stream,
+                                     AttnResAlgorithm algorithm = AttnResAlgorithm::automatic);
 
 }  // namespace k3::kernels

@@ -1,5 +1,7 @@
 #include "kernels/sampling.h"
 
+#include "kernels/sm90a_device.h"
+
 #include <cooperative_groups.h>
 
 #include <cmath>
@@ -141,14 +143,6 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-bool device_launches_clusters() {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    return false;
-  }
-  return major >= 9;
-}
 
 __global__ void __launch_bounds__(kThreads)
     sample_greedy_block_per_row(const float* logits, int vocab, int32_t* out_tokens, bool vec4) {
@@ -287,7 +281,7 @@ cudaError_t sample_greedy(const float* logits, int batch, int vocab, int32_t* ou
   // 5.9 vs 18.8 µs at batch 1 and 6.0 vs 18.8 at 8, but 22.5 vs 19.0 at 64.
   constexpr int kClusterRowsAtMost = 32;
   if (algorithm == SampleGreedyAlgorithm::automatic) {
-    algorithm = vocab >= 8192 && batch <= kClusterRowsAtMost && device_launches_clusters()
+    algorithm = vocab >= 8192 && batch <= kClusterRowsAtMost && current_device_launches_clusters()
                     ? SampleGreedyAlgorithm::cluster_per_row
                     : SampleGreedyAlgorithm::block_per_row;
   }
@@ -295,7 +289,8 @@ cudaError_t sample_greedy(const float* logits, int batch, int vocab, int32_t* ou
     sample_greedy_block_per_row<<<static_cast<unsigned>(batch), kThreads, 0, stream>>>(logits, vocab, out_tokens, vec4);
     return cudaGetLastError();
   }
-  if (algorithm != SampleGreedyAlgorithm::cluster_per_row || batch > kMaxClusterRows || !device_launches_clusters()) {
+  if (algorithm != SampleGreedyAlgorithm::cluster_per_row || batch > kMaxClusterRows ||
+      !current_device_launches_clusters()) {
     return cudaErrorInvalidValue;
   }
   cudaLaunchAttribute cluster{};

@@ -12,6 +12,7 @@
 //
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
+#include "kernels/attnres_mix.h"
 #include "kernels/kda_decode.h"
 #include "kernels/kda_gate_proj.h"
 #include "kernels/kda_output_gate.h"
@@ -349,6 +350,39 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(y));
     CUDA_CHECK(cudaFree(w));
+  }
+
+  // The Block AttnRes mixer with its RMSNorm at K3's width (7168), over 3 and 9 candidates (the first layers' and
+  // the deepest's), per version that runs there.
+  for (const int64_t tokens : {1, 8, 64}) {
+    constexpr int64_t kWidth = 7168;
+    constexpr int kMaxCandidates = k3::kernels::kAttnResMaxCandidates;
+    std::vector<__nv_bfloat16*> rows;
+    for (int c = 0; c < kMaxCandidates; ++c) rows.push_back(device_alloc<__nv_bfloat16>(size_t(tokens * kWidth), 0x3C));
+    __nv_bfloat16* weights = device_alloc<__nv_bfloat16>(size_t(3 * kWidth), 0x3C);  // query, key norm, norm weight
+    __nv_bfloat16* out = device_alloc<__nv_bfloat16>(size_t(2 * tokens * kWidth), 0);  // mix, normed
+    using k3::kernels::AttnResAlgorithm;
+    for (const int n : {3, kMaxCandidates}) {
+      k3::kernels::AttnResCandidates candidates;
+      candidates.count = n;
+      for (int c = 0; c < n; ++c) candidates.rows[c] = rows[size_t(c)], candidates.row_stride[c] = kWidth;
+      for (const auto& [algorithm_value, label] :
+           {std::pair{AttnResAlgorithm::vec8_block_per_token, "vec8_block_per_token"},
+            std::pair{AttnResAlgorithm::vec8_cluster_per_token, "vec8_cluster_per_token"}}) {
+        const AttnResAlgorithm algorithm = algorithm_value;
+        time_small_op(session, results, fmt::format("attnres_mix_rmsnorm_{} {} candidates {}x{}", label, n, tokens,
+                                                    kWidth),
+                      (n + 2) * tokens * kWidth * 2.0 + 3 * kWidth * 2.0, (4.0 * n + 4) * tokens * kWidth,
+                      [&](cudaStream_t stream) {
+                        CUDA_CHECK(k3::kernels::attnres_mix_rmsnorm_bf16(
+                            candidates, weights, weights + kWidth, 1e-6f, weights + 2 * kWidth, 1e-6f, out, kWidth,
+                            out + tokens * kWidth, kWidth, tokens, kWidth, stream, algorithm));
+                      });
+      }
+    }
+    for (__nv_bfloat16* p : rows) CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaFree(weights));
+    CUDA_CHECK(cudaFree(out));
   }
 
   // KDA pre-processing at K3's width (96 heads × 128, conv kernel 4, bounded gate).
