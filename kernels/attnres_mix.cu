@@ -150,7 +150,9 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
   const int64_t i = int64_t(threadIdx.x) * 8;  // this thread's 8 elements
   const bool active = i < width;
   float score_weight[8] = {};
+  uint4 norm_weight_raw = make_uint4(0, 0, 0, 0);  // loaded with the rest, not after the reductions
   if (active) {
+    norm_weight_raw = *reinterpret_cast<const uint4*>(norm_weight + i);
     float q[8], k[8];
     unpack8(*reinterpret_cast<const uint4*>(query + i), q);
     unpack8(*reinterpret_cast<const uint4*>(key_norm + i), k);
@@ -206,7 +208,7 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
   if (active) {
     const float inv_rms = rsqrtf(mix_sq[0] / float(width) + eps_norm);
     float w[8];
-    unpack8(*reinterpret_cast<const uint4*>(norm_weight + i), w);
+    unpack8(norm_weight_raw, w);
     uint4 packed;
     __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
 #pragma unroll
@@ -263,7 +265,9 @@ __global__ void __launch_bounds__(128)
   const bool active = threadIdx.x < units_per_block && unit < units;
   const int64_t i = unit * 8;  // this thread's 8 elements
   float score_weight[8] = {};
+  uint4 norm_weight_raw = make_uint4(0, 0, 0, 0);  // loaded with the rest, not after the reductions
   if (active) {
+    norm_weight_raw = *reinterpret_cast<const uint4*>(norm_weight + i);
     float q[8], k[8];
     unpack8(*reinterpret_cast<const uint4*>(query + i), q);
     unpack8(*reinterpret_cast<const uint4*>(key_norm + i), k);
@@ -318,7 +322,7 @@ __global__ void __launch_bounds__(128)
   if (active) {
     const float inv_rms = rsqrtf(mix_sq[0] / float(width) + eps_norm);
     float w[8];
-    unpack8(*reinterpret_cast<const uint4*>(norm_weight + i), w);
+    unpack8(norm_weight_raw, w);
     uint4 packed;
     __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
 #pragma unroll

@@ -35,7 +35,10 @@ namespace k3::kernels {
 
 inline constexpr int kAttnResMaxCandidates = 9;  // 8 stored blocks + the current partial sum
 inline constexpr int kAttnResClusterBlocks = 8;
-inline constexpr int kAttnResClusterMaxTokens = 64;
+// automatic's limit for the cluster version: on an H200 at K3's width (bench/results/2026-12-01-h200-kernels-20) it
+// took 5.2 / 7.4 µs per launch in a graph against vec8's 6.4 / 10.7 at 1 and 8 tokens (3 / 9 candidates), but
+// 10.9 / 15.4 against 6.6 / 11.1 at 64.
+inline constexpr int kAttnResClusterMaxTokens = 8;
 
 enum class AttnResAlgorithm { automatic, block_per_token, vec8_block_per_token, vec8_cluster_per_token };
 
