@@ -35,9 +35,9 @@ namespace k3::kernels {
 
 inline constexpr int kAttnResMaxCandidates = 9;  // 8 stored blocks + the current partial sum
 inline constexpr int kAttnResClusterBlocks = 8;
-// automatic's limit for the cluster version: on an H200 at K3's width (bench/results/2026-12-01-h200-kernels-20) it
-// took 5.2 / 7.4 µs per launch in a graph against vec8's 6.4 / 10.7 at 1 and 8 tokens (3 / 9 candidates), but
-// 10.9 / 15.4 against 6.6 / 11.1 at 64.
+// automatic's limit for the cluster version: per launch in a CUDA graph on an H200 at K3's width (3 / 9 candidates;
+// bench/results/2026-12-01-h200-kernels-20 run 1) it took 5.2 / 7.4 µs at 1 token and 5.3 / 7.5 at 8 against vec8's
+// 6.4 / 10.7 and 6.5 / 10.8, but 10.9 / 15.4 against 6.6 / 11.1 at 64.
 inline constexpr int kAttnResClusterMaxTokens = 8;
 
 enum class AttnResAlgorithm { automatic, block_per_token, vec8_block_per_token, vec8_cluster_per_token };
