@@ -140,6 +140,37 @@ __device__ void unpack8(const uint4& raw, float (&out)[8]) {
   }
 }
 
+// The vec8 versions' 8 elements: the mix m · inv_total rounded to bf16 and stored at dst (16 bytes), the rounded
+// values left in m; returns their sum of squares.
+__device__ float store_mix8(float (&m)[8], float inv_total, __nv_bfloat16* dst) {
+  uint4 packed;
+  __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    out[j] = __floats2bfloat162_rn(m[2 * j] * inv_total, m[2 * j + 1] * inv_total);
+    const float2 r = __bfloat1622float2(out[j]);
+    m[2 * j] = r.x;
+    m[2 * j + 1] = r.y;
+    sum_sq += r.x * r.x + r.y * r.y;
+  }
+  *reinterpret_cast<uint4*>(dst) = packed;
+  return sum_sq;
+}
+
+// m · inv_rms · the 8 norm weights (as loaded) stored as bf16 at dst.
+__device__ void store_normed8(const float (&m)[8], float inv_rms, const uint4& weight_raw, __nv_bfloat16* dst) {
+  float w[8];
+  unpack8(weight_raw, w);
+  uint4 packed;
+  __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    out[j] = __floats2bfloat162_rn(m[2 * j] * inv_rms * w[2 * j], m[2 * j + 1] * inv_rms * w[2 * j + 1]);
+  }
+  *reinterpret_cast<uint4*>(dst) = packed;
+}
+
 __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, const __nv_bfloat16* query,
                                                  const __nv_bfloat16* key_norm, float eps_mix,
                                                  const __nv_bfloat16* norm_weight, float eps_norm, __nv_bfloat16* mix,
@@ -192,29 +223,11 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
         for (int j = 0; j < 8; ++j) m[j] += prob[c] * x[j];
       }
     }
-    uint4 packed;
-    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      out[j] = __floats2bfloat162_rn(m[2 * j] * inv_total, m[2 * j + 1] * inv_total);
-      const float2 r = __bfloat1622float2(out[j]);
-      m[2 * j] = r.x;
-      m[2 * j + 1] = r.y;
-      mix_sq[0] += r.x * r.x + r.y * r.y;
-    }
-    *reinterpret_cast<uint4*>(mix + token * mix_stride + i) = packed;
+    mix_sq[0] = store_mix8(m, inv_total, mix + token * mix_stride + i);
   }
   block_sums(mix_sq, 1);
   if (active) {
-    const float inv_rms = rsqrtf(mix_sq[0] / float(width) + eps_norm);
-    float w[8];
-    unpack8(norm_weight_raw, w);
-    uint4 packed;
-    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      out[j] = __floats2bfloat162_rn(m[2 * j] * inv_rms * w[2 * j], m[2 * j + 1] * inv_rms * w[2 * j + 1]);
-    *reinterpret_cast<uint4*>(normed + token * normed_stride + i) = packed;
+    store_normed8(m, rsqrtf(mix_sq[0] / float(width) + eps_norm), norm_weight_raw, normed + token * normed_stride + i);
   }
 }
 
@@ -305,31 +318,12 @@ __global__ void __launch_bounds__(128)
         for (int j = 0; j < 8; ++j) m[j] += prob[c] * x[c][j];
       }
     }
-    uint4 packed;
-    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      out[j] = __floats2bfloat162_rn(m[2 * j] * inv_total, m[2 * j + 1] * inv_total);
-      const float2 r = __bfloat1622float2(out[j]);
-      m[2 * j] = r.x;
-      m[2 * j + 1] = r.y;
-      mix_sq[0] += r.x * r.x + r.y * r.y;
-    }
-    *reinterpret_cast<uint4*>(mix + token * mix_stride + i) = packed;
+    mix_sq[0] = store_mix8(m, inv_total, mix + token * mix_stride + i);
   }
   block_sums(mix_sq, 1);
   cluster_sums(mix_sq, 1, norm_post, norm_total);
   if (active) {
-    const float inv_rms = rsqrtf(mix_sq[0] / float(width) + eps_norm);
-    float w[8];
-    unpack8(norm_weight_raw, w);
-    uint4 packed;
-    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&packed);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      out[j] = __floats2bfloat162_rn(m[2 * j] * inv_rms * w[2 * j], m[2 * j + 1] * inv_rms * w[2 * j + 1]);
-    }
-    *reinterpret_cast<uint4*>(normed + token * normed_stride + i) = packed;
+    store_normed8(m, rsqrtf(mix_sq[0] / float(width) + eps_norm), norm_weight_raw, normed + token * normed_stride + i);
   }
   cooperative_groups::this_cluster().sync();  // no block exits while another may still read its posts
 #else
