@@ -140,6 +140,19 @@ __device__ void unpack8(const uint4& raw, float (&out)[8]) {
   }
 }
 
+// The vec8 versions' 8 elements from element i of the mixer's weights: γ · w for the scores, and the norm weight as
+// loaded (with the other loads, not after the reductions).
+__device__ void load_weights8(const __nv_bfloat16* query, const __nv_bfloat16* key_norm,
+                              const __nv_bfloat16* norm_weight, int64_t i, float (&score_weight)[8],
+                              uint4& norm_weight_raw) {
+  norm_weight_raw = *reinterpret_cast<const uint4*>(norm_weight + i);
+  float q[8], k[8];
+  unpack8(*reinterpret_cast<const uint4*>(query + i), q);
+  unpack8(*reinterpret_cast<const uint4*>(key_norm + i), k);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) score_weight[j] = q[j] * k[j];
+}
+
 // The vec8 versions' 8 elements: the mix m · inv_total rounded to bf16 and stored at dst (16 bytes), the rounded
 // values left in m; returns their sum of squares.
 __device__ float store_mix8(float (&m)[8], float inv_total, __nv_bfloat16* dst) {
@@ -181,15 +194,8 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
   const int64_t i = int64_t(threadIdx.x) * 8;  // this thread's 8 elements
   const bool active = i < width;
   float score_weight[8] = {};
-  uint4 norm_weight_raw = make_uint4(0, 0, 0, 0);  // loaded with the rest, not after the reductions
-  if (active) {
-    norm_weight_raw = *reinterpret_cast<const uint4*>(norm_weight + i);
-    float q[8], k[8];
-    unpack8(*reinterpret_cast<const uint4*>(query + i), q);
-    unpack8(*reinterpret_cast<const uint4*>(key_norm + i), k);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) score_weight[j] = q[j] * k[j];
-  }
+  uint4 norm_weight_raw = make_uint4(0, 0, 0, 0);
+  if (active) load_weights8(query, key_norm, norm_weight, i, score_weight, norm_weight_raw);
   float sums[kMaxSums];
 #pragma unroll
   for (int k = 0; k < kMaxSums; ++k) sums[k] = 0.0f;
@@ -278,15 +284,8 @@ __global__ void __launch_bounds__(128)
   const bool active = threadIdx.x < units_per_block && unit < units;
   const int64_t i = unit * 8;  // this thread's 8 elements
   float score_weight[8] = {};
-  uint4 norm_weight_raw = make_uint4(0, 0, 0, 0);  // loaded with the rest, not after the reductions
-  if (active) {
-    norm_weight_raw = *reinterpret_cast<const uint4*>(norm_weight + i);
-    float q[8], k[8];
-    unpack8(*reinterpret_cast<const uint4*>(query + i), q);
-    unpack8(*reinterpret_cast<const uint4*>(key_norm + i), k);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) score_weight[j] = q[j] * k[j];
-  }
+  uint4 norm_weight_raw = make_uint4(0, 0, 0, 0);
+  if (active) load_weights8(query, key_norm, norm_weight, i, score_weight, norm_weight_raw);
   float x[kAttnResMaxCandidates][8];
   float sums[kMaxSums];
 #pragma unroll
