@@ -124,6 +124,59 @@ __global__ void moe_bucket_scatter(const int32_t* expert_ids, const float* weigh
   }
 }
 
+// The whole bucketing in one block of kMoeBucketSingleBlockPairs threads (pairs ≤ that, experts ≤ 1024): thread p
+// is pair p, thread e expert e. warp_count[w][e] = pairs of warp w routed to e (≤ 32: one byte).
+__global__ void __launch_bounds__(kMoeBucketSingleBlockPairs)
+    moe_bucket_single_block(const int32_t* expert_ids, const float* weights, int pairs, int top_k, int experts,
+                            MoeBuckets out) {
+  constexpr int kWarps = kMoeBucketSingleBlockPairs / 32;
+  __shared__ __align__(16) uint8_t warp_count[kWarps][kMoeBucketMaxExperts];
+  __shared__ int32_t offset_of[kMoeBucketMaxExperts];
+  const int p = threadIdx.x, warp = p / 32, lane = p % 32;
+  for (int i = p; i < kWarps * kMoeBucketMaxExperts / 16; i += blockDim.x) {
+    reinterpret_cast<uint4*>(&warp_count[0][0])[i] = make_uint4(0, 0, 0, 0);
+  }
+  __syncthreads();
+  const int e = expert_of(expert_ids, p, pairs, experts);
+  const unsigned same = __match_any_sync(0xffffffffu, e);
+  if (e >= 0 && lane == 31 - __clz(static_cast<int>(same))) warp_count[warp][e] = uint8_t(__popc(same));
+  __syncthreads();
+
+  // Thread x as expert x: its total, its offset and its place in the active list.
+  int total = 0;
+  if (p < experts) {
+    for (int w = 0; w < kWarps; ++w) total += warp_count[w][p];
+  }
+  int slots = 0;
+  const int offset = block_exclusive_sum(p < experts ? total : 0, &slots);
+  int active = 0;
+  const int position = block_exclusive_sum(p < experts && total > 0 ? 1 : 0, &active);
+  if (p < experts) {
+    offset_of[p] = offset;
+    out.expert_offsets[p] = offset;
+    if (total > 0) out.active_experts[position] = p;
+    if (p >= active) out.active_experts[p] = -1;  // positions [active, experts): disjoint from the writes above
+  }
+  if (p == 0) {
+    out.expert_offsets[experts] = slots;
+    *out.active_count = active;
+  }
+  __syncthreads();
+
+  // Thread p as pair p: its expert's offset, the earlier warps' pairs of that expert, its rank in its warp.
+  if (p < pairs) {
+    if (e >= 0) {
+      int slot = offset_of[e] + __popc(same & ((1u << lane) - 1u));
+      for (int w = 0; w < warp; ++w) slot += warp_count[w][e];
+      out.slot_token[slot] = p / top_k;
+      out.slot_weight[slot] = weights[p];
+      out.slot_of[p] = slot;
+    } else {
+      out.slot_of[p] = -1;
+    }
+  }
+}
+
 __device__ float to_float(float v) { return v; }
 __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
@@ -173,7 +226,8 @@ size_t moe_bucket_workspace_bytes(int tokens, int top_k, int experts) {
 }
 
 cudaError_t moe_bucket_by_expert(const int32_t* expert_ids, const float* weights, int tokens, int top_k, int experts,
-                                 const MoeBuckets& out, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                                 const MoeBuckets& out, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                 MoeBucketAlgorithm algorithm) {
   const int64_t pairs = int64_t(tokens) * top_k;
   if (tokens < 0 || top_k < 1 || experts < 1 || experts > kMoeBucketMaxExperts || pairs > INT32_MAX ||
       out.expert_offsets == nullptr || out.active_experts == nullptr || out.active_count == nullptr) {
@@ -184,6 +238,14 @@ cudaError_t moe_bucket_by_expert(const int32_t* expert_ids, const float* weights
                      out.slot_weight == nullptr || out.slot_of == nullptr || workspace == nullptr ||
                      workspace_bytes < moe_bucket_workspace_bytes(tokens, top_k, experts))) {
     return cudaErrorInvalidValue;
+  }
+  const bool single_block_ok = pairs <= kMoeBucketSingleBlockPairs;
+  if (algorithm == MoeBucketAlgorithm::single_block && !single_block_ok) return cudaErrorInvalidValue;
+  if (algorithm == MoeBucketAlgorithm::single_block ||
+      (algorithm == MoeBucketAlgorithm::automatic && single_block_ok)) {
+    moe_bucket_single_block<<<1, kMoeBucketSingleBlockPairs, 0, stream>>>(expert_ids, weights, int(pairs), top_k,
+                                                                          experts, out);
+    return cudaGetLastError();
   }
   auto* counts = static_cast<int32_t*>(workspace);
   const auto blocks = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);

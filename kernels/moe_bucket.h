@@ -22,7 +22,11 @@
 // shared memory (__match_any_sync groups equal ids, the group's last lane adds its size); (2) one 1024-thread block
 // turns the [chunks, experts] counts into per-expert offsets (a scan down each expert's column, then a block scan
 // over experts) and the active list; (3) each warp walks its chunk again and places every pair at its expert's
-// cursor plus its rank among equal ids in the 32-pair round. moe_combine_thread_per_column — one thread per
+// cursor plus its rank among equal ids in the 32-pair round. moe_bucket_single_block — up to
+// kMoeBucketSingleBlockPairs pairs (a decode step's): one launch of one 1024-thread block, a thread per pair and per
+// expert: each warp's counts per expert in shared memory (one byte each), the offsets and the active list by two
+// block scans, each pair's slot from its expert's offset, the counts of the warps before it and its rank in its warp;
+// `automatic` takes it where it applies. moe_combine_thread_per_column — one thread per
 // (token, column), the token's width spread over blocks (one block per token took 19 µs per MoE layer at decode
 // on an H200); at most 65535 tokens.
 #pragma once
@@ -36,6 +40,9 @@
 namespace k3::kernels {
 
 inline constexpr int kMoeBucketMaxExperts = 1024;
+inline constexpr int kMoeBucketSingleBlockPairs = 1024;
+
+enum class MoeBucketAlgorithm { automatic, warp_chunks, single_block };
 inline constexpr int kMoeCombineMaxTopK = 32;
 
 struct MoeBuckets {
@@ -50,8 +57,10 @@ struct MoeBuckets {
 // Device workspace moe_bucket_by_expert needs (per-chunk expert counts); 0 when tokens·top_k is 0.
 size_t moe_bucket_workspace_bytes(int tokens, int top_k, int experts);
 
+// single_block with more than kMoeBucketSingleBlockPairs pairs returns cudaErrorInvalidValue.
 cudaError_t moe_bucket_by_expert(const int32_t* expert_ids, const float* weights, int tokens, int top_k, int experts,
-                                 const MoeBuckets& out, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                                 const MoeBuckets& out, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                 MoeBucketAlgorithm algorithm = MoeBucketAlgorithm::automatic);
 
 cudaError_t moe_combine_f32(const float* expert_out, const int32_t* slot_of, const float* slot_weight_by_choice,
                             int tokens, int top_k, int width, float* y, cudaStream_t stream);

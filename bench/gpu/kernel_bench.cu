@@ -302,7 +302,8 @@ int main(int argc, char** argv) {
                                                                      weights, stream, algorithm));
                     });
     }
-    // The token→expert bucketing of that routing (three launches).
+    // The token→expert bucketing of that routing, per version (warp_chunks: three launches; single_block: one, up to
+    // 1024 pairs).
     const size_t slots = size_t(tokens) * kTopK;
     CUDA_CHECK(k3::kernels::moe_route_topk_sigmoid(logits, bias, tokens, kExperts, kTopK, 1.0f, ids, weights, nullptr));
     k3::kernels::MoeBuckets buckets{device_alloc<int32_t>(kExperts + 1, 0), device_alloc<int32_t>(slots, 0),
@@ -310,12 +311,20 @@ int main(int argc, char** argv) {
                                     device_alloc<int32_t>(kExperts, 0),     device_alloc<int32_t>(1, 0)};
     const size_t workspace_bytes = k3::kernels::moe_bucket_workspace_bytes(tokens, kTopK, kExperts);
     uint8_t* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
-    time_small_op(session, results, fmt::format("moe_bucket_by_expert T={} top 16 of 896", tokens),
-                  slots * 8.0 + (kExperts + 1) * 4.0 + slots * 12.0 + kExperts * 4.0 + 4.0, 0.0,
-                  [&](cudaStream_t stream) {
-                    CUDA_CHECK(k3::kernels::moe_bucket_by_expert(ids, weights, tokens, kTopK, kExperts, buckets,
-                                                                 workspace, workspace_bytes, stream));
-                  });
+    using k3::kernels::MoeBucketAlgorithm;
+    for (const auto& [algorithm_value, label] : {std::pair{MoeBucketAlgorithm::warp_chunks, "warp_chunks"},
+                                                 std::pair{MoeBucketAlgorithm::single_block, "single_block"}}) {
+      const MoeBucketAlgorithm algorithm = algorithm_value;
+      if (algorithm == MoeBucketAlgorithm::single_block && slots > size_t(k3::kernels::kMoeBucketSingleBlockPairs)) {
+        continue;
+      }
+      time_small_op(session, results, fmt::format("moe_bucket_by_expert_{} T={} top 16 of 896", label, tokens),
+                    slots * 8.0 + (kExperts + 1) * 4.0 + slots * 12.0 + kExperts * 4.0 + 4.0, 0.0,
+                    [&](cudaStream_t stream) {
+                      CUDA_CHECK(k3::kernels::moe_bucket_by_expert(ids, weights, tokens, kTopK, kExperts, buckets,
+                                                                   workspace, workspace_bytes, stream, algorithm));
+                    });
+    }
     for (void* p : {static_cast<void*>(logits), static_cast<void*>(bias), static_cast<void*>(ids),
                     static_cast<void*>(weights), static_cast<void*>(buckets.expert_offsets),
                     static_cast<void*>(buckets.slot_token), static_cast<void*>(buckets.slot_weight),

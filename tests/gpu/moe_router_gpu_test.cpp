@@ -92,15 +92,26 @@ struct DeviceBuckets {
   DeviceBuffer<uint8_t> workspace;
 };
 
-// Runs the bucketing on the device and checks every output against the definition, plus the invariants.
-void check_bucketing(const std::vector<int32_t>& ids, const std::vector<float>& weights, int tokens, int top_k,
-                     int experts, const std::string& label) {
+const char* name_of(kernels::MoeBucketAlgorithm a) {
+  switch (a) {
+    case kernels::MoeBucketAlgorithm::automatic: return "automatic";
+    case kernels::MoeBucketAlgorithm::warp_chunks: return "warp_chunks";
+    case kernels::MoeBucketAlgorithm::single_block: return "single_block";
+  }
+  return "?";
+}
+
+// Runs the bucketing on the device with `algorithm` and checks every output against the definition, plus the
+// invariants.
+void check_bucketing_with(kernels::MoeBucketAlgorithm algorithm, const std::vector<int32_t>& ids,
+                          const std::vector<float>& weights, int tokens, int top_k, int experts,
+                          const std::string& label) {
   const ExpectedBuckets want = expected_buckets(ids, weights, top_k, experts);
   DeviceBuffer<int32_t> dids(ids);
   DeviceBuffer<float> dweights(weights);
   DeviceBuckets out(tokens, top_k, experts);
   CUDA_CHECK(kernels::moe_bucket_by_expert(dids.get(), dweights.get(), tokens, top_k, experts, out.view(),
-                                           out.workspace.get(), out.workspace.size(), nullptr));
+                                           out.workspace.get(), out.workspace.size(), nullptr, algorithm));
   const std::vector<int32_t> offsets = out.offsets.download(), slot_token = out.slot_token.download(),
                              slot_of = out.slot_of.download(), active = out.active.download();
   const std::vector<float> slot_weight = out.slot_weight.download();
@@ -134,6 +145,27 @@ void check_bucketing(const std::vector<int32_t>& ids, const std::vector<float>& 
     if (i > 0) {
       ASSERT_GT(e, active[size_t(i) - 1]) << label;
     }
+  }
+}
+
+// check_bucketing_with for every version; single_block must refuse more than kMoeBucketSingleBlockPairs pairs.
+void check_bucketing(const std::vector<int32_t>& ids, const std::vector<float>& weights, int tokens, int top_k,
+                     int experts, const std::string& label) {
+  for (const kernels::MoeBucketAlgorithm algorithm :
+       {kernels::MoeBucketAlgorithm::automatic, kernels::MoeBucketAlgorithm::warp_chunks,
+        kernels::MoeBucketAlgorithm::single_block}) {
+    if (algorithm == kernels::MoeBucketAlgorithm::single_block &&
+        int64_t(tokens) * top_k > kernels::kMoeBucketSingleBlockPairs) {
+      DeviceBuckets out(tokens, top_k, experts);
+      DeviceBuffer<int32_t> dids(ids);
+      DeviceBuffer<float> dweights(weights);
+      EXPECT_EQ(kernels::moe_bucket_by_expert(dids.get(), dweights.get(), tokens, top_k, experts, out.view(),
+                                              out.workspace.get(), out.workspace.size(), nullptr, algorithm),
+                cudaErrorInvalidValue)
+          << label;
+      continue;
+    }
+    check_bucketing_with(algorithm, ids, weights, tokens, top_k, experts, label + " " + name_of(algorithm));
   }
 }
 
@@ -238,7 +270,8 @@ TEST(GpuMoeBucket, StableCountingSortAndInvariants) {
   };
   const Case cases[] = {{8192, 16, 896, "random"},         {1, 16, 896, "random"},
                         {200, 5, 37, "random"},            {3000, 7, 1024, "one_expert"},
-                        {77, 3, 11, "invalid_and_duplicates"}, {0, 16, 896, "random"}};
+                        {77, 3, 11, "invalid_and_duplicates"}, {0, 16, 896, "random"},
+                        {64, 16, 896, "random"},           {64, 16, 1024, "one_expert"}};  // single_block's limit
   std::mt19937 rng(20261206);
   struct Prepared {
     Case c;
