@@ -17,9 +17,9 @@
 // mixer at K3's width on an H200.
 // attnres_mix_vec8_cluster_per_token (compute capability ≥ 9.0, where vec8 applies): a cluster of
 // kAttnResClusterBlocks blocks per token, each a contiguous eighth of the row in 16-byte units with its
-// candidates' values kept in registers; the blocks' partial sums (2n, then Σmix²)
-// are added through distributed shared memory in rank order, so every block derives the same softmax and
-// norm. One block per token leaves a decode step's mixer on one SM; the cluster spreads its loads over eight.
+// candidates' values kept in registers; the blocks' partial sums (2n, then Σmix²) are added through distributed
+// shared memory in rank order, so every block derives the same softmax and norm. One block per token leaves a
+// decode step's mixer on one SM; the cluster spreads its loads over eight.
 // AttnResAlgorithm::automatic takes the cluster up to kAttnResClusterMaxTokens tokens, vec8 else, the scalar
 // version where vec8 does not apply; an explicit version that does not apply returns cudaErrorInvalidValue.
 // Faster: several tokens per block for small widths, and at prefill a chunked layout that reads each

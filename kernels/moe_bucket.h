@@ -41,9 +41,9 @@ namespace k3::kernels {
 
 inline constexpr int kMoeBucketMaxExperts = 1024;
 inline constexpr int kMoeBucketSingleBlockPairs = 1024;
+inline constexpr int kMoeCombineMaxTopK = 32;
 
 enum class MoeBucketAlgorithm { automatic, warp_chunks, single_block };
-inline constexpr int kMoeCombineMaxTopK = 32;
 
 struct MoeBuckets {
   int32_t* expert_offsets;  // [experts + 1]
