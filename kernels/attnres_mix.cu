@@ -365,18 +365,10 @@ cudaError_t attnres_mix_rmsnorm_bf16(const AttnResCandidates& candidates, const 
   }
   if (algorithm == AttnResAlgorithm::vec8_cluster_per_token) {
     const int64_t units_per_block = (width / 8 + kAttnResClusterBlocks - 1) / kAttnResClusterBlocks;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kAttnResClusterBlocks;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(kAttnResClusterBlocks, static_cast<unsigned>(tokens), 1);
-    config.blockDim = dim3(static_cast<unsigned>((units_per_block + 31) / 32 * 32), 1, 1);
-    config.stream = stream;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, attnres_mix_vec8_cluster_per_token, candidates, query, key_norm, eps_mix,
+    const ClusterLaunch launch(dim3(kAttnResClusterBlocks, static_cast<unsigned>(tokens), 1),
+                               dim3(static_cast<unsigned>((units_per_block + 31) / 32 * 32), 1, 1),
+                               kAttnResClusterBlocks, stream);
+    return cudaLaunchKernelEx(&launch.config, attnres_mix_vec8_cluster_per_token, candidates, query, key_norm, eps_mix,
                               norm_weight, eps_norm, mix, mix_row_stride, normed, normed_row_stride, width);
   }
   if (algorithm == AttnResAlgorithm::vec8_block_per_token) {

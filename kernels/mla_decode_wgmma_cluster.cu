@@ -5,6 +5,7 @@
 #include "kernels/mla_decode_wgmma_rows.h"
 #include "kernels/ptx_mma.h"
 #include "kernels/shared_memory_config.h"
+#include "kernels/sm90a_device.h"
 #include "kernels/wgmma_sm90.h"
 
 #include "core/error.h"
@@ -667,18 +668,9 @@ int max_active_clusters(int device) {
   if (bit != 0 && (known.load(std::memory_order_acquire) & bit) != 0) return cached[device].load();
   int clusters = 0;
   if (configure_kernel(device) == cudaSuccess) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(2 * 256, 1, 1);
-    config.blockDim = dim3(kThreads, 1, 1);
-    config.dynamicSmemBytes = Smem::kAllocBytes;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = 2;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&clusters, mla_decode_wgmma_cluster_split_kv, &config) != cudaSuccess) {
+    ClusterLaunch launch(dim3(2 * 256, 1, 1), dim3(kThreads, 1, 1), 2, nullptr);
+    launch.config.dynamicSmemBytes = Smem::kAllocBytes;
+    if (cudaOccupancyMaxActiveClusters(&clusters, mla_decode_wgmma_cluster_split_kv, &launch.config) != cudaSuccess) {
       clusters = 0;
       (void)cudaGetLastError();
     }

@@ -293,19 +293,9 @@ cudaError_t sample_greedy(const float* logits, int batch, int vocab, int32_t* ou
       !current_device_launches_clusters()) {
     return cudaErrorInvalidValue;
   }
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kSampleGreedyClusterBlocks;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(kSampleGreedyClusterBlocks, static_cast<unsigned>(batch), 1);
-  config.blockDim = dim3(kThreads, 1, 1);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, sample_greedy_cluster_per_row, logits, vocab, out_tokens, vec4);
+  const ClusterLaunch launch(dim3(kSampleGreedyClusterBlocks, static_cast<unsigned>(batch), 1), dim3(kThreads, 1, 1),
+                             kSampleGreedyClusterBlocks, stream);
+  return cudaLaunchKernelEx(&launch.config, sample_greedy_cluster_per_row, logits, vocab, out_tokens, vec4);
 }
 
 size_t sample_top_p_workspace_bytes(int, int) { return 0; }
