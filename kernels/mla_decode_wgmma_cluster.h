@@ -61,15 +61,23 @@ namespace k3::kernels {
 
 inline constexpr int kMlaDecodeClusterMaxHeads = 96;
 
+// The kernel's two forms of its tile buffers. slots (the default, measured above): two 72-KiB slots of whole tiles
+// and two P buffers. ring: 21 column-block buffers of 8 KiB in a ring, each tile's blocks wherever the ring has them
+// free, and P(i) written over tile i's rope block once S(i) has read it, so that 7 blocks rather than 5 can be in
+// flight where the consumers hold most; the same work and hand-offs otherwise (mla_decode_paged's
+// wgmma_cluster_ring).
+enum class MlaClusterBuffers { slots, ring };
+
 // Whether `device` can run the kernel: compute capability 9.0 (mla_decode_wgmma_supported) and at least one two-block
 // cluster with its shared memory resident at once (the occupancy query, cached per device). mla_decode_paged_bf16's
 // automatic choice takes wgmma_cluster only where this holds.
-bool mla_decode_wgmma_cluster_runs(int device);
+bool mla_decode_wgmma_cluster_runs(int device, MlaClusterBuffers buffers = MlaClusterBuffers::slots);
 
 // Splits of the context per sequence: as many two-block clusters as the device runs at once (one wave), divided over
 // the batch, within [1, mla_decode_num_splits(shape)] (so mla_decode_workspace_bytes covers it). 1 where the device
 // cannot run the kernel.
-int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape);
+int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape,
+                                        MlaClusterBuffers buffers = MlaClusterBuffers::slots);
 
 // The split pass for `splits` = mla_decode_wgmma_cluster_num_splits(shape) (arguments checked by the caller, heads ≤
 // 96), writing what mla_decode_wgmma_split_pass writes: with one split `out` normalised; otherwise each split's
@@ -80,6 +88,7 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
                                                 const int32_t* page_table, const int32_t* context_tokens,
                                                 float scale_log2, const MlaDecodeShape& shape, int splits,
                                                 float* partial_out, float2* partial_stats, float* out,
-                                                cudaStream_t stream);
+                                                cudaStream_t stream,
+                                                MlaClusterBuffers buffers = MlaClusterBuffers::slots);
 
 }  // namespace k3::kernels

@@ -32,7 +32,7 @@ constexpr int kQk = kernels::kMlaPrefillQkDim;          // 192
 constexpr int kValue = kernels::kMlaPrefillValueDim;    // 128
 const double kK3Scale = 1.0 / std::sqrt(double(kQk));  // 192^-1/2
 
-// Every algorithm the current device runs: wgmma only on compute capability 9.0 (on an H200 all three run).
+// Every algorithm the current device runs: the wgmma ones only on compute capability 9.0 (on an H200 all run).
 std::vector<MlaDecodeAlgorithm> decode_algorithms() {
   std::vector<MlaDecodeAlgorithm> algorithms = {MlaDecodeAlgorithm::register_q};
   int device = 0;
@@ -43,6 +43,7 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
   if (algorithms.back() == MlaDecodeAlgorithm::wgmma) {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster);
+    algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring);
   }
   return algorithms;
 }
@@ -50,6 +51,7 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
 std::string name(MlaDecodeAlgorithm a) {
   if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
   if (a == MlaDecodeAlgorithm::wgmma_cluster) return "wgmma_cluster";
+  if (a == MlaDecodeAlgorithm::wgmma_cluster_ring) return "wgmma_cluster_ring";
   return a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 
