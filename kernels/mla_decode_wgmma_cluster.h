@@ -63,8 +63,8 @@ inline constexpr int kMlaDecodeClusterMaxHeads = 96;
 
 // The kernel's two forms of its tile buffers. slots (the default, measured above): two 72-KiB slots of whole tiles
 // and two P buffers. ring: 21 column-block buffers of 8 KiB in a ring, each tile's blocks wherever the ring has them
-// free, and P(i) written over tile i's rope block once S(i) has read it, so that 7 blocks rather than 5 can be in
-// flight where the consumers hold most; the same work and hand-offs otherwise (mla_decode_paged's
+// free, and P(i) written over tile i's rope block once S(i) has read it, so that 7 blocks of tile i + 2 rather than 5
+// can be in flight during the softmax of tile i + 1; the same work and hand-offs otherwise (mla_decode_paged's
 // wgmma_cluster_ring).
 enum class MlaClusterBuffers { slots, ring };
 
