@@ -5,20 +5,45 @@
 # against the roofline. Results go
 # to $OUT (default bench/results/incoming) as JSON and text; commit the ones you rely on to
 # bench/results/<date>-<gpu>-<what>/ with date, GPU, commit and command.
+# Each step runs under a time limit, so that a kernel that hangs costs one step, not the machine's time:
+# K3PERF_TEST_TIMEOUT_S (the kernel tests, default 900), K3PERF_SANITIZER_TIMEOUT_S (each sanitizer run,
+# default 3600), K3PERF_BENCH_TIMEOUT_S (each bench driver, default 900). A step that runs past its
+# limit is killed, reported as "timed out after N s" on the console (and in its .txt output), and fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-programs.sh
 status=0
+# limited SECONDS OUTPUT_FILE COMMAND...: runs COMMAND with its standard output to OUTPUT_FILE (and its standard
+# error too where OUTPUT_FILE ends in .txt; else on the console, so that JSON stays JSON), killed after SECONDS;
+# returns COMMAND's exit status (124 when it timed out, said on the console and, for a .txt, in the file).
+limited() {
+  local seconds="$1" file="$2"
+  shift 2
+  if [[ "$file" == *.txt ]]; then
+    timeout --kill-after=30 "$seconds" "$@" > "$file" 2>&1
+  else
+    timeout --kill-after=30 "$seconds" "$@" > "$file"
+  fi
+  local code=$?
+  if [ "$code" = 124 ] || [ "$code" = 137 ]; then
+    echo "timed out after $seconds s: $*"
+    if [[ "$file" == *.txt ]]; then echo "timed out after $seconds s" >> "$file"; fi
+    code=124
+  fi
+  return "$code"
+}
 git rev-parse --short HEAD > "$out/commit.txt" 2>/dev/null || echo "unknown" > "$out/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/nvidia-smi.csv" || status=1
-"$bin/device_probe" > "$out/device_probe.json" || status=1
+limited 120 "$out/device_probe.json" "$bin/device_probe" || status=1
 echo "== kernel tests"
-"$bin/gpu_tests" --gtest_output="json:$out/gpu_tests.json" > "$out/gpu_tests.txt" 2>&1 || status=1
+limited "${K3PERF_TEST_TIMEOUT_S:-900}" "$out/gpu_tests.txt" \
+  "$bin/gpu_tests" --gtest_output="json:$out/gpu_tests.json" || status=1
 tail -n 3 "$out/gpu_tests.txt"
 if [ "${K3PERF_SANITIZERS:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer $tool"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" --gtest_brief=1 > "$out/sanitizer_$tool.txt" 2>&1
+    limited "${K3PERF_SANITIZER_TIMEOUT_S:-3600}" "$out/sanitizer_$tool.txt" \
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" --gtest_brief=1
     echo "exit $?" >> "$out/sanitizer_$tool.txt"
     tail -n 2 "$out/sanitizer_$tool.txt"
   done
@@ -26,7 +51,8 @@ fi
 for bench in "$bin"/*_bench; do
   name="$(basename "$bench")"
   echo "== $name"
-  "$bench" --hardware scenarios/hardware/h200-sxm.yaml > "$out/$name.json" || status=1
+  limited "${K3PERF_BENCH_TIMEOUT_S:-900}" "$out/$name.json" "$bench" --hardware scenarios/hardware/h200-sxm.yaml ||
+    status=1
   cat "$out/$name.json"
 done
 exit $status
