@@ -434,16 +434,18 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster: its
   // own split pass and split count, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
-  const bool ring = algorithm == MlaDecodeAlgorithm::wgmma_cluster_ring;
-  const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster || ring;
-  const MlaClusterBuffers buffers = ring ? MlaClusterBuffers::ring : MlaClusterBuffers::slots;
+  const MlaClusterForm form = algorithm == MlaDecodeAlgorithm::wgmma_cluster_ring ? MlaClusterForm::ring
+                              : algorithm == MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all
+                                  ? MlaClusterForm::ring_defer_all
+                                  : MlaClusterForm::slots;
+  const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster || form != MlaClusterForm::slots;
   if (wgmma_alternating || wgmma_cluster) algorithm = MlaDecodeAlgorithm::wgmma;
   if (algorithm != MlaDecodeAlgorithm::register_q && algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
   const bool wgmma = algorithm == MlaDecodeAlgorithm::wgmma;
-  const int splits = wgmma_cluster ? mla_decode_wgmma_cluster_num_splits(shape, buffers)
+  const int splits = wgmma_cluster ? mla_decode_wgmma_cluster_num_splits(shape, form)
                      : wgmma       ? mla_decode_wgmma_num_splits(shape)
                                    : mla_decode_num_splits(shape);
   const size_t needed = mla_decode_workspace_bytes(shape);
@@ -459,7 +461,7 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   const cudaError_t status =
       wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
                                                           shape, splits, partial_out, partial_stats, out, stream,
-                                                          buffers) :
+                                                          form) :
       wgmma_alternating ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens,
                                                                   scale * kLog2e, shape, splits, partial_out,
                                                                   partial_stats, out, stream) :

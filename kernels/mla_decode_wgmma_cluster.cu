@@ -33,7 +33,7 @@ constexpr int kLoaderRegisters = 40;              // setmaxnreg: the loader give
 constexpr int kConsumerRegisters = 232;           // 128 · 40 + 256 · 232 ≤ 65536
 constexpr int kOutputBlocks0 = 2;                 // latent m-tiles of the output product in warpgroup 0; 6 in 1
 constexpr int kDeferred = 4;  // warpgroup 1's m-tiles of O(i) issued after S(i + 1), beside the softmax of tile i + 1
-static_assert(kDeferred > 0 && kDeferred <= 8 - kOutputBlocks0, "warpgroup 1 defers some of its 6 m-tiles");
+                               // (the slots form's and the ring form's; ring_defer_all: all 6)
 constexpr float kMaxSlack = 8.0f;                 // log2 units a score may pass the running max before it moves
 
 struct Smem {
@@ -58,7 +58,7 @@ static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kP % 1024 == 0 && Smem::kQBlock
               "SW128 blocks must be 1024-byte aligned");
 static_assert(Smem::kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 
-// The ring form (MlaClusterBuffers::ring): the tiles' column blocks go round a ring of kRingBlocks 8-KiB buffers, block
+// The ring form (MlaClusterForm::ring and ring_defer_all): the tiles' column blocks go round a ring of kRingBlocks 8-KiB buffers, block
 // k of tile t into buffer (9t + k) mod kRingBlocks, in the order 0 … 8 that they are read and released in, so that a
 // block is refilled as soon as both blocks of the cluster freed the buffer, whichever tile it held. P(i) takes tile
 // i's rope block (column block 8) once S(i) has read it, and that buffer is freed once both warpgroups' O(i) retired:
@@ -352,8 +352,10 @@ using ptx::cp_async_16;
 // into whole TMA pieces) by cp.async in each block with rows past the context zero-filled. Rank 0 asks the L2 for
 // tile t before the waits for its blocks.
 // kRing: the ring form (RingSmem above): the same work and hand-offs with the column blocks in the ring's buffers, the
-// tile's blocks loaded and its scores issued in the order 0 … 8, and P(i) in tile i's rope block.
-template <bool kRing>
+// tile's blocks loaded and its scores issued in the order 0 … 8, and P(i) in tile i's rope block. kLate: warpgroup 1's
+// m-tiles of O(i) issued after S(i + 1) (kDeferred, or all 6 for ring_defer_all, whose warpgroup 0 then issues
+// S(i + 1) without waiting for any of warpgroup 1's).
+template <bool kRing, int kLate>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
                                       const int32_t* __restrict__ page_table,
@@ -537,11 +539,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < 24; ++k) o[mt][k] = 0.0f;
     // Tile i of parity kP (compile-time, so that the slot and P addresses are the base plus constants): m-tiles
-    // 2 … 7 − kDeferred issued at once, the last kDeferred after S(i + 1), so that they run beside the softmax of
+    // 2 … 7 − kLate issued at once, the last kLate after S(i + 1), so that they run beside the softmax of
     // tile i + 1; each m-tile its own group, its column block released as it retires.
     const auto step = [&](int i, auto parity) {
       constexpr int kP = decltype(parity)::value;
-      constexpr int kEarly = 6 - kDeferred;
+      static_assert(kLate > 0 && kLate <= 8 - kOutputBlocks0, "warpgroup 1 defers some of its 6 m-tiles");
+      constexpr int kEarly = 6 - kLate;
       named_barrier_sync(kPFullBarrier + kP, kConsumerThreads);
       if (flags[kP] != 0) rescale(o, alpha_smem + kP * kBlockHeads, t4);
       if constexpr (kRing) {
@@ -554,7 +557,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         named_barrier_arrive(kOutputIssuedBarrier, kConsumerThreads);
         if (i + 1 < n) named_barrier_sync(kScoresIssuedBarrier, kConsumerThreads);
         issue_output_in_ring<kOutputBlocks0 + kEarly, kEarly, true>(o, block_smem, p,
-                                                                    std::make_integer_sequence<int, kDeferred>());
+                                                                    std::make_integer_sequence<int, kLate>());
 #pragma unroll
         for (int mt = 0; mt < 6; ++mt) {
           wait_group_unrolled(5 - mt);
@@ -568,7 +571,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         issue_output<kOutputBlocks0, 0, true>(o, slot, p, std::make_integer_sequence<int, kEarly>());
         named_barrier_arrive(kOutputIssuedBarrier, kConsumerThreads);
         if (i + 1 < n) named_barrier_sync(kScoresIssuedBarrier, kConsumerThreads);
-        issue_output<kOutputBlocks0 + kEarly, kEarly, true>(o, slot, p, std::make_integer_sequence<int, kDeferred>());
+        issue_output<kOutputBlocks0 + kEarly, kEarly, true>(o, slot, p, std::make_integer_sequence<int, kLate>());
 #pragma unroll
         for (int mt = 0; mt < 6; ++mt) {
           wait_group_unrolled(5 - mt);
@@ -739,7 +742,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
                                 std::make_integer_sequence<int, kOutputBlocks0>());
     }
     // S(i + 1) after O(i)'s first m-tiles (the tensor cores take each sub-partition's products in issue order) and
-    // before its last kDeferred, which then run beside the softmax of tile i + 1.
+    // before its last kLate, which then run beside the softmax of tile i + 1.
     named_barrier_sync(kOutputIssuedBarrier, kConsumerThreads);
     if (i + 1 < n) {
       issue_scores_of(i + 1, std::integral_constant<int, 1 - kP>{});
@@ -796,25 +799,25 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   __trap();  // built without sm_90a: the host side refuses before launching
 #endif
 }
-template <bool kRing>
+template <bool kRing, int kLate>
 cudaError_t configure_kernel(int device) {
   static std::atomic<uint64_t> configured{0};
-  return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv<kRing>, kAllocBytesOf<kRing>, device,
-                                          configured);
+  return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv<kRing, kLate>, kAllocBytesOf<kRing>,
+                                          device, configured);
 }
 
 // Two-block clusters the device runs at once with this kernel's shared memory (0 if it cannot), once per device.
-template <bool kRing>
+template <bool kRing, int kLate>
 int max_active_clusters(int device) {
   static std::atomic<int> cached[64];
   static std::atomic<uint64_t> known{0};
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
   if (bit != 0 && (known.load(std::memory_order_acquire) & bit) != 0) return cached[device].load();
   int clusters = 0;
-  if (configure_kernel<kRing>(device) == cudaSuccess) {
+  if (configure_kernel<kRing, kLate>(device) == cudaSuccess) {
     ClusterLaunch launch(dim3(2 * 256, 1, 1), dim3(kThreads, 1, 1), 2, nullptr);
     launch.config.dynamicSmemBytes = kAllocBytesOf<kRing>;
-    if (cudaOccupancyMaxActiveClusters(&clusters, mla_decode_wgmma_cluster_split_kv<kRing>, &launch.config) !=
+    if (cudaOccupancyMaxActiveClusters(&clusters, mla_decode_wgmma_cluster_split_kv<kRing, kLate>, &launch.config) !=
         cudaSuccess) {
       clusters = 0;
       (void)cudaGetLastError();
@@ -827,24 +830,38 @@ int max_active_clusters(int device) {
   return clusters;
 }
 
-}  // namespace
-
-namespace {
-int max_active_clusters(int device, MlaClusterBuffers buffers) {
-  return buffers == MlaClusterBuffers::ring ? max_active_clusters<true>(device) : max_active_clusters<false>(device);
-}
-}  // namespace
-
-bool mla_decode_wgmma_cluster_runs(int device, MlaClusterBuffers buffers) {
-  return mla_decode_wgmma_supported(device) && max_active_clusters(device, buffers) > 0;
+bool valid_form(MlaClusterForm form) {
+  return form == MlaClusterForm::slots || form == MlaClusterForm::ring || form == MlaClusterForm::ring_defer_all;
 }
 
-int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape, MlaClusterBuffers buffers) {
+// f(kRing, kLate) as std::integral_constants: the kernel's template arguments for `form` (slots for an invalid one).
+template <typename F>
+auto with_form(MlaClusterForm form, const F& f) {
+  switch (form) {
+    case MlaClusterForm::ring: return f(std::true_type{}, std::integral_constant<int, kDeferred>{});
+    case MlaClusterForm::ring_defer_all: return f(std::true_type{}, std::integral_constant<int, 6>{});
+    default: return f(std::false_type{}, std::integral_constant<int, kDeferred>{});
+  }
+}
+
+int max_active_clusters(int device, MlaClusterForm form) {
+  return with_form(form, [&](auto ring, auto late) {
+    return max_active_clusters<decltype(ring)::value, decltype(late)::value>(device);
+  });
+}
+
+}  // namespace
+
+bool mla_decode_wgmma_cluster_runs(int device, MlaClusterForm form) {
+  return mla_decode_wgmma_supported(device) && max_active_clusters(device, form) > 0;
+}
+
+int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape, MlaClusterForm form) {
   const int common = mla_decode_num_splits(shape);  // 1 for an invalid or empty shape
   if (common == 1) return 1;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || !mla_decode_wgmma_supported(device)) return 1;
-  const int clusters = max_active_clusters(device, buffers);
+  const int clusters = max_active_clusters(device, form);
   return std::clamp(clusters / std::max(shape.batch, 1), 1, common);
 }
 
@@ -852,30 +869,28 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
                                                 const int32_t* page_table, const int32_t* context_tokens,
                                                 float scale_log2, const MlaDecodeShape& shape, int splits,
                                                 float* partial_out, float2* partial_stats, float* out,
-                                                cudaStream_t stream, MlaClusterBuffers buffers) {
+                                                cudaStream_t stream, MlaClusterForm form) {
   int device = 0;
   cudaError_t status = mla_decode_wgmma_device("wgmma_cluster", device);
   if (status != cudaSuccess) return status;
   K3_CHECK(shape.heads <= kMlaDecodeClusterMaxHeads, "mla_decode wgmma_cluster: {} heads; it runs at most {}",
            shape.heads, kMlaDecodeClusterMaxHeads);
-  K3_CHECK(buffers == MlaClusterBuffers::slots || buffers == MlaClusterBuffers::ring,
-           "mla_decode wgmma_cluster: MlaClusterBuffers {} is not one of its forms", int(buffers));
-  const bool ring = buffers == MlaClusterBuffers::ring;
-  status = ring ? configure_kernel<true>(device) : configure_kernel<false>(device);
+  K3_CHECK(valid_form(form), "mla_decode wgmma_cluster: MlaClusterForm {} is not one of its forms", int(form));
+  status = with_form(form, [&](auto ring, auto late) {
+    return configure_kernel<decltype(ring)::value, decltype(late)::value>(device);
+  });
   if (status != cudaSuccess) return status;
   CUtensorMap cache_map{};
   const int box_rows = mla_cache_tensor_map(cache_map, cache_pages, shape.page_tokens, kTileTokens, 4);
   const dim3 grid(unsigned(2 * splits), unsigned(shape.batch));
-  const auto launch = [&](auto kernel, int smem_bytes) {
-    kernel<<<grid, kThreads, smem_bytes, stream>>>(q, cache_pages, page_table, context_tokens, scale_log2, shape.heads,
-                                                   shape.page_tokens, shape.max_pages_per_sequence,
-                                                   int(shape.max_context_tokens), splits, partial_out, partial_stats,
-                                                   out, cache_map, box_rows);
-  };
-  if (ring)
-    launch(mla_decode_wgmma_cluster_split_kv<true>, kAllocBytesOf<true>);
-  else
-    launch(mla_decode_wgmma_cluster_split_kv<false>, kAllocBytesOf<false>);
+  with_form(form, [&](auto ring, auto late) {
+    constexpr bool kRing = decltype(ring)::value;
+    mla_decode_wgmma_cluster_split_kv<kRing, decltype(late)::value><<<grid, kThreads, kAllocBytesOf<kRing>, stream>>>(
+        q, cache_pages, page_table, context_tokens, scale_log2, shape.heads, shape.page_tokens,
+        shape.max_pages_per_sequence, int(shape.max_context_tokens), splits, partial_out, partial_stats, out, cache_map,
+        box_rows);
+    return 0;
+  });
   return cudaGetLastError();
 }
 

@@ -44,6 +44,7 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring);
+    algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all);
   }
   return algorithms;
 }
@@ -52,6 +53,7 @@ std::string name(MlaDecodeAlgorithm a) {
   if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
   if (a == MlaDecodeAlgorithm::wgmma_cluster) return "wgmma_cluster";
   if (a == MlaDecodeAlgorithm::wgmma_cluster_ring) return "wgmma_cluster_ring";
+  if (a == MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all) return "wgmma_cluster_ring_defer_all";
   return a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 
