@@ -418,36 +418,61 @@ size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
   return rows * kLatent * sizeof(float) + rows * sizeof(float2);
 }
 
+namespace {
+
+// What `algorithm` runs: automatic resolved for the current device (without one: register_q, whose checks and launch
+// then report what is wrong).
+MlaDecodeAlgorithm resolved(MlaDecodeAlgorithm algorithm, const MlaDecodeShape& shape) {
+  if (algorithm != MlaDecodeAlgorithm::automatic) return algorithm;
+  int device = 0;
+  const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
+  const bool cluster = hopper && shape.heads <= kMlaDecodeClusterMaxHeads && mla_decode_wgmma_cluster_runs(device);
+  return cluster ? MlaDecodeAlgorithm::wgmma_cluster
+         : hopper ? MlaDecodeAlgorithm::wgmma_alternating
+                  : MlaDecodeAlgorithm::register_q;
+}
+
+// The cluster kernel's form for a wgmma_cluster algorithm; false for the others.
+bool cluster_form(MlaDecodeAlgorithm algorithm, MlaClusterForm& form) {
+  switch (algorithm) {
+    case MlaDecodeAlgorithm::wgmma_cluster: form = MlaClusterForm::slots; return true;
+    case MlaDecodeAlgorithm::wgmma_cluster_ring: form = MlaClusterForm::ring; return true;
+    case MlaDecodeAlgorithm::wgmma_cluster_ring_defer5: form = MlaClusterForm::ring_defer5; return true;
+    case MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all: form = MlaClusterForm::ring_defer_all; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+int mla_decode_algorithm_splits(const MlaDecodeShape& shape, MlaDecodeAlgorithm algorithm) {
+  algorithm = resolved(algorithm, shape);
+  MlaClusterForm form = MlaClusterForm::slots;
+  if (cluster_form(algorithm, form)) return mla_decode_wgmma_cluster_num_splits(shape, form);
+  if (algorithm == MlaDecodeAlgorithm::wgmma || algorithm == MlaDecodeAlgorithm::wgmma_alternating)
+    return mla_decode_wgmma_num_splits(shape);
+  return mla_decode_num_splits(shape);
+}
+
 cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages, const int32_t* page_table,
                                   const int32_t* context_tokens, float scale, const MlaDecodeShape& shape, float* out,
                                   void* workspace, size_t workspace_bytes, cudaStream_t stream,
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
-  if (algorithm == MlaDecodeAlgorithm::automatic) {
-    int device = 0;  // without a device: register_q, whose checks and launch then report what is wrong
-    const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
-    const bool cluster = hopper && shape.heads <= kMlaDecodeClusterMaxHeads && mla_decode_wgmma_cluster_runs(device);
-    algorithm = cluster  ? MlaDecodeAlgorithm::wgmma_cluster
-                : hopper ? MlaDecodeAlgorithm::wgmma_alternating
-                         : MlaDecodeAlgorithm::register_q;
-  }
-  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster: its
-  // own split pass and split count, the same workspace and combine pass.
+  algorithm = resolved(algorithm, shape);
+  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster (every
+  // form): its own split pass and split count, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
-  const MlaClusterForm form = algorithm == MlaDecodeAlgorithm::wgmma_cluster_ring ? MlaClusterForm::ring
-                              : algorithm == MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all
-                                  ? MlaClusterForm::ring_defer_all
-                                  : MlaClusterForm::slots;
-  const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster || form != MlaClusterForm::slots;
+  MlaClusterForm form = MlaClusterForm::slots;
+  const bool wgmma_cluster = cluster_form(algorithm, form);
+  const MlaDecodeAlgorithm chosen = algorithm;
   if (wgmma_alternating || wgmma_cluster) algorithm = MlaDecodeAlgorithm::wgmma;
   if (algorithm != MlaDecodeAlgorithm::register_q && algorithm != MlaDecodeAlgorithm::wgmma)
     return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
   const bool wgmma = algorithm == MlaDecodeAlgorithm::wgmma;
-  const int splits = wgmma_cluster ? mla_decode_wgmma_cluster_num_splits(shape, form)
-                     : wgmma       ? mla_decode_wgmma_num_splits(shape)
-                                   : mla_decode_num_splits(shape);
+  const int splits = mla_decode_algorithm_splits(shape, chosen);
   const size_t needed = mla_decode_workspace_bytes(shape);
   if (needed > 0 && (workspace == nullptr || workspace_bytes < needed || !aligned16(workspace)))
     return cudaErrorInvalidValue;

@@ -35,10 +35,11 @@
 //                by TMA into both blocks at once (multicast); its own split count (the clusters the device runs at
 //                once), never more than register_q's, so the same workspace and combine. The automatic choice on
 //                compute capability 9.0 up to 96 heads (K3's).
-//   wgmma_cluster_ring, wgmma_cluster_ring_defer_all — wgmma_cluster with its tile buffers as a ring of column blocks
-//                (MlaClusterForm::ring and ring_defer_all in kernels/mla_decode_wgmma_cluster.h): more of the cache in
-//                flight per SM in the same shared memory; the second also runs all of warpgroup 1's output products
-//                beside the next softmax. Not yet run on a GPU; automatic takes neither.
+//   wgmma_cluster_ring, wgmma_cluster_ring_defer5, wgmma_cluster_ring_defer_all — wgmma_cluster with its tile
+//                buffers as a ring of column blocks (MlaClusterForm::ring, ring_defer5 and ring_defer_all in
+//                kernels/mla_decode_wgmma_cluster.h): more of the cache in flight per SM in the same shared memory,
+//                with 4, 5 or all 6 of warpgroup 1's output products beside the next softmax. Not yet run on a GPU;
+//                automatic takes none of them.
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
@@ -73,6 +74,7 @@ enum class MlaDecodeAlgorithm {
   wgmma_alternating,
   wgmma_cluster,
   wgmma_cluster_ring,
+  wgmma_cluster_ring_defer5,
   wgmma_cluster_ring_defer_all,
   automatic
 };
@@ -91,6 +93,10 @@ int mla_decode_num_splits(const MlaDecodeShape& shape);
 // Workspace the launch needs (0 with one split or an invalid shape): per split, sequence and head the unnormalised
 // 512-value output and its (max, sum). The same for every MlaDecodeAlgorithm.
 size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape);
+// The splits that mla_decode_paged_bf16 divides each sequence's context into with `algorithm` (automatic resolved as
+// the call resolves it on the current device); each algorithm has its own count, never more than
+// mla_decode_num_splits.
+int mla_decode_algorithm_splits(const MlaDecodeShape& shape, MlaDecodeAlgorithm algorithm);
 
 cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* cache_pages, const int32_t* page_table,
                                   const int32_t* context_tokens, float scale, const MlaDecodeShape& shape, float* out,

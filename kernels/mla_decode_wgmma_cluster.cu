@@ -33,7 +33,7 @@ constexpr int kLoaderRegisters = 40;              // setmaxnreg: the loader give
 constexpr int kConsumerRegisters = 232;           // 128 · 40 + 256 · 232 ≤ 65536
 constexpr int kOutputBlocks0 = 2;                 // latent m-tiles of the output product in warpgroup 0; 6 in 1
 constexpr int kDeferred = 4;  // warpgroup 1's m-tiles of O(i) issued after S(i + 1), beside the softmax of tile i + 1
-                               // (the slots form's and the ring form's; ring_defer_all: all 6)
+                               // (the slots form's and the ring form's; ring_defer5: 5, ring_defer_all: all 6)
 constexpr float kMaxSlack = 8.0f;                 // log2 units a score may pass the running max before it moves
 
 struct Smem {
@@ -58,7 +58,7 @@ static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kP % 1024 == 0 && Smem::kQBlock
               "SW128 blocks must be 1024-byte aligned");
 static_assert(Smem::kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 
-// The ring form (MlaClusterForm::ring and ring_defer_all): the tiles' column blocks go round a ring of kRingBlocks
+// The ring forms (MlaClusterForm::ring, ring_defer5, ring_defer_all): the tiles' column blocks go round a ring of kRingBlocks
 // 8-KiB buffers, block k of tile t into buffer (9t + k) mod kRingBlocks, in the order 0 … 8 that they are read and
 // released in, so that a block is refilled as soon as both blocks of the cluster freed the buffer, whichever tile it
 // held. P(i) takes tile i's rope block (column block 8) once S(i) has read it, and that buffer is freed once both
@@ -354,8 +354,8 @@ using ptx::cp_async_16;
 // tile t before the waits for its blocks.
 // kRing: the ring form (RingSmem above): the same work and hand-offs with the column blocks in the ring's buffers, the
 // tile's blocks loaded and its scores issued in the order 0 … 8, and P(i) in tile i's rope block. kLate: warpgroup 1's
-// m-tiles of O(i) issued after S(i + 1) (kDeferred, or all 6 for ring_defer_all, whose warpgroup 0 then issues
-// S(i + 1) without waiting for any of warpgroup 1's).
+// m-tiles of O(i) issued after S(i + 1) (kDeferred, 5 for ring_defer5, or all 6 for ring_defer_all, whose warpgroup 0
+// then issues S(i + 1) without waiting for any of warpgroup 1's).
 template <bool kRing, int kLate>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
@@ -832,7 +832,8 @@ int max_active_clusters(int device) {
 }
 
 bool valid_form(MlaClusterForm form) {
-  return form == MlaClusterForm::slots || form == MlaClusterForm::ring || form == MlaClusterForm::ring_defer_all;
+  return form == MlaClusterForm::slots || form == MlaClusterForm::ring || form == MlaClusterForm::ring_defer5 ||
+         form == MlaClusterForm::ring_defer_all;
 }
 
 // f(kRing, kLate) as std::integral_constants: the kernel's template arguments for `form` (slots for an invalid one).
@@ -840,6 +841,7 @@ template <typename F>
 auto with_form(MlaClusterForm form, const F& f) {
   switch (form) {
     case MlaClusterForm::ring: return f(std::true_type{}, std::integral_constant<int, kDeferred>{});
+    case MlaClusterForm::ring_defer5: return f(std::true_type{}, std::integral_constant<int, 5>{});
     case MlaClusterForm::ring_defer_all: return f(std::true_type{}, std::integral_constant<int, 6>{});
     default: return f(std::false_type{}, std::integral_constant<int, kDeferred>{});
   }

@@ -68,9 +68,10 @@ inline constexpr int kMlaDecodeClusterMaxHeads = 96;
 // work and hand-offs otherwise. ring_defer_all: the ring with all 6 of warpgroup 1's m-tiles after the next tile's
 // scores, so that warpgroup 0 issues them without waiting for warpgroup 1 and 24 products rather than 16 run beside
 // the softmax (the change that took the form without copies from 1.34-1.41x to 1.18-1.23x the bound, but that the
-// slots could not feed; bench/results/2026-11-30-h200-kernels-17). mla_decode_paged's wgmma_cluster_ring and
-// wgmma_cluster_ring_defer_all; neither has run on a GPU yet.
-enum class MlaClusterForm { slots, ring, ring_defer_all };
+// slots could not feed; bench/results/2026-11-30-h200-kernels-17); ring_defer5 between the two, 5 of the 6. More
+// products beside the softmax hold more of the ring while it runs, so which is fastest depends on the L2's latency
+// under load. mla_decode_paged's wgmma_cluster_ring, _ring_defer5 and _ring_defer_all; none has run on a GPU yet.
+enum class MlaClusterForm { slots, ring, ring_defer5, ring_defer_all };
 
 // Whether `device` can run the kernel: compute capability 9.0 (mla_decode_wgmma_supported) and at least one two-block
 // cluster with its shared memory resident at once (the occupancy query, cached per device). mla_decode_paged_bf16's

@@ -6,8 +6,8 @@
 //           capability 9.0), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same buffers; each
 //           name carries the algorithm's own split count.
 //           "mla_decode_wgmma_alternating" is wgmma_alternating, "mla_decode_wgmma_cluster" wgmma_cluster and
-//           "mla_decode_wgmma_cluster_ring" and "…_ring_defer_all" the two ring forms (only on compute capability 9.0,
-//           like wgmma). Cache rows and q are random normal (constant data runs faster).
+//           "mla_decode_wgmma_cluster_ring", "…_ring_defer5" and "…_ring_defer_all" the ring forms (only on compute
+//           capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
 //           Per shape two floors, per launch in a CUDA graph, each with the decode's plain_bound beside it:
 //           "cache_read_floor" a kernel that only reads the cache's pages through the page table
 //           (kernels/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
@@ -70,22 +70,6 @@ double measured_gemm_bf16_flops_per_s(int repeats) {
   return 2.0 * n * n * n / (us * 1e-6);
 }
 
-// The split count mla_decode_paged_bf16 uses for `algorithm` at `shape` (each algorithm has its own).
-int decode_splits(k3::kernels::MlaDecodeAlgorithm algorithm, const k3::kernels::MlaDecodeShape& shape) {
-  using k3::kernels::MlaClusterForm;
-  using k3::kernels::MlaDecodeAlgorithm;
-  switch (algorithm) {
-    case MlaDecodeAlgorithm::wgmma_cluster: return k3::kernels::mla_decode_wgmma_cluster_num_splits(shape);
-    case MlaDecodeAlgorithm::wgmma_cluster_ring:
-      return k3::kernels::mla_decode_wgmma_cluster_num_splits(shape, MlaClusterForm::ring);
-    case MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all:
-      return k3::kernels::mla_decode_wgmma_cluster_num_splits(shape, MlaClusterForm::ring_defer_all);
-    case MlaDecodeAlgorithm::wgmma:
-    case MlaDecodeAlgorithm::wgmma_alternating: return k3::kernels::mla_decode_wgmma_num_splits(shape);
-    default: return k3::kernels::mla_decode_num_splits(shape);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +95,8 @@ int main(int argc, char** argv) {
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster, "mla_decode_wgmma_cluster");
   if (k3::kernels::mla_decode_wgmma_supported(device)) {
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster_ring, "mla_decode_wgmma_cluster_ring");
+    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster_ring_defer5,
+                            "mla_decode_wgmma_cluster_ring_defer5");
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all,
                             "mla_decode_wgmma_cluster_ring_defer_all");
   }
@@ -147,7 +133,7 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaMemcpy(s.lengths, lengths.data(), batch * sizeof(int32_t), cudaMemcpyHostToDevice));
       }
       for (const auto& [algorithm, kernel] : algorithms) {
-        const int splits = decode_splits(algorithm, shape);
+        const int splits = k3::kernels::mla_decode_algorithm_splits(shape, algorithm);
         Result r{fmt::format("{} heads 96 batch {} context {} splits {}", kernel, batch, context, splits), bytes,
                  flops};
         if (!session.wants(r.name)) continue;

@@ -8,6 +8,7 @@
 #include "gpu_harness.h"
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_cluster.h"
 #include "kernels/mla_prefill.h"
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace k3::gpu_test {
@@ -44,6 +46,7 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring);
+    algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring_defer5);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all);
   }
   return algorithms;
@@ -53,6 +56,7 @@ std::string name(MlaDecodeAlgorithm a) {
   if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
   if (a == MlaDecodeAlgorithm::wgmma_cluster) return "wgmma_cluster";
   if (a == MlaDecodeAlgorithm::wgmma_cluster_ring) return "wgmma_cluster_ring";
+  if (a == MlaDecodeAlgorithm::wgmma_cluster_ring_defer5) return "wgmma_cluster_ring_defer5";
   if (a == MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all) return "wgmma_cluster_ring_defer_all";
   return a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
@@ -317,6 +321,29 @@ TEST(GpuMla, DecodeSplitsAndWorkspaceFollowTheShape) {
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({1, 3, 64, 16384, 1 << 20}), 128);
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({64, 96, 64, 16384, 1 << 20}), 1);
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({4, 96, 16, 8, 100}), 1);
+  // mla_decode_algorithm_splits: each algorithm's own count (what mla_bench names its results by); automatic is
+  // wgmma_cluster's where the device runs its clusters (an H200), register_q's without a device.
+  for (const MlaDecodeShape& shape : {one_m, MlaDecodeShape{8, 96, 64, 128, 8192}, MlaDecodeShape{4, 96, 16, 8, 100}}) {
+    EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, MlaDecodeAlgorithm::register_q),
+              kernels::mla_decode_num_splits(shape));
+    for (const MlaDecodeAlgorithm a : {MlaDecodeAlgorithm::wgmma, MlaDecodeAlgorithm::wgmma_alternating})
+      EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, a), kernels::mla_decode_wgmma_num_splits(shape));
+    const std::pair<MlaDecodeAlgorithm, kernels::MlaClusterForm> forms[] = {
+        {MlaDecodeAlgorithm::wgmma_cluster, kernels::MlaClusterForm::slots},
+        {MlaDecodeAlgorithm::wgmma_cluster_ring, kernels::MlaClusterForm::ring},
+        {MlaDecodeAlgorithm::wgmma_cluster_ring_defer5, kernels::MlaClusterForm::ring_defer5},
+        {MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all, kernels::MlaClusterForm::ring_defer_all}};
+    for (const auto& [a, form] : forms)
+      EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, a),
+                kernels::mla_decode_wgmma_cluster_num_splits(shape, form));
+    int device = 0;
+    const bool hopper = cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device);
+    const bool clusters = hopper && kernels::mla_decode_wgmma_cluster_runs(device);
+    EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, MlaDecodeAlgorithm::automatic),
+              clusters ? kernels::mla_decode_wgmma_cluster_num_splits(shape)
+              : hopper ? kernels::mla_decode_wgmma_num_splits(shape)
+                       : kernels::mla_decode_num_splits(shape));
+  }
 }
 
 TEST(GpuMla, DecodeRejectsInvalidArguments) {
