@@ -58,17 +58,17 @@ static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kP % 1024 == 0 && Smem::kQBlock
               "SW128 blocks must be 1024-byte aligned");
 static_assert(Smem::kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 
-// The ring forms (MlaClusterForm::ring, ring_defer5, ring_defer_all): the tiles' column blocks go round a ring of kRingBlocks
-// 8-KiB buffers, block k of tile t into buffer (9t + k) mod kRingBlocks, in the order 0 … 8 that they are read and
-// released in, so that a block is refilled as soon as both blocks of the cluster freed the buffer, whichever tile it
-// held. P(i) takes tile i's rope block (column block 8) once S(i) has read it, and that buffer is freed once both
-// warpgroups' O(i) retired: without the slots' fixed places and the two P buffers, 21 blocks fit beside Q where the
-// slots hold 18. While the softmax of tile i + 1 runs (the consumers then hold tile i + 1, tile i's 4 deferred latent
-// blocks and P(i)), 7 blocks of tile i + 2 can be in flight where the slots leave 5, and of the blocks whose buffers
-// the deferred m-tiles free only the two that S(i + 2) reads last wait for them (with the slots, 4 of the last 5).
-// The ring cannot be smaller than 18: tile i's first blocks are released only after S(i + 1) is issued. Each
-// buffer's empty barrier takes 4 arrivals: 2 from each block's reader of a latent block, 1 from each warpgroup of
-// each block for P.
+// The ring forms (MlaClusterForm::ring, ring_defer5, ring_defer_all): the tiles' column blocks go round a ring of
+// kRingBlocks 8-KiB buffers, block k of tile t into buffer (9t + k) mod kRingBlocks, in the order 0 … 8 that they are
+// read and released in, so that a block is refilled as soon as both blocks of the cluster freed the buffer, whichever
+// tile it held. P(i) takes tile i's rope block (column block 8) once S(i) has read it, and that buffer is freed once
+// both warpgroups' O(i) retired: without the slots' fixed places and the two P buffers, 21 blocks fit beside Q where
+// the slots hold 18. While the softmax of tile i + 1 runs (the consumers then hold tile i + 1, tile i's 4 deferred
+// latent blocks and P(i), in the ring form), 7 blocks of tile i + 2 can be in flight where the slots leave 5, and of
+// the blocks whose buffers the deferred m-tiles free only the two that S(i + 2) reads last wait for them (with the
+// slots, 4 of the last 5). The ring cannot be smaller than 18: tile i's first blocks are released only after
+// S(i + 1) is issued. Each buffer's empty barrier takes 4 arrivals: 2 from each block's reader of a latent block, 1
+// from each warpgroup of each block for P.
 constexpr int kRingBlocks = 21;
 struct RingSmem {
   static constexpr int kQ = 0;
