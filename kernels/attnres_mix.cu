@@ -153,6 +153,16 @@ __device__ void load_weights8(const __nv_bfloat16* query, const __nv_bfloat16* k
   for (int j = 0; j < 8; ++j) score_weight[j] = q[j] * k[j];
 }
 
+// The vec8 versions' 8 elements x of one candidate into its sums: Σ x² and Σ x · (γ · w).
+__device__ __forceinline__ void add_candidate8(const float (&x)[8], const float (&score_weight)[8], float& squares,
+                                               float& score) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    squares += x[j] * x[j];
+    score += x[j] * score_weight[j];
+  }
+}
+
 // The vec8 versions' 8 elements: the mix m · inv_total rounded to bf16 and stored at dst (16 bytes), the rounded
 // values left in m; returns their sum of squares.
 __device__ float store_mix8(float (&m)[8], float inv_total, __nv_bfloat16* dst) {
@@ -204,11 +214,7 @@ __global__ void attnres_mix_vec8_block_per_token(AttnResCandidates candidates, c
     if (c < n && active) {
       float x[8];
       unpack8(*reinterpret_cast<const uint4*>(candidates.rows[c] + token * candidates.row_stride[c] + i), x);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        sums[2 * c] += x[j] * x[j];
-        sums[2 * c + 1] += x[j] * score_weight[j];
-      }
+      add_candidate8(x, score_weight, sums[2 * c], sums[2 * c + 1]);
     }
   }
   block_sums(sums, 2 * n);
@@ -295,11 +301,7 @@ __global__ void __launch_bounds__(128)
     for (int j = 0; j < 8; ++j) x[c][j] = 0.0f;
     if (c < n && active) {
       unpack8(*reinterpret_cast<const uint4*>(candidates.rows[c] + token * candidates.row_stride[c] + i), x[c]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        sums[2 * c] += x[c][j] * x[c][j];
-        sums[2 * c + 1] += x[c][j] * score_weight[j];
-      }
+      add_candidate8(x[c], score_weight, sums[2 * c], sums[2 * c + 1]);
     }
   }
   block_sums(sums, 2 * n);
