@@ -65,19 +65,6 @@ __device__ __forceinline__ void arrive_remote(uint32_t remote_barrier) {
 #endif
 }
 
-// `count` arrivals at once, on this block's barrier (arrive's semantics) or on a barrier of any block of the cluster
-// (arrive_remote's): for a barrier whose arrivals come from readers that count differently.
-__device__ __forceinline__ void arrive(uint32_t barrier, uint32_t count) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(count) : "memory");
-#endif
-}
-__device__ __forceinline__ void arrive_remote(uint32_t remote_barrier, uint32_t count) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;\n" ::"r"(remote_barrier), "r"(count) : "memory");
-#endif
-}
-
 // Waits for the completion of the phase with this parity (acquire at block scope: what the arrivals released, and the
 // bytes that a bulk copy counted in, are visible after it). Not cluster scope: on an H200 an acquire at
 // cluster scope costs an L1 invalidation (CCTL.IVALL) per wait, which Nsight Compute found dominating a kernel's

@@ -432,23 +432,11 @@ MlaDecodeAlgorithm resolved(MlaDecodeAlgorithm algorithm, const MlaDecodeShape& 
                   : MlaDecodeAlgorithm::register_q;
 }
 
-// The cluster kernel's form for a wgmma_cluster algorithm; false for the others.
-bool cluster_form(MlaDecodeAlgorithm algorithm, MlaClusterForm& form) {
-  switch (algorithm) {
-    case MlaDecodeAlgorithm::wgmma_cluster: form = MlaClusterForm::slots; return true;
-    case MlaDecodeAlgorithm::wgmma_cluster_ring: form = MlaClusterForm::ring; return true;
-    case MlaDecodeAlgorithm::wgmma_cluster_ring_defer5: form = MlaClusterForm::ring_defer5; return true;
-    case MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all: form = MlaClusterForm::ring_defer_all; return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 int mla_decode_algorithm_splits(const MlaDecodeShape& shape, MlaDecodeAlgorithm algorithm) {
   algorithm = resolved(algorithm, shape);
-  MlaClusterForm form = MlaClusterForm::slots;
-  if (cluster_form(algorithm, form)) return mla_decode_wgmma_cluster_num_splits(shape, form);
+  if (algorithm == MlaDecodeAlgorithm::wgmma_cluster) return mla_decode_wgmma_cluster_num_splits(shape);
   if (algorithm == MlaDecodeAlgorithm::wgmma || algorithm == MlaDecodeAlgorithm::wgmma_alternating)
     return mla_decode_wgmma_num_splits(shape);
   return mla_decode_num_splits(shape);
@@ -460,11 +448,10 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
   algorithm = resolved(algorithm, shape);
-  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster (every
-  // form): its own split pass and split count, the same workspace and combine pass.
+  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster: its
+  // own split pass and split count, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
-  MlaClusterForm form = MlaClusterForm::slots;
-  const bool wgmma_cluster = cluster_form(algorithm, form);
+  const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster;
   const MlaDecodeAlgorithm chosen = algorithm;
   if (wgmma_alternating || wgmma_cluster) algorithm = MlaDecodeAlgorithm::wgmma;
   if (algorithm != MlaDecodeAlgorithm::register_q && algorithm != MlaDecodeAlgorithm::wgmma)
@@ -485,8 +472,7 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
       wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
-                                                          shape, splits, partial_out, partial_stats, out, stream,
-                                                          form) :
+                                                          shape, splits, partial_out, partial_stats, out, stream) :
       wgmma_alternating ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens,
                                                                   scale * kLog2e, shape, splits, partial_out,
                                                                   partial_stats, out, stream) :

@@ -35,11 +35,6 @@
 //                by TMA into both blocks at once (multicast); its own split count (the clusters the device runs at
 //                once), never more than register_q's, so the same workspace and combine. The automatic choice on
 //                compute capability 9.0 up to 96 heads (K3's).
-//   wgmma_cluster_ring, wgmma_cluster_ring_defer5, wgmma_cluster_ring_defer_all — wgmma_cluster with its tile
-//                buffers as a ring of column blocks (MlaClusterForm::ring, ring_defer5 and ring_defer_all in
-//                kernels/mla_decode_wgmma_cluster.h): more of the cache in flight per SM in the same shared memory,
-//                with 4, 5 or all 6 of warpgroup 1's output products beside the next softmax. Not yet run on a GPU;
-//                automatic takes none of them.
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens), so a
 // captured launch serves every length; the tokens of a sequence are divided over the splits by its actual length,
@@ -68,16 +63,7 @@ inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRope
 // (mla_decode_wgmma_cluster_runs; the fastest there: at 96 heads, batch 1 and 1 M, 485 against wgmma_alternating's
 // 622 µs, and 1.02–1.38× faster at every measured shape from 8 K to 1 M and batch 1 to 8;
 // bench/results/2026-11-30-h200-kernels-14), else wgmma_alternating; register_q elsewhere.
-enum class MlaDecodeAlgorithm {
-  register_q,
-  wgmma,
-  wgmma_alternating,
-  wgmma_cluster,
-  wgmma_cluster_ring,
-  wgmma_cluster_ring_defer5,
-  wgmma_cluster_ring_defer_all,
-  automatic
-};
+enum class MlaDecodeAlgorithm { register_q, wgmma, wgmma_alternating, wgmma_cluster, automatic };
 
 struct MlaDecodeShape {
   int batch;

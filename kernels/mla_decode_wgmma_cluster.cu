@@ -33,7 +33,7 @@ constexpr int kLoaderRegisters = 40;              // setmaxnreg: the loader give
 constexpr int kConsumerRegisters = 232;           // 128 · 40 + 256 · 232 ≤ 65536
 constexpr int kOutputBlocks0 = 2;                 // latent m-tiles of the output product in warpgroup 0; 6 in 1
 constexpr int kDeferred = 4;  // warpgroup 1's m-tiles of O(i) issued after S(i + 1), beside the softmax of tile i + 1
-                               // (the slots form's and the ring form's; ring_defer5: 5, ring_defer_all: all 6)
+static_assert(kDeferred > 0 && kDeferred <= 8 - kOutputBlocks0, "warpgroup 1 defers some of its 6 m-tiles");
 constexpr float kMaxSlack = 8.0f;                 // log2 units a score may pass the running max before it moves
 
 struct Smem {
@@ -57,36 +57,6 @@ static_assert(Smem::kAllocBytes <= 232448, "an H200 block gets at most 227 KiB o
 static_assert(Smem::kSlots_ % 1024 == 0 && Smem::kP % 1024 == 0 && Smem::kQBlockBytes % 1024 == 0,
               "SW128 blocks must be 1024-byte aligned");
 static_assert(Smem::kBarriers % 8 == 0, "mbarriers are 8-byte aligned");
-
-// The ring forms (MlaClusterForm::ring, ring_defer5, ring_defer_all): the tiles' column blocks go round a ring of
-// kRingBlocks 8-KiB buffers, block k of tile t into buffer (9t + k) mod kRingBlocks, in the order 0 … 8 that they are
-// read and released in, so that a block is refilled as soon as both blocks of the cluster freed the buffer, whichever
-// tile it held. P(i) takes tile i's rope block (column block 8) once S(i) has read it, and that buffer is freed once
-// both warpgroups' O(i) retired: without the slots' fixed places and the two P buffers, 21 blocks fit beside Q where
-// the slots hold 18. While the softmax of tile i + 1 runs (the consumers then hold tile i + 1, tile i's 4 deferred
-// latent blocks and P(i), in the ring form), 7 blocks of tile i + 2 can be in flight where the slots leave 5, and of
-// the blocks whose buffers the deferred m-tiles free only the two that S(i + 2) reads last wait for them (with the
-// slots, 4 of the last 5). The ring cannot be smaller than 18: tile i's first blocks are released only after
-// S(i + 1) is issued. Each buffer's empty barrier takes 4 arrivals: 2 from each block's reader of a latent block, 1
-// from each warpgroup of each block for P.
-constexpr int kRingBlocks = 21;
-struct RingSmem {
-  static constexpr int kQ = 0;
-  static constexpr int kRing = kQ + kColumnBlocks * Smem::kQBlockBytes;
-  static constexpr int kAlpha = kRing + kRingBlocks * Smem::kSlotBlockBytes;  // as Smem's, from here on
-  static constexpr int kFlags = kAlpha + 2 * kBlockHeads * 4;
-  static constexpr int kReduce = kFlags + 16;
-  static constexpr int kStats = kReduce + 4 * kBlockHeads * 4;
-  static constexpr int kBarriers = kStats + 2 * kBlockHeads * 4;
-  static constexpr int kBarrierCount = 2 * kRingBlocks;  // full [21], then empty [21]
-  static constexpr int kBytes = kBarriers + kBarrierCount * 8;
-  static constexpr int kAllocBytes = kBytes + 1024;
-};
-static_assert(RingSmem::kAllocBytes <= 232448, "an H200 block gets at most 227 KiB of shared memory");
-static_assert(RingSmem::kRing % 1024 == 0 && RingSmem::kBarriers % 8 == 0, "SW128 blocks and mbarriers aligned");
-static_assert(Smem::kPBytes == Smem::kSlotBlockBytes, "P fits a column block's buffer");
-template <bool kRing>
-constexpr int kAllocBytesOf = kRing ? RingSmem::kAllocBytes : Smem::kAllocBytes;
 
 // mbarrier indices (8 bytes each from Smem::kBarriers), one pair per column block of each slot.
 constexpr int kBlockFull = 0;  // [2][9] the block of the slot's tile landed: the loader's arrival, and the bulk-tensor
@@ -187,19 +157,18 @@ __device__ __forceinline__ void mma_m64n48(float (&d)[24], uint32_t a_low, uint3
 // Sᵀ = tile · Qᵀ over the 576 columns (both K-major SW128: block k / 4, 32 bytes per step inside it), issued column
 // block by column block as each lands (`wait(block)`), 8 first (the block its slot frees first), and committed as one
 // group.
-// kInBlock: tile_low is the column block's own start (the ring form's blocks lie anywhere in the ring), not the tile's.
-template <int kStep, bool kAccumulate, bool kInBlock = false>
+template <int kStep, bool kAccumulate>
 __device__ __forceinline__ void score_step(float (&s)[24], uint32_t tile_low, uint32_t q_low) {
-  constexpr uint32_t kTile = uint32_t((kInBlock ? 0 : (kStep / 4) * Smem::kSlotBlockBytes) + (kStep % 4) * 32) / 16;
+  constexpr uint32_t kTile = uint32_t((kStep / 4) * Smem::kSlotBlockBytes + (kStep % 4) * 32) / 16;
   constexpr uint32_t kQ = uint32_t((kStep / 4) * Smem::kQBlockBytes + (kStep % 4) * 32) / 16;
   mma_m64n48<kAccumulate, kTile, kQ, 0, 0>(s, tile_low, q_low);
 }
-template <int kBlock, bool kFirst, bool kInBlock = false>
+template <int kBlock, bool kFirst>
 __device__ __forceinline__ void score_block(float (&s)[24], uint32_t tile_low, uint32_t q_low) {
-  score_step<4 * kBlock, !kFirst, kInBlock>(s, tile_low, q_low);
-  score_step<4 * kBlock + 1, true, kInBlock>(s, tile_low, q_low);
-  score_step<4 * kBlock + 2, true, kInBlock>(s, tile_low, q_low);
-  score_step<4 * kBlock + 3, true, kInBlock>(s, tile_low, q_low);
+  score_step<4 * kBlock, !kFirst>(s, tile_low, q_low);
+  score_step<4 * kBlock + 1, true>(s, tile_low, q_low);
+  score_step<4 * kBlock + 2, true>(s, tile_low, q_low);
+  score_step<4 * kBlock + 3, true>(s, tile_low, q_low);
 }
 template <typename Wait, int... kBlocks>
 __device__ __forceinline__ void score_blocks(float (&s)[24], uint32_t tile_low, uint32_t q_low, const Wait& wait,
@@ -214,28 +183,16 @@ __device__ __forceinline__ void issue_scores(float (&s)[24], uint32_t slot_smem,
   score_blocks(s, tile_low, q_low, wait, std::make_integer_sequence<int, kColumnBlocks - 1>());
   wgmma::commit_group();
 }
-// The ring form's Sᵀ: column blocks 0 … 8 in order, each at block_smem(block) once it landed, as one group.
-template <typename BlockSmem, typename Wait, int... kBlocks>
-__device__ __forceinline__ void issue_scores_in_ring(float (&s)[24], uint32_t q_smem, const BlockSmem& block_smem,
-                                                     const Wait& wait, std::integer_sequence<int, kBlocks...>) {
-  const uint32_t q_low = descriptor_low(q_smem, 16);
-  ((wait(kBlocks), score_block<kBlocks, kBlocks == 0, true>(s, descriptor_low(block_smem(kBlocks), 16), q_low)), ...);
-  wgmma::commit_group();
-}
 
 // Oᵀ += Cᵀ · P for m-tile kMt of the slot's latent columns (MN-major through trans-a: 2048 bytes per k16 step,
 // 64-column blocks 8 KiB apart) and P (MN-major through trans-b: 64 token rows, 48 heads).
-// kColumns: the m-tile's column block from slot_low, in 16-byte units (0 where slot_low is the block's own start).
-template <uint32_t kColumns>
-__device__ __forceinline__ void output_steps(float (&o)[24], uint32_t slot_low, uint32_t p_low) {
+template <int kMt>
+__device__ __forceinline__ void output_tile(float (&o)[24], uint32_t slot_low, uint32_t p_low) {
+  constexpr uint32_t kColumns = uint32_t(kMt * Smem::kSlotBlockBytes) / 16;
   mma_m64n48<true, kColumns, 0, 1, 1>(o, slot_low, p_low);
   mma_m64n48<true, kColumns + 2048 / 16, 2048 / 16, 1, 1>(o, slot_low, p_low);
   mma_m64n48<true, kColumns + 4096 / 16, 4096 / 16, 1, 1>(o, slot_low, p_low);
   mma_m64n48<true, kColumns + 6144 / 16, 6144 / 16, 1, 1>(o, slot_low, p_low);
-}
-template <int kMt>
-__device__ __forceinline__ void output_tile(float (&o)[24], uint32_t slot_low, uint32_t p_low) {
-  output_steps<uint32_t(kMt * Smem::kSlotBlockBytes) / 16>(o, slot_low, p_low);
 }
 // M-tiles kFirst … kFirst + kCount − 1 (accumulators o[kIndex0 …]) as one group, or one group each (kGroupEach).
 template <int kFirst, int kIndex0, bool kGroupEach, int kN, int... kMt>
@@ -252,24 +209,6 @@ __device__ __forceinline__ void issue_output(float (&o)[kN][24], uint32_t slot_s
       (output_tile<kFirst + kMt>(o[kIndex0 + kMt], slot_low, p_low), ...);
       wgmma::commit_group();
     }
-  }
-}
-
-// The ring form's issue_output: m-tile m reads column block m at block_smem(m), and P at p_smem.
-template <int kFirst, int kIndex0, bool kGroupEach, int kN, typename BlockSmem, int... kMt>
-__device__ __forceinline__ void issue_output_in_ring(float (&o)[kN][24], const BlockSmem& block_smem, uint32_t p_smem,
-                                                     std::integer_sequence<int, kMt...>) {
-  if constexpr (sizeof...(kMt) > 0) {
-    (wgmma::fence_registers(o[kIndex0 + kMt]), ...);
-    wgmma::fence();
-    const uint32_t p_low = descriptor_low(p_smem, Smem::kPBytes);
-    const auto tile = [&](auto mt) {
-      constexpr int kIndex = decltype(mt)::value;
-      output_steps<0>(o[kIndex0 + kIndex], descriptor_low(block_smem(kFirst + kIndex), Smem::kSlotBlockBytes), p_low);
-      if constexpr (kGroupEach) wgmma::commit_group();
-    };
-    (tile(std::integral_constant<int, kMt>{}), ...);
-    if constexpr (!kGroupEach) wgmma::commit_group();
   }
 }
 
@@ -352,11 +291,6 @@ using ptx::cp_async_16;
 // both blocks' shared memory; the last, part-filled tile of a sequence (and every tile where the pages do not split
 // into whole TMA pieces) by cp.async in each block with rows past the context zero-filled. Rank 0 asks the L2 for
 // tile t before the waits for its blocks.
-// kRing: the ring form (RingSmem above): the same work and hand-offs with the column blocks in the ring's buffers, the
-// tile's blocks loaded and its scores issued in the order 0 … 8, and P(i) in tile i's rope block. kLate: warpgroup 1's
-// m-tiles of O(i) issued after S(i + 1) (kDeferred, 5 for ring_defer5, or all 6 for ring_defer_all, whose warpgroup 0
-// then issues S(i + 1) without waiting for any of warpgroup 1's).
-template <bool kRing, int kLate>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_cluster_split_kv(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ pages,
                                       const int32_t* __restrict__ page_table,
@@ -393,34 +327,19 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     return;
   }
 
-  using Layout = std::conditional_t<kRing, RingSmem, Smem>;
-  const uint32_t barriers = base + Layout::kBarriers;
+  const uint32_t barriers = base + Smem::kBarriers;
   const auto full = [&](int slot, int block) {
     return barriers + 8u * uint32_t(kBlockFull + kColumnBlocks * slot + block);
   };
   const auto empty = [&](int slot, int block) {
     return barriers + 8u * uint32_t(kBlockEmpty + kColumnBlocks * slot + block);
   };
-  // The ring form's buffer for column block kb of tile t, the use of that buffer it is (its barriers' phase), the
-  // buffer's barriers and its place.
-  const auto ring_buffer = [](int t, int kb) { return (kColumnBlocks * t + kb) % kRingBlocks; };
-  const auto ring_use = [](int t, int kb) { return (kColumnBlocks * t + kb) / kRingBlocks; };
-  const auto ring_full = [&](int r) { return barriers + 8u * uint32_t(r); };
-  const auto ring_empty = [&](int r) { return barriers + 8u * uint32_t(kRingBlocks + r); };
-  const auto ring_smem = [&](int r) { return base + RingSmem::kRing + uint32_t(r) * Smem::kSlotBlockBytes; };
   if (threadIdx.x == 0) {
-    if constexpr (kRing) {
-      for (int r = 0; r < kRingBlocks; ++r) {
-        mbarrier::init(ring_full(r), 1);
-        mbarrier::init(ring_empty(r), 4);
+    for (int s = 0; s < kSlots; ++s)
+      for (int kb = 0; kb < kColumnBlocks; ++kb) {
+        mbarrier::init(full(s, kb), 1);
+        mbarrier::init(empty(s, kb), 2);
       }
-    } else {
-      for (int s = 0; s < kSlots; ++s)
-        for (int kb = 0; kb < kColumnBlocks; ++kb) {
-          mbarrier::init(full(s, kb), 1);
-          mbarrier::init(empty(s, kb), 2);
-        }
-    }
     mbarrier::fence_init();
   }
   mbarrier::cluster_sync();  // barriers initialised in both blocks: the loader may start
@@ -439,20 +358,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     for (int t = 0; t < n; ++t) {
       const int s = t % kSlots;
       const uint32_t empty_parity = uint32_t((t / kSlots - 1) & 1);
-      // Column block kb of tile t: the wait for its buffer's readers (both blocks' of tile t − 2, or of the ring's
-      // last use of the buffer), its full barrier and its place.
-      const auto wait_empty = [&](int kb) {
-        if constexpr (kRing) {
-          const int use = ring_use(t, kb);
-          if (use > 0) mbarrier::wait(ring_empty(ring_buffer(t, kb)), uint32_t((use - 1) & 1));
-        } else if (t >= kSlots) {
-          mbarrier::wait(empty(s, kb), empty_parity);
-        }
-      };
-      const auto full_of = [&](int kb) { return kRing ? ring_full(ring_buffer(t, kb)) : full(s, kb); };
-      const auto block_smem = [&](int kb) {
-        return kRing ? ring_smem(ring_buffer(t, kb)) : slot_smem(t) + kb * Smem::kSlotBlockBytes;
-      };
       const bool by_tma = pieces > 0 && (tile_begin + t + 1) * kTileTokens <= context;
       if (by_tma) {
         if (!elected) continue;
@@ -466,40 +371,41 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int p = 0; p < kTileTokens / 16; ++p)
             if (p < pieces) prefetch_l2(pages + int64_t(cache_rows[p]) * kWidth, uint32_t(tma_box_rows) * kWidth * 2);
-        // Column blocks in the order the buffers free and the scores read them: 8, then 0 … 7 (the ring form: 0 … 8).
-        // Each block waits for its buffer's readers in both blocks (the copies write both), then arms this block's
-        // barrier; the copies of this block's share go to both.
+        // Column blocks in the order the slot frees them and the scores read them: 8, then 0 … 7. Each block waits
+        // for both blocks' readers of tile t − 2 (the copies write both), then arms this block's barrier; the copies
+        // of this block's share go to both.
         for (int k = 0; k < kColumnBlocks; ++k) {
-          const int kb = kRing ? k : k == 0 ? kColumnBlocks - 1 : k - 1;
-          wait_empty(kb);
-          mbarrier::arrive_expect_bytes(full_of(kb), Smem::kSlotBlockBytes);
+          const int kb = k == 0 ? kColumnBlocks - 1 : k - 1;
+          if (t >= kSlots) mbarrier::wait(empty(s, kb), empty_parity);
+          mbarrier::arrive_expect_bytes(full(s, kb), Smem::kSlotBlockBytes);
           if ((kb < kRankZeroBlocks) == (rank == 0))
 #pragma unroll
             for (int p = 0; p < kTileTokens / 16; ++p)
               if (p < pieces)
-                tma_multicast(block_smem(kb) + p * tma_box_rows * 128, cache_map, 64 * kb, cache_rows[p], full_of(kb));
+                tma_multicast(slot_smem(t) + kb * Smem::kSlotBlockBytes + p * tma_box_rows * 128, cache_map, 64 * kb,
+                              cache_rows[p], full(s, kb));
         }
       } else {  // this block's copy of the tile by cp.async, rows past the context zero-filled
-        if (elected)
-          for (int kb = 0; kb < kColumnBlocks; ++kb) wait_empty(kb);
+        if (elected && t >= kSlots)
+          for (int kb = 0; kb < kColumnBlocks; ++kb) mbarrier::wait(empty(s, kb), empty_parity);
         named_barrier_sync(kLoaderBarrier, 128);
         const int token = (tile_begin + t) * kTileTokens + row;
         const bool valid = token < context;
         const __nv_bfloat16* src =
             valid ? mla_wgmma::token_row(pages, page_table, b, max_pages, page_tokens, token) : pages;
-        const uint32_t dst = kRing ? row * 128 : slot_smem(t) + row * 128;
+        const uint32_t dst = slot_smem(t) + row * 128;
 #pragma unroll 4
         for (int k = 0; k < kWidth / 16; ++k) {  // chunks c = 2k + half of the row's 72
           const int c = 2 * k + half;
-          const uint32_t block = kRing ? ring_smem(ring_buffer(t, c >> 3)) : (c >> 3) * Smem::kSlotBlockBytes;
-          cp_async_16(dst + block + (((c & 7) ^ (row & 7)) << 4), src + (valid ? 8 * c : 0), valid);
+          cp_async_16(dst + (c >> 3) * Smem::kSlotBlockBytes + (((c & 7) ^ (row & 7)) << 4), src + (valid ? 8 * c : 0),
+                      valid);
         }
         ptx::cp_async_commit();
         ptx::cp_async_wait_all();
         wgmma::fence_proxy_async_shared();  // the generic-proxy copies, for the products
         named_barrier_sync(kLoaderBarrier, 128);
         if (elected)
-          for (int kb = 0; kb < kColumnBlocks; ++kb) mbarrier::arrive(full_of(kb));
+          for (int kb = 0; kb < kColumnBlocks; ++kb) mbarrier::arrive(full(s, kb));
       }
     }
     mbarrier::cluster_sync();  // the consumers' final cluster barrier
@@ -510,26 +416,17 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const int wg = warp >> 2, w4 = warp & 3;
   const int g = lane >> 2, t4 = lane & 3;
   const int row_lo = 16 * w4 + g;
-  [[maybe_unused]] const uint32_t p_base = base + Smem::kP, slots_base = base + Smem::kSlots_;
-  float* alpha_smem = reinterpret_cast<float*>(smem + Layout::kAlpha);
-  int* flags = reinterpret_cast<int*>(smem + Layout::kFlags);
-  float* reduce = reinterpret_cast<float*>(smem + Layout::kReduce);
-  float* stats = reinterpret_cast<float*>(smem + Layout::kStats);  // [0][48] max, [1][48] sum
+  const uint32_t p_base = base + Smem::kP, slots_base = base + Smem::kSlots_;
+  float* alpha_smem = reinterpret_cast<float*>(smem + Smem::kAlpha);
+  int* flags = reinterpret_cast<int*>(smem + Smem::kFlags);
+  float* reduce = reinterpret_cast<float*>(smem + Smem::kReduce);
+  float* stats = reinterpret_cast<float*>(smem + Smem::kStats);  // [0][48] max, [1][48] sum
   // This warpgroup read column block `block` of slot `slot` for the last time: both blocks' barriers.
   const auto release_block = [&](int slot, int block) {
     if ((threadIdx.x & 127) == 0) {
       const uint32_t local = empty(slot, block);
       mbarrier::arrive(local);
       mbarrier::arrive_remote(mbarrier::peer_address(local, peer));
-    }
-  };
-  // The ring form: `count` of buffer r's 4 empty arrivals, in both blocks (2 from a latent block's one reader, 1 from
-  // each warpgroup's reads of P).
-  const auto release_in_ring = [&](int r, uint32_t count) {
-    if ((threadIdx.x & 127) == 0) {
-      const uint32_t local = ring_empty(r);
-      mbarrier::arrive(local, count);
-      mbarrier::arrive_remote(mbarrier::peer_address(local, peer), count);
     }
   };
 
@@ -540,44 +437,24 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < 24; ++k) o[mt][k] = 0.0f;
     // Tile i of parity kP (compile-time, so that the slot and P addresses are the base plus constants): m-tiles
-    // 2 … 7 − kLate issued at once, the last kLate after S(i + 1), so that they run beside the softmax of
+    // 2 … 7 − kDeferred issued at once, the last kDeferred after S(i + 1), so that they run beside the softmax of
     // tile i + 1; each m-tile its own group, its column block released as it retires.
     const auto step = [&](int i, auto parity) {
       constexpr int kP = decltype(parity)::value;
-      static_assert(kLate > 0 && kLate <= 8 - kOutputBlocks0, "warpgroup 1 defers some of its 6 m-tiles");
-      constexpr int kEarly = 6 - kLate;
+      constexpr int kEarly = 6 - kDeferred;
       named_barrier_sync(kPFullBarrier + kP, kConsumerThreads);
       if (flags[kP] != 0) rescale(o, alpha_smem + kP * kBlockHeads, t4);
-      if constexpr (kRing) {
-        const auto block_smem = [&](int kb) { return ring_smem(ring_buffer(i, kb)); };
-        const uint32_t p = block_smem(kColumnBlocks - 1);  // P(i), in the tile's rope block
 #pragma unroll
-        for (int kb = kOutputBlocks0; kb < 8; ++kb)
-          mbarrier::wait(ring_full(ring_buffer(i, kb)), uint32_t(ring_use(i, kb) & 1));
-        issue_output_in_ring<kOutputBlocks0, 0, true>(o, block_smem, p, std::make_integer_sequence<int, kEarly>());
-        named_barrier_arrive(kOutputIssuedBarrier, kConsumerThreads);
-        if (i + 1 < n) named_barrier_sync(kScoresIssuedBarrier, kConsumerThreads);
-        issue_output_in_ring<kOutputBlocks0 + kEarly, kEarly, true>(o, block_smem, p,
-                                                                    std::make_integer_sequence<int, kLate>());
+      for (int kb = kOutputBlocks0; kb < 8; ++kb) mbarrier::wait(full(kP, kb), uint32_t((i / kSlots) & 1));
+      const uint32_t slot = slots_base + kP * Smem::kSlotBytes, p = p_base + kP * Smem::kPBytes;
+      issue_output<kOutputBlocks0, 0, true>(o, slot, p, std::make_integer_sequence<int, kEarly>());
+      named_barrier_arrive(kOutputIssuedBarrier, kConsumerThreads);
+      if (i + 1 < n) named_barrier_sync(kScoresIssuedBarrier, kConsumerThreads);
+      issue_output<kOutputBlocks0 + kEarly, kEarly, true>(o, slot, p, std::make_integer_sequence<int, kDeferred>());
 #pragma unroll
-        for (int mt = 0; mt < 6; ++mt) {
-          wait_group_unrolled(5 - mt);
-          release_in_ring(ring_buffer(i, kOutputBlocks0 + mt), 2);
-        }
-        release_in_ring(ring_buffer(i, kColumnBlocks - 1), 1);
-      } else {
-#pragma unroll
-        for (int kb = kOutputBlocks0; kb < 8; ++kb) mbarrier::wait(full(kP, kb), uint32_t((i / kSlots) & 1));
-        const uint32_t slot = slots_base + kP * Smem::kSlotBytes, p = p_base + kP * Smem::kPBytes;
-        issue_output<kOutputBlocks0, 0, true>(o, slot, p, std::make_integer_sequence<int, kEarly>());
-        named_barrier_arrive(kOutputIssuedBarrier, kConsumerThreads);
-        if (i + 1 < n) named_barrier_sync(kScoresIssuedBarrier, kConsumerThreads);
-        issue_output<kOutputBlocks0 + kEarly, kEarly, true>(o, slot, p, std::make_integer_sequence<int, kLate>());
-#pragma unroll
-        for (int mt = 0; mt < 6; ++mt) {
-          wait_group_unrolled(5 - mt);
-          release_block(kP, kOutputBlocks0 + mt);
-        }
+      for (int mt = 0; mt < 6; ++mt) {
+        wait_group_unrolled(5 - mt);
+        release_block(kP, kOutputBlocks0 + mt);
       }
 #pragma unroll
       for (int mt = 0; mt < 6; ++mt) wgmma::fence_registers(o[mt]);
@@ -618,23 +495,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   float s[24];
   // S(i) into s, each column block once it landed.
   const auto issue_scores_of = [&](int i, auto parity) {
-    [[maybe_unused]] constexpr int kP = decltype(parity)::value;  // the slot (not the ring form's)
-    if constexpr (kRing) {
-      issue_scores_in_ring(
-          s, base + Smem::kQ, [&](int kb) { return ring_smem(ring_buffer(i, kb)); },
-          [&](int kb) {
-            mbarrier::wait(ring_full(ring_buffer(i, kb)), uint32_t(ring_use(i, kb) & 1));
-            wgmma::fence();
-          },
-          std::make_integer_sequence<int, kColumnBlocks>());
-    } else {
-      const uint32_t full_parity = uint32_t((i / kSlots) & 1);
-      issue_scores(s, slots_base + kP * Smem::kSlotBytes, base + Smem::kQ,
-                   [&](int kb) {
-                     mbarrier::wait(full(kP, kb), full_parity);
-                     wgmma::fence();  // after the wait's branch (else ptxas adds it, saying so)
-                   });
-    }
+    constexpr int kP = decltype(parity)::value;
+    const uint32_t full_parity = uint32_t((i / kSlots) & 1);
+    issue_scores(s, slots_base + kP * Smem::kSlotBytes, base + Smem::kQ,
+                 [&](int kb) {
+                   mbarrier::wait(full(kP, kb), full_parity);
+                   wgmma::fence();  // after the wait's branch (else ptxas adds it, saying so)
+                 });
   };
   issue_scores_of(0, std::integral_constant<int, 0>{});
   wgmma::wait_group<0>();
@@ -710,8 +577,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     }
     // P = exp2(y) as bf16 into P(i % 2) (row = token, the pair of heads in one 4-byte store); the sums take the
     // unrounded values (within bf16's rounding of the products they weigh).
-    unsigned char* p = kRing ? smem + (ring_smem(ring_buffer(i, kColumnBlocks - 1)) - base) + row_lo * 128 + 4 * t4
-                             : smem + Smem::kP + kP * Smem::kPBytes + row_lo * 128 + 4 * t4;
+    unsigned char* p = smem + Smem::kP + kP * Smem::kPBytes + row_lo * 128 + 4 * t4;
 #pragma unroll
     for (int j = 0; j < 6; ++j)
 #pragma unroll
@@ -725,8 +591,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 
   const auto step = [&](int i, auto parity) {
     constexpr int kP = decltype(parity)::value;
-    // S(i) retired: the rope columns are read by nothing else (the ring form writes P(i) over them).
-    if constexpr (!kRing) release_block(kP, kColumnBlocks - 1);
+    release_block(kP, kColumnBlocks - 1);  // S(i) retired: the rope columns are read by nothing else
     if ((tile_begin + i + 1) * kTileTokens > context)
       softmax(i, parity, std::true_type{});
     else
@@ -734,16 +599,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     wgmma::fence_proxy_async_shared();
     named_barrier_sync(kGroup0Barrier, 128);  // P(i) complete for this warpgroup's product
     named_barrier_arrive(kPFullBarrier + kP, kConsumerThreads);
-    if constexpr (kRing) {
-      const auto block_smem = [&](int kb) { return ring_smem(ring_buffer(i, kb)); };
-      issue_output_in_ring<0, 0, false>(o, block_smem, block_smem(kColumnBlocks - 1),
-                                        std::make_integer_sequence<int, kOutputBlocks0>());
-    } else {
-      issue_output<0, 0, false>(o, slots_base + kP * Smem::kSlotBytes, p_base + kP * Smem::kPBytes,
-                                std::make_integer_sequence<int, kOutputBlocks0>());
-    }
+    issue_output<0, 0, false>(o, slots_base + kP * Smem::kSlotBytes, p_base + kP * Smem::kPBytes,
+                              std::make_integer_sequence<int, kOutputBlocks0>());
     // S(i + 1) after O(i)'s first m-tiles (the tensor cores take each sub-partition's products in issue order) and
-    // before its last kLate, which then run beside the softmax of tile i + 1.
+    // before its last kDeferred, which then run beside the softmax of tile i + 1.
     named_barrier_sync(kOutputIssuedBarrier, kConsumerThreads);
     if (i + 1 < n) {
       issue_scores_of(i + 1, std::integral_constant<int, 1 - kP>{});
@@ -755,12 +614,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int mt = 0; mt < kOutputBlocks0; ++mt) {
       wgmma::fence_registers(o[mt]);
-      if constexpr (kRing)
-        release_in_ring(ring_buffer(i, mt), 2);
-      else
-        release_block(kP, mt);
+      release_block(kP, mt);
     }
-    if constexpr (kRing) release_in_ring(ring_buffer(i, kColumnBlocks - 1), 1);  // this warpgroup's reads of P(i)
     wgmma::wait_group<0>();  // S(i + 1)
     wgmma::fence_registers(s);
   };
@@ -800,26 +655,22 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   __trap();  // built without sm_90a: the host side refuses before launching
 #endif
 }
-template <bool kRing, int kLate>
 cudaError_t configure_kernel(int device) {
   static std::atomic<uint64_t> configured{0};
-  return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv<kRing, kLate>, kAllocBytesOf<kRing>,
-                                          device, configured);
+  return allow_dynamic_shared_memory_once(mla_decode_wgmma_cluster_split_kv, Smem::kAllocBytes, device, configured);
 }
 
 // Two-block clusters the device runs at once with this kernel's shared memory (0 if it cannot), once per device.
-template <bool kRing, int kLate>
 int max_active_clusters(int device) {
   static std::atomic<int> cached[64];
   static std::atomic<uint64_t> known{0};
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t(1) << device : 0;
   if (bit != 0 && (known.load(std::memory_order_acquire) & bit) != 0) return cached[device].load();
   int clusters = 0;
-  if (configure_kernel<kRing, kLate>(device) == cudaSuccess) {
+  if (configure_kernel(device) == cudaSuccess) {
     ClusterLaunch launch(dim3(2 * 256, 1, 1), dim3(kThreads, 1, 1), 2, nullptr);
-    launch.config.dynamicSmemBytes = kAllocBytesOf<kRing>;
-    if (cudaOccupancyMaxActiveClusters(&clusters, mla_decode_wgmma_cluster_split_kv<kRing, kLate>, &launch.config) !=
-        cudaSuccess) {
+    launch.config.dynamicSmemBytes = Smem::kAllocBytes;
+    if (cudaOccupancyMaxActiveClusters(&clusters, mla_decode_wgmma_cluster_split_kv, &launch.config) != cudaSuccess) {
       clusters = 0;
       (void)cudaGetLastError();
     }
@@ -831,40 +682,18 @@ int max_active_clusters(int device) {
   return clusters;
 }
 
-bool valid_form(MlaClusterForm form) {
-  return form == MlaClusterForm::slots || form == MlaClusterForm::ring || form == MlaClusterForm::ring_defer5 ||
-         form == MlaClusterForm::ring_defer_all;
-}
-
-// f(kRing, kLate) as std::integral_constants: the kernel's template arguments for `form` (slots for an invalid one).
-template <typename F>
-auto with_form(MlaClusterForm form, const F& f) {
-  switch (form) {
-    case MlaClusterForm::ring: return f(std::true_type{}, std::integral_constant<int, kDeferred>{});
-    case MlaClusterForm::ring_defer5: return f(std::true_type{}, std::integral_constant<int, 5>{});
-    case MlaClusterForm::ring_defer_all: return f(std::true_type{}, std::integral_constant<int, 6>{});
-    default: return f(std::false_type{}, std::integral_constant<int, kDeferred>{});
-  }
-}
-
-int max_active_clusters(int device, MlaClusterForm form) {
-  return with_form(form, [&](auto ring, auto late) {
-    return max_active_clusters<decltype(ring)::value, decltype(late)::value>(device);
-  });
-}
-
 }  // namespace
 
-bool mla_decode_wgmma_cluster_runs(int device, MlaClusterForm form) {
-  return mla_decode_wgmma_supported(device) && max_active_clusters(device, form) > 0;
+bool mla_decode_wgmma_cluster_runs(int device) {
+  return mla_decode_wgmma_supported(device) && max_active_clusters(device) > 0;
 }
 
-int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape, MlaClusterForm form) {
+int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape) {
   const int common = mla_decode_num_splits(shape);  // 1 for an invalid or empty shape
   if (common == 1) return 1;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || !mla_decode_wgmma_supported(device)) return 1;
-  const int clusters = max_active_clusters(device, form);
+  const int clusters = max_active_clusters(device);
   return std::clamp(clusters / std::max(shape.batch, 1), 1, common);
 }
 
@@ -872,28 +701,21 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
                                                 const int32_t* page_table, const int32_t* context_tokens,
                                                 float scale_log2, const MlaDecodeShape& shape, int splits,
                                                 float* partial_out, float2* partial_stats, float* out,
-                                                cudaStream_t stream, MlaClusterForm form) {
+                                                cudaStream_t stream) {
   int device = 0;
   cudaError_t status = mla_decode_wgmma_device("wgmma_cluster", device);
   if (status != cudaSuccess) return status;
   K3_CHECK(shape.heads <= kMlaDecodeClusterMaxHeads, "mla_decode wgmma_cluster: {} heads; it runs at most {}",
            shape.heads, kMlaDecodeClusterMaxHeads);
-  K3_CHECK(valid_form(form), "mla_decode wgmma_cluster: MlaClusterForm {} is not one of its forms", int(form));
-  status = with_form(form, [&](auto ring, auto late) {
-    return configure_kernel<decltype(ring)::value, decltype(late)::value>(device);
-  });
+  status = configure_kernel(device);
   if (status != cudaSuccess) return status;
   CUtensorMap cache_map{};
   const int box_rows = mla_cache_tensor_map(cache_map, cache_pages, shape.page_tokens, kTileTokens, 4);
   const dim3 grid(unsigned(2 * splits), unsigned(shape.batch));
-  with_form(form, [&](auto ring, auto late) {
-    constexpr bool kRing = decltype(ring)::value;
-    mla_decode_wgmma_cluster_split_kv<kRing, decltype(late)::value><<<grid, kThreads, kAllocBytesOf<kRing>, stream>>>(
-        q, cache_pages, page_table, context_tokens, scale_log2, shape.heads, shape.page_tokens,
-        shape.max_pages_per_sequence, int(shape.max_context_tokens), splits, partial_out, partial_stats, out, cache_map,
-        box_rows);
-    return 0;
-  });
+  mla_decode_wgmma_cluster_split_kv<<<grid, kThreads, Smem::kAllocBytes, stream>>>(
+      q, cache_pages, page_table, context_tokens, scale_log2, shape.heads, shape.page_tokens,
+      shape.max_pages_per_sequence, int(shape.max_context_tokens), splits, partial_out, partial_stats, out, cache_map,
+      box_rows);
   return cudaGetLastError();
 }
 

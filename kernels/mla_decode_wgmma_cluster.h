@@ -61,28 +61,15 @@ namespace k3::kernels {
 
 inline constexpr int kMlaDecodeClusterMaxHeads = 96;
 
-// The kernel's forms. slots (the default, measured above): two 72-KiB slots of whole tiles and two P buffers, and
-// 4 of warpgroup 1's 6 output m-tiles issued after the next tile's scores. ring: 21 column-block buffers of 8 KiB in
-// a ring, each tile's blocks wherever the ring has them free, and P(i) written over tile i's rope block once S(i) has
-// read it, so that 7 blocks of tile i + 2 rather than 5 can be in flight during the softmax of tile i + 1; the same
-// work and hand-offs otherwise. ring_defer_all: the ring with all 6 of warpgroup 1's m-tiles after the next tile's
-// scores, so that warpgroup 0 issues them without waiting for warpgroup 1 and 24 products rather than 16 run beside
-// the softmax (the change that took the form without copies from 1.34-1.41x to 1.18-1.23x the bound, but that the
-// slots could not feed; bench/results/2026-11-30-h200-kernels-17); ring_defer5 between the two, 5 of the 6. More
-// products beside the softmax hold more of the ring while it runs, so which is fastest depends on the L2's latency
-// under load. mla_decode_paged's wgmma_cluster_ring, _ring_defer5 and _ring_defer_all; none has run on a GPU yet.
-enum class MlaClusterForm { slots, ring, ring_defer5, ring_defer_all };
-
 // Whether `device` can run the kernel: compute capability 9.0 (mla_decode_wgmma_supported) and at least one two-block
 // cluster with its shared memory resident at once (the occupancy query, cached per device). mla_decode_paged_bf16's
 // automatic choice takes wgmma_cluster only where this holds.
-bool mla_decode_wgmma_cluster_runs(int device, MlaClusterForm form = MlaClusterForm::slots);
+bool mla_decode_wgmma_cluster_runs(int device);
 
 // Splits of the context per sequence: as many two-block clusters as the device runs at once (one wave), divided over
 // the batch, within [1, mla_decode_num_splits(shape)] (so mla_decode_workspace_bytes covers it). 1 where the device
 // cannot run the kernel.
-int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape,
-                                        MlaClusterForm form = MlaClusterForm::slots);
+int mla_decode_wgmma_cluster_num_splits(const MlaDecodeShape& shape);
 
 // The split pass for `splits` = mla_decode_wgmma_cluster_num_splits(shape) (arguments checked by the caller, heads ≤
 // 96), writing what mla_decode_wgmma_split_pass writes: with one split `out` normalised; otherwise each split's
@@ -93,7 +80,6 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
                                                 const int32_t* page_table, const int32_t* context_tokens,
                                                 float scale_log2, const MlaDecodeShape& shape, int splits,
                                                 float* partial_out, float2* partial_stats, float* out,
-                                                cudaStream_t stream,
-                                                MlaClusterForm form = MlaClusterForm::slots);
+                                                cudaStream_t stream);
 
 }  // namespace k3::kernels

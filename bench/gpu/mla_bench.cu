@@ -5,9 +5,8 @@
 //           is timed with every MlaDecodeAlgorithm: "mla_decode_register_q" is register_q (the default off compute
 //           capability 9.0), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same buffers; each
 //           name carries the algorithm's own split count.
-//           "mla_decode_wgmma_alternating" is wgmma_alternating, "mla_decode_wgmma_cluster" wgmma_cluster and
-//           "mla_decode_wgmma_cluster_ring", "…_ring_defer5" and "…_ring_defer_all" the ring forms (only on compute
-//           capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
+//           "mla_decode_wgmma_alternating" is wgmma_alternating and "mla_decode_wgmma_cluster" wgmma_cluster (only on
+//           compute capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
 //           Per shape two floors, per launch in a CUDA graph, each with the decode's plain_bound beside it:
 //           "cache_read_floor" a kernel that only reads the cache's pages through the page table
 //           (kernels/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
@@ -93,13 +92,6 @@ int main(int argc, char** argv) {
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_alternating, "mla_decode_wgmma_alternating");
   if (k3::kernels::mla_decode_wgmma_supported(device))
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster, "mla_decode_wgmma_cluster");
-  if (k3::kernels::mla_decode_wgmma_supported(device)) {
-    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster_ring, "mla_decode_wgmma_cluster_ring");
-    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster_ring_defer5,
-                            "mla_decode_wgmma_cluster_ring_defer5");
-    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all,
-                            "mla_decode_wgmma_cluster_ring_defer_all");
-  }
   std::mt19937 rng(20261214);
   for (int64_t context : {int64_t(8) << 10, int64_t(32) << 10, int64_t(128) << 10, int64_t(1) << 20}) {
     for (int batch : {1, 2, 4, 8}) {

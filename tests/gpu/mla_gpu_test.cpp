@@ -18,7 +18,6 @@
 #include <cmath>
 #include <numeric>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace k3::gpu_test {
@@ -45,9 +44,6 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
   if (algorithms.back() == MlaDecodeAlgorithm::wgmma) {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster);
-    algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring);
-    algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring_defer5);
-    algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all);
   }
   return algorithms;
 }
@@ -55,9 +51,6 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
 std::string name(MlaDecodeAlgorithm a) {
   if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
   if (a == MlaDecodeAlgorithm::wgmma_cluster) return "wgmma_cluster";
-  if (a == MlaDecodeAlgorithm::wgmma_cluster_ring) return "wgmma_cluster_ring";
-  if (a == MlaDecodeAlgorithm::wgmma_cluster_ring_defer5) return "wgmma_cluster_ring_defer5";
-  if (a == MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all) return "wgmma_cluster_ring_defer_all";
   return a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 
@@ -328,14 +321,8 @@ TEST(GpuMla, DecodeSplitsAndWorkspaceFollowTheShape) {
               kernels::mla_decode_num_splits(shape));
     for (const MlaDecodeAlgorithm a : {MlaDecodeAlgorithm::wgmma, MlaDecodeAlgorithm::wgmma_alternating})
       EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, a), kernels::mla_decode_wgmma_num_splits(shape));
-    const std::pair<MlaDecodeAlgorithm, kernels::MlaClusterForm> forms[] = {
-        {MlaDecodeAlgorithm::wgmma_cluster, kernels::MlaClusterForm::slots},
-        {MlaDecodeAlgorithm::wgmma_cluster_ring, kernels::MlaClusterForm::ring},
-        {MlaDecodeAlgorithm::wgmma_cluster_ring_defer5, kernels::MlaClusterForm::ring_defer5},
-        {MlaDecodeAlgorithm::wgmma_cluster_ring_defer_all, kernels::MlaClusterForm::ring_defer_all}};
-    for (const auto& [a, form] : forms)
-      EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, a),
-                kernels::mla_decode_wgmma_cluster_num_splits(shape, form));
+    EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, MlaDecodeAlgorithm::wgmma_cluster),
+              kernels::mla_decode_wgmma_cluster_num_splits(shape));
     int device = 0;
     const bool hopper = cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device);
     const bool clusters = hopper && kernels::mla_decode_wgmma_cluster_runs(device);
