@@ -42,7 +42,10 @@
 // m64n48k16 steps per tile take 284 µs for the busiest block at the rate measured with bulk copies landing in the
 // same shared memory (the copies cost that rate 3.9 %; bench/results/2026-12-01-h200-kernels-19), and each block's
 // 72 KiB per tile reach its SM in 271 µs at the 67.7 GB/s per SM that all SMs receive at once; the 1.25× target
-// needs both busy ≥ 76–80 % of the time together, where the kernel has them about 60 %.
+// needs both busy ≥ 76–80 % of the time together, where the kernel has them about 60 %. Yet the same work with no
+// dependencies at all (wgmma_rate_bench part 5, bench/results/2026-12-01-h200-kernels-22) takes 1.19–1.26× the bound:
+// with both busy the board's 700 W limit lowers the SM clock. Tried there and slower: the tiles' column blocks in a
+// ring of 21 buffers (8–16 % from 32 K) and each block copying every tile itself instead of by multicast (5–14 %).
 // At 8 K (batch 1, 2, 4) and 32 K (batch 1) a kernel that only reads the cache already takes 1.25–2.24× the bound.
 // History: the first wgmma_cluster (bench/results/2026-11-30-h200-kernels-11) split the 576 columns between the two
 // blocks and exchanged 24 KiB of partial fp32 scores per tile through distributed shared memory; correct, but 3.0–3.9×
