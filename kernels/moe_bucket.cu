@@ -64,19 +64,11 @@ __device__ int block_exclusive_sum(int v, int* total) {
   return before + inclusive - v;
 }
 
-// (2) One block, thread e per expert: counts[chunk, e] becomes the number of e's pairs in earlier chunks; then
-// offsets by a scan over experts, and the active list.
-__global__ void moe_bucket_offsets(int32_t* counts, int64_t chunks, int experts, int32_t* expert_offsets,
-                                   int32_t* active_experts, int32_t* active_count) {
-  const int e = threadIdx.x;
-  int total = 0;
-  if (e < experts) {
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int32_t n = counts[c * experts + e];
-      counts[c * experts + e] = total;
-      total += n;
-    }
-  }
+// Thread e of the block as expert e (of `experts`, ≤ blockDim.x), with `total` of its pairs: writes its offset (an
+// exclusive scan over experts; expert_offsets[experts] = all slots), its place in the active list (the experts with
+// pairs, ascending, then −1 to `experts`) and the active count; returns its offset.
+__device__ __forceinline__ int write_offsets(int e, int experts, int total, int32_t* expert_offsets,
+                                             int32_t* active_experts, int32_t* active_count) {
   int slots = 0;
   const int offset = block_exclusive_sum(e < experts ? total : 0, &slots);
   int active = 0;
@@ -90,6 +82,23 @@ __global__ void moe_bucket_offsets(int32_t* counts, int64_t chunks, int experts,
     expert_offsets[experts] = slots;
     *active_count = active;
   }
+  return offset;
+}
+
+// (2) One block, thread e per expert: counts[chunk, e] becomes the number of e's pairs in earlier chunks; then
+// offsets by a scan over experts, and the active list.
+__global__ void moe_bucket_offsets(int32_t* counts, int64_t chunks, int experts, int32_t* expert_offsets,
+                                   int32_t* active_experts, int32_t* active_count) {
+  const int e = threadIdx.x;
+  int total = 0;
+  if (e < experts) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int32_t n = counts[c * experts + e];
+      counts[c * experts + e] = total;
+      total += n;
+    }
+  }
+  write_offsets(e, experts, total, expert_offsets, active_experts, active_count);
 }
 
 // (3) Each pair goes to offsets[e] + (e's pairs in earlier chunks) + (e's pairs earlier in this chunk).
@@ -147,20 +156,8 @@ __global__ void __launch_bounds__(kMoeBucketSingleBlockPairs)
   if (p < experts) {
     for (int w = 0; w < kWarps; ++w) total += warp_count[w][p];
   }
-  int slots = 0;
-  const int offset = block_exclusive_sum(p < experts ? total : 0, &slots);
-  int active = 0;
-  const int position = block_exclusive_sum(p < experts && total > 0 ? 1 : 0, &active);
-  if (p < experts) {
-    offset_of[p] = offset;
-    out.expert_offsets[p] = offset;
-    if (total > 0) out.active_experts[position] = p;
-    if (p >= active) out.active_experts[p] = -1;  // positions [active, experts): disjoint from the writes above
-  }
-  if (p == 0) {
-    out.expert_offsets[experts] = slots;
-    *out.active_count = active;
-  }
+  const int offset = write_offsets(p, experts, total, out.expert_offsets, out.active_experts, out.active_count);
+  if (p < experts) offset_of[p] = offset;
   __syncthreads();
 
   // Thread p as pair p: its expert's offset, the earlier warps' pairs of that expert, its rank in its warp.
