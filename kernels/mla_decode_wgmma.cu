@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         s[i] = token < context ? s[i] * scale_log2 : -INFINITY;
         tile_max[(i & 3) >> 1] = fmaxf(tile_max[(i & 3) >> 1], s[i]);
       }
-      float m_new[2], alpha[2], tile_sum[2] = {0.0f, 0.0f};
+      float m_new[2], alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
@@ -149,24 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         alpha[h] = exp2f(m_run[h] - m_new[h]);    // 0 on the first tile (m_run = −∞)
       }
       // A fragment r of k step kk: s[8kk + 2r], s[8kk + 2r + 1] (row half r % 2; tokens 16kk + 2t (+8 for r ≥ 2)).
-#pragma unroll
-      for (int kk = 0; kk < kTileTokens / 16; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int h = r & 1;
-          const __nv_bfloat162 p =
-              __floats2bfloat162_rn(exp2f(s[8 * kk + 2 * r] - m_new[h]), exp2f(s[8 * kk + 2 * r + 1] - m_new[h]));
-          const float2 rounded = __bfloat1622float2(p);  // the sum of exactly what the output product uses
-          tile_sum[h] += rounded.x + rounded.y;
-          pa[kk][r] = *reinterpret_cast<const uint32_t*>(&p);
-        }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 1);
-        tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 2);
-        l_run[h] = l_run[h] * alpha[h] + tile_sum[h];
-        m_run[h] = m_new[h];
-      }
+      mla_wgmma::p_fragments(s, m_new, alpha, pa, l_run, m_run);
 #pragma unroll
       for (int kk = 0; kk < kTileTokens / 16; ++kk)
         p_smem[kk * 128 + wg_thread] = make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);

@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       scaled[k] = token < context ? s[k] * scale_log2 : -INFINITY;
       tile_max[(k & 3) >> 1] = fmaxf(tile_max[(k & 3) >> 1], scaled[k]);
     }
-    float m_new[2], alpha[2], tile_sum[2] = {0.0f, 0.0f};
+    float m_new[2], alpha[2];
     uint32_t pa[kOutputKSteps][4];  // P as the A fragments of the output product's 2 k16 steps
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -271,24 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       alpha[h] = exp2f(m_run[h] - m_new[h]);    // 0 on the split's first tile (m_run = −∞)
     }
     // A fragment r of k step kk: from s[8kk + 2r], s[8kk + 2r + 1] (row half r % 2; tokens 16kk + 2t (+8 for r ≥ 2)).
-#pragma unroll
-    for (int kk = 0; kk < kOutputKSteps; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int h = r & 1;
-        const __nv_bfloat162 p =
-            __floats2bfloat162_rn(exp2f(scaled[8 * kk + 2 * r] - m_new[h]), exp2f(scaled[8 * kk + 2 * r + 1] - m_new[h]));
-        const float2 rounded = __bfloat1622float2(p);  // the sum of exactly what the output product uses
-        tile_sum[h] += rounded.x + rounded.y;
-        pa[kk][r] = *reinterpret_cast<const uint32_t*>(&p);
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 1);
-      tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 2);
-      l_run[h] = l_run[h] * alpha[h] + tile_sum[h];
-      m_run[h] = m_new[h];
-    }
+    mla_wgmma::p_fragments(scaled, m_new, alpha, pa, l_run, m_run);
 
     if (i >= 2) barrier_sync<kThreads>(kFreeBarrier + wg);  // the other warpgroup has read this buffer's tile i − 2
 #pragma unroll

@@ -1,8 +1,9 @@
 // mla_decode_wgmma_rows: what the two Hopper split passes of the MLA absorbed decode (kernels/mla_decode_wgmma.cu,
 // kernels/mla_decode_wgmma_alternating.cu) share around their products: a split's range of context tiles, a cached
-// token's row in the paged cache, and the writes of a thread's two output rows (heads row_lo and row_lo + 8, the
-// wgmma accumulator layout of kernels/wgmma_sm90.h) with their softmax statistics. Device code, internal to those
-// two files; the workspace format is kernels/mla_decode_paged.h's.
+// token's row in the paged cache, P as the output product's A fragments with the rows' running sums, and the writes
+// of a thread's two output rows (heads row_lo and row_lo + 8, the wgmma accumulator layout of kernels/wgmma_sm90.h)
+// with their softmax statistics. Device code, internal to those two files; the workspace format is
+// kernels/mla_decode_paged.h's.
 #pragma once
 
 #include "kernels/mla_decode_paged.h"
@@ -71,6 +72,34 @@ __device__ __forceinline__ void store_rows(const float (&o)[kColumns / 2], float
       const int column = wg * kColumns + 8 * j + 2 * t4;
       *reinterpret_cast<float2*>(dst + column) = make_float2(o[4 * j + 2 * h] * factor, o[4 * j + 2 * h + 1] * factor);
     }
+  }
+}
+
+// P = exp2(scores − m_new) in bf16 as the A fragments of the output product's kSteps k16 steps (fragment r of step kk
+// from scores 8kk + 2r and 8kk + 2r + 1, row half r % 2), and the rows' softmax statistics: l_run = l_run · alpha +
+// the row's sum (over the 4 lanes that hold it) of exactly the rounded P the product uses, m_run = m_new.
+template <int kSteps>
+__device__ __forceinline__ void p_fragments(const float (&scores)[8 * kSteps], const float (&m_new)[2],
+                                            const float (&alpha)[2], uint32_t (&pa)[kSteps][4], float (&l_run)[2],
+                                            float (&m_run)[2]) {
+  float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int h = r & 1;
+      const __nv_bfloat162 p =
+          __floats2bfloat162_rn(exp2f(scores[8 * kk + 2 * r] - m_new[h]), exp2f(scores[8 * kk + 2 * r + 1] - m_new[h]));
+      const float2 rounded = __bfloat1622float2(p);
+      tile_sum[h] += rounded.x + rounded.y;
+      pa[kk][r] = *reinterpret_cast<const uint32_t*>(&p);
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 1);
+    tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 2);
+    l_run[h] = l_run[h] * alpha[h] + tile_sum[h];
+    m_run[h] = m_new[h];
   }
 }
 
