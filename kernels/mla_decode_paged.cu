@@ -452,14 +452,11 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   // own split pass and split count, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
   const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster;
-  const MlaDecodeAlgorithm chosen = algorithm;
-  if (wgmma_alternating || wgmma_cluster) algorithm = MlaDecodeAlgorithm::wgmma;
-  if (algorithm != MlaDecodeAlgorithm::register_q && algorithm != MlaDecodeAlgorithm::wgmma)
-    return cudaErrorInvalidValue;
+  const bool wgmma = wgmma_alternating || wgmma_cluster || algorithm == MlaDecodeAlgorithm::wgmma;
+  if (!wgmma && algorithm != MlaDecodeAlgorithm::register_q) return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
-  const bool wgmma = algorithm == MlaDecodeAlgorithm::wgmma;
-  const int splits = mla_decode_algorithm_splits(shape, chosen);
+  const int splits = mla_decode_algorithm_splits(shape, algorithm);
   const size_t needed = mla_decode_workspace_bytes(shape);
   if (needed > 0 && (workspace == nullptr || workspace_bytes < needed || !aligned16(workspace)))
     return cudaErrorInvalidValue;
