@@ -17,11 +17,6 @@ namespace {
 // 65536 blocks of 256 threads is the largest grid: a longer array exercises the grid-stride loop.
 constexpr int64_t kOneGridElements = int64_t(65536) * 256;
 
-uint16_t bits_of(__nv_bfloat16 v) {
-  uint16_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
 
 std::vector<__nv_bfloat16> random_bf16(int64_t n, std::mt19937& rng, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);

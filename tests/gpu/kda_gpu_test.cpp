@@ -1,5 +1,5 @@
-// KDA kernels against engine/reference/kda: the decode step (ref::kda_recurrent) with fp32 and bf16 state over
-// consecutive in-place steps, and the pre-processing (ref::short_conv_silu, l2_normalize_rows, kda_gate, sigmoid).
+// KDA kernels against engine/reference/kda: the pre-processing (ref::short_conv_silu, l2_normalize_rows, kda_gate,
+// sigmoid), and the decode step's argument checks (its comparisons are cases of the op table).
 #include "engine/reference/basic_ops.h"
 #include "engine/reference/kda.h"
 #include "gpu_harness.h"
@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace k3::gpu_test {
@@ -23,161 +22,9 @@ ref::Matrix normalize_per_head(const ref::Matrix& x, int heads, float scale) {
   return Eigen::Map<const ref::Matrix>(normed.data(), x.rows(), x.cols());
 }
 
-// ---- Decode step ----
-
-constexpr int kDecodeSteps = 5;
-
-struct DecodeCase {
-  int batch, heads, d;
-};
-// (1, 2, 48) adds the half-warp blocks (d not a multiple of 32) with several blocks per head; (9, 3, 32) and (8, 2, 96)
-// the split-key versions with one warp per block (d not a multiple of 64 or 128) at batches where automatic takes them.
-const DecodeCase kDecodeCases[] = {{1, 96, 128}, {3, 5, 64}, {16, 96, 128}, {2, 3, 16},
-                                   {1, 2, 48},   {9, 3, 32}, {8, 2, 96}};
+// ---- Decode step (its comparisons against ref::kda_recurrent: tests/gpu/op_cases/kda_cases.cpp) ----
 
 using kernels::KdaDecodeAlgorithm;
-struct NamedDecodeAlgorithm {
-  KdaDecodeAlgorithm algorithm;
-  const char* name;
-  bool split_key;  // needs d a multiple of 32
-};
-const NamedDecodeAlgorithm kDecodeAlgorithms[] = {
-    {KdaDecodeAlgorithm::automatic, "automatic", false},
-    {KdaDecodeAlgorithm::column_per_thread, "column_per_thread", false},
-    {KdaDecodeAlgorithm::column_pair_split_key, "column_pair_split_key", true},
-    {KdaDecodeAlgorithm::column_quad_split_key, "column_quad_split_key", true}};
-
-struct StepInputs {  // one step for the whole batch: row b is sequence b
-  ref::Matrix q, k, v, g, beta;
-};
-
-StepInputs random_step(const DecodeCase& c, std::mt19937& rng) {
-  const Index width = Index(c.heads) * c.d;
-  StepInputs in;
-  in.q = normalize_per_head(random_matrix(c.batch, width, rng), c.heads, float(1.0 / std::sqrt(double(c.d))));
-  in.k = normalize_per_head(random_matrix(c.batch, width, rng), c.heads, 1.0f);
-  in.v = random_matrix(c.batch, width, rng);
-  in.g = random_matrix(c.batch, width, rng, -1.0f, 0.0f);
-  in.beta = random_matrix(c.batch, c.heads, rng, 0.05f, 0.95f);
-  return in;
-}
-
-// States [batch][head] ↔ the kernel layout [batch, heads, d_k, d_v] viewed as [batch·heads·d, d].
-using BatchState = std::vector<std::vector<ref::MatrixD>>;
-BatchState split_state(const ref::Matrix& flat, const DecodeCase& c) {
-  BatchState s(c.batch, std::vector<ref::MatrixD>(c.heads));
-  for (int b = 0; b < c.batch; ++b)
-    for (int h = 0; h < c.heads; ++h) s[b][h] = flat.middleRows((Index(b) * c.heads + h) * c.d, c.d).cast<double>();
-  return s;
-}
-ref::Matrix join_state(const BatchState& s, const DecodeCase& c) {
-  ref::Matrix flat(Index(c.batch) * c.heads * c.d, c.d);
-  for (int b = 0; b < c.batch; ++b)
-    for (int h = 0; h < c.heads; ++h) flat.middleRows((Index(b) * c.heads + h) * c.d, c.d) = s[b][h].cast<float>();
-  return flat;
-}
-ref::MatrixD bf16_rounded(const ref::MatrixD& m) { return round_to_bf16(m.cast<float>()).cast<double>(); }
-
-struct DecodeReference {
-  std::vector<ref::Matrix> out;  // per step, [batch, heads·d]
-  ref::Matrix final_state;       // kernel layout
-};
-
-// kda_recurrent one token at a time per sequence; with round_each_step the state is rounded to bf16 after every
-// step, which models bf16 storage (used only to show that the bf16 tolerance leaves room for a correct kernel).
-DecodeReference reference_steps(const DecodeCase& c, const ref::Matrix& initial_state,
-                                const std::vector<StepInputs>& steps, bool round_each_step = false) {
-  BatchState S = split_state(initial_state, c);
-  DecodeReference r;
-  for (const StepInputs& in : steps) {
-    ref::Matrix out(c.batch, Index(c.heads) * c.d);
-    for (int b = 0; b < c.batch; ++b) {
-      out.row(b) =
-          ref::kda_recurrent(in.q.row(b), in.k.row(b), in.v.row(b), in.g.row(b), in.beta.row(b), c.heads, S[b]);
-      if (round_each_step)
-        for (ref::MatrixD& s : S[b]) s = bf16_rounded(s);
-    }
-    r.out.push_back(out);
-  }
-  r.final_state = join_state(S, c);
-  return r;
-}
-
-std::string describe(const DecodeCase& c) {
-  return "batch " + std::to_string(c.batch) + " heads " + std::to_string(c.heads) + " d " + std::to_string(c.d);
-}
-
-// Runs the steps on the GPU from initial (already in the kernel's state dtype) and checks every step's output and the
-// final state against want.
-template <typename State>
-void check_decode_on_gpu(const DecodeCase& c, const std::vector<State>& initial, const std::vector<StepInputs>& steps,
-                         const DecodeReference& want, double tolerance, const std::string& label,
-                         KdaDecodeAlgorithm algorithm) {
-  DeviceBuffer<State> state(initial);
-  for (size_t step = 0; step < steps.size(); ++step) {
-    const StepInputs& in = steps[step];
-    DeviceBuffer<float> q(to_f32(in.q)), k(to_f32(in.k)), v(to_f32(in.v)), g(to_f32(in.g)), beta(to_f32(in.beta));
-    DeviceBuffer<float> out(in.q.size());
-    if constexpr (std::is_same_v<State, float>) {
-      CUDA_CHECK(kernels::kda_decode_step_f32state(q.get(), k.get(), v.get(), g.get(), beta.get(), state.get(),
-                                                   out.get(), c.batch, c.heads, c.d, nullptr, algorithm));
-    } else {
-      CUDA_CHECK(kernels::kda_decode_step_bf16state(q.get(), k.get(), v.get(), g.get(), beta.get(), state.get(),
-                                                    out.get(), c.batch, c.heads, c.d, nullptr, algorithm));
-    }
-    const ref::Matrix got = from_f32(out.download(), c.batch, in.q.cols());
-    EXPECT_LE(normalized_error(got, want.out[step]), tolerance) << label << " " << describe(c) << " step " << step;
-  }
-  const Index rows = want.final_state.rows(), cols = want.final_state.cols();
-  ref::Matrix got_state;
-  if constexpr (std::is_same_v<State, float>) {
-    got_state = from_f32(state.download(), rows, cols);
-  } else {
-    got_state = from_bf16(state.download(), rows, cols);
-  }
-  EXPECT_LE(normalized_error(got_state, want.final_state), tolerance) << label << " state " << describe(c);
-}
-
-struct DecodeData {
-  DecodeCase c;
-  ref::Matrix initial;  // fp32 state; the bf16 run starts from its rounding
-  std::vector<StepInputs> steps;
-  DecodeReference want_f32, want_bf16;
-};
-
-TEST(GpuKda, DecodeStepMatchesRecurrentReference) {
-  std::mt19937 rng(20261201);
-  std::vector<DecodeData> cases;
-  for (const DecodeCase& c : kDecodeCases) {
-    DecodeData data{c, random_matrix(Index(c.batch) * c.heads * c.d, c.d, rng), {}, {}, {}};
-    for (int s = 0; s < kDecodeSteps; ++s) data.steps.push_back(random_step(c, rng));
-    const ref::Matrix initial_bf16 = round_to_bf16(data.initial);
-    data.want_f32 = reference_steps(c, data.initial, data.steps);
-    data.want_bf16 = reference_steps(c, initial_bf16, data.steps);
-
-    // CPU side: the state really evolves (decay and updates move it well away from the start), and bf16 storage
-    // rounded after every step stays within half the bf16 tolerance of the unrounded reference.
-    EXPECT_GT(normalized_error(data.want_f32.final_state, data.initial), 0.3) << describe(c);
-    const DecodeReference stored_bf16 = reference_steps(c, initial_bf16, data.steps, /*round_each_step=*/true);
-    for (int s = 0; s < kDecodeSteps; ++s)
-      EXPECT_LE(normalized_error(stored_bf16.out[s], data.want_bf16.out[s]), tolerance_for<__nv_bfloat16>() / 2)
-          << describe(c) << " step " << s;
-    EXPECT_LE(normalized_error(stored_bf16.final_state, data.want_bf16.final_state), tolerance_for<__nv_bfloat16>() / 2)
-        << describe(c);
-    cases.push_back(std::move(data));
-  }
-
-  K3_REQUIRE_GPU();
-  for (const DecodeData& data : cases) {
-    for (const NamedDecodeAlgorithm& a : kDecodeAlgorithms) {
-      if (a.split_key && data.c.d % 32 != 0) continue;
-      check_decode_on_gpu(data.c, to_f32(data.initial), data.steps, data.want_f32, tolerance_for<float>(),
-                          std::string(a.name) + " fp32 state", a.algorithm);
-      check_decode_on_gpu(data.c, to_bf16(data.initial), data.steps, data.want_bf16, tolerance_for<__nv_bfloat16>(),
-                          std::string(a.name) + " bf16 state", a.algorithm);
-    }
-  }
-}
 
 TEST(GpuKda, DecodeStepRejectsUnsupportedShapes) {
   // Argument checks come before any launch, so they hold (and run) without a device.

@@ -2,10 +2,9 @@
 // [ref::rmsnorm(c)·w | k_r] at (page_table[seq, pos / page_tokens], pos % page_tokens) and nothing else (pages
 // pre-filled with a pattern, unused page-table entries pointing at a trap page), for one sequence from a position
 // inside a page and for a decode batch with device positions and sequence rows; gather copies exactly the stored
-// rows. The absorbed form's per-head products (attend_absorbed and attend_naive re-derived as fp64 loops):
-// absorb_q = q_nope·W_uk | q_r, apply_v = lat·W_uvᵀ ⊙ sigmoid(gate), assemble_kv = direct indexing. Elementwise
-// bounds: one bf16 rounding (≤ 2^-8 relative) of an fp32 result whose accumulation error is at most
-// (n + 1)·2^-24·Σ|terms|.
+// rows. The absorbed form's assemble_kv against direct indexing, and its argument checks (absorb_q and apply_v
+// against fp64 loops are cases of the op table, tests/gpu/op_cases/mla_absorb_cases.cpp). Elementwise bounds: one
+// bf16 rounding (≤ 2^-8 relative) of an fp32 result within a stated error of the exact value.
 #include "engine/reference/basic_ops.h"
 #include "gpu_harness.h"
 #include "kernels/mla_absorb.h"
@@ -29,11 +28,7 @@ using Eigen::Index;
 constexpr float kLatentEps = 1e-6f;          // the K3 reference's kv_a norm epsilon
 constexpr double kBf16Rounding = 1.0 / 256;  // 2^-8: RNE to bf16 moves a value by at most this, relatively
 
-uint16_t bits_of(__nv_bfloat16 v) {
-  uint16_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
+using gpu_test::bits_of;  // the bf16 one (device_data.h), beside this overload
 std::vector<uint16_t> bits_of(const std::vector<__nv_bfloat16>& v) {
   std::vector<uint16_t> b(v.size());
   std::memcpy(b.data(), v.data(), v.size() * sizeof(uint16_t));
@@ -41,20 +36,11 @@ std::vector<uint16_t> bits_of(const std::vector<__nv_bfloat16>& v) {
 }
 float value_of(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<__nv_bfloat16> v(n);
-  for (auto& x : v) x = __float2bfloat16_rn(dist(rng));
-  return v;
-}
-
 // |got − want| within one bf16 rounding of a value that is itself within accumulation_error of want.
 bool within_bf16(float got, double want, double accumulation_error) {
   return std::isfinite(got) &&
          std::abs(double(got) - want) <= kBf16Rounding * (std::abs(want) + accumulation_error) + accumulation_error;
 }
-// fp32 sum of n products, any order: at most (n + 1)·2^-24·Σ|terms| from the exact sum (a 1 % margin on top).
-double accumulation_error(int n, double abs_sum) { return 1.01 * (n + 1) * std::ldexp(1.0, -24) * abs_sum; }
 
 // ---- Latent cache: append ----
 
@@ -337,185 +323,11 @@ std::vector<AbsorbCase> absorb_cases() {
   return cases;
 }
 
-constexpr kernels::MlaAbsorbAlgorithm kAbsorbAlgorithms[] = {
-    kernels::MlaAbsorbAlgorithm::automatic, kernels::MlaAbsorbAlgorithm::per_column,
-    kernels::MlaAbsorbAlgorithm::weight_stream, kernels::MlaAbsorbAlgorithm::mma_tiled};
-
-const char* name_of(kernels::MlaAbsorbAlgorithm a) {
-  switch (a) {
-    case kernels::MlaAbsorbAlgorithm::automatic: return "automatic";
-    case kernels::MlaAbsorbAlgorithm::per_column: return "per_column";
-    case kernels::MlaAbsorbAlgorithm::weight_stream: return "weight_stream";
-    case kernels::MlaAbsorbAlgorithm::mma_tiled: return "mma_tiled";
-  }
-  return "?";
-}
-
-// weight_stream and mma_tiled need r a multiple of 8 (16-byte rows of kv_b); elsewhere they refuse.
-bool runs(kernels::MlaAbsorbAlgorithm a, const kernels::MlaDims& d) {
-  const bool vectorised =
-      a == kernels::MlaAbsorbAlgorithm::weight_stream || a == kernels::MlaAbsorbAlgorithm::mma_tiled;
-  return !vectorised || d.latent_rank % 8 == 0;
-}
-
 std::string describe(const AbsorbCase& c) {
   const kernels::MlaDims& d = c.d;
   return "heads " + std::to_string(d.heads) + " dn " + std::to_string(d.nope_dim) + " dr " +
          std::to_string(d.rope_dim) + " dv " + std::to_string(d.value_dim) + " r " + std::to_string(d.latent_rank) +
          " tokens " + std::to_string(c.tokens);
-}
-
-int kv_b_rows(const kernels::MlaDims& d) { return d.heads * (d.nope_dim + d.value_dim); }
-
-// absorb_q: q_abs[t, h, j] = Σ_i q_nope[t, h, i]·kv_b[h·(dn+dv) + i, j] (fp64), then q_r copied.
-TEST(GpuMlaAbsorb, AbsorbQMatchesFp64) {
-  std::mt19937 rng(20261214);
-  struct Prepared {
-    AbsorbCase c;
-    int64_t q_stride;
-    std::vector<__nv_bfloat16> q, kv_b;
-    std::vector<double> want, error;  // [tokens, heads, r]: the exact product and its accumulation bound
-  };
-  std::vector<Prepared> cases;
-  for (const AbsorbCase& c : absorb_cases()) {
-    const kernels::MlaDims& d = c.d;
-    const int qk = d.nope_dim + d.rope_dim, r = d.latent_rank;
-    Prepared p{c, int64_t(d.heads) * qk + 5, {}, {}, {}, {}};
-    p.q = random_bf16(size_t(c.tokens * p.q_stride), rng, -2.0f, 2.0f);
-    p.kv_b = random_bf16(size_t(kv_b_rows(d)) * r, rng, -1.0f, 1.0f);
-    p.want.resize(size_t(c.tokens) * d.heads * r);
-    p.error.resize(p.want.size());
-    for (int t = 0; t < c.tokens; ++t) {
-      for (int h = 0; h < d.heads; ++h) {
-        for (int j = 0; j < r; ++j) {
-          double sum = 0, abs_sum = 0;
-          for (int i = 0; i < d.nope_dim; ++i) {
-            const double term = double(value_of(p.q[size_t(t * p.q_stride + h * qk + i)])) *
-                                value_of(p.kv_b[(size_t(h) * (d.nope_dim + d.value_dim) + i) * r + j]);
-            sum += term;
-            abs_sum += std::abs(term);
-          }
-          const size_t at = (size_t(t) * d.heads + h) * r + j;
-          p.want[at] = sum;
-          p.error[at] = accumulation_error(d.nope_dim, abs_sum);
-        }
-      }
-    }
-    cases.push_back(std::move(p));
-  }
-
-  K3_REQUIRE_GPU();
-  for (const Prepared& p : cases) {
-    const kernels::MlaDims& d = p.c.d;
-    const int qk = d.nope_dim + d.rope_dim, r = d.latent_rank, out_width = r + d.rope_dim, T = p.c.tokens;
-    DeviceBuffer<__nv_bfloat16> q(p.q), kv_b(p.kv_b);
-    for (const kernels::MlaAbsorbAlgorithm algorithm : kAbsorbAlgorithms) {
-      DeviceBuffer<__nv_bfloat16> q_abs(size_t(T) * d.heads * out_width);
-      const cudaError_t status =
-          kernels::mla_absorb_q_bf16(q.get(), p.q_stride, kv_b.get(), d, T, q_abs.get(), nullptr, algorithm);
-      if (!runs(algorithm, d)) {
-        EXPECT_EQ(status, cudaErrorInvalidValue) << describe(p.c) << " " << name_of(algorithm);
-        continue;
-      }
-      CUDA_CHECK(status);
-      const std::vector<__nv_bfloat16> got = q_abs.download();
-      int64_t bad_latent = 0, bad_rope = 0;
-      for (int t = 0; t < T; ++t) {
-        for (int h = 0; h < d.heads; ++h) {
-          const size_t row = (size_t(t) * d.heads + h) * out_width;
-          for (int j = 0; j < r; ++j) {
-            const size_t at = (size_t(t) * d.heads + h) * r + j;
-            bad_latent += within_bf16(value_of(got[row + j]), p.want[at], p.error[at]) ? 0 : 1;
-          }
-          for (int i = 0; i < d.rope_dim; ++i) {
-            const __nv_bfloat16 want = p.q[size_t(t * p.q_stride + h * qk + d.nope_dim + i)];
-            bad_rope += bits_of(got[row + r + i]) == bits_of(want) ? 0 : 1;
-          }
-        }
-      }
-      EXPECT_EQ(bad_latent, 0) << describe(p.c) << " " << name_of(algorithm);
-      EXPECT_EQ(bad_rope, 0) << describe(p.c) << " " << name_of(algorithm);
-    }
-  }
-}
-
-// apply_v: out[t, h·dv + c] = Σ_j lat[t, h, j]·kv_b[h·(dn+dv) + dn + c, j] (fp64), times sigmoid(gate) when gated.
-TEST(GpuMlaAbsorb, ApplyVMatchesFp64WithAndWithoutGate) {
-  std::mt19937 rng(20261215);
-  struct Prepared {
-    AbsorbCase c;
-    int64_t gate_stride;
-    std::vector<float> lat;                   // [tokens, heads, r]
-    std::vector<__nv_bfloat16> kv_b, gate;    // gate [tokens, heads·dv + pad], the pad NaN
-    std::vector<double> plain, gated, error;  // [tokens, heads·dv]; error bounds the ungated sum
-    std::vector<double> sigmoid;
-  };
-  std::vector<Prepared> cases;
-  for (const AbsorbCase& c : absorb_cases()) {
-    const kernels::MlaDims& d = c.d;
-    const int r = d.latent_rank, out_width = d.heads * d.value_dim;
-    Prepared p{c, out_width + 3, {}, {}, {}, {}, {}, {}, {}};
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    p.lat.resize(size_t(c.tokens) * d.heads * r);
-    for (float& v : p.lat) v = dist(rng);
-    p.kv_b = random_bf16(size_t(kv_b_rows(d)) * r, rng, -1.0f, 1.0f);
-    p.gate = random_bf16(size_t(c.tokens * p.gate_stride), rng, -5.0f, 5.0f);
-    for (int t = 0; t < c.tokens; ++t) {
-      for (int64_t i = out_width; i < p.gate_stride; ++i) {
-        p.gate[size_t(t * p.gate_stride + i)] = __float2bfloat16_rn(std::numeric_limits<float>::quiet_NaN());
-      }
-    }
-    for (int t = 0; t < c.tokens; ++t) {
-      for (int h = 0; h < d.heads; ++h) {
-        for (int col = 0; col < d.value_dim; ++col) {
-          double sum = 0, abs_sum = 0;
-          const size_t w_row = size_t(h) * (d.nope_dim + d.value_dim) + d.nope_dim + col;
-          for (int j = 0; j < r; ++j) {
-            const double term = double(p.lat[(size_t(t) * d.heads + h) * r + j]) * value_of(p.kv_b[w_row * r + j]);
-            sum += term;
-            abs_sum += std::abs(term);
-          }
-          const double g = value_of(p.gate[size_t(t * p.gate_stride + h * d.value_dim + col)]);
-          const double s = 1.0 / (1.0 + std::exp(-g));
-          p.plain.push_back(sum);
-          p.sigmoid.push_back(s);
-          p.gated.push_back(sum * s);
-          p.error.push_back(accumulation_error(r, abs_sum));
-        }
-      }
-    }
-    cases.push_back(std::move(p));
-  }
-
-  K3_REQUIRE_GPU();
-  for (const Prepared& p : cases) {
-    const kernels::MlaDims& d = p.c.d;
-    const int T = p.c.tokens;
-    DeviceBuffer<float> lat(p.lat);
-    DeviceBuffer<__nv_bfloat16> kv_b(p.kv_b), gate(p.gate);
-    for (const kernels::MlaAbsorbAlgorithm algorithm : kAbsorbAlgorithms) {
-      DeviceBuffer<__nv_bfloat16> plain(p.plain.size()), gated(p.gated.size());
-      const cudaError_t status =
-          kernels::mla_apply_v_bf16(lat.get(), kv_b.get(), nullptr, 0, d, T, plain.get(), nullptr, algorithm);
-      if (!runs(algorithm, d)) {
-        EXPECT_EQ(status, cudaErrorInvalidValue) << describe(p.c) << " " << name_of(algorithm);
-        continue;
-      }
-      CUDA_CHECK(status);
-      CUDA_CHECK(kernels::mla_apply_v_bf16(lat.get(), kv_b.get(), gate.get(), p.gate_stride, d, T, gated.get(), nullptr,
-                                           algorithm));
-      const std::vector<__nv_bfloat16> got_plain = plain.download(), got_gated = gated.download();
-      int64_t bad_plain = 0, bad_gated = 0;
-      for (size_t i = 0; i < p.plain.size(); ++i) {
-        bad_plain += within_bf16(value_of(got_plain[i]), p.plain[i], p.error[i]) ? 0 : 1;
-        // The gate scales the sum's error by sigmoid ≤ 1; expf and the division add a few fp32 ulp.
-        const double gated_error = p.error[i] * p.sigmoid[i] + 1e-6 * std::abs(p.gated[i]);
-        bad_gated += within_bf16(value_of(got_gated[i]), p.gated[i], gated_error) ? 0 : 1;
-      }
-      EXPECT_EQ(bad_plain, 0) << describe(p.c) << " " << name_of(algorithm) << " without gate";
-      EXPECT_EQ(bad_gated, 0) << describe(p.c) << " " << name_of(algorithm) << " with gate";
-    }
-  }
 }
 
 // assemble_kv: k[s, h] = [kv[s, h·(dn+dv) : +dn] | latent[s, r : r+dr]], v[s, h] = kv[s, h·(dn+dv) + dn : +dv].

@@ -20,11 +20,7 @@ namespace {
 // 65536 blocks of 256 threads is the fill kernels' largest grid: a longer tensor exercises the grid-stride loop.
 constexpr int64_t kOneGridElements = int64_t(65536) * 256;
 
-uint16_t bits_of(__nv_bfloat16 v) {
-  uint16_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
+using gpu_test::bits_of;  // the bf16 one (device_data.h), beside this overload
 uint32_t bits_of(float v) {
   uint32_t b;
   std::memcpy(&b, &v, sizeof b);

@@ -1,5 +1,5 @@
-// Sampling against the CPU: greedy (every SampleGreedyAlgorithm) against a CPU argmax with planted ties (across the
-// cluster's parts too), NaN and −∞, at K3's vocabulary and odd ones, and replayed in a CUDA graph; top-p with a tiny
+// Sampling against the CPU: greedy replayed in a CUDA graph (its comparisons against a CPU argmax with planted ties
+// are cases of the op table, tests/gpu/op_cases/sampling_cases.cpp); top-p with a tiny
 // top_p against greedy; the empirical distribution of many (seed, step, row) draws against the renormalised nucleus by
 // a chi-square bound (a tie group split by the nucleus boundary, and a temperature ≠ 1 over a whole vocabulary); draws
 // over K3's vocabulary staying inside a nucleus computed on the CPU; replay determinism, and the step read from device
@@ -62,57 +62,6 @@ std::vector<double> nucleus_probabilities(const std::vector<float>& logits, floa
 double chi_square_bound(int df) {
   const double a = 2.0 / (9.0 * df);
   return df * std::pow(1.0 - a + 5.0 * std::sqrt(a), 3.0);
-}
-
-TEST(GpuSampling, GreedyMatchesCpuArgmaxWithPlantedTies) {
-  std::mt19937 rng(20261210);
-  struct Case {
-    int batch, vocab;
-  };
-  const Case cases[] = {{6, kK3Vocab}, {3, 1},          {4, 1000},     {64, 37}, {5, kK3Vocab + 1},
-                        {4, 9},        {70, 8192 + 12}, {1, kK3Vocab}, {4, 8},   {300, 4099}};
-  for (const Case& c : cases) {
-    std::vector<float> logits = to_f32(random_matrix(c.batch, c.vocab, rng, -10.0f, 10.0f));
-    const auto row = [&](int b) { return logits.data() + size_t(b) * c.vocab; };
-    const bool planted = c.vocab > 3 && c.batch >= 3;  // rows 0-2 get planted maxima, ties and NaN
-    if (planted) {
-      row(0)[c.vocab - 1] = 20.0f;  // the maximum at the last id
-      row(1)[c.vocab / 2] = row(1)[1] = row(1)[c.vocab - 2] = 30.0f;  // a three-way tie: id 1 wins
-      row(2)[0] = NAN;  // NaN never wins
-      row(2)[3] = 25.0f;
-      if (c.batch > 3) {
-        std::fill(row(3), row(3) + c.vocab, -INFINITY);  // all −∞: id 0
-        row(3)[2] = NAN;
-      }
-    }
-    if (c.vocab > 3 && c.batch > 4) {
-      // The same maximum at the last id of each of the cluster's parts but the first (16-byte units when the
-      // vocabulary allows): the lowest of them wins.
-      const int64_t units = c.vocab % 4 == 0 ? c.vocab / 4 : c.vocab, unit = c.vocab % 4 == 0 ? 4 : 1;
-      const int64_t per_part = (units + kernels::kSampleGreedyClusterBlocks - 1) / kernels::kSampleGreedyClusterBlocks;
-      for (int part = 2; part <= kernels::kSampleGreedyClusterBlocks; ++part) {
-        const int64_t last = std::min<int64_t>(part * per_part, units) * unit - 1;
-        if (last >= 0) row(4)[last] = 40.0f;
-      }
-    }
-    std::vector<int32_t> expected(static_cast<size_t>(c.batch));
-    for (int b = 0; b < c.batch; ++b) expected[size_t(b)] = cpu_argmax(row(b), c.vocab);
-    if (planted) {
-      ASSERT_EQ(expected[1], 1);
-      ASSERT_EQ(expected[2], 3);
-    }
-    K3_REQUIRE_GPU();
-    DeviceBuffer<float> dlogits(logits);
-    using kernels::SampleGreedyAlgorithm;
-    for (const SampleGreedyAlgorithm algorithm :
-         {SampleGreedyAlgorithm::automatic, SampleGreedyAlgorithm::block_per_row,
-          SampleGreedyAlgorithm::cluster_per_row}) {
-      DeviceBuffer<int32_t> out(static_cast<size_t>(c.batch));
-      CUDA_CHECK(kernels::sample_greedy(dlogits.get(), c.batch, c.vocab, out.get(), nullptr, algorithm));
-      EXPECT_EQ(out.download(), expected)
-          << "batch " << c.batch << " vocab " << c.vocab << " algorithm " << int(algorithm);
-    }
-  }
 }
 
 TEST(GpuSampling, GreedyClusterPerRowReplaysInAGraph) {
