@@ -7,23 +7,18 @@
 // mix and normed [tokens, width] bf16. mix is the next residual input; normed feeds the sublayer.
 // The norm reads mix as stored (bf16-rounded), as an unfused mix → rmsnorm pair would. The outputs must
 // not overlap a candidate or each other.
-// Versions: attnres_mix_block_per_token — one thread block per token. Pass 1: each thread strides over
-// the row and accumulates Σv² and Σv·γw for every candidate; one block reduction of 2n values. Every
-// thread then takes the softmax of the n scores. Pass 2: mix (fp32 sum, stored bf16) and Σmix².
-// Pass 3: re-reads the mix it wrote (the same thread, the same elements) and writes normed.
-// attnres_mix_vec8_block_per_token (used when width is a multiple of 8 up to 8192 and every row is
-// 16-byte aligned): one thread per 8 consecutive elements with 16-byte loads, the mix kept in
-// registers for the norm — at decode (a few tokens, one block each) the scalar version ran ~24 µs per
-// mixer at K3's width on an H200.
-// attnres_mix_vec8_cluster_per_token (compute capability ≥ 9.0, where vec8 applies): a cluster of
-// kAttnResClusterBlocks blocks per token, each a contiguous eighth of the row in 16-byte units with its
-// candidates' values kept in registers; the blocks' partial sums (2n, then Σmix²) are added through distributed
-// shared memory in rank order, so every block derives the same softmax and norm. One block per token leaves a
-// decode step's mixer on one SM; the cluster spreads its loads over eight.
-// AttnResAlgorithm::automatic takes the cluster up to kAttnResClusterMaxTokens tokens, vec8 else, the scalar
-// version where vec8 does not apply; an explicit version that does not apply returns cudaErrorInvalidValue.
-// Faster: several tokens per block for small widths, and at prefill a chunked layout that reads each
-// block bank row once for both mixers of a layer.
+// Versions (AttnResAlgorithm):
+//   block_per_token — one block per token: Σv² and Σv·γw per candidate, one block reduction of 2n values, the
+//     softmax, then mix and Σmix², then normed from the mix it wrote. Used where vec8 does not apply.
+//   vec8_block_per_token — one thread per 8 consecutive elements with 16-byte loads, the mix kept in registers for
+//     the norm; width a multiple of 8 up to 8192, every row 16-byte aligned.
+//   vec8_cluster_per_token — compute capability ≥ 9.0 where vec8 applies: a cluster of kAttnResClusterBlocks blocks
+//     per token, each a contiguous eighth of the row, the partial sums added through distributed shared memory in
+//     rank order (every block derives the same softmax and norm), so a decode step's loads spread over eight SMs.
+// automatic takes the cluster up to kAttnResClusterMaxTokens tokens (faster at decode sizes), vec8 above it (the
+// cluster's extra blocks cost more than they spread once the tokens fill the SMs), the scalar version where vec8
+// does not apply; an explicit version that does not apply returns cudaErrorInvalidValue.
+// Measurements and history: bench/results/kernel-notes.md (attnres_mix).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -35,9 +30,7 @@ namespace k3::kernels {
 
 inline constexpr int kAttnResMaxCandidates = 9;  // 8 stored blocks + the current partial sum
 inline constexpr int kAttnResClusterBlocks = 8;
-// automatic's limit for the cluster version: per launch in a CUDA graph on an H200 at K3's width (3 / 9 candidates;
-// bench/results/2026-12-01-h200-kernels-20 run 1) it took 5.2 / 7.4 µs at 1 token and 5.3 / 7.5 at 8 against vec8's
-// 6.4 / 10.7 and 6.5 / 10.8, but 10.9 / 15.4 against 6.6 / 11.1 at 64.
+// automatic's limit for the cluster version (measured crossover between 8 and 64 tokens on an H200).
 inline constexpr int kAttnResClusterMaxTokens = 8;
 
 enum class AttnResAlgorithm { automatic, block_per_token, vec8_block_per_token, vec8_cluster_per_token };

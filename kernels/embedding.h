@@ -3,9 +3,9 @@
 // An id outside [0, vocab) reads nothing: its output row is written as zeros and, when error_flag is not
 // null, the kernel stores 1 into *error_flag. The kernel never writes 0 there, so the caller clears the
 // flag (e.g. cudaMemsetAsync) before the launch and reads it after; one flag can collect several launches.
-// Versions: embedding_gather_block_per_token — one thread block per token, threads stride over the
-// row, with 16-byte copies when the width, strides and pointers allow (2-byte ones took 12 µs per
-// K3 row on an H200: one HBM round trip after another). Faster: several tokens per block when width is small.
+// Versions: embedding_gather_block_per_token — one thread block per token, threads stride over the row, with 16-byte
+// copies when the width, strides and pointers allow (2-byte copies wait one HBM round trip after another).
+// Measurements: bench/results/kernel-notes.md (embedding).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -31,7 +31,7 @@
 // exponentials taken as products of per-tile scalars and within-tile ones (a few fp32 ulps apart), the transform in
 // fp32 in another order.
 #include "kernels/kda_chunk_intra.h"
-#include "kernels/shared_memory_config.h"
+#include "kernels/ptx/shared_memory_config.h"
 
 #include <cmath>
 #include <cstdint>
@@ -130,14 +130,10 @@ __device__ __forceinline__ void score_round(const float* r0, const float* r1, co
   }
 }
 
-// Two adjacent product operands (8- or 4-byte aligned) as the workspace stores them (to_operand), and four zeros.
-__device__ __forceinline__ void store_operand_pair(float* p, float a, float b) {
-  *reinterpret_cast<float2*>(p) = make_float2(tf32_round(a), tf32_round(b));
-}
+// Two adjacent fp16 product operands (4-byte aligned) as the workspace stores them (to_operand), and four zeros.
 __device__ __forceinline__ void store_operand_pair(__half* p, float a, float b) {
   *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
 }
-__device__ __forceinline__ void store_zero4(float* p) { *reinterpret_cast<float4*>(p) = make_float4(0, 0, 0, 0); }
 __device__ __forceinline__ void store_zero4(__half* p) { *reinterpret_cast<uint2*>(p) = make_uint2(0, 0); }
 
 // Score tile (I, J) from its accumulators (element e of n half hh at row 16I + g + 8(e / 2), column
@@ -518,8 +514,6 @@ cudaError_t launch_intra_factored(const float* q, const float* k, const float* v
   return cudaGetLastError();
 }
 
-template cudaError_t launch_intra_factored<float>(const float*, const float*, const float*, const float*, const float*,
-                                                  int, int, int, Workspace, bool, cudaStream_t);
 template cudaError_t launch_intra_factored<__half>(const float*, const float*, const float*, const float*, const float*,
                                                    int, int, int, WorkspaceF16, bool, cudaStream_t);
 

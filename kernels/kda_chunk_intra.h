@@ -1,6 +1,6 @@
 // kda_chunk_intra: what the translation units of the KDA chunked prefill share (kernels/kda_chunk_prefill.h: the
-// workspace layout that phase 1 writes and the state pass reads, the TF32 mma.sync helpers), and the phase-1 launch of
-// its ut_factored versions (kernels/kda_chunk_intra.cu). Internal to kernels/kda_chunk_*.cu; device code, so it is
+// workspace layout that phase 1 writes and the state pass reads, the TF32 mma.sync helpers), and the phase-1 launch
+// (kernels/kda_chunk_intra.cu). Internal to kernels/kda_chunk_*.cu; device code, so it is
 // included by .cu files only.
 #pragma once
 
@@ -19,12 +19,9 @@ constexpr int kTilesPerChunk = kChunk / kTile;
 // Workspace: per (head, chunk) block b = head·chunks + chunk. U [64, 128] and e^{G_last} [128] in fp32 (they enter
 // fp32 arithmetic), then W, Qg, Kd [64, 128] and A_qk [64, 64] (zero above the diagonal), which the state passes use
 // only as product operands, in the element type Operand:
-//   - float (every version but split_key_f16): kda_chunk_intra_factored (the phase 1 of the ut_factored versions)
-//     stores them already rounded to TF32 (tf32_round: the value every state pass's products would round them to);
-//     the split_key state pass feeds them to its products as they are, split_value's rounds them again (which
-//     changes nothing);
-//   - __half (split_key_f16): rounded to fp16, whose 10-bit mantissa is TF32's, so the stored values are TF32
-//     values too wherever they lie inside fp16's range (normal above 6.1e-5, finite below 65504); half the bytes.
+//   - __half (what the prefill uses): rounded to fp16, whose 10-bit mantissa is TF32's, so the stored values are
+//     TF32 values too wherever they lie inside fp16's range (normal above 6.1e-5, finite below 65504); half the bytes;
+//   - float: TF32-rounded (tf32_round), the layout's full size (kda_chunk_prefill_workspace_bytes sizes it).
 // Every array starts 512-byte aligned relative to the (256-byte aligned) base, as WMMA's 32-byte pointer alignment
 // and cp.async's 16 bytes need. The fp32 layout is the largest; kda_chunk_prefill_workspace_bytes gives its size.
 constexpr int64_t kRowsBlock = int64_t(kChunk) * kD;       // W, U, Qg, Kd: [64, 128]
@@ -116,7 +113,7 @@ __device__ __forceinline__ void decay_state_tiles(float (&s)[4][4], const float*
   }
 }
 
-// Phase 1 of the ut_factored versions (kda_chunk_intra_factored): fills every array of the workspace (W, Qg, Kd,
+// Phase 1 (kda_chunk_intra_factored): fills every array of the workspace (W, Qg, Kd,
 // A_qk as WorkspaceOf's operands) for `chunks` 64-token chunks × `heads` heads from q, k, v, g, β (the layouts of
 // kda_chunk_prefill_f32state). tensor_diagonal selects the diagonal tiles' path as in the other versions
 // (middle-token reference on tensor cores, or pair by pair). Arguments are checked by the caller.

@@ -1,5 +1,5 @@
 // kda_chunk_state_f16: the state pass (phase 2) of the KDA chunked prefill's ut_factored_split_key_f16 version
-// (kernels/kda_chunk_prefill.h). The split_key pass (kernels/kda_chunk_state.cu) with fp16 product operands: phase 1
+// (kernels/kda_chunk_prefill.h). The fp32 split_key pass (since removed; bench/results/kernel-notes.md) with fp16 product operands: phase 1
 // stores W, Qg, Kd and A_qk in fp16 (WorkspaceF16, kernels/kda_chunk_intra.h: 88.5 instead of 144.5 KB per head and
 // chunk, U and e^{G_last} still fp32), and every product runs on mma.sync m16n8k16 (fp16 operands rounded to nearest,
 // fp32 accumulation) with its fragments loaded by ldmatrix, so a warp issues half the products of the TF32 pass and
@@ -41,8 +41,8 @@
 // entry) keep an absolute error below 3e-8, and S, V' and W must stay below 65504 in magnitude (they scale with v;
 // Qg, Kd and A_qk are at most 1 for L2-normalised q and k).
 #include "kernels/kda_chunk_state.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
+#include "kernels/ptx/ptx_mma.h"
+#include "kernels/ptx/shared_memory_config.h"
 
 #include <cuda_fp16.h>
 

@@ -189,14 +189,6 @@ cudaError_t launch_d(const float* q, const float* k, const float* v, const float
           <<<unsigned(blocks), 32 * kWarps, 0, stream>>>(q, k, v, g, beta, state, out);
       return cudaGetLastError();
     }
-    if (algorithm == KdaDecodeAlgorithm::column_quad_split_key) {
-      constexpr int kWarps = split_key_warps(D, 4);
-      const int64_t blocks = seq_heads * (D / (32 * kWarps));
-      if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-      kda_decode_columns_split_key<D, 4, kWarps, State>
-          <<<unsigned(blocks), 32 * kWarps, 0, stream>>>(q, k, v, g, beta, state, out);
-      return cudaGetLastError();
-    }
   }
   return cudaErrorInvalidValue;
 }

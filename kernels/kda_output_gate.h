@@ -4,14 +4,12 @@
 // shared by all heads); gate [tokens, heads·d] bf16 (W_g x, before the sigmoid; its own row stride);
 // out [tokens, heads·d] bf16 (the o_proj input). fp32 arithmetic; d ≤ 1024.
 // Versions (KdaOutputGateAlgorithm):
-//   block_per_token_head (automatic below 1,024 (token, head) pairs: decode of up to 10 sequences at 96 heads): one
-//     block of d threads (rounded up to a warp) per (token, head), one block-wide sum of squares;
-//   warp_per_token_head (automatic from 1,024 pairs): one warp per (token, head), 8 per block; lane l takes channels
-//     l + 32j, the sum of squares is a warp sum, and o is read a second time (from the L1) for the output.
-// On an H200 at K3's width (bench/results/2026-11-30-h200-kernels-12 run 5, kernel_bench; per launch of a CUDA graph
-// for the decode sizes): 1 token 1.79 µs (block) against 2.38 µs (warp), 64 tokens 5.89 against 3.60 µs, a 32K-token
-// prefill chunk 2,533 against 1,344 µs (3.0× and 1.6× the roofline); in the engine's 32K prefill 1.5-1.6 ms a layer
-// against 3.2-3.3 ms. The threshold between 96 and 6,144 pairs is not measured.
+//   block_per_token_head (automatic below kKdaOutputGateWarpPairs (token, head) pairs): one block of d threads
+//     (rounded up to a warp) per (token, head), one block-wide sum of squares: the shorter chain at decode;
+//   warp_per_token_head (automatic from kKdaOutputGateWarpPairs pairs): one warp per (token, head), 8 per block; lane l
+//     takes channels l + 32j, the sum of squares is a warp sum, and o is read a second time (from the L1) for the
+//     output: no block barrier, faster once there are enough pairs to fill the SMs.
+// Measurements: bench/results/kernel-notes.md (kda_output_gate).
 #pragma once
 
 #include <cuda_bf16.h>

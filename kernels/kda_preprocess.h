@@ -15,25 +15,13 @@
 // all fp32, none aliasing an input.
 // *_decode_batch: one decode step of `sequences` sequences at once — token t is the one new token of sequence t,
 // whose conv state is slot t of conv_states [sequences, 3P, K−1]; otherwise the same.
-// Versions: kda_preprocess_block_per_token_head — one block per (token, head), consecutive blocks consecutive tokens
-// of one head, one thread per channel of the head computing its q, k and v convs (K taps, from conv_state or qkv) and
-// its g; the two L2 norms are one block-wide sum; with K = 4 (K3, Kimi Linear) and 16-byte-aligned weights, a prefill
-// token whose window lies in qkv takes each channel's four weights in one load and its taps by pointer steps, with no
-// test for the state (the same bits). Followed by kda_conv_state_shift (one thread per channel), a second launch
-// because the blocks of the first K−1 tokens read the state it overwrites. Nsight Compute on the generic form at 32 K
-// tokens (K3's layer 1; bench/results/2026-11-30-h200-kernels-13 run 5): issue-bound, 87 % of issue slots busy, DRAM
-// 19 %, 614 instructions per warp.
-// History, measured on an H200: token_tile (one block per (16-token tile, head), each conv input read once per tile,
-// bit for bit block_per_token_head's results; commit 150c962) took 35.0 ms for the three KDA layers of a 32K-token
-// prefill against 34.0 ms; removed. warp_per_token_head (one warp per (token, head), 8 per block of 256, lane l
-// taking channels l + 32j, the L2 norms as warp sums, f read before them; bench/results/2026-11-30-h200-kernels-12
-// run 4, kernel_bench on random inputs at K3's width): a 32K-token chunk in 10.5 ms against 9.5 ms, and a decode step
-// at batch 1 / 64 in 9.9 / 52.3 µs per launch of a CUDA graph against 5.1 / 48.0 µs (14.8 µs a layer in the
-// engine's batch-1 decode at 128 K, against 6.8 µs in …-engine-traces-6); removed. Neither is bound by its bytes (≈ 2.5 ms a layer at copy bandwidth), nor by
-// its block count.
-// Faster (not done): for decode, fuse into kda_decode (one block per head: preprocess, then the state update) and save
-// writing q, k, v, g; for prefill, fold the conv and SiLU into the projection GEMM's epilogue (tiles overlapping by
-// K−1 rows); bf16x2 / float4 vector loads.
+// Versions: kda_preprocess_block_per_token_head (the only one) — one block per (token, head), consecutive blocks
+// consecutive tokens of one head, one thread per channel of the head computing its q, k and v convs (K taps, from
+// conv_state or qkv) and its g; the two L2 norms are one block-wide sum; with K = 4 (K3, Kimi Linear) and
+// 16-byte-aligned weights, a prefill token whose window lies in qkv takes each channel's four weights in one load and
+// its taps by pointer steps, with no test for the state (the same bits). Followed by kda_conv_state_shift (one thread
+// per channel), a second launch because the blocks of the first K−1 tokens read the state it overwrites.
+// Measurements, profiles and the versions tried: bench/results/kernel-notes.md (kda_preprocess).
 #pragma once
 
 #include <cuda_bf16.h>

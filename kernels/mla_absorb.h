@@ -10,24 +10,23 @@
 //     the cached rows latent [S, r+dr]: k[s, h] = [kv[s, h·(dn+dv) : +dn] | latent[s, r:r+dr]] ([S, H, dn+dr]),
 //     v[s, h] = kv[s, h·(dn+dv) + dn : +dv] ([S, H, dv]).
 // fp32 accumulation. Memory-bound on kv_b at decode (96 heads × 256 rows × 512 bf16 ≈ 25 MB for K3, half of it per
-// product); per_column and weight_stream read kv_b once per token tile of 8 (later tiles mostly from L2).
+// product).
 // Versions (MlaAbsorbAlgorithm):
-//   per_column — absorb_q: one block of 32 threads per (head, 32 latent columns) × token tile, thread = column j,
-//     2-byte strided loads over the dn rows; apply_v: one warp per (head, output column), lanes over r. At decode
-//     (batch 1) 32 and 19 µs on an H200 against 3.7 µs of bytes: few bytes in flight per thread and 2-byte loads.
-//   weight_stream — every thread streams 16-byte vectors of kv_b rows with 8 loads in flight, the token tile's q
-//     or latent row in shared memory (fp32), all 8 tokens accumulated per loaded vector. absorb_q: block = (head,
-//     256 latent columns) × token tile, 8 warps; lane = 8 consecutive columns, warp w takes rows i ≡ w (mod 8),
-//     the 8 warps' partial sums added through shared memory. apply_v: block = (head, 64 output columns) × token
-//     tile, warp = 8 output columns (kv_b rows), lane = 8 consecutive j of each row (r / 256 vectors per lane),
-//     sums by warp shuffles. K3 at batch ≤ 8: 192 blocks of 256 threads, all resident on 132 SMs, ≈ 6 MB in flight.
-//     Needs kv_b 16-byte aligned and r a multiple of 8.
-//   mma_tiled — per head a GEMM on bf16 m16n8k16 tensor-core MMAs, a block per 64 tokens × 64 output columns,
-//     kv_b read once per 64 tokens; apply_v's fp32 latent as two bf16 halves (kernels/mla_absorb_mma.h). Same
-//     requirements as weight_stream.
+//   per_column — absorb_q: one block of 32 threads per (head, 32 latent columns) × token tile of 8, thread = column j,
+//     2-byte strided loads over the dn rows; apply_v: one warp per (head, output column), lanes over r. The fallback
+//     where the others do not apply.
+//   weight_stream — every thread streams 16-byte vectors of kv_b rows with 8 loads in flight, the token tile's q or
+//     latent row in shared memory (fp32), all 8 tokens accumulated per loaded vector. absorb_q: block = (head, 256
+//     latent columns) × token tile, 8 warps; apply_v: block = (head, 64 output columns) × token tile, warp = 8 output
+//     columns. Needs kv_b 16-byte aligned and r a multiple of 8. Reads kv_b once per token tile of 8: fastest for a
+//     few tokens.
+//   mma_tiled — per head a GEMM on bf16 m16n8k16 tensor-core MMAs, a block per 64 tokens × 64 output columns, kv_b
+//     read once per 64 tokens; apply_v's fp32 latent as two bf16 halves (kernels/mla_absorb_mma.h). Same
+//     requirements as weight_stream; fastest past a few tokens.
 //   automatic — where weight_stream applies: absorb_q weight_stream up to kMlaAbsorbQStreamMaxTokens tokens,
 //   apply_v up to kMlaApplyVStreamMaxTokens, mma_tiled past them; per_column where they do not apply.
 // assemble_kv: one block per token.
+// Measurements: bench/results/kernel-notes.md (mla_absorb).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -39,9 +38,7 @@ namespace k3::kernels {
 
 enum class MlaAbsorbAlgorithm { automatic, per_column, weight_stream, mma_tiled };
 
-// automatic's token counts up to which weight_stream runs (mma_tiled past them), from kernel_bench's mla_absorb rows
-// on an H200 (µs per call, weight_stream against mma_tiled; bench/results/2026-12-01-h200-kernels-19 run 4): absorb_q
-// 24.1 / 26.5 at 16 tokens, 34.0 / 30.4 at 32, 59.6 / 38.8 at 64; apply_v 19.5 / 23.2 at 4, 46.0 / 23.2 at 8.
+// automatic's token counts up to which weight_stream runs (mma_tiled past them): the measured crossovers on an H200.
 inline constexpr int kMlaAbsorbQStreamMaxTokens = 16;
 inline constexpr int kMlaApplyVStreamMaxTokens = 4;
 

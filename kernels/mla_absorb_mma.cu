@@ -1,6 +1,6 @@
 #include "kernels/mla_absorb_mma.h"
 
-#include "kernels/ptx_mma.h"
+#include "kernels/ptx/ptx_mma.h"
 
 namespace k3::kernels::mla_absorb_mma {
 namespace {

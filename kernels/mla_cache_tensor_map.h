@@ -1,12 +1,10 @@
 // mla_cache_tensor_map: the paged MLA latent cache (kernels/mla_decode_paged.h: pages of page_tokens rows of 576 bf16)
 // as a 2-D tensor map for Hopper's TMA (used by kernels/mla_decode_wgmma_cluster.cu), so that a decode kernel can copy
-// a tile of cached tokens, 64 columns at a time,
-// into shared memory in the 128-byte swizzle its wgmma operands use (kernels/wgmma_sm90.h's SW128 blocks): boxes of
-// 64 columns × min(page_tokens, tile_tokens) rows, each inside one page. The pool's row count is not known to the
-// decode API (only the page table names pages), so the map spans 2^31 − 1 rows; a kernel only asks for rows the page
-// table names. Host code; the map is passed to the kernel as a __grid_constant__ parameter. Measured on an H200: it
-// made wgmma_cluster's loads cheaper (its cp.async issue had been on the path), and made wgmma_alternating, whose
-// 32-token tiles become 9 boxes of 4 KiB, 10–20 % slower (bench/results/2026-11-30-h200-kernels-11, runs 11, 14).
+// a tile of cached tokens, 64 columns at a time, into shared memory in the 128-byte swizzle its wgmma operands use
+// (kernels/ptx/wgmma_sm90.h's SW128 blocks): boxes of 64 columns × min(page_tokens, tile_tokens) rows, each inside one
+// page. The pool's row count is not known to the decode API (only the page table names pages), so the map spans
+// 2^31 − 1 rows; a kernel only asks for rows the page table names. Host code; the map is passed to the kernel as a
+// __grid_constant__ parameter. Measurements: bench/results/kernel-notes.md (mla_cache_tensor_map).
 #pragma once
 
 #include <cuda.h>

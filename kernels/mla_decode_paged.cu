@@ -2,8 +2,9 @@
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
+#include "kernels/ptx/ptx_mma.h"
+#include "kernels/ptx/shared_memory_config.h"
+#include "kernels/ptx/sm90a_device.h"
 
 #include <algorithm>
 #include <atomic>
@@ -26,7 +27,10 @@ constexpr int kColumnsPerWarp = kLatent / kWarps;  // 128 output columns per war
 constexpr int kScoreStride = 36;                   // floats per score row: 144 bytes, so the bf16 P rows aliased at
                                                    // the same stride are conflict-free for ldmatrix
 constexpr int kMaxSplits = 128;
-constexpr int kTargetBlocks = 264;       // two resident blocks on each of an H200's 132 SMs
+constexpr int kBlocksPerSm = 2;          // register_q's resident blocks per SM: the splits fill two per SM
+// Without a device the splits are sized for an H200's SMs (the reference GPU), so that a workspace can be planned and
+// the arguments checked on a machine without one.
+constexpr int kReferenceMultiprocessors = 132;
 constexpr int kMinTokensPerSplit = 128;  // below this a split's partial output costs more than its tokens
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t kMaxContextTokens = int64_t(1) << 30;  // token and tile arithmetic stays in int32
@@ -63,7 +67,7 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
   return uint32_t(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
-using namespace ptx;  // cp.async, ldmatrix, mma (kernels/ptx_mma.h)
+using namespace ptx;  // cp.async, ldmatrix, mma (kernels/ptx/ptx_mma.h)
 
 // Grid: x = split · head_groups + head group (the head groups of one split are neighbours, so their reads of the
 // same token rows meet in L2), y = sequence. The register_q algorithm (header).
@@ -403,10 +407,21 @@ cudaError_t launch_split_kernel(const dim3& grid, cudaStream_t stream, const __n
 
 }  // namespace
 
+namespace {
+
+// The SMs a wave of split blocks fills: the current device's.
+int split_multiprocessors() {
+  const int sms = current_device_multiprocessors();
+  return sms > 0 ? sms : kReferenceMultiprocessors;
+}
+
+}  // namespace
+
 int mla_decode_num_splits(const MlaDecodeShape& shape) {
   if (!valid_shape(shape) || shape.batch == 0) return 1;
   const int blocks_per_split = shape.batch * head_groups(shape.heads);
-  int splits = (kTargetBlocks + blocks_per_split - 1) / blocks_per_split;
+  const int target_blocks = kBlocksPerSm * split_multiprocessors();
+  int splits = (target_blocks + blocks_per_split - 1) / blocks_per_split;
   splits = std::min<int64_t>(splits, std::max<int64_t>(1, shape.max_context_tokens / kMinTokensPerSplit));
   return std::clamp(splits, 1, kMaxSplits);
 }
@@ -416,6 +431,24 @@ size_t mla_decode_workspace_bytes(const MlaDecodeShape& shape) {
   if (!valid_shape(shape) || splits == 1) return 0;
   const size_t rows = size_t(shape.batch) * splits * shape.heads;
   return rows * kLatent * sizeof(float) + rows * sizeof(float2);
+}
+
+// wgmma_alternating's blocks: 64 heads (the wgmma M), one block per SM.
+int mla_decode_wgmma_num_splits(const MlaDecodeShape& shape) {
+  const int common = mla_decode_num_splits(shape);  // 1 for an invalid or empty shape
+  if (common == 1) return 1;
+  constexpr int kWgmmaHeadsPerBlock = 64;
+  const int64_t blocks_per_split =
+      int64_t(shape.batch) * ((shape.heads + kWgmmaHeadsPerBlock - 1) / kWgmmaHeadsPerBlock);
+  return int(std::clamp<int64_t>(split_multiprocessors() / blocks_per_split, 1, common));
+}
+
+bool mla_decode_wgmma_supported(int device) { return sm90a_device(device); }
+
+cudaError_t mla_decode_wgmma_device(int& device) {
+  const cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  return mla_decode_wgmma_supported(device) ? cudaSuccess : cudaErrorNotSupported;
 }
 
 namespace {
@@ -437,8 +470,7 @@ MlaDecodeAlgorithm resolved(MlaDecodeAlgorithm algorithm, const MlaDecodeShape& 
 int mla_decode_algorithm_splits(const MlaDecodeShape& shape, MlaDecodeAlgorithm algorithm) {
   algorithm = resolved(algorithm, shape);
   if (algorithm == MlaDecodeAlgorithm::wgmma_cluster) return mla_decode_wgmma_cluster_num_splits(shape);
-  if (algorithm == MlaDecodeAlgorithm::wgmma || algorithm == MlaDecodeAlgorithm::wgmma_alternating)
-    return mla_decode_wgmma_num_splits(shape);
+  if (algorithm == MlaDecodeAlgorithm::wgmma_alternating) return mla_decode_wgmma_num_splits(shape);
   return mla_decode_num_splits(shape);
 }
 
@@ -448,12 +480,10 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
   algorithm = resolved(algorithm, shape);
-  // wgmma_alternating: its own split pass, with wgmma's split count, workspace and combine pass; wgmma_cluster: its
-  // own split pass and split count, the same workspace and combine pass.
+  // wgmma_alternating and wgmma_cluster: their own split passes and split counts, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
   const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster;
-  const bool wgmma = wgmma_alternating || wgmma_cluster || algorithm == MlaDecodeAlgorithm::wgmma;
-  if (!wgmma && algorithm != MlaDecodeAlgorithm::register_q) return cudaErrorInvalidValue;
+  if (!wgmma_alternating && !wgmma_cluster && algorithm != MlaDecodeAlgorithm::register_q) return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
   const int splits = mla_decode_algorithm_splits(shape, algorithm);
@@ -469,14 +499,12 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
       wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
-                                                          shape, splits, partial_out, partial_stats, out, stream) :
-      wgmma_alternating ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens,
-                                                                  scale * kLog2e, shape, splits, partial_out,
-                                                                  partial_stats, out, stream) :
-      wgmma        ? mla_decode_wgmma_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
-                                                 splits, partial_out, partial_stats, out, stream)
-                   : launch_split_kernel(grid, stream, q, cache_pages, page_table, context_tokens, scale * kLog2e,
-                                         shape, groups, splits, partial_out, partial_stats, out);
+                                                          shape, splits, partial_out, partial_stats, out, stream)
+      : wgmma_alternating
+          ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
+                                                    splits, partial_out, partial_stats, out, stream)
+          : launch_split_kernel(grid, stream, q, cache_pages, page_table, context_tokens, scale * kLog2e, shape, groups,
+                                splits, partial_out, partial_stats, out);
   if (status != cudaSuccess) return status;
   if (splits > 1) {
     const dim3 combine_grid(unsigned(shape.heads * kCombineChunks), unsigned(shape.batch));

@@ -1,11 +1,9 @@
-#include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/mla_decode_wgmma_rows.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
-#include "kernels/wgmma_sm90.h"
-
-#include "core/error.h"
+#include "kernels/ptx/ptx_mma.h"
+#include "kernels/ptx/shared_memory_config.h"
+#include "kernels/ptx/wgmma_sm90.h"
 
 #include <atomic>
 #include <cmath>
@@ -381,7 +379,7 @@ cudaError_t mla_decode_wgmma_alternating_split_pass(const __nv_bfloat16* q, cons
                                                     float* partial_out, float2* partial_stats, float* out,
                                                     cudaStream_t stream) {
   int device = 0;
-  cudaError_t status = mla_decode_wgmma_device("wgmma_alternating", device);
+  cudaError_t status = mla_decode_wgmma_device(device);
   if (status != cudaSuccess) return status;
   status = configure_kernel(device);
   if (status != cudaSuccess) return status;

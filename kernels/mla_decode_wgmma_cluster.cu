@@ -1,14 +1,12 @@
-#include "kernels/mla_decode_wgmma_cluster.h"
-#include "kernels/mbarrier_sm90.h"
 #include "kernels/mla_cache_tensor_map.h"
 #include "kernels/mla_decode_wgmma.h"
+#include "kernels/mla_decode_wgmma_cluster.h"
 #include "kernels/mla_decode_wgmma_rows.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
-#include "kernels/sm90a_device.h"
-#include "kernels/wgmma_sm90.h"
-
-#include "core/error.h"
+#include "kernels/ptx/mbarrier_sm90.h"
+#include "kernels/ptx/ptx_mma.h"
+#include "kernels/ptx/shared_memory_config.h"
+#include "kernels/ptx/sm90a_device.h"
+#include "kernels/ptx/wgmma_sm90.h"
 
 #include <algorithm>
 #include <atomic>
@@ -703,10 +701,9 @@ cudaError_t mla_decode_wgmma_cluster_split_pass(const __nv_bfloat16* q, const __
                                                 float* partial_out, float2* partial_stats, float* out,
                                                 cudaStream_t stream) {
   int device = 0;
-  cudaError_t status = mla_decode_wgmma_device("wgmma_cluster", device);
+  cudaError_t status = mla_decode_wgmma_device(device);
   if (status != cudaSuccess) return status;
-  K3_CHECK(shape.heads <= kMlaDecodeClusterMaxHeads, "mla_decode wgmma_cluster: {} heads; it runs at most {}",
-           shape.heads, kMlaDecodeClusterMaxHeads);
+  if (shape.heads > kMlaDecodeClusterMaxHeads) return cudaErrorInvalidValue;
   status = configure_kernel(device);
   if (status != cudaSuccess) return status;
   CUtensorMap cache_map{};

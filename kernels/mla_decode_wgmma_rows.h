@@ -1,9 +1,9 @@
-// mla_decode_wgmma_rows: what the two Hopper split passes of the MLA absorbed decode (kernels/mla_decode_wgmma.cu,
-// kernels/mla_decode_wgmma_alternating.cu) share around their products: a split's range of context tiles, a cached
-// token's row in the paged cache, P as the output product's A fragments with the rows' running sums, and the writes
-// of a thread's two output rows (heads row_lo and row_lo + 8, the wgmma accumulator layout of kernels/wgmma_sm90.h)
-// with their softmax statistics. Device code, internal to those two files; the workspace format is
-// kernels/mla_decode_paged.h's.
+// mla_decode_wgmma_rows: what the Hopper split passes of the MLA absorbed decode
+// (kernels/mla_decode_wgmma_alternating.cu, kernels/mla_decode_wgmma_cluster.cu) share around their products: a split's
+// range of context tiles, a cached token's row in the paged cache, P as the output product's A fragments with the rows'
+// running sums, and the writes of a thread's two output rows (heads row_lo and row_lo + 8, the wgmma accumulator layout
+// of kernels/ptx/wgmma_sm90.h) with their softmax statistics. Device code, internal to those files; the workspace
+// format is kernels/mla_decode_paged.h's.
 #pragma once
 
 #include "kernels/mla_decode_paged.h"

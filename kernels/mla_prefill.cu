@@ -1,6 +1,6 @@
 #include "kernels/mla_prefill.h"
 #include "kernels/mla_prefill_wgmma.h"
-#include "kernels/ptx_mma.h"
+#include "kernels/ptx/ptx_mma.h"
 
 #include <cmath>
 #include <cstdint>
@@ -43,7 +43,7 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk, int row_chunks)
   return uint32_t((row * row_chunks + (chunk ^ (row & 7))) << 4);
 }
 
-using namespace ptx;  // cp.async, ldmatrix, mma (kernels/ptx_mma.h)
+using namespace ptx;  // cp.async, ldmatrix, mma (kernels/ptx/ptx_mma.h)
 
 // Grid: x = query block (reversed: the last blocks, with the most key tiles, start first), y = head.
 // Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4g + t; a holds rows g, g+8 × columns 2t, 2t+1 (+8); b holds

@@ -17,18 +17,15 @@
 //     tile loaded serving twice the queries;
 //   flash_q256 (automatic above 128 queries): 8 warps of 32 rows (two 16-row tiles whose products share every K and V
 //     fragment; q fragments read from shared memory per key tile), one block per SM (255 registers, 76 bytes spilled).
-// On an H200 at 96 heads, no prefix (bench/results/2026-11-30-h200-kernels-12 run 16, mla_bench, causal FLOPs, constant
-// inputs): 8K tokens 9.19 / 7.55 / 6.85 ms, 32K 141.3 / 114.6 / 99.8 ms (234 / 288 / 331 TFLOP/s) for q64 / q128 /
-// q256; on random inputs (…-kernels-13 run 13) 32K 145.4 / 116.8 / 101.8 ms and 83.9 ms (393 TFLOP/s) for wgmma,
-// 8K 6.85 against 5.69 ms for q256 and wgmma.
 //   wgmma (automatic above 128 queries on compute capability 9.0; kernels/mla_prefill_wgmma.h): three warpgroups of 64
 //     query rows per block, the scores and the output on Hopper's warpgroup MMA with K and V read by the tensor
 //     cores straight from shared memory and P from registers, each warpgroup's two products a tile apart so the
 //     softmax runs beside them; the scale folded into the exponent's fma, masks only on the tiles that need them,
 //     the output's rescale skipped by a warp whose rows kept their maxima. Needs scale > 0 (cudaErrorInvalidValue
 //     otherwise; automatic then takes flash_q256); cudaErrorNotSupported on other devices.
-// Faster (not done): TMA loads by a producer warp and mbarriers per stage instead of one block barrier per tile, as
-// FlashAttention-3 does.
+// Each larger form wins where its tile fills: flash_q64 keeps two blocks per SM for short chunks, flash_q256 (and
+// wgmma on compute capability 9.0, whose tensor cores read K and V straight from shared memory) the longest.
+// Measurements and what is not done: bench/results/kernel-notes.md (mla_prefill).
 #pragma once
 
 #include <cuda_bf16.h>

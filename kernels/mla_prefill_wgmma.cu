@@ -1,10 +1,10 @@
 #include "kernels/mla_prefill_wgmma.h"
 
 #include "kernels/mla_prefill.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
-#include "kernels/sm90a_device.h"
-#include "kernels/wgmma_sm90.h"
+#include "kernels/ptx/ptx_mma.h"
+#include "kernels/ptx/shared_memory_config.h"
+#include "kernels/ptx/sm90a_device.h"
+#include "kernels/ptx/wgmma_sm90.h"
 
 #include <atomic>
 #include <cmath>

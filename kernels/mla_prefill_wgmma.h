@@ -1,6 +1,6 @@
 // mla_prefill_wgmma: MlaPrefillAlgorithm::wgmma of mla_prefill_attention_bf16 (the op and its shapes:
-// kernels/mla_prefill.h) on Hopper's warpgroup MMA (sm_90a; kernels/wgmma_sm90.h). One block of three warpgroups per
-// (192 queries, head), each warpgroup owning 64 query rows as the M = 64 of every wgmma, over 64-key tiles:
+// kernels/mla_prefill.h) on Hopper's warpgroup MMA (sm_90a; kernels/ptx/wgmma_sm90.h). One block of three warpgroups
+// per (192 queries, head), each warpgroup owning 64 query rows as the M = 64 of every wgmma, over 64-key tiles:
 //   scores  S[64, 64] = Q · Kᵀ: 12 wgmma m64n64k16, Q (the warpgroup's rows) and the tile's keys both K-major from
 //           shared memory; scale, causal mask on the tiles that cross the diagonal or the end of the keys, online
 //           softmax in base 2 in registers, P rounded to bf16 straight into the A-fragment layout;

@@ -26,9 +26,9 @@
 // kMoeBucketSingleBlockPairs pairs (a decode step's): one launch of one 1024-thread block, a thread per pair and per
 // expert: each warp's counts per expert in shared memory (one byte each), the offsets and the active list by two
 // block scans, each pair's slot from its expert's offset, the counts of the warps before it and its rank in its warp;
-// `automatic` takes it where it applies. moe_combine_thread_per_column — one thread per
-// (token, column), the token's width spread over blocks (one block per token took 19 µs per MoE layer at decode
-// on an H200); at most 65535 tokens.
+// `automatic` takes it where it applies (one launch instead of three at decode). moe_combine_thread_per_column — one
+// thread per (token, column), the token's width spread over blocks (one block per token leaves decode on a few
+// SMs); at most 65535 tokens. Measurements: bench/results/kernel-notes.md (moe_bucket).
 #pragma once
 
 #include <cuda_bf16.h>

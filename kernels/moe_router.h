@@ -6,18 +6,14 @@
 //            w = s_e · routed_scaling_factor (as ref::route and the HF KimiMoEGate)
 // Shapes: logits [tokens, experts] fp32 dense; bias [experts] fp32 or null (= zeros); expert_ids int32 and weights
 // fp32 [tokens, top_k] dense, in the selection order. 1 ≤ experts ≤ 1024, 1 ≤ top_k ≤ min(32, experts).
-// Versions (MoeRouterAlgorithm; the same experts, order and weights):
-// moe_route_block_per_token (default) — one 256-thread block per token; thread t owns experts t, t+256, t+512,
-// t+768 in registers as 64-bit keys (order-preserving bits of the choice value, then 2^32−1−id: one integer compare
-// is the selection order); each warp takes its own top_k by top_k rounds of a warp max (two __reduce_max_sync, on
-// the value half and then on the id half of the lanes holding that value), the winner's owner zeroing that key; the
-// block's top_k is then merged from the 8 sorted warp lists by rank (a candidate's rank = its place in its list
-// plus, per other list, a binary search for the keys above it). The weights are normalised in fp64 across one warp.
-// moe_route_warp_per_token — one warp per token, 8 tokens per 256-thread block; the warp's choice values
-// sit in shared memory; lane l owns experts l, l+32, … and keeps the best of its own that is not yet chosen; each of
-// the top_k rounds takes the warp-wide best (a shuffle reduction on (value, id)) and only the lane that owned it
-// rescans its ≤ 32 experts (31 µs per token at 896/16 on an H200: one warp, serial rescans from shared memory).
-// Faster (not done): fold the router GEMM's epilogue into the selection so the logits never leave the SM.
+// Versions (MoeRouterAlgorithm): moe_route_block_per_token (the only one) — one 256-thread block per token; thread t
+// owns experts t, t+256, t+512, t+768 in registers as 64-bit keys (order-preserving bits of the choice value, then
+// 2^32−1−id: one integer compare is the selection order); each warp takes its own top_k by top_k rounds of a warp
+// max (two __reduce_max_sync, on the value half and then on the id half of the lanes holding that value), the
+// winner's owner zeroing that key; the block's top_k is then merged from the 8 sorted warp lists by rank (a
+// candidate's rank = its place in its list plus, per other list, a binary search for the keys above it). The
+// weights are normalised in fp64 across one warp.
+// Measurements and the version removed: bench/results/kernel-notes.md (moe_router).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,7 +25,7 @@ namespace k3::kernels {
 inline constexpr int kMoeRouterMaxExperts = 1024;
 inline constexpr int kMoeRouterMaxTopK = 32;
 
-enum class MoeRouterAlgorithm { block_per_token, warp_per_token };
+enum class MoeRouterAlgorithm { block_per_token };
 
 cudaError_t moe_route_topk_sigmoid(const float* logits, const float* bias, int tokens, int experts, int top_k,
                                    float routed_scaling_factor, int32_t* expert_ids, float* weights,

@@ -2,8 +2,6 @@
 
 #include "kernels/mxfp4_grouped_device.h"
 
-#include "core/error.h"
-
 #include <algorithm>
 #include <climits>
 
@@ -163,149 +161,6 @@ __global__ void __launch_bounds__(kGemvThreads, 7)
   }
 }
 
-// ---- Prefill: mxfp4_grouped_gemm_mma_128x64 ---------------------------------------------------------
-constexpr int kGemmThreads = 256;
-constexpr int kGemmRows = 128;   // output rows per tile (4 warps × 32)
-constexpr int kGemmSlots = 64;   // slots per tile (2 warps × 32)
-constexpr int kGemmStride = 40;  // bf16 per shared row: 32 + 8, so the 8 rows of an ldmatrix hit distinct banks
-constexpr size_t kGemmStaticSharedBytes = 2 * (kGemmRows + kGemmSlots) * kGemmStride * 2 + kGemmThreads / 32 * 4;
-
-struct GemmTiles {
-  __nv_bfloat16 w[2][kGemmRows][kGemmStride];  // dequantised W, permuted k
-  __nv_bfloat16 x[2][kGemmSlots][kGemmStride];  // gathered x rows, permuted k
-};
-
-// Loads four 8×8 bf16 matrices; thread l gives the row address of matrix l / 8 and receives, of matrix i,
-// row l / 4 and columns 2(l % 4), 2(l % 4) + 1 in r[i] (the mma fragment layout).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-
-// Persistent blocks: first the tile prefix over the active experts (in dynamic shared memory, sized for
-// max_active_experts + 1), then tiles blockIdx.x, blockIdx.x + gridDim.x, … in the order (expert, row
-// tile, slot tile), so the slot tiles of one W tile run close together and share it in L2.
-template <typename OutT>
-__global__ void __launch_bounds__(kGemmThreads, 2)
-    mxfp4_grouped_gemm_mma_128x64(Mxfp4ExpertWeights w, ExpertRouting r, const __nv_bfloat16* __restrict__ x,
-                                  int64_t x_stride, int64_t x_rows, OutT* __restrict__ y, int64_t y_stride) {
-  __shared__ __align__(16) GemmTiles tiles;
-  __shared__ int warp_sums[kGemmThreads / 32];
-  extern __shared__ int tile_prefix[];  // [active + 1]
-
-  const int active = build_tile_prefix<kGemmThreads, kGemmRows, kGemmSlots>(w, r, tile_prefix, warp_sums);
-
-  const int64_t out = w.out_features, blocks = w.in_features / kMxBlockElements;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int warp_row = (warp % 4) * 32, warp_slot = (warp / 4) * 32;
-  const int load_row = threadIdx.x / 2, load_half = threadIdx.x % 2;    // W: 8 bytes = 16 elements
-  const int load_slot = threadIdx.x / 4, load_chunk = threadIdx.x % 4;  // x: 16 bytes = 8 elements
-  const int total_tiles = tile_prefix[active];
-
-  for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
-    const GemmTile tile_at = locate_tile<kGemmRows, kGemmSlots>(r, tile_prefix, active, tile);
-    const int expert = tile_at.expert, end_slot = tile_at.end_slot, slot0 = tile_at.slot0;
-    const int64_t row0 = tile_at.row0;
-
-    // This thread's share of every k-step: 16 elements of one W row and 8 of one gathered x row.
-    const int64_t w_row = row0 + load_row;
-    const bool w_ok = w_row < out;
-    const uint8_t* w_src = nullptr;
-    const uint8_t* s_src = nullptr;
-    if (w_ok) {
-      const int64_t row_index = int64_t(expert) * out + w_row;
-      w_src = w.packed + row_index * blocks * kMxBlockBytes + load_half * 8;
-      s_src = w.scales + row_index * blocks;
-    }
-    const __nv_bfloat16* x_src = nullptr;
-    if (slot0 + load_slot < end_slot) {
-      const int token = r.slot_token[slot0 + load_slot];
-      if (token >= 0 && token < x_rows) x_src = x + int64_t(token) * x_stride + load_chunk * 8;
-    }
-    uint2 w_words = make_uint2(0, 0);
-    uint32_t w_scale = kNeutralScale;
-    uint4 x_words = make_uint4(0, 0, 0, 0);
-    const auto load = [&](int64_t kb) {
-      if (w_ok) {
-        w_words = __ldcs(reinterpret_cast<const uint2*>(w_src + kb * kMxBlockBytes));
-        w_scale = __ldcs(s_src + kb);
-      }
-      if (x_src != nullptr) x_words = __ldg(reinterpret_cast<const uint4*>(x_src + kb * kMxBlockElements));
-    };
-    const auto store = [&](int buf) {
-      const BlockScale scale = block_scale(w_scale);
-      uint32_t a[4], b[4];
-      dequantize_word(w_words.x, scale, a);
-      dequantize_word(w_words.y, scale, b);
-      *reinterpret_cast<uint4*>(&tiles.w[buf][load_row][load_half * 16]) = make_uint4(a[0], a[1], a[2], a[3]);
-      *reinterpret_cast<uint4*>(&tiles.w[buf][load_row][load_half * 16 + 8]) = make_uint4(b[0], b[1], b[2], b[3]);
-      *reinterpret_cast<uint4*>(&tiles.x[buf][load_slot][load_chunk * 8]) = permute_x8(x_words);
-    };
-
-    float acc[2][4][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
-
-    load(0);
-    store(0);
-    __syncthreads();
-    for (int64_t kb = 0; kb < blocks; ++kb) {
-      const int buf = static_cast<int>(kb & 1);
-      if (kb + 1 < blocks) load(kb + 1);
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        uint32_t a[2][4], b[4][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          ldmatrix_x4(a[mt], &tiles.w[buf][warp_row + mt * 16 + lane % 16][kk * 16 + (lane / 16) * 8]);
-        }
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t q[4];
-          ldmatrix_x4(q, &tiles.x[buf][warp_slot + np * 16 + (lane / 16) * 8 + lane % 8][kk * 16 + ((lane / 8) % 2) * 8]);
-          b[2 * np][0] = q[0];
-          b[2 * np][1] = q[1];
-          b[2 * np + 1][0] = q[2];
-          b[2 * np + 1][1] = q[3];
-        }
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt)
-            mma_bf16_16x8x16(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt][0], b[nt][1]);
-      }
-      if (kb + 1 < blocks) store(buf ^ 1);
-      __syncthreads();
-    }
-
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int slot = slot0 + warp_slot + nt * 8 + 2 * t + c;
-        if (slot >= end_slot) continue;
-        const bool ok = token_valid(r, slot, x_rows);
-        OutT* out_row = y + int64_t(slot) * y_stride;
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int64_t o = row0 + warp_row + mt * 16 + g + 8 * half;
-            if (o < out) store_out(out_row + o, ok ? acc[mt][nt][2 * half + c] : __int_as_float(0x7FC00000));
-          }
-        }
-      }
-    }
-  }
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 int64_t active_bound(const ExpertRouting& r, int experts) {
@@ -325,7 +180,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm && algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -337,8 +192,6 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   if (algorithm == Mxfp4GroupedAlgorithm::automatic) algorithm = mxfp4_grouped_algorithm(w, r);
   if (w.layout != Mxfp4Layout::canonical && w.layout != Mxfp4Layout::tiled16) return cudaErrorInvalidValue;
   const bool tiled = w.layout == Mxfp4Layout::tiled16;
-  K3_CHECK(!tiled || algorithm != Mxfp4GroupedAlgorithm::gemm,
-           "mxfp4_grouped: weights in the tiled layout are read by the GEMV and the pipelined GEMM, not by gemm");
   if (tiled && algorithm == Mxfp4GroupedAlgorithm::gemv) {
     return launch_gemv_tiled(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
   }
@@ -353,21 +206,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
 
   if (active > kMxfp4GroupedGemmMaxActiveExperts) return cudaErrorInvalidValue;
-  if (algorithm == Mxfp4GroupedAlgorithm::gemm_pipelined) {
-    return launch_gemm_pipelined(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
-  }
-  const size_t prefix_bytes = size_t(active + 1) * sizeof(int);
-  static_assert(kGemmStaticSharedBytes + (kMxfp4GroupedGemmMaxActiveExperts + 1) * sizeof(int) <= 48 * 1024);
-  int sms = 0;
-  if (const cudaError_t status = current_multiprocessors(sms); status != cudaSuccess) return status;
-  // Enough persistent blocks for two per SM, never more than the tiles any routing within the bounds has.
-  const int64_t row_tiles = (w.out_features + kGemmRows - 1) / kGemmRows;
-  const int64_t max_tiles = row_tiles * ((r.max_slots + kGemmSlots - 1) / kGemmSlots + active);
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(max_tiles, int64_t(2) * sms));
-  if (max_tiles > INT32_MAX) return cudaErrorInvalidValue;  // tile indices are int
-  mxfp4_grouped_gemm_mma_128x64<OutT>
-      <<<grid, kGemmThreads, prefix_bytes, stream>>>(w, r, x, x_stride, x_rows, y, y_stride);
-  return cudaGetLastError();
+  return launch_gemm_pipelined(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
 }
 
 }  // namespace
@@ -378,8 +217,6 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
       active > kMxfp4GroupedGemmMaxActiveExperts) {
     return Mxfp4GroupedAlgorithm::gemv;
   }
-  // The pipelined GEMM was measured 1.47x faster than gemm_mma_128x64 at a prefill of 8192 tokens on an H200
-  // (18.3 vs 26.8 ms, bench/results/2026-11-30-h200-kernels-6).
   return Mxfp4GroupedAlgorithm::gemm_pipelined;
 }
 

@@ -110,11 +110,10 @@ cudaError_t mxfp4_dequantize_expert_bf16(const Mxfp4ExpertWeights& w, int expert
   return cudaGetLastError();
 }
 
-cudaError_t mxfp4_grouped_dequantized_bf16_to_f32(GemmRunner& gemm, const Mxfp4ExpertWeights& w,
-                                                  const int32_t* host_expert_offsets, const __nv_bfloat16* x_by_slot,
-                                                  int64_t x_row_stride, float* y, int64_t y_row_stride,
-                                                  __nv_bfloat16* scratch, int64_t scratch_elements,
-                                                  cudaStream_t stream) {
+cudaError_t mxfp4_grouped_dequantized_check(const Mxfp4ExpertWeights& w, const int32_t* host_expert_offsets,
+                                            const __nv_bfloat16* x_by_slot, int64_t x_row_stride, const float* y,
+                                            int64_t y_row_stride, const __nv_bfloat16* scratch,
+                                            int64_t scratch_elements) {
   if (!weights_ok(w) || w.out_features % 8 != 0 || host_expert_offsets == nullptr || x_by_slot == nullptr ||
       !aligned16(x_by_slot) || x_row_stride < w.in_features || x_row_stride % 8 != 0 || y == nullptr ||
       !aligned16(y) || y_row_stride < w.out_features || y_row_stride % 4 != 0 || scratch == nullptr ||
@@ -123,20 +122,6 @@ cudaError_t mxfp4_grouped_dequantized_bf16_to_f32(GemmRunner& gemm, const Mxfp4E
   }
   for (int e = 0; e < w.experts; ++e) {
     if (host_expert_offsets[e + 1] < host_expert_offsets[e]) return cudaErrorInvalidValue;
-  }
-  for (int e = 0; e < w.experts; ++e) {
-    const int64_t first = host_expert_offsets[e], rows = host_expert_offsets[e + 1] - first;
-    if (rows == 0) continue;
-    if (const cudaError_t status = mxfp4_dequantize_expert_bf16(w, e, scratch, w.in_features, stream);
-        status != cudaSuccess) {
-      return status;
-    }
-    if (const cudaError_t status =
-            gemm.bf16_to_f32(x_by_slot + first * x_row_stride, x_row_stride, scratch, nullptr, 1.0f, 0.0f,
-                             y + first * y_row_stride, y_row_stride, rows, w.out_features, w.in_features, stream);
-        status != cudaSuccess) {
-      return status;
-    }
   }
   return cudaSuccess;
 }

@@ -20,8 +20,8 @@
 // gets NaN); W rows past `out` are not copied (their rows are never stored); blocks past `in` are zero-filled for the
 // rows and slots that are stored, with the neutral scale.
 #include "kernels/mxfp4_grouped_device.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/shared_memory_config.h"
+#include "kernels/ptx/ptx_mma.h"
+#include "kernels/ptx/shared_memory_config.h"
 
 #include <algorithm>
 #include <climits>

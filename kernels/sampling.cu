@@ -1,6 +1,6 @@
 #include "kernels/sampling.h"
 
-#include "kernels/sm90a_device.h"
+#include "kernels/ptx/sm90a_device.h"
 
 #include <cooperative_groups.h>
 

@@ -14,12 +14,13 @@
 // ⌈top_p · Σm⌉ (at least 1), so top_p → 0 gives the greedy token.
 // Versions (greedy: SampleGreedyAlgorithm; every version returns the same token):
 // sample_greedy_block_per_row — one 1024-thread block per row, a (value, id) max packed into 64 bits,
-// read with 16-byte loads when the vocabulary is a multiple of 4 and the logits 16-byte aligned (30 µs for one row of
-// 163,840 on an H200: one SM's bandwidth);
+// read with 16-byte loads when the vocabulary is a multiple of 4 and the logits 16-byte aligned (one SM's bandwidth
+// per row);
 // sample_greedy_cluster_per_row — a cluster of kSampleGreedyClusterBlocks 1024-thread blocks per row (sm_90), each
 // block the same packed max over its contiguous part of the row, then block 0 takes the max of the blocks' results
 // through distributed shared memory: no workspace, one launch. `automatic` takes it on devices that launch clusters
-// (compute capability ≥ 9.0) for rows of at least 8,192 logits and batches up to 32; else the block per row.
+// (compute capability ≥ 9.0) for rows of at least 8,192 logits and batches up to 32 (where one block per row leaves
+// the GPU idle); else the block per row. Measurements: bench/results/kernel-notes.md (sampling).
 // sample_top_p_radix_select — one 1024-thread block per row: max; masses and their sum; the threshold value of the
 // nucleus found by a 4-pass radix select over the 32-bit order-preserving key of x (a 256-bin mass histogram per
 // byte, integer atomics); then per-thread contiguous id ranges: nucleus mass and ties at the threshold, block

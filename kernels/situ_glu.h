@@ -8,10 +8,9 @@
 // Versions (chosen on the host): glu_vec4 — a 2D grid (blocks over the intermediate dimension × tokens, rows by a
 // grid-stride loop), four consecutive elements per thread and step (16-byte fp32 / 8-byte bf16 loads, one 8-byte
 // store), wherever intermediate, both row strides and both base addresses come in whole groups of four (K3's rows
-// do; in the engine's 32K-token prefill on an H200 the seven launches took 24.4 ms against 38.6 ms for
-// glu_elementwise); glu_elementwise otherwise — the same grid, one element per thread and step. Both run the
-// same arithmetic per element, so the same results bit for bit. Faster (not done): fuse into the gate|up GEMM's
-// epilogue, so gate_up never goes to memory.
+// do; fewer, wider memory operations); glu_elementwise otherwise — the same grid, one element per thread and step.
+// Both run the same arithmetic per element, so the same results bit for bit. Measurements:
+// bench/results/kernel-notes.md (situ_glu).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -10,7 +10,7 @@
 #pragma once
 
 #include "core/hardware.h"
-#include "kernels/cuda_check.h"
+#include "engine/runtime/cuda_check.h"
 #include "kernels/random_fill.h"
 
 #include <fmt/format.h>

@@ -12,7 +12,7 @@
 //
 // Usage: gemm_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
-#include "kernels/gemm_cublaslt.h"
+#include "engine/runtime/gemm_cublaslt.h"
 #include "kernels/moe_bucket.h"
 #include "kernels/moe_router.h"
 #include "kernels/sampling.h"
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   const int repeats = session.repeats;
   std::vector<Result> results;
   double best_gemm_flops_per_s = 0;
-  k3::kernels::GemmRunner gemm;
+  k3::runtime::GemmRunner gemm;
 
   const GemmShape shapes[] = {{"kda q/k/v/gate proj", 12288, 7168, false},
                               {"o_proj", 7168, 12288, false},

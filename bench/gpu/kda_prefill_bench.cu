@@ -94,9 +94,7 @@ int main(int argc, char** argv) {
     void* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
     const double input_bytes = (4.0 * tokens * kHeads * kD + double(tokens) * kHeads) * sizeof(float);
     const double out_state_bytes = (double(tokens) * kHeads * kD + 2.0 * kHeads * kD * kD) * sizeof(float);
-    for (const KdaChunkVariant variant :
-         {KdaChunkVariant::ut_tensorcore, KdaChunkVariant::ut_factored_split_value,
-          KdaChunkVariant::ut_factored_split_key, KdaChunkVariant::ut_factored_split_key_f16}) {
+    for (const KdaChunkVariant variant : {KdaChunkVariant::ut_factored_split_key_f16}) {
       const char* name = k3::kernels::kda_chunk_variant_name(variant);
       const bool is_default = variant == k3::kernels::kKdaChunkDefaultVariant;
       Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, name), seq.bytes(),

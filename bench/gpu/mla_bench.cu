@@ -9,7 +9,7 @@
 //           compute capability 9.0, like wgmma). Cache rows and q are random normal (constant data runs faster).
 //           Per shape two floors, per launch in a CUDA graph, each with the decode's plain_bound beside it:
 //           "cache_read_floor" a kernel that only reads the cache's pages through the page table
-//           (kernels/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
+//           (bench/gpu/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
 //           (every page-table entry in 16 pages, so the time is the kernel's on-chip work alone).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix, every MlaPrefillAlgorithm but
 //           automatic, on random normal q, k, v (constant ones keep every row at its first maximum); FLOPs counted
@@ -22,12 +22,12 @@
 // Usage: mla_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 //                  [--filter TEXT (names containing it, or any of its |-separated parts)]
 #include "bench/gpu/bench_harness.h"
-#include "kernels/gemm_cublaslt.h"
+#include "bench/gpu/read_floor.h"
+#include "engine/runtime/gemm_cublaslt.h"
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
 #include "kernels/mla_prefill.h"
-#include "kernels/read_floor.h"
 
 #include <cuda_bf16.h>
 #include <fmt/format.h>
@@ -61,7 +61,7 @@ double measured_gemm_bf16_flops_per_s(int repeats) {
   __nv_bfloat16* a = device_normal_bf16(n * n, 0.0f, 1.0f, 1);
   __nv_bfloat16* b = device_normal_bf16(n * n, 0.0f, 1.0f, 2);
   __nv_bfloat16* c = device_alloc<__nv_bfloat16>(n * n, 0);
-  k3::kernels::GemmRunner gemm;
+  k3::runtime::GemmRunner gemm;
   const double us = time_us([&](int) {
     CUDA_CHECK(gemm.bf16_to_bf16(a, n, b, nullptr, 1.0f, 0.0f, c, n, n, n, n, nullptr));
   }, std::min(repeats, 20));
@@ -86,8 +86,6 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaGetDevice(&device));
   std::vector<std::pair<k3::kernels::MlaDecodeAlgorithm, const char*>> algorithms = {
       {k3::kernels::MlaDecodeAlgorithm::register_q, "mla_decode_register_q"}};
-  if (k3::kernels::mla_decode_wgmma_supported(device))
-    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma, "mla_decode_wgmma");
   if (k3::kernels::mla_decode_wgmma_supported(device))
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_alternating, "mla_decode_wgmma_alternating");
   if (k3::kernels::mla_decode_wgmma_supported(device))
@@ -152,10 +150,10 @@ int main(int argc, char** argv) {
         }
       }
       // Two floors of the same shape, per launch in a CUDA graph beside the decode's bound (plain_bound):
-      // what a kernel that only reads the cache's pages through the page table takes (kernels/read_floor.h), and
+      // what a kernel that only reads the cache's pages through the page table takes (bench/gpu/read_floor.h), and
       // wgmma_cluster with every page-table entry in 16 pages, so that its tiles come from the L2 and the time is
       // its on-chip work alone (tensor cores, shared memory, softmax, hand-offs).
-      uint32_t* sink = device_alloc<uint32_t>(size_t(k3::kernels::read_floor_blocks()), 0);
+      uint32_t* sink = device_alloc<uint32_t>(size_t(k3::bench::read_floor_blocks()), 0);
       Result floor_row{fmt::format("cache_read_floor heads 96 batch {} context {}, per launch of {} in a CUDA graph",
                                    batch, context, kGraphLaunches),
                        cache_bytes, 0.0};
@@ -163,8 +161,8 @@ int main(int argc, char** argv) {
         int next = 0;
         floor_row.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
           const Set& s = set[size_t(next++ % sets)];
-          CUDA_CHECK(k3::kernels::read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
-                                             int64_t(pages), sink, stream));
+          CUDA_CHECK(k3::bench::read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
+                                           int64_t(pages), sink, stream));
         }, kGraphLaunches, std::min(repeats, 20));
         floor_row.cls = EfficiencyClass::attention;
         floor_row.roofline_us =

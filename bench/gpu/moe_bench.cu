@@ -12,7 +12,7 @@
 //   the engine's two expert products, w13 (gate|up) [6144, 3584] and w2 [3584, 3072] of all 896 experts, fp32 y:
 //            at decode (T = 1, 8, 16, 64, as above) the lean GEMV, and the tiled GEMV on a copy of the weights in
 //            the tiled layout (kernels/mxfp4_tiled.h), alone and per graph launch, and beside them the read floor
-//            of the same bytes (kernels/read_floor.h: a kernel that only reads them, per graph launch); at
+//            of the same bytes (bench/gpu/read_floor.h: a kernel that only reads them, per graph launch); at
 //            prefill (2048, 4096, 8192 and 32768 tokens, both layouts) the pipelined GEMM against the
 //            dequantise-then-cuBLASLt path (kernels/mxfp4_grouped_dequantized.h), which for w13 includes gathering
 //            x into slot order (w2's input is in slot order already, as in the engine).
@@ -20,14 +20,14 @@
 // Usage: moe_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 //                  [--filter TEXT (names containing it, or any of its |-separated parts)]
 #include "bench/gpu/bench_harness.h"
+#include "bench/gpu/read_floor.h"
 #include "core/error.h"
+#include "engine/runtime/gemm_cublaslt.h"
 #include "kernels/gather_rows.h"
-#include "kernels/gemm_cublaslt.h"
 #include "kernels/mxfp4_grouped.h"
 #include "kernels/mxfp4_grouped_dequantized.h"
 #include "kernels/mxfp4_tiled.h"
 #include "kernels/random_fill.h"
-#include "kernels/read_floor.h"
 
 #include <cuda_bf16.h>
 #include <fmt/format.h>
@@ -120,17 +120,15 @@ std::vector<DeviceRouting> random_routings(int tokens, int count, std::mt19937& 
 const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_lean";
-    case Mxfp4GroupedAlgorithm::gemm: return "gemm_mma_128x64";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
 }
 
-constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
+constexpr Mxfp4GroupedAlgorithm kDecodeAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv,
                                                        Mxfp4GroupedAlgorithm::gemm_pipelined};
-constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm,
-                                                        Mxfp4GroupedAlgorithm::gemm_pipelined};
+constexpr Mxfp4GroupedAlgorithm kPrefillAlgorithms[] = {Mxfp4GroupedAlgorithm::gemm_pipelined};
 
 // The engine's expert products (gpu_model.cpp moe_mlp): w13 reads x through the routing's tokens, w2 reads the
 // GLU's output, already one row per slot (slot_token = the identity).
@@ -192,20 +190,22 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
         results.push_back(*r);
       }
     }
-    // The read floor of the same bytes (kernels/read_floor.h): each launch of the graph reads the GEMV's bytes
+    // The read floor of the same bytes (bench/gpu/read_floor.h): each launch of the graph reads the GEMV's bytes
     // (weights, x, y: rounded down to 16) from its own place in the tiled weights where they hold 8 such places (else
     // from fewer, each far larger than the L2), so no launch finds them in the L2.
     Result floor_row{fmt::format("weight_read_floor {}, per launch of {} in a CUDA graph", shape, kRoutings),
                      std::floor(bytes / 16.0) * 16.0, 0.0};
     if (session.wants(floor_row.name)) {
-      uint32_t* sink = device_alloc<uint32_t>(size_t(k3::kernels::read_floor_blocks()), 0);
+      uint32_t* sink = device_alloc<uint32_t>(size_t(k3::bench::read_floor_blocks()), 0);
       const int64_t floor_bytes = int64_t(floor_row.bytes);
       const int64_t places = std::clamp<int64_t>(int64_t(kExperts) * p.out * p.in / 2 / floor_bytes, 1, kRoutings);
       int next = 0;
-      floor_row.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-        CUDA_CHECK(k3::kernels::read_floor(tiled.packed + (next++ % places) * floor_bytes, nullptr, floor_bytes, 1,
-                                           sink, stream));
-      }, kRoutings, session.repeats);
+      floor_row.median_us = k3::bench::graph_us_per_launch(
+          [&](cudaStream_t stream) {
+            CUDA_CHECK(k3::bench::read_floor(tiled.packed + (next++ % places) * floor_bytes, nullptr, floor_bytes, 1,
+                                             sink, stream));
+          },
+          kRoutings, session.repeats);
       floor_row.cls = EfficiencyClass::grouped_gemm;
       floor_row.roofline_us =
           session.roofline_us(0.0, floor_row.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
@@ -225,7 +225,7 @@ void prefill_at_engine_shape(const k3::bench::Session& session, const Projection
                              const k3::kernels::Mxfp4ExpertWeights& w, const k3::kernels::Mxfp4ExpertWeights& tiled,
                              std::mt19937& rng, std::vector<Result>& results) {
   const int repeats = std::min(session.repeats, 10);
-  k3::kernels::GemmRunner gemm;
+  k3::runtime::GemmRunner gemm;
   __nv_bfloat16* scratch = device_alloc<__nv_bfloat16>(size_t(p.out * p.in), 0);
   const double expert_bytes = p.out * p.in / 2.0 + p.out * p.in / 32.0;
   for (const int tokens : {2048, 4096, 8192, 32768}) {

@@ -23,11 +23,11 @@
 // rows' "flops" (part 1) and "bytes" (part 2: delivered to the SMs; part 3: written to the other block) give the
 // rates.
 #include "bench/gpu/bench_harness.h"
-#include "kernels/mbarrier_sm90.h"
-#include "kernels/ptx_mma.h"
-#include "kernels/sm90a_device.h"
-#include "kernels/wgmma_products_sm90.h"
-#include "kernels/wgmma_sm90.h"
+#include "kernels/ptx/mbarrier_sm90.h"
+#include "kernels/ptx/ptx_mma.h"
+#include "kernels/ptx/sm90a_device.h"
+#include "kernels/ptx/wgmma_products_sm90.h"
+#include "kernels/ptx/wgmma_sm90.h"
 
 #include <cuda_bf16.h>
 
@@ -43,7 +43,7 @@ using namespace k3;
 namespace wgmma = kernels::wgmma;
 
 // ---- Part 1: wgmma issue rate ----
-// The products: kernels/wgmma_products_sm90.h (this file is built for sm_90a alone, bench/gpu/CMakeLists.txt).
+// The products: kernels/ptx/wgmma_products_sm90.h (this file is built for sm_90a alone, bench/gpu/CMakeLists.txt).
 using wgmma::mma_rs;
 using wgmma::mma_ss;
 

@@ -16,7 +16,7 @@
 // NVLink multicast (NVLS) is switched off unless NCCL_NVLS_ENABLE is already set.
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "kernels/cuda_check.h"
+#include "engine/runtime/cuda_check.h"
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>

@@ -1,8 +1,8 @@
 #include "engine/runtime/device_weights.h"
 
 #include "core/error.h"
+#include "engine/runtime/cuda_check.h"
 #include "engine/weights/synthetic_checkpoint.h"
-#include "kernels/cuda_check.h"
 #include "kernels/mxfp4_tiled.h"
 #include "kernels/random_fill.h"
 

@@ -1,7 +1,7 @@
 #include "engine/runtime/gpu_cache.h"
 
 #include "core/error.h"
-#include "kernels/cuda_check.h"
+#include "engine/runtime/cuda_check.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
 #include "engine/runtime/gpu_model.h"
 
 #include "core/error.h"
+#include "engine/runtime/cuda_check.h"
 #include "engine/runtime/op_range_listener.h"
 #include "kernels/attnres_mix.h"
-#include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gather_rows.h"
@@ -241,7 +241,7 @@ GpuModel::GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRun
       shape.page_tokens == cache.shape().page_tokens && shape.max_context_tokens == cache.shape().max_context_tokens,
       "the run shape's page size and context must be the cache's");
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  gemm_ = std::make_unique<kernels::GemmRunner>();
+  gemm_ = std::make_unique<GemmRunner>();
   ws_ = std::make_unique<Workspace>();
   {
     Workspace measuring_ws;

@@ -24,8 +24,8 @@
 
 #include "engine/runtime/device_arena.h"
 #include "engine/runtime/device_weights.h"
+#include "engine/runtime/gemm_cublaslt.h"
 #include "engine/runtime/gpu_cache.h"
-#include "kernels/gemm_cublaslt.h"
 
 #include <cuda_runtime.h>
 
@@ -113,7 +113,7 @@ class GpuModel {
   GpuCache& cache_;
   ModelRunShape shape_;
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<kernels::GemmRunner> gemm_;
+  std::unique_ptr<GemmRunner> gemm_;
   DeviceArena arena_;
   std::unique_ptr<Workspace> ws_;
   ForwardTap tap_;

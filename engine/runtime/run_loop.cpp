@@ -2,12 +2,12 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "engine/runtime/cuda_check.h"
 #include "engine/runtime/device_weights.h"
 #include "engine/runtime/gpu_cache.h"
 #include "engine/runtime/gpu_model.h"
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/synthetic_checkpoint.h"
-#include "kernels/cuda_check.h"
 #include "kernels/random_fill.h"
 
 #include <fmt/format.h>

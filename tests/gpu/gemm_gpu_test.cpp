@@ -2,8 +2,8 @@
 // y in bf16 or fp32, m = 1, 3, 17 over n, k multiples of 8 (the router's 896 × 7168 among them), strided rows; the
 // alignment rule refused with a message; beta = 0 never reading the (NaN-poisoned) y; a warmed shape replayed
 // from a CUDA graph.
+#include "engine/runtime/gemm_cublaslt.h"
 #include "gpu_harness.h"
-#include "kernels/gemm_cublaslt.h"
 
 #include <fmt/format.h>
 
@@ -49,7 +49,7 @@ TEST(GpuGemm, MatchesFp64Product) {
   for (const Case& c : kCases) cases.push_back(prepare(c, rng));
   for (const Prepared& p : cases) ASSERT_TRUE(p.expected.allFinite());
   K3_REQUIRE_GPU();
-  kernels::GemmRunner gemm;
+  runtime::GemmRunner gemm;
   for (const Prepared& p : cases) {
     const Case& c = p.c;
     const int64_t x_stride = c.k + c.x_pad, y_stride = c.n + c.y_pad;
@@ -83,7 +83,7 @@ TEST(GpuGemm, MatchesFp64Product) {
 
 TEST(GpuGemm, RefusesShapesOutsideTheAlignmentRule) {
   K3_REQUIRE_GPU();
-  kernels::GemmRunner gemm(0);
+  runtime::GemmRunner gemm(0);
   DeviceBuffer<__nv_bfloat16> x(64 * 64), w(64 * 64), y(64 * 64);
   struct Bad {
     int64_t x_stride, n, k;
@@ -111,7 +111,7 @@ TEST(GpuGemm, WarmedShapeReplaysFromAGraph) {
   const Case c{8, 896, 1024, 0, 0, false, 1.0f, 0.0f};
   const Prepared p = prepare(c, rng);
   K3_REQUIRE_GPU();
-  kernels::GemmRunner gemm;
+  runtime::GemmRunner gemm;
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(p.x)), dw(to_bf16(p.w));
   DeviceBuffer<float> dy(c.m * c.n);
   cudaStream_t stream;

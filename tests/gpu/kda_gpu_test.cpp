@@ -39,9 +39,9 @@ TEST(GpuKda, DecodeStepRejectsUnsupportedShapes) {
   EXPECT_EQ(kernels::kda_decode_step_bf16state(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 96,
                                                128, nullptr),
             cudaSuccess);
-  // The split-key versions need d a multiple of 32 (automatic then takes column_per_thread).
+  // The split-key version needs d a multiple of 32 (automatic then takes column_per_thread).
   for (int d : {16, 48, 80, 112})
-    for (KdaDecodeAlgorithm a : {KdaDecodeAlgorithm::column_pair_split_key, KdaDecodeAlgorithm::column_quad_split_key})
+    for (KdaDecodeAlgorithm a : {KdaDecodeAlgorithm::column_pair_split_key})
       EXPECT_EQ(kernels::kda_decode_step_f32state(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4,
                                                   d, nullptr, a),
                 cudaErrorInvalidValue)

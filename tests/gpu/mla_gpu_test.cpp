@@ -37,13 +37,11 @@ const double kK3Scale = 1.0 / std::sqrt(double(kQk));  // 192^-1/2
 std::vector<MlaDecodeAlgorithm> decode_algorithms() {
   std::vector<MlaDecodeAlgorithm> algorithms = {MlaDecodeAlgorithm::register_q};
   int device = 0;
-  if (cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device))
-    algorithms.push_back(MlaDecodeAlgorithm::wgmma);
-  else
-    fmt::print(stderr, "note: this device is not compute capability 9.0, so the wgmma algorithm is not tested\n");
-  if (algorithms.back() == MlaDecodeAlgorithm::wgmma) {
+  if (cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device)) {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster);
+  } else {
+    fmt::print(stderr, "note: this device is not compute capability 9.0, so the wgmma algorithms are not tested\n");
   }
   return algorithms;
 }
@@ -305,7 +303,8 @@ TEST(GpuMla, DecodeSplitsAndWorkspaceFollowTheShape) {
   EXPECT_EQ(kernels::mla_decode_num_splits({64, 96, 64, 16384, 1 << 20}), 2);
   EXPECT_EQ(kernels::mla_decode_num_splits({4, 96, 16, 8, 100}), 1);
   EXPECT_EQ(kernels::mla_decode_workspace_bytes({4, 96, 16, 8, 100}), 0u);
-  // wgmma: ⌊132 / (batch · ⌈heads / 64⌉)⌋ within [1, the splits above], so the same workspace always suffices.
+  // wgmma_alternating on an H200: ⌊132 SMs / (batch · ⌈heads / 64⌉)⌋ within [1, the splits above], so the same
+  // workspace always suffices.
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits(one_m), 66);
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({2, 96, 64, 16384, 1 << 20}), 33);
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({4, 96, 64, 16384, 1 << 20}), 16);
@@ -319,8 +318,8 @@ TEST(GpuMla, DecodeSplitsAndWorkspaceFollowTheShape) {
   for (const MlaDecodeShape& shape : {one_m, MlaDecodeShape{8, 96, 64, 128, 8192}, MlaDecodeShape{4, 96, 16, 8, 100}}) {
     EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, MlaDecodeAlgorithm::register_q),
               kernels::mla_decode_num_splits(shape));
-    for (const MlaDecodeAlgorithm a : {MlaDecodeAlgorithm::wgmma, MlaDecodeAlgorithm::wgmma_alternating})
-      EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, a), kernels::mla_decode_wgmma_num_splits(shape));
+    EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, MlaDecodeAlgorithm::wgmma_alternating),
+              kernels::mla_decode_wgmma_num_splits(shape));
     EXPECT_EQ(kernels::mla_decode_algorithm_splits(shape, MlaDecodeAlgorithm::wgmma_cluster),
               kernels::mla_decode_wgmma_cluster_num_splits(shape));
     int device = 0;

@@ -8,6 +8,7 @@
 // argument rejection. The dequantise-then-cuBLASLt prefill path (kernels/mxfp4_grouped_dequantized.h): its decode
 // bit for bit against the CPU's, its products on the same cases, and its argument rejection.
 #include "core/error.h"
+#include "engine/runtime/gemm_cublaslt.h"
 #include "engine/weights/mx_format.h"
 #include "gpu_harness.h"
 #include "kernels/mxfp4_grouped.h"
@@ -180,15 +181,13 @@ ref::Matrix download(const DeviceBuffer<__nv_bfloat16>& y, int64_t rows, int64_t
 const char* name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv";
-    case Mxfp4GroupedAlgorithm::gemm: return "gemm";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_pipelined";
     case Mxfp4GroupedAlgorithm::automatic: return "automatic";
   }
   return "?";
 }
 
-constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm,
-                                                 Mxfp4GroupedAlgorithm::gemm_pipelined,
+constexpr Mxfp4GroupedAlgorithm kAlgorithms[] = {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm_pipelined,
                                                  Mxfp4GroupedAlgorithm::automatic};
 
 // What a reference case runs: every algorithm on the checkpoint's layout, and where the shape allows the tiled layout,
@@ -250,7 +249,7 @@ void expect_dequantized_matches(const ExpertBank& bank, const HostRouting& routi
   DeviceBuffer<__nv_bfloat16> scratch(size_t(bank.out * bank.in));
   const int64_t y_stride = bank.out + 4, rows = routing.slots();
   DeviceBuffer<float> dy(size_t(rows * y_stride));
-  kernels::GemmRunner gemm;
+  runtime::GemmRunner gemm;
   ASSERT_EQ(kernels::mxfp4_grouped_dequantized_bf16_to_f32(gemm, dbank.view, routing.offsets.data(), dx.get(),
                                                            x_stride, dy.get(), y_stride, scratch.get(),
                                                            int64_t(scratch.size()), nullptr),
@@ -481,8 +480,7 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   DeviceBank dbank(bank);
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a :
-       {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
+  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -567,7 +565,6 @@ TEST(GpuMxfp4Grouped, RejectsBadArguments) {
   r.max_active_experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;  // the GEMM's prefix would not fit
   w = good_w;
   w.experts = kernels::kMxfp4GroupedGemmMaxActiveExperts + 1;
-  EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm), cudaErrorInvalidValue);
   EXPECT_EQ(call(w, r, x, 64, 4, 16, Mxfp4GroupedAlgorithm::gemm_pipelined), cudaErrorInvalidValue);
   r = good_r;
   r.max_slots = 0;  // nothing routed: nothing to do, for every algorithm
@@ -637,7 +634,7 @@ TEST(GpuMxfp4Dequantized, RejectsBadArguments) {
   bad.in_features = 48;
   EXPECT_EQ(kernels::mxfp4_dequantize_expert_bf16(bad, 0, out, 64, nullptr), cudaErrorInvalidValue);
   K3_REQUIRE_GPU();  // the grouped path's runner needs a device
-  kernels::GemmRunner gemm;
+  runtime::GemmRunner gemm;
   alignas(16) static __nv_bfloat16 x[4096], scratch[4096];
   alignas(16) static float y[4096];
   const int32_t offsets[3] = {0, 2, 5}, decreasing[3] = {0, 3, 2};
@@ -829,15 +826,6 @@ TEST(GpuMxfp4Tiled, DeviceRepackMatchesTheHostsAndBadUsesAreRefused) {
             cudaErrorInvalidValue);  // in place
   EXPECT_EQ(kernels::mxfp4_tiled_repack(packed, scales, 0, 16, 64, tiled_packed, tiled_scales, nullptr),
             cudaErrorInvalidValue);
-  {  // a GEMM on tiled weights: refused on the host, before any launch
-    alignas(16) static __nv_bfloat16 x[1024];
-    alignas(16) static float y[1024];
-    static int32_t offsets[3], slot_token[4], active[2], count[1];
-    const kernels::Mxfp4ExpertWeights w{packed, scales, 2, 16, 64, kernels::Mxfp4Layout::tiled16};
-    const kernels::ExpertRouting r{offsets, slot_token, active, count, 4, 2};
-    EXPECT_THROW(kernels::mxfp4_grouped_bf16_to_f32(w, r, x, 64, 4, y, 16, nullptr, Mxfp4GroupedAlgorithm::gemm),
-                 Error);
-  }
   std::mt19937 rng(20261220);
   const ExpertBank bank = random_bank(3, 48, 448, rng);
   const ExpertBank tiled = tiled_bank(bank);

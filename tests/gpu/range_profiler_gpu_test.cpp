@@ -7,9 +7,9 @@
 //   range names and occurrences as pushed, nested ranges folded into the outer one, pushes past the
 //   range limit counted as lost, an open range at stop() refused.
 // Needs permission to read the GPU's counters (root, or NVreg_RestrictProfilingToAdminUsers=0).
+#include "engine/runtime/gemm_cublaslt.h"
 #include "gpu_harness.h"
 #include "kernels/elementwise.h"
-#include "kernels/gemm_cublaslt.h"
 #include "profiler/cupti/range_profiler.h"
 
 #include <cuda_runtime.h>
@@ -62,7 +62,7 @@ TEST(RangeProfiler, TensorOpsOfAGemmAreItsFlops) {
   DeviceBuffer<float> y(m * n);
   CUDA_CHECK(cudaMemset(x.get(), 0x3C, m * k * sizeof(__nv_bfloat16)));  // bf16 0x3C3C ≈ 0.0115
   CUDA_CHECK(cudaMemset(w.get(), 0x3C, n * k * sizeof(__nv_bfloat16)));
-  kernels::GemmRunner gemm;
+  runtime::GemmRunner gemm;
   auto run = [&] { return gemm.bf16_to_f32(x.get(), k, w.get(), nullptr, 1.0f, 0.0f, y.get(), n, m, n, k, nullptr); };
   ASSERT_EQ(run(), cudaSuccess) << gemm.last_error();  // plans the shape
   CUDA_CHECK(cudaDeviceSynchronize());

@@ -1,7 +1,7 @@
-// read_floor (kernels/read_floor.h): the XOR of its sink is the XOR of every 32-bit word of the chunks it was asked to
+// read_floor (bench/gpu/read_floor.h): the XOR of its sink is the XOR of every 32-bit word of the chunks it was asked to
 // read, through a shuffled index and in order, at chunk sizes that do not divide its wave's shares — so each word was
 // read exactly once (a word read twice or skipped would change it) — and bad arguments are refused.
-#include "kernels/read_floor.h"
+#include "bench/gpu/read_floor.h"
 #include "tests/gpu/gpu_harness.h"
 
 #include <gtest/gtest.h>
@@ -28,9 +28,9 @@ uint32_t host_xor(const std::vector<uint32_t>& data, const std::vector<int32_t>&
 }
 
 uint32_t device_xor(const DeviceBuffer<uint32_t>& data, const int32_t* index, int64_t chunk_bytes, int64_t chunks) {
-  const int blocks = k3::kernels::read_floor_blocks();
+  const int blocks = k3::bench::read_floor_blocks();
   DeviceBuffer<uint32_t> sink(std::vector<uint32_t>(size_t(blocks), 0u));
-  EXPECT_EQ(k3::kernels::read_floor(data.get(), index, chunk_bytes, chunks, sink.get(), nullptr), cudaSuccess);
+  EXPECT_EQ(k3::bench::read_floor(data.get(), index, chunk_bytes, chunks, sink.get(), nullptr), cudaSuccess);
   const std::vector<uint32_t> words = sink.download();
   return std::accumulate(words.begin(), words.end(), 0u, [](uint32_t a, uint32_t b) { return a ^ b; });
 }
@@ -63,13 +63,13 @@ TEST(GpuReadFloor, ReadsEveryWordOnceThroughAnIndexAndInOrder) {
 TEST(GpuReadFloor, RefusesBadArguments) {
   K3_REQUIRE_GPU();
   const DeviceBuffer<uint32_t> data(std::vector<uint32_t>(64, 1u));
-  DeviceBuffer<uint32_t> sink(std::vector<uint32_t>(size_t(k3::kernels::read_floor_blocks()), 0u));
-  EXPECT_EQ(k3::kernels::read_floor(data.get(), nullptr, 24, 2, sink.get(), nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(k3::kernels::read_floor(data.get(), nullptr, 0, 2, sink.get(), nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(k3::kernels::read_floor(data.get(), nullptr, 16, 0, sink.get(), nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(k3::kernels::read_floor(nullptr, nullptr, 16, 2, sink.get(), nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(k3::kernels::read_floor(data.get(), nullptr, 16, 2, nullptr, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(k3::kernels::read_floor(reinterpret_cast<const uint8_t*>(data.get()) + 4, nullptr, 16, 2, sink.get(),
+  DeviceBuffer<uint32_t> sink(std::vector<uint32_t>(size_t(k3::bench::read_floor_blocks()), 0u));
+  EXPECT_EQ(k3::bench::read_floor(data.get(), nullptr, 24, 2, sink.get(), nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(k3::bench::read_floor(data.get(), nullptr, 0, 2, sink.get(), nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(k3::bench::read_floor(data.get(), nullptr, 16, 0, sink.get(), nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(k3::bench::read_floor(nullptr, nullptr, 16, 2, sink.get(), nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(k3::bench::read_floor(data.get(), nullptr, 16, 2, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(k3::bench::read_floor(reinterpret_cast<const uint8_t*>(data.get()) + 4, nullptr, 16, 2, sink.get(),
                                     nullptr),
             cudaErrorInvalidValue);
 }

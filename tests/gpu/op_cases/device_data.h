@@ -4,7 +4,7 @@
 #pragma once
 
 #include "engine/reference/tensor.h"
-#include "kernels/cuda_check.h"
+#include "engine/runtime/cuda_check.h"
 #include "kernels/random_fill.h"
 
 #include <cuda_bf16.h>

@@ -30,7 +30,7 @@
 #include <memory>
 #include <string>
 
-namespace k3::kernels {
+namespace k3::runtime {
 
 class GemmRunner {
  public:
@@ -56,4 +56,4 @@ class GemmRunner {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace k3::kernels
+}  // namespace k3::runtime

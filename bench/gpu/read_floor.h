@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace k3::kernels {
+namespace k3::bench {
 
 // Blocks of one full wave of the kernel on the current device: the words `sink` must hold.
 int read_floor_blocks();
@@ -22,4 +22,4 @@ int read_floor_blocks();
 cudaError_t read_floor(const void* base, const int32_t* index, int64_t chunk_bytes, int64_t chunks, uint32_t* sink,
                        cudaStream_t stream);
 
-}  // namespace k3::kernels
+}  // namespace k3::bench

@@ -1,7 +1,7 @@
 // sm90a_device: whether a device runs the kernels built for the arch-specific sm_90a target alone (Hopper's warpgroup
-// MMA: kernels/wgmma_sm90.h), i.e. is of compute capability 9.0; whether the current device launches thread block
-// clusters (compute capability ≥ 9.0); and a launch configuration in clusters. Host side; false when the attributes
-// cannot be read.
+// MMA: kernels/ptx/wgmma_sm90.h), i.e. is of compute capability 9.0; whether the current device launches thread block
+// clusters (compute capability ≥ 9.0); the current device's SM count; and a launch configuration in clusters. Host
+// side; false (0) when the attributes cannot be read.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +22,14 @@ inline bool current_device_launches_clusters() {
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
     return false;
   return major >= 9;
+}
+
+inline int current_device_multiprocessors() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return sms;
 }
 
 // The configuration of a launch in clusters of `cluster_blocks` blocks along x, for

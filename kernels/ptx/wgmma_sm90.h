@@ -20,7 +20,7 @@
 // layouts of mma.sync stacked over the 4 warps.
 #pragma once
 
-#include "kernels/wgmma_products_sm90.h"
+#include "kernels/ptx/wgmma_products_sm90.h"
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
-#include "kernels/gemm_cublaslt.h"
+#include "engine/runtime/gemm_cublaslt.h"
 
-#include "kernels/cuda_check.h"
+#include "engine/runtime/cuda_check.h"
 
 #include <cublasLt.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <utility>
 
-namespace k3::kernels {
+namespace k3::runtime {
 
 namespace {
 
@@ -208,4 +208,4 @@ const std::string& GemmRunner::last_error() const { return impl_->last_error; }
 
 size_t GemmRunner::cached_plans() const { return impl_->plans.size(); }
 
-}  // namespace k3::kernels
+}  // namespace k3::runtime

@@ -1,6 +1,6 @@
-// CUDA error handling for kernels/ and their callers. Kernel entry points return cudaError_t (no
-// engine types, no exceptions across the kernel boundary); callers on the host wrap calls in
-// CUDA_CHECK, which throws k3::Error naming the call, file:line and CUDA's message.
+// CUDA error translation for the callers of kernels/. Kernel entry points return cudaError_t (no engine types, no
+// exceptions across the kernel boundary); callers on the host wrap calls in CUDA_CHECK, which throws k3::Error naming
+// the call, file:line and CUDA's message.
 #pragma once
 
 #include "core/error.h"

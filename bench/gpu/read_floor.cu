@@ -1,6 +1,6 @@
-#include "kernels/read_floor.h"
+#include "bench/gpu/read_floor.h"
 
-namespace k3::kernels {
+namespace k3::bench {
 
 namespace {
 
@@ -65,4 +65,4 @@ cudaError_t read_floor(const void* base, const int32_t* index, int64_t chunk_byt
   return cudaGetLastError();
 }
 
-}  // namespace k3::kernels
+}  // namespace k3::bench

@@ -1,19 +1,58 @@
-#include "kernels/sm90a_device.h"
-#include "kernels/wgmma_sm90.h"
-#include "kernels/wgmma_tile_product.h"
+// wgmma_tile_product: one warpgroup computes one bf16 tile product with Hopper's wgmma (sm_90a), fp32 accumulation,
+// in exactly the operand forms the MLA kernels use (kernels/ptx/wgmma_sm90.h: the SW128 shared-memory layout, its
+// descriptors, the register fragments), so that a descriptor or layout mistake shows up as one small failing product
+// instead of a wrong attention output. Forms (all row-major in global memory; d fp32 [64, n]):
+//   ss_n64_k_major    d[64,64]  = a[64,576] · b[64,576]ᵀ, A and B from shared memory, both K-major (MLA's scores:
+//                     36 k16 steps over 9 SW128 blocks)
+//   rs_n64_k_major    the same product with A from registers
+//   rs_n64_mn_major   d[64,64]  = a[64,64] · b[64,64], A from registers, B MN-major (trans-b), one SW128 block
+//   rs_n256_mn_major  d[64,256] = a[64,64] · b[64,256], A from registers, B MN-major over 4 SW128 blocks (MLA's output
+//                     product: the leading byte offset between the blocks matters only here)
+//   ss_n96_k_major    d[64,96]  = a[64,576] · b[96,576]ᵀ, both K-major from shared memory, B in SW128 blocks of 96
+//                     rows (the score product with tokens as M and 96 heads as N: cache rows · Qᵀ)
+//   ss_n96_mn_major   d[64,96]  = a[64,64]ᵀ · b[64,96] with a given as [k, 64] and b as [k, 96], both MN-major
+//                     (trans-a, trans-b), B over one full and one part-filled SW128 block (the output product with
+//                     tokens as M: Vᵀ · Pᵀ from the cache tile and P as stored)
+// The check: every form against an fp64 product of the same bf16 inputs (normalised error ≤ 1e-4; a layout mistake
+// errs by O(1)). Reading a failure: ss_n64_k_major alone → the A descriptor; every K-major form → the K-major B
+// descriptor or the swizzle; rs_n256_mn_major alone → the leading byte offset between 64-column blocks of an MN-major
+// B; both MN-major forms → trans-b or the MN-major stride byte offset; ss_n96_k_major → a K-major B of 96 rows per
+// block; ss_n96_mn_major → trans-a (an MN-major A) or an MN-major B whose last 64-column block is half filled.
+// Needs compute capability 9.0 (exit 77 elsewhere).
+#include "bench/lab/lab_common.h"
+#include "kernels/ptx/wgmma_sm90.h"
 
-#include "core/error.h"
+#include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
 
-namespace k3::kernels {
-
+namespace k3::lab {
 namespace {
 
+namespace wgmma = kernels::wgmma;
+
+enum class WgmmaTileForm {
+  ss_n64_k_major,
+  rs_n64_k_major,
+  rs_n64_mn_major,
+  rs_n256_mn_major,
+  ss_n96_k_major,
+  ss_n96_mn_major
+};
+
+struct WgmmaTileShape {
+  int n, k;
+  bool b_k_major;         // b is [n, k] (true) or [k, n] (false)
+  bool a_k_major = true;  // a is [64, k] (true) or [k, 64] (false)
+};
+
 constexpr int kM = 64;
-constexpr int kThreads = 128;                 // one warpgroup
-constexpr int kABytes = 64 * 576 * 2;                   // the largest A: 64 rows of 576 bf16
-constexpr int kBBytes = 96 * 576 * 2;                   // the largest B: 96 rows of 576 bf16
+constexpr int kThreads = 128;                         // one warpgroup
+constexpr int kABytes = 64 * 576 * 2;                 // the largest A: 64 rows of 576 bf16
+constexpr int kBBytes = 96 * 576 * 2;                 // the largest B: 96 rows of 576 bf16
 constexpr int kSmemBytes = kABytes + kBBytes + 1024;  // A and B, plus slack to align them to 1024 bytes
 
 // Copies a row-major bf16 [rows, cols] matrix into SW128 blocks at `dst` (16 bytes per thread and step).
@@ -98,9 +137,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int ks = 0; ks < kK / 16; ++ks) {
     if constexpr (kKMajor) {  // block ks / 4 (of 64 or 96 rows), 32 bytes per k16 step inside it
       const uint32_t in_block = (ks & 3) * 32;
-      wgmma::wgmma_m64n96k16_ss<0, 0>(
-          acc, wgmma::sw128_descriptor(a_smem + (ks >> 2) * (kM * 128) + in_block, 16, 1024),
-          wgmma::sw128_descriptor(b_smem + (ks >> 2) * (kN * 128) + in_block, 16, 1024));
+      wgmma::wgmma_m64n96k16_ss<0, 0>(acc,
+                                      wgmma::sw128_descriptor(a_smem + (ks >> 2) * (kM * 128) + in_block, 16, 1024),
+                                      wgmma::sw128_descriptor(b_smem + (ks >> 2) * (kN * 128) + in_block, 16, 1024));
     } else {  // rows 16ks … 16ks+15 of both; 64-column blocks kK · 128 bytes apart
       wgmma::wgmma_m64n96k16_ss<1, 1>(acc, wgmma::sw128_descriptor(a_smem + ks * 2048, kK * 128, 1024),
                                       wgmma::sw128_descriptor(b_smem + ks * 2048, kK * 128, 1024));
@@ -114,7 +153,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <WgmmaTileForm kForm>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_tile_product(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ b, float* __restrict__ d) {
+    wgmma_tile_product(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ b,
+                       float* __restrict__ d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kKMajor = kForm == WgmmaTileForm::ss_n64_k_major || kForm == WgmmaTileForm::rs_n64_k_major;
   constexpr int kN = kForm == WgmmaTileForm::rs_n256_mn_major ? 256 : 64;
@@ -180,51 +220,100 @@ cudaError_t launch(const __nv_bfloat16* a, const __nv_bfloat16* b, float* d, cud
   return cudaGetLastError();
 }
 
-}  // namespace
-
 WgmmaTileShape wgmma_tile_shape(WgmmaTileForm form) {
   switch (form) {
     case WgmmaTileForm::ss_n64_k_major:
-    case WgmmaTileForm::rs_n64_k_major:
-      return {64, 576, true};
-    case WgmmaTileForm::rs_n64_mn_major:
-      return {64, 64, false};
-    case WgmmaTileForm::rs_n256_mn_major:
-      return {256, 64, false};
-    case WgmmaTileForm::ss_n96_k_major:
-      return {96, 576, true};
-    case WgmmaTileForm::ss_n96_mn_major:
-      return {96, 64, false, false};
+    case WgmmaTileForm::rs_n64_k_major: return {64, 576, true};
+    case WgmmaTileForm::rs_n64_mn_major: return {64, 64, false};
+    case WgmmaTileForm::rs_n256_mn_major: return {256, 64, false};
+    case WgmmaTileForm::ss_n96_k_major: return {96, 576, true};
+    case WgmmaTileForm::ss_n96_mn_major: return {96, 64, false, false};
   }
-  K3_CHECK(false, "unknown WgmmaTileForm {}", int(form));
+  return {0, 0, false};
 }
-
-bool wgmma_device_supported(int device) { return sm90a_device(device); }
 
 cudaError_t wgmma_tile_product_bf16(WgmmaTileForm form, const __nv_bfloat16* a, const __nv_bfloat16* b, float* d,
                                     cudaStream_t stream) {
   if (reinterpret_cast<uintptr_t>(a) % 16 != 0 || reinterpret_cast<uintptr_t>(b) % 16 != 0)
     return cudaErrorInvalidValue;
-  int device = 0;
-  const cudaError_t status = cudaGetDevice(&device);
-  if (status != cudaSuccess) return status;
-  K3_CHECK(wgmma_device_supported(device),
-           "wgmma_tile_product_bf16: device {} is not compute capability 9.0; wgmma is built for sm_90a only", device);
   switch (form) {
-    case WgmmaTileForm::ss_n64_k_major:
-      return launch<WgmmaTileForm::ss_n64_k_major>(a, b, d, stream);
-    case WgmmaTileForm::rs_n64_k_major:
-      return launch<WgmmaTileForm::rs_n64_k_major>(a, b, d, stream);
-    case WgmmaTileForm::rs_n64_mn_major:
-      return launch<WgmmaTileForm::rs_n64_mn_major>(a, b, d, stream);
-    case WgmmaTileForm::rs_n256_mn_major:
-      return launch<WgmmaTileForm::rs_n256_mn_major>(a, b, d, stream);
-    case WgmmaTileForm::ss_n96_k_major:
-      return launch<WgmmaTileForm::ss_n96_k_major>(a, b, d, stream);
-    case WgmmaTileForm::ss_n96_mn_major:
-      return launch<WgmmaTileForm::ss_n96_mn_major>(a, b, d, stream);
+    case WgmmaTileForm::ss_n64_k_major: return launch<WgmmaTileForm::ss_n64_k_major>(a, b, d, stream);
+    case WgmmaTileForm::rs_n64_k_major: return launch<WgmmaTileForm::rs_n64_k_major>(a, b, d, stream);
+    case WgmmaTileForm::rs_n64_mn_major: return launch<WgmmaTileForm::rs_n64_mn_major>(a, b, d, stream);
+    case WgmmaTileForm::rs_n256_mn_major: return launch<WgmmaTileForm::rs_n256_mn_major>(a, b, d, stream);
+    case WgmmaTileForm::ss_n96_k_major: return launch<WgmmaTileForm::ss_n96_k_major>(a, b, d, stream);
+    case WgmmaTileForm::ss_n96_mn_major: return launch<WgmmaTileForm::ss_n96_mn_major>(a, b, d, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-}  // namespace k3::kernels
+const char* name(WgmmaTileForm f) {
+  switch (f) {
+    case WgmmaTileForm::ss_n64_k_major: return "ss_n64_k_major";
+    case WgmmaTileForm::rs_n64_k_major: return "rs_n64_k_major";
+    case WgmmaTileForm::rs_n64_mn_major: return "rs_n64_mn_major";
+    case WgmmaTileForm::rs_n256_mn_major: return "rs_n256_mn_major";
+    case WgmmaTileForm::ss_n96_k_major: return "ss_n96_k_major";
+    case WgmmaTileForm::ss_n96_mn_major: return "ss_n96_mn_major";
+  }
+  return "?";
+}
+
+// d[64, n] = A · Bᵀ (b [n, k]) or A · B (b [k, n]) in fp64, with A = a (a [64, k]) or aᵀ (a [k, 64]).
+std::vector<double> cpu_product(const std::vector<float>& a, const std::vector<float>& b, const WgmmaTileShape& s) {
+  std::vector<double> d(size_t(kM) * s.n, 0.0);
+  for (int i = 0; i < kM; ++i)
+    for (int j = 0; j < s.n; ++j) {
+      double sum = 0.0;
+      for (int k = 0; k < s.k; ++k) {
+        const double x = s.a_k_major ? a[size_t(i) * s.k + k] : a[size_t(k) * kM + i];
+        const double y = s.b_k_major ? b[size_t(j) * s.k + k] : b[size_t(k) * s.n + j];
+        sum += x * y;
+      }
+      d[size_t(i) * s.n + j] = sum;
+    }
+  return d;
+}
+
+int run() {
+  if (device_capability() != 90) {
+    std::printf("wgmma_tile_product: needs compute capability 9.0 (sm_90a); skipped\n");
+    return kSkipped;
+  }
+  const WgmmaTileForm forms[] = {WgmmaTileForm::ss_n64_k_major,  WgmmaTileForm::rs_n64_k_major,
+                                 WgmmaTileForm::rs_n64_mn_major, WgmmaTileForm::rs_n256_mn_major,
+                                 WgmmaTileForm::ss_n96_k_major,  WgmmaTileForm::ss_n96_mn_major};
+  std::mt19937 rng(20261215);
+  int failures = 0;
+  for (const WgmmaTileForm form : forms) {
+    const WgmmaTileShape s = wgmma_tile_shape(form);
+    const std::vector<float> a = random_bf16_values(size_t(kM) * s.k, rng),
+                             b = random_bf16_values(size_t(s.n) * s.k, rng);
+    const std::vector<double> want = cpu_product(a, b, s);
+    __nv_bfloat16* da = device_copy(to_bf16(a));
+    __nv_bfloat16* db = device_copy(to_bf16(b));
+    float* dd = device_copy(std::vector<float>(size_t(kM) * s.n, NAN));  // every element must be written
+    LAB_CUDA(wgmma_tile_product_bf16(form, da, db, dd, nullptr));
+    LAB_CUDA(cudaDeviceSynchronize());
+    const double error = normalized_error(host_copy(dd, size_t(kM) * s.n), want);
+    const double us = time_us([&] { (void)wgmma_tile_product_bf16(form, da, db, dd, nullptr); });
+    const bool ok = error <= 1e-4;
+    failures += ok ? 0 : 1;
+    std::printf("%-17s n %3d k %3d  error %.3g  %s  %.2f us per product (one block)\n", name(form), s.n, s.k, error,
+                ok ? "ok" : "FAILED", us);
+    LAB_CUDA(cudaFree(da));
+    LAB_CUDA(cudaFree(db));
+    LAB_CUDA(cudaFree(dd));
+  }
+  const auto* odd = reinterpret_cast<const __nv_bfloat16*>(uintptr_t(8));
+  if (wgmma_tile_product_bf16(WgmmaTileForm::ss_n64_k_major, odd, nullptr, nullptr, nullptr) != cudaErrorInvalidValue) {
+    std::printf("an unaligned operand was not refused: FAILED\n");
+    ++failures;
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace k3::lab
+
+int main() { return k3::lab::run(); }
