@@ -31,6 +31,8 @@ struct CacheOptions {
   std::string model = "kimi-k3";
   std::string kda_state = "fp32", kv_cache = "bf16";
   cache::CacheConfig config;
+  std::optional<int64_t> checkpoint_interval_tokens;  // policy parameters (--checkpoint-interval, --marconi-alpha)
+  std::optional<double> marconi_alpha_requests;
   std::string routing = "session";
   std::optional<double> hbm_gib, hbm_tokens, dram_gib, ssd_gib;
   double dram_gb_per_s = 50, ssd_gb_per_s = 5;
@@ -64,6 +66,8 @@ std::vector<workload::Request> load_requests(const CacheOptions& o, std::string*
 
 void run(CacheOptions& o, const GlobalOptions& global) {
   const DataPaths data = DataPaths::resolve(global.data_dir);
+  if (o.checkpoint_interval_tokens) o.config.checkpoint_params.set("interval_tokens", *o.checkpoint_interval_tokens);
+  if (o.marconi_alpha_requests) o.config.eviction_params.set("alpha_requests", *o.marconi_alpha_requests);
   std::optional<Scenario> deployment;
   ModelConfig model;
   Precision precision;
@@ -167,10 +171,10 @@ void add_cache_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--allocation-block", o->config.allocation_block_tokens, "tokens per KV allocation block (default 512)");
   cmd->add_option("--checkpoint", o->config.checkpoint,
                   "state checkpoint placement: allocation_block, interval, marconi, prompt_end, sparse (default)");
-  cmd->add_option("--checkpoint-interval", o->config.checkpoint_interval_tokens,
+  cmd->add_option("--checkpoint-interval", o->checkpoint_interval_tokens,
                   "tokens between checkpoints for interval and sparse (default 4096)");
   cmd->add_option("--eviction", o->config.eviction, "eviction: lru (default) or marconi");
-  cmd->add_option("--marconi-alpha", o->config.marconi_alpha_requests,
+  cmd->add_option("--marconi-alpha", o->marconi_alpha_requests,
                   "marconi eviction: requests of recency one unit of relative FLOPs per byte is worth (default 100)");
   cmd->add_option("--hbm-gib", o->hbm_gib, "GPU HBM for the cache, GiB per node (default unbounded)");
   cmd->add_option("--hbm-tokens", o->hbm_tokens, "the same in tokens of KV");

@@ -2,12 +2,9 @@
 
 #include "core/error.h"
 #include "core/parameters.h"
-#include "sim/cache/checkpoint_policy.h"
-#include "sim/cache/eviction_policy.h"
 #include "sim/memory.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace k3::cache {
 
@@ -43,20 +40,8 @@ void validate(const CacheConfig& c) {
     fail(fmt::format("allocation_block_tokens: expected a positive multiple of hash_block_tokens ({}), got {}",
                      c.hash_block_tokens, c.allocation_block_tokens));
   }
-  if (c.checkpoint_interval_tokens <= 0 || c.checkpoint_interval_tokens % c.hash_block_tokens != 0) {
-    fail(fmt::format("checkpoint_interval_tokens: expected a positive multiple of hash_block_tokens ({}), got {}",
-                     c.hash_block_tokens, c.checkpoint_interval_tokens));
-  }
-  if (!make_checkpoint_policy(c.checkpoint)) {
-    fail(fmt::format("checkpoint: unknown policy '{}' (known: {})", c.checkpoint,
-                     fmt::join(checkpoint_policy_names(), ", ")));
-  }
-  if (!make_eviction_policy(c.eviction)) {
-    fail(
-        fmt::format("eviction: unknown policy '{}' (known: {})", c.eviction, fmt::join(eviction_policy_names(), ", ")));
-  }
-  if (c.marconi_alpha_requests < 0)
-    fail(fmt::format("marconi_alpha_requests: expected >= 0, got {}", c.marconi_alpha_requests));
+  make_checkpoint_policy(c);
+  make_eviction_policy(c);
   if (c.tiers.empty()) fail("tiers: expected at least one tier (the GPU's HBM)");
   for (std::size_t i = 0; i < c.tiers.size(); ++i) {
     const Tier& t = c.tiers[i];
@@ -68,6 +53,25 @@ void validate(const CacheConfig& c) {
     }
   }
   if (c.nodes < 1) fail(fmt::format("nodes: expected a positive integer, got {}", c.nodes));
+}
+
+std::unique_ptr<CheckpointPolicy> make_checkpoint_policy(const CacheConfig& c) {
+  auto policy = CheckpointPolicies::instance().make(c.checkpoint, c.checkpoint_params, "cache: checkpoint");
+  policy->check({c.hash_block_tokens, c.allocation_block_tokens});
+  return policy;
+}
+
+Params checkpoint_params_for(const std::string& name, const std::map<std::string, double>& offered) {
+  Params out;
+  for (const auto& [key, value] : CheckpointPolicies::instance().make(name)->parameters()) {
+    auto it = offered.find(key);
+    if (it != offered.end()) out.set(key, it->second);
+  }
+  return out;
+}
+
+std::unique_ptr<EvictionPolicy> make_eviction_policy(const CacheConfig& c) {
+  return EvictionPolicies::instance().make(c.eviction, c.eviction_params, "cache: eviction");
 }
 
 }  // namespace k3::cache

@@ -4,10 +4,15 @@
 #pragma once
 
 #include "core/model_config.h"
+#include "core/registry.h"
 #include "core/scenario.h"
+#include "sim/cache/checkpoint_policy.h"
+#include "sim/cache/eviction_policy.h"
 
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,16 +44,23 @@ struct CacheConfig {
   int64_t hash_block_tokens = 512;            // prefix matching granularity (a multiple of the trace's blocks)
   int64_t allocation_block_tokens = 512;      // KV allocation block (a multiple of hash_block_tokens)
   std::string checkpoint = "sparse";          // a registered checkpoint placement policy
-  int64_t checkpoint_interval_tokens = 4096;  // for the interval-based policies (a multiple of hash_block_tokens)
+  Params checkpoint_params;                   // read by that policy (e.g. interval_tokens)
   std::string eviction = "lru";               // a registered eviction policy
-  double marconi_alpha_requests = 100;        // Marconi eviction: weight of FLOPs-per-byte, in requests of recency
+  Params eviction_params;                     // read by that policy (e.g. alpha_requests)
   std::vector<Tier> tiers{{"hbm", std::numeric_limits<double>::infinity(), 0}};  // fastest first
   int nodes = 1;  // caches: one per node, or one pool of nodes x capacity
   bool pooled = false;
   Routing routing = Routing::session;
 };
 
-// Throws InputError naming the field: granularities not multiples, unknown policies, no tier, ...
+// Throws InputError naming the field: granularities not multiples, unknown policies, policy
+// parameters that are missing, unknown or do not fit the granularity, no tier, ...
 void validate(const CacheConfig& c);
+// The configured policies, their parameters read and checked (validate() builds them too).
+std::unique_ptr<CheckpointPolicy> make_checkpoint_policy(const CacheConfig& c);
+std::unique_ptr<EvictionPolicy> make_eviction_policy(const CacheConfig& c);
+// The parameters of checkpoint policy `name`: of `offered`, the ones it takes (the keys of its
+// parameters()). One set of values then serves every policy a comparison enumerates.
+Params checkpoint_params_for(const std::string& name, const std::map<std::string, double>& offered);
 
 }  // namespace k3::cache

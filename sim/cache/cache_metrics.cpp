@@ -86,6 +86,18 @@ nlohmann::ordered_json number(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);  // unbounded -> null
 }
 
+// A policy's parameters; whole numbers (token counts) as integers.
+nlohmann::ordered_json parameters(const std::map<std::string, double>& p) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [key, v] : p) {
+    if (v == std::floor(v) && std::fabs(v) < 9.0e15)
+      j[key] = static_cast<int64_t>(v);
+    else
+      j[key] = v;
+  }
+  return j;
+}
+
 }  // namespace
 
 nlohmann::ordered_json to_json(const CacheConfig& c, const CacheSizes& z, const CacheSummary& s) {
@@ -94,9 +106,9 @@ nlohmann::ordered_json to_json(const CacheConfig& c, const CacheSizes& z, const 
   cfg["hash_block_tokens"] = c.hash_block_tokens;
   cfg["allocation_block_tokens"] = c.allocation_block_tokens;
   cfg["checkpoint"] = c.checkpoint;
-  cfg["checkpoint_interval_tokens"] = c.checkpoint_interval_tokens;
+  cfg["checkpoint_parameters"] = parameters(make_checkpoint_policy(c)->parameters());
   cfg["eviction"] = c.eviction;
-  cfg["marconi_alpha_requests"] = c.marconi_alpha_requests;
+  cfg["eviction_parameters"] = parameters(make_eviction_policy(c)->parameters());
   cfg["nodes"] = c.nodes;
   cfg["pooled"] = c.pooled;
   cfg["routing"] = c.routing == Routing::session ? "session" : "round_robin";
@@ -180,14 +192,15 @@ std::string bytes_text(double b) {
 
 double percent(int64_t a, int64_t b) { return b ? 100.0 * double(a) / double(b) : 0; }
 
+std::string parenthesised(const std::string& s) { return s.empty() ? s : " (" + s + ")"; }
+
 }  // namespace
 
 std::string format_summary(const CacheConfig& c, const CacheSizes& z, const CacheSummary& s) {
   std::string out;
-  out += fmt::format(
-      "  granularity  hash {} tokens, allocation {} tokens; checkpoints '{}' (interval {} tokens); "
-      "eviction '{}'\n",
-      c.hash_block_tokens, c.allocation_block_tokens, c.checkpoint, c.checkpoint_interval_tokens, c.eviction);
+  out += fmt::format("  granularity  hash {} tokens, allocation {} tokens; checkpoints '{}'{}; eviction '{}'\n",
+                     c.hash_block_tokens, c.allocation_block_tokens, c.checkpoint,
+                     parenthesised(make_checkpoint_policy(c)->describe()), c.eviction);
   out += fmt::format("  sizes        KV {:.0f} B/token; state checkpoint {} ({:.0f} tokens of KV){}\n",
                      z.kv_bytes_per_token, bytes_text(z.state_bytes), z.state_bytes / z.kv_bytes_per_token,
                      z.needs_state ? "" : "; hits need no state");

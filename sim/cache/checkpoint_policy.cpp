@@ -1,30 +1,29 @@
 #include "sim/cache/checkpoint_policy.h"
 
+#include <fmt/format.h>
 #include <algorithm>
-#include <map>
 
 namespace k3::cache {
-namespace {
-std::map<std::string, CheckpointPolicyFactory>& registry() {
-  static std::map<std::string, CheckpointPolicyFactory> r;
-  return r;
-}
-}  // namespace
 
-bool register_checkpoint_policy(const std::string& name, CheckpointPolicyFactory factory) {
-  return registry().emplace(name, std::move(factory)).second;
+IntervalCheckpointPolicy::IntervalCheckpointPolicy(const Params& p)
+    : interval_tokens_(p.param<int64_t>("interval_tokens").default_val(4096)), params_(p) {
+  if (interval_tokens_ <= 0) {
+    p.fail("interval_tokens", fmt::format("expected a positive integer, got {}", interval_tokens_));
+  }
 }
 
-std::unique_ptr<CheckpointPolicy> make_checkpoint_policy(const std::string& name) {
-  auto it = registry().find(name);
-  return it == registry().end() ? nullptr : it->second();
+void IntervalCheckpointPolicy::check(const CacheGranularity& g) const {
+  if (interval_tokens_ % g.hash_block_tokens != 0) {
+    params_.fail("interval_tokens", fmt::format("expected a multiple of hash_block_tokens ({}), got {}",
+                                                g.hash_block_tokens, interval_tokens_));
+  }
 }
 
-std::vector<std::string> checkpoint_policy_names() {
-  std::vector<std::string> out;
-  for (const auto& [name, f] : registry()) out.push_back(name);
-  return out;
+std::map<std::string, double> IntervalCheckpointPolicy::parameters() const {
+  return {{"interval_tokens", double(interval_tokens_)}};
 }
+
+std::string IntervalCheckpointPolicy::describe() const { return fmt::format("interval {} tokens", interval_tokens_); }
 
 int64_t last_full_unit(const CheckpointRequest& r) {
   for (int64_t j = static_cast<int64_t>(r.unit_end_tokens.size()) - 1; j >= 0; --j) {

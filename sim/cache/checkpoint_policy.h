@@ -1,11 +1,15 @@
 // Where a request leaves KDA state checkpoints (docs/cache.md#checkpoint-placement). A hit at a
 // boundary needs both the MLA KV pages up to it and a state checkpoint exactly at it, so where
 // states are kept decides which KV hits can be used. A policy is one .cpp file in sim/cache/ ending
-// in K3PERF_REGISTER_CHECKPOINT_POLICY(Class, "name"); adding one never edits this header.
+// in K3PERF_REGISTER_CHECKPOINT_POLICY(Class, "name"); adding one never edits this header. A policy
+// with parameters reads them in its constructor from a Params (`cache.checkpoint: {name: ..., key:
+// value}` in a serving file, core/registry.h).
 #pragma once
 
+#include "core/registry.h"
+
 #include <cstdint>
-#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,22 +24,31 @@ struct CheckpointRequest {
   int64_t prompt_tokens = 0;
   int64_t hash_block_tokens = 0;
   int64_t allocation_block_tokens = 0;
-  int64_t interval_tokens = 0;
   int64_t first_computed_unit = 0;  // the prefill starts here: states exist only at ends of units >= it
+};
+
+// The cache's granularities, which a policy's parameters must fit.
+struct CacheGranularity {
+  int64_t hash_block_tokens = 0;
+  int64_t allocation_block_tokens = 0;
 };
 
 class CheckpointPolicy {
  public:
+  static constexpr const char* kind = "checkpoint policy";
   virtual ~CheckpointPolicy() = default;
   // Appends the units (>= first_computed_unit, ascending, no repeats) after which to keep a
   // state checkpoint. Deterministic.
   virtual void choose(const CheckpointRequest& r, std::vector<int64_t>& units) const = 0;
+  // Throws InputError (naming the parameter) when a parameter does not fit the granularity.
+  virtual void check(const CacheGranularity&) const {}
+  // The parameters with their defaults resolved (for the JSON report), and as the text report
+  // shows them ("interval 4096 tokens"; empty when none).
+  virtual std::map<std::string, double> parameters() const { return {}; }
+  virtual std::string describe() const { return {}; }
 };
 
-using CheckpointPolicyFactory = std::function<std::unique_ptr<CheckpointPolicy>()>;
-bool register_checkpoint_policy(const std::string& name, CheckpointPolicyFactory factory);
-std::unique_ptr<CheckpointPolicy> make_checkpoint_policy(const std::string& name);  // nullptr if unknown
-std::vector<std::string> checkpoint_policy_names();
+using CheckpointPolicies = Registry<CheckpointPolicy>;
 
 // Shared by policies: the last unit of the prompt that ends on a hash-block boundary (where a
 // continuation of this prompt can hit), or -1 when the prompt is shorter than one block.
@@ -45,8 +58,22 @@ void units_at_multiples(const CheckpointRequest& r, int64_t every_tokens, std::v
 // Adds `unit` keeping `units` ascending and unique (ignored when below first_computed_unit or < 0).
 void add_unit(const CheckpointRequest& r, int64_t unit, std::vector<int64_t>& units);
 
-#define K3PERF_REGISTER_CHECKPOINT_POLICY(Class, name) \
-  static const bool k3perf_registered_##Class =        \
-      ::k3::cache::register_checkpoint_policy(name, [] { return std::make_unique<Class>(); })
+// The base of the interval-based policies: the parameter `interval_tokens` (default 4096, a
+// positive multiple of the hash block).
+class IntervalCheckpointPolicy : public CheckpointPolicy {
+ public:
+  explicit IntervalCheckpointPolicy(const Params& p);
+  void check(const CacheGranularity& g) const override;
+  std::map<std::string, double> parameters() const override;
+  std::string describe() const override;
+
+ protected:
+  int64_t interval_tokens_ = 0;
+
+ private:
+  Params params_;  // for the errors check() finds
+};
+
+#define K3PERF_REGISTER_CHECKPOINT_POLICY(Class, name) K3PERF_REGISTER(::k3::cache::CheckpointPolicy, Class, name)
 
 }  // namespace k3::cache

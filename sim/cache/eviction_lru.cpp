@@ -8,9 +8,7 @@ namespace {
 
 class LruEviction : public EvictionPolicy {
  public:
-  double priority(const EvictionItem& item, const EvictionParams&) const override {
-    return static_cast<double>(item.last_touch);
-  }
+  double priority(const EvictionItem& item) const override { return static_cast<double>(item.last_touch); }
 };
 
 }  // namespace

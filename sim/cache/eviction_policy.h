@@ -1,14 +1,15 @@
 // Which cached item leaves a full tier first (docs/cache.md#eviction). Items are a hash block's MLA
 // KV or a KDA state checkpoint; the lowest priority is evicted (to the next tier, or dropped from the
 // last). A policy is one .cpp file in sim/cache/ ending in K3PERF_REGISTER_EVICTION_POLICY(Class,
-// "name"); adding one never edits this header.
+// "name"); adding one never edits this header. A policy with parameters reads them in its
+// constructor from a Params (core/registry.h).
 #pragma once
 
+#include "core/registry.h"
+
 #include <cstdint>
-#include <functional>
-#include <memory>
+#include <map>
 #include <string>
-#include <vector>
 
 namespace k3::cache {
 
@@ -24,25 +25,19 @@ struct EvictionItem {
   double relative_flops_per_byte = 0;
 };
 
-struct EvictionParams {
-  double marconi_alpha_requests = 0;
-};
-
 class EvictionPolicy {
  public:
+  static constexpr const char* kind = "eviction policy";
   virtual ~EvictionPolicy() = default;
   // Lower is evicted first; ties go to the smaller last_touch. Deterministic; computed when the
   // item is touched (a policy whose priority depends on the present would need re-scoring).
-  virtual double priority(const EvictionItem& item, const EvictionParams& p) const = 0;
+  virtual double priority(const EvictionItem& item) const = 0;
+  // The parameters with their defaults resolved (for the JSON report).
+  virtual std::map<std::string, double> parameters() const { return {}; }
 };
 
-using EvictionPolicyFactory = std::function<std::unique_ptr<EvictionPolicy>()>;
-bool register_eviction_policy(const std::string& name, EvictionPolicyFactory factory);
-std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name);  // nullptr if unknown
-std::vector<std::string> eviction_policy_names();
+using EvictionPolicies = Registry<EvictionPolicy>;
 
-#define K3PERF_REGISTER_EVICTION_POLICY(Class, name) \
-  static const bool k3perf_registered_##Class =      \
-      ::k3::cache::register_eviction_policy(name, [] { return std::make_unique<Class>(); })
+#define K3PERF_REGISTER_EVICTION_POLICY(Class, name) K3PERF_REGISTER(::k3::cache::EvictionPolicy, Class, name)
 
 }  // namespace k3::cache

@@ -53,9 +53,8 @@ struct PrefixCache::Tier {
 PrefixCache::PrefixCache(const CacheConfig& config, const CacheSizes& sizes, double capacity_scale)
     : config_(config), sizes_(sizes) {
   validate(config_);
-  checkpoints_ = make_checkpoint_policy(config_.checkpoint);
-  eviction_ = make_eviction_policy(config_.eviction);
-  eviction_params_.marconi_alpha_requests = config_.marconi_alpha_requests;
+  checkpoints_ = make_checkpoint_policy(config_);
+  eviction_ = make_eviction_policy(config_);
   for (const cache::Tier& t : config_.tiers) {
     Tier s;
     s.capacity_bytes = t.capacity_bytes * capacity_scale;
@@ -108,7 +107,7 @@ void PrefixCache::push(uint32_t id) {
   view.bytes = it.bytes;
   view.relative_flops_per_byte = it.relative_flops_per_byte;
   Tier& t = tiers_[it.tier];
-  t.heap.push({eviction_->priority(view, eviction_params_), it.last_touch, id, it.version});
+  t.heap.push({eviction_->priority(view), it.last_touch, id, it.version});
   // Drop stale entries now and then so the heap stays proportional to what is cached.
   if (t.heap.size() > 4 * static_cast<std::size_t>(t.live_items) + 4096) {
     std::vector<HeapEntry> live;
@@ -213,8 +212,7 @@ RequestOutcome PrefixCache::serve(const workload::Request& r) {
   // States first, deepest first; then KV deepest first, so a prefix is touched after its extensions.
   chosen_.clear();
   if (sizes_.needs_state) {
-    const CheckpointRequest cr{
-        ends_, seen_, r.input_tokens, H, config_.allocation_block_tokens, config_.checkpoint_interval_tokens, s};
+    const CheckpointRequest cr{ends_, seen_, r.input_tokens, H, config_.allocation_block_tokens, s};
     checkpoints_->choose(cr, chosen_);
     if (s > 0) chosen_.insert(chosen_.begin(), s - 1);  // the state the hit used stays in use
     for (auto j = chosen_.rbegin(); j != chosen_.rend(); ++j) {

@@ -65,7 +65,6 @@ class PrefixCache {
   CacheSizes sizes_;
   std::unique_ptr<CheckpointPolicy> checkpoints_;
   std::unique_ptr<EvictionPolicy> eviction_;
-  EvictionParams eviction_params_;
   std::vector<Node> nodes_;
   std::vector<Item> items_;  // 2 per node: KV (even), state checkpoint (odd)
   std::vector<Tier> tiers_;

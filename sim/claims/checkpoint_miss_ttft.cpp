@@ -50,7 +50,7 @@ class CheckpointMissTtftEvaluator : public ClaimEvaluator {
       cfg.hash_block_tokens = block;
       cfg.allocation_block_tokens = block;
       cfg.checkpoint = policy;
-      cfg.checkpoint_interval_tokens = interval;
+      cfg.checkpoint_params = cache::checkpoint_params_for(policy, {{"interval_tokens", double(interval)}});
       try {
         cache::validate(cfg);
       } catch (const InputError& e) {

@@ -34,7 +34,10 @@ class CheckpointResumeEvaluator : public ClaimEvaluator {
     cfg.hash_block_tokens = param_count(c, "hash_block_tokens", 512);
     cfg.allocation_block_tokens = param_count(c, "allocation_block_tokens", 6144);
     cfg.checkpoint = param_string(c, "checkpoint", "allocation_block");
-    cfg.checkpoint_interval_tokens = param_count(c, "checkpoint_interval_tokens", cfg.allocation_block_tokens);
+    const long long interval = param_count(c, "checkpoint_interval_tokens", cfg.allocation_block_tokens);
+    // Every placement compared gets the interval if it takes one.
+    const std::map<std::string, double> offered = {{"interval_tokens", double(interval)}};
+    cfg.checkpoint_params = cache::checkpoint_params_for(cfg.checkpoint, offered);
     try {
       cache::validate(cfg);
     } catch (const InputError& e) {
@@ -47,6 +50,7 @@ class CheckpointResumeEvaluator : public ClaimEvaluator {
     auto run = [&](const std::string& policy) {
       cache::CacheConfig x = cfg;
       x.checkpoint = policy;
+      x.checkpoint_params = cache::checkpoint_params_for(policy, offered);
       return cache::summarize(requests, cache::simulate(requests, x, sizes), {}, nullptr);
     };
     const cache::CacheSummary s = run(cfg.checkpoint);
@@ -59,14 +63,14 @@ class CheckpointResumeEvaluator : public ClaimEvaluator {
                     spec.first_user_tokens_max, spec.system_prompt_tokens, spec.new_tokens_min, spec.new_tokens_max,
                     m.name, sizes.state_bytes / 1e6),
         fmt::format("hash block {} tokens, allocation block {} tokens, checkpoints '{}' (interval {}), unbounded cache",
-                    cfg.hash_block_tokens, cfg.allocation_block_tokens, cfg.checkpoint, cfg.checkpoint_interval_tokens),
+                    cfg.hash_block_tokens, cfg.allocation_block_tokens, cfg.checkpoint, interval),
         fmt::format("KV hit rate {:.1f}%, token hit rate {:.1f}%: {} tokens recomputed because the state at the KV "
                     "match's end was never kept",
                     100 * s.kv_hit_rate(), 100 * s.token_hit_rate(), s.recomputed_tokens),
         fmt::format("{} of {} multi-turn sessions never resume (their later turns match KV but find no state)",
                     s.sessions_never_resumed, s.sessions_multi_turn),
     };
-    for (const std::string& policy : cache::checkpoint_policy_names()) {
+    for (const std::string& policy : cache::CheckpointPolicies::instance().names()) {
       if (policy == cfg.checkpoint) continue;
       const cache::CacheSummary a = run(policy);
       e.alternatives.push_back({fmt::format("with '{}' checkpoint placement", policy), predict_keys(a)});

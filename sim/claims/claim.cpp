@@ -8,28 +8,6 @@
 
 namespace k3 {
 
-namespace {
-std::map<std::string, ClaimEvaluatorFactory>& registry() {
-  static std::map<std::string, ClaimEvaluatorFactory> r;
-  return r;
-}
-}  // namespace
-
-bool register_claim_evaluator(const std::string& name, ClaimEvaluatorFactory factory) {
-  return registry().emplace(name, std::move(factory)).second;
-}
-
-std::unique_ptr<ClaimEvaluator> make_claim_evaluator(const std::string& name) {
-  auto it = registry().find(name);
-  return it == registry().end() ? nullptr : it->second();
-}
-
-std::vector<std::string> claim_evaluator_names() {
-  std::vector<std::string> out;
-  for (const auto& [name, f] : registry()) out.push_back(name);
-  return out;
-}
-
 std::string to_string(Verdict v) {
   switch (v) {
     case Verdict::reproduced: return "reproduced";
@@ -60,10 +38,8 @@ Claim load_claim(const std::string& path) {
   c.title = y["claim"].as_string();
   c.source = y["source"].as_string();
   c.evaluator = y["evaluator"].as_string();
-  if (c.evaluator != "none" && !make_claim_evaluator(c.evaluator)) {
-    std::string names;
-    for (const auto& n : claim_evaluator_names()) names += (names.empty() ? "" : ", ") + n;
-    y["evaluator"].fail(fmt::format("unknown evaluator '{}' (known: none, {})", c.evaluator, names));
+  if (c.evaluator != "none" && !ClaimEvaluators::instance().contains(c.evaluator)) {
+    y["evaluator"].fail(ClaimEvaluators::instance().unknown(c.evaluator) + "; or none");
   }
   if (auto p = y.find("params")) c.params = *p;
   if (auto reported = y.find("reported")) {
@@ -116,7 +92,7 @@ ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
     r.verdict = Verdict::not_modelled;
     return r;
   }
-  r.evaluation = make_claim_evaluator(claim.evaluator)->evaluate(claim, data);
+  r.evaluation = ClaimEvaluators::instance().make(claim.evaluator)->evaluate(claim, data);
   auto value_of = [&](const std::map<std::string, double>& preferred, const std::string& key) {
     auto it = preferred.find(key);
     if (it != preferred.end()) return it->second;

@@ -3,10 +3,10 @@
 // registers itself with K3PERF_REGISTER_CLAIM_EVALUATOR — adding one never edits this header.
 #pragma once
 
+#include "core/registry.h"
 #include "core/scenario.h"
 #include "core/yaml_reader.h"
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,19 +55,16 @@ struct Evaluation {
 
 class ClaimEvaluator {
  public:
+  static constexpr const char* kind = "claim evaluator";
   virtual ~ClaimEvaluator() = default;
   // Contract: deterministic; reads its inputs only from claim.params (errors name the claim file
   // and key) and the data directory; never prints.
   virtual Evaluation evaluate(const Claim& claim, const DataPaths& data) const = 0;
 };
 
-using ClaimEvaluatorFactory = std::function<std::unique_ptr<ClaimEvaluator>()>;
-bool register_claim_evaluator(const std::string& name, ClaimEvaluatorFactory factory);
-std::unique_ptr<ClaimEvaluator> make_claim_evaluator(const std::string& name);  // nullptr if unknown
-std::vector<std::string> claim_evaluator_names();
+using ClaimEvaluators = Registry<ClaimEvaluator>;
 
-#define K3PERF_REGISTER_CLAIM_EVALUATOR(Class, name) \
-  static const bool k3perf_registered_##Class = ::k3::register_claim_evaluator(name, [] { return std::make_unique<Class>(); })
+#define K3PERF_REGISTER_CLAIM_EVALUATOR(Class, name) K3PERF_REGISTER(::k3::ClaimEvaluator, Class, name)
 
 enum class Verdict { reproduced, explained, contradicted, not_modelled };
 std::string to_string(Verdict v);

@@ -23,7 +23,7 @@ class HybridBreakEvenEvaluator : public ClaimEvaluator {
     YAML::Node params = YAML::Clone(c.params->raw());
     params.remove("breakeven");
     memory.params = YamlNode(params, c.file, "params");
-    Evaluation e = make_claim_evaluator("state_break_even")->evaluate(memory, data);
+    Evaluation e = ClaimEvaluators::instance().make("state_break_even")->evaluate(memory, data);
 
     const std::string ref = param_string(c, "breakeven", "");
     const std::filesystem::path file = std::filesystem::path(c.file).parent_path() / ref;

@@ -41,7 +41,10 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
     cfg.hash_block_tokens = param_count(c, "hash_block_tokens", 512);
     cfg.allocation_block_tokens = param_count(c, "allocation_block_tokens", 512);
     cfg.checkpoint = param_string(c, "checkpoint", "sparse");
-    cfg.checkpoint_interval_tokens = param_count(c, "checkpoint_interval_tokens", 4096);
+    const long long interval = param_count(c, "checkpoint_interval_tokens", 4096);
+    // Every placement compared gets the interval if it takes one.
+    const std::map<std::string, double> offered = {{"interval_tokens", double(interval)}};
+    cfg.checkpoint_params = cache::checkpoint_params_for(cfg.checkpoint, offered);
     const double inf = std::numeric_limits<double>::infinity();
     const double hbm_tokens = param_double(c, "hbm_tokens", inf);
     if (!(hbm_tokens > 0)) throw InputError(fmt::format("{}: params.hbm_tokens: expected a positive number", c.file));
@@ -75,7 +78,7 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
         fmt::format("model {}: {:.1f} KB of MLA KV per token, {:.1f} MB per state checkpoint; hash block {}, "
                     "allocation block {}, '{}' checkpoints (interval {}), {} cache",
                     m.name, sizes.kv_bytes_per_token / 1e3, sizes.state_bytes / 1e6, cfg.hash_block_tokens,
-                    cfg.allocation_block_tokens, cfg.checkpoint, cfg.checkpoint_interval_tokens,
+                    cfg.allocation_block_tokens, cfg.checkpoint, interval,
                     std::isinf(hbm_tokens) ? std::string("unbounded") : fmt::format("{:g}-token", hbm_tokens)),
         fmt::format("token hit rate {:.2f}% (KV alone would match {:.2f}%): {} of {} prompt tokens reused, {} "
                     "recomputed for want of a state at the KV match's end",
@@ -86,10 +89,11 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
                     s.cost_per_request_usd(),
                     s.cost_per_million_input_tokens_usd() > 0 ? all_miss / s.cost_per_million_input_tokens_usd() : 0),
     };
-    for (const std::string& policy : cache::checkpoint_policy_names()) {
+    for (const std::string& policy : cache::CheckpointPolicies::instance().names()) {
       if (policy == cfg.checkpoint) continue;
       cache::CacheConfig x = cfg;
       x.checkpoint = policy;
+      x.checkpoint_params = cache::checkpoint_params_for(policy, offered);
       const cache::CacheSummary a = run(requests, x, sizes);
       e.alternatives.push_back({fmt::format("with '{}' checkpoint placement", policy), predict_keys(a)});
       e.breakdown.push_back(fmt::format("  '{}' instead: token hit rate {:.2f}%", policy, 100 * a.token_hit_rate()));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 namespace k3::serving {
 
@@ -86,7 +87,8 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
   out.plan = y.find("plan");
   const YamlNode sv = y["serving"];
   sv.expect_keys({"mode", "replicas", "prefill_replicas", "decode_replicas", "max_sequences", "max_batched_tokens",
-                  "decode_max_sequences", "slo", "admission", "queue_sample_interval_ms", "requests", "cache"});
+                  "decode_max_sequences", "slo", "admission", "scheduler", "queue_sample_interval_ms", "requests",
+                  "cache"});
   ServingOptions& o = out.options;
   if (auto m = sv.find("mode")) o.disaggregated = m->as_choice({"aggregated", "disaggregated"}) == "disaggregated";
   if (auto v = sv.find("replicas")) o.replicas = static_cast<int>(v->as_positive_int());
@@ -105,6 +107,10 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
     if (o.admission == Admission::slo && o.slo.ttft_ms <= 0 && o.slo.tpot_ms <= 0) {
       a->fail("admission 'slo' needs serving.slo.ttft_ms or serving.slo.tpot_ms");
     }
+  }
+  if (auto v = sv.find("scheduler")) {
+    std::tie(o.scheduler, o.scheduler_params) = name_and_params(*v);
+    Schedulers::instance().make(*v);  // the name and parameters are checked here, against the file
   }
   if (auto v = sv.find("queue_sample_interval_ms")) o.queue_sample_interval_ms = v->as_positive();
   out.cache = sv.find("cache");

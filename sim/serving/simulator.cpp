@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <memory>
 #include <queue>
 #include <tuple>
 
@@ -66,15 +67,10 @@ struct Event {
 
 enum class Role { both, prefill, decode };
 
-struct Seq {
-  int64_t prompt_new = 0;  // prompt tokens to compute
-  int64_t cached = 0;      // prompt tokens loaded from the prefix cache
-  int64_t prefilled = 0;
-  int64_t output = 1;
-  int64_t produced = 0;
-  double reserved = 0;     // bytes per GPU held on `replica`
+struct Seq : SequenceState {
+  double reserved = 0;  // bytes per GPU held on `replica`
   int replica = -1;
-  int64_t prompt() const { return cached + prompt_new; }
+  bool running = false;  // in `replica`'s running batch
 };
 
 struct Replica {
@@ -99,7 +95,7 @@ class Simulation {
  public:
   Simulation(const std::vector<workload::Request>& requests, const std::vector<int64_t>& cached,
              const ReplicaModel& prefill_model, const ReplicaModel& decode_model, const ServingOptions& o)
-      : requests_(requests), o_(o) {
+      : requests_(requests), o_(o), scheduler_(Schedulers::instance().make(o.scheduler, o.scheduler_params)) {
     K3_CHECK(cached.empty() || cached.size() == requests.size(), "{} cached-prefix counts for {} requests",
              cached.size(), requests.size());
     auto add = [&](Role role, const ReplicaModel& m, const BatchLimits& limits) {
@@ -219,51 +215,74 @@ class Simulation {
     return r.model->step.step_us(b);
   }
 
+  // Replica `ri` as its scheduler sees it: admission and the iteration's batch go through here.
+  class Queue : public ReplicaQueue {
+   public:
+    Queue(Simulation& sim, int ri) : sim_(sim), ri_(ri), r_(sim.replicas_[ri]) {}
+    const std::deque<int64_t>& waiting() const override { return r_.waiting; }
+    const std::vector<int64_t>& running() const override { return r_.running; }
+    const SequenceState& sequence(int64_t id) const override { return sim_.seqs_.at(id); }
+    const BatchLimits& limits() const override { return r_.limits; }
+    bool admit(int64_t id) override {
+      auto it = std::find(r_.waiting.begin(), r_.waiting.end(), id);
+      K3_CHECK(it != r_.waiting.end(), "scheduler admitted request {}, which does not wait on replica {}", id, ri_);
+      Seq& s = sim_.seqs_[id];
+      const double need = sim_.reserve_for(r_, s);
+      if (r_.reserved + need > r_.capacity) return false;
+      const ServingOptions& o = sim_.o_;
+      if (o.admission == Admission::slo && o.slo.tpot_ms > 0 && r_.role != Role::prefill && !r_.running.empty() &&
+          sim_.decode_step_with(r_, s) > o.slo.tpot_ms * 1000.0) {
+        return false;
+      }
+      r_.waiting.erase(it);
+      s.reserved = need;
+      s.replica = ri_;
+      r_.reserved += need;
+      K3_CHECK(r_.reserved <= r_.capacity * (1 + 1e-12), "replica {} holds {} B of {} B", ri_, r_.reserved,
+               r_.capacity);
+      sim_.result_.max_memory_fraction = std::max(sim_.result_.max_memory_fraction, r_.reserved / r_.capacity);
+      r_.running.push_back(id);
+      s.running = true;
+      return true;
+    }
+    void add_decode(int64_t id) override {
+      const Seq& s = running_seq(id);
+      K3_CHECK(s.decoding(), "scheduler decodes request {}, which is not decoding", id);
+      shape.add_decode(double(s.prompt() + s.produced - 1));
+      r_.batch.emplace_back(id, 0);
+    }
+    void add_prefill(int64_t id, int64_t tokens) override {
+      const Seq& s = running_seq(id);
+      K3_CHECK(tokens > 0 && s.prefilled + tokens <= s.prompt_new,
+               "scheduler prefills {} tokens of request {} ({} of {} done)", tokens, id, s.prefilled, s.prompt_new);
+      shape.add_prefill(double(tokens), double(s.cached + s.prefilled));
+      r_.batch.emplace_back(id, tokens);
+    }
+    BatchShape shape;
+
+   private:
+    const Seq& running_seq(int64_t id) const {
+      const Seq& s = sim_.seqs_.at(id);
+      K3_CHECK(s.running && s.replica == ri_, "scheduler batches request {}, which does not run on replica {}", id,
+               ri_);
+      return s;
+    }
+    Simulation& sim_;
+    int ri_;
+    Replica& r_;
+  };
+
   void try_start(int ri) {
     Replica& r = replicas_[ri];
     if (r.busy) return;
-    // Admit waiting sequences in arrival order while the batch and the memory hold them.
-    while (!r.waiting.empty() && static_cast<int64_t>(r.running.size()) < r.limits.max_sequences) {
-      const int64_t id = r.waiting.front();
-      Seq& s = seqs_[id];
-      const double need = reserve_for(r, s);
-      if (r.reserved + need > r.capacity) break;
-      if (o_.admission == Admission::slo && o_.slo.tpot_ms > 0 && r.role != Role::prefill && !r.running.empty() &&
-          decode_step_with(r, s) > o_.slo.tpot_ms * 1000.0) {
-        break;
-      }
-      r.waiting.pop_front();
-      s.reserved = need;
-      s.replica = ri;
-      r.reserved += need;
-      K3_CHECK(r.reserved <= r.capacity * (1 + 1e-12), "replica {} holds {} B of {} B", ri, r.reserved, r.capacity);
-      result_.max_memory_fraction = std::max(result_.max_memory_fraction, r.reserved / r.capacity);
-      r.running.push_back(id);
-    }
-    // Decodes first (one token each), then prefill chunks in admission order fill the token budget.
     r.batch.clear();
-    BatchShape shape;
-    int64_t budget = r.limits.max_batched_tokens;
-    for (int64_t id : r.running) {
-      const Seq& s = seqs_[id];
-      if (budget == 0) break;
-      if (s.prefilled == s.prompt_new && s.produced < s.output) {
-        shape.add_decode(double(s.prompt() + s.produced - 1));
-        r.batch.emplace_back(id, 0);
-        budget -= 1;
-      }
-    }
-    for (int64_t id : r.running) {
-      const Seq& s = seqs_[id];
-      if (budget == 0) break;
-      if (s.prefilled < s.prompt_new) {
-        const int64_t chunk = std::min(budget, s.prompt_new - s.prefilled);
-        shape.add_prefill(double(chunk), double(s.cached + s.prefilled));
-        r.batch.emplace_back(id, chunk);
-        budget -= chunk;
-      }
-    }
+    Queue queue(*this, ri);
+    scheduler_->schedule(queue);
     if (r.batch.empty()) return;
+    const BatchShape& shape = queue.shape;
+    K3_CHECK(shape.tokens() <= r.limits.max_batched_tokens &&
+                 static_cast<int64_t>(r.running.size()) <= r.limits.max_sequences,
+             "scheduler exceeded the batch limits on replica {}", ri);
     const double dur = r.model->step.step_us(shape);
     K3_CHECK(dur > 0, "iteration of {} tokens takes no time", shape.tokens());
     r.busy = true;
@@ -319,6 +338,7 @@ class Simulation {
       }
     }
     if (!leaving.empty()) {
+      for (int64_t id : leaving) seqs_[id].running = false;
       std::sort(leaving.begin(), leaving.end());
       std::erase_if(r.running, [&](int64_t id) { return std::binary_search(leaving.begin(), leaving.end(), id); });
     }
@@ -410,6 +430,7 @@ class Simulation {
 
   const std::vector<workload::Request>& requests_;
   const ServingOptions& o_;
+  std::unique_ptr<Scheduler> scheduler_;
   std::vector<Replica> replicas_;
   std::vector<Seq> seqs_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

@@ -1,9 +1,9 @@
 // Request-level discrete-event simulation of serving (docs/serving.md): requests arrive, wait,
 // are admitted into a replica's running batch when its memory holds them, and advance one
 // iteration at a time. Each iteration is continuous batching with chunked prefill: every decoding
-// sequence adds one token, prefill chunks fill the rest of the token budget, and the iteration
-// takes StepTimeModel::step_us of exactly that batch. With prefill/decode disaggregation, prefill
-// replicas hand each sequence's KV and KDA state to a decode replica over the fabric.
+// sequence adds one token, prefill chunks fill the rest of the token budget (the default scheduler;
+// sim/serving/scheduler.h), and the iteration takes StepTimeModel::step_us of exactly that batch. With prefill/decode
+// disaggregation, prefill replicas hand each sequence's KV and KDA state to a decode replica over the fabric.
 //
 // Events are ordered by (time, kind, id): iteration ends first (they free memory), then transfers,
 // then arrivals; ids break ties. No clocks, no randomness: the same input gives the same output.
@@ -11,7 +11,9 @@
 // replica never exceeds its capacity, and every token is processed exactly once.
 #pragma once
 
+#include "core/registry.h"
 #include "core/scenario.h"
+#include "sim/serving/scheduler.h"
 #include "sim/serving/step_time_model.h"
 #include "sim/workload/request.h"
 
@@ -33,11 +35,6 @@ enum class Admission {
                // running batch only while the decode step stays within the TPOT SLO
 };
 
-struct BatchLimits {
-  int64_t max_sequences = 256;        // sequences in one replica's running batch
-  int64_t max_batched_tokens = 8192;  // tokens per iteration: each decode takes 1, prefill chunks the rest
-};
-
 struct ServingOptions {
   bool disaggregated = false;
   int replicas = 1;          // aggregated: replicas doing both phases
@@ -47,6 +44,8 @@ struct ServingOptions {
   BatchLimits decode_limits;  // decode replicas (disaggregated)
   Slo slo;
   Admission admission = Admission::accept_all;
+  std::string scheduler = "fcfs";          // a registered scheduler (sim/serving/scheduler.h)
+  Params scheduler_params;                 // read by that scheduler
   double queue_sample_interval_ms = 1000;  // spacing of the queue-length series
 };
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 namespace k3::serving {
@@ -35,9 +36,11 @@ ServingCacheOptions read_serving_cache(const ServingScenario& s) {
   if (auto v = n.find("enabled")) out.enabled = v->as_bool();
   if (auto v = n.find("hash_block_tokens")) c.hash_block_tokens = v->as_positive_int();
   if (auto v = n.find("allocation_block_tokens")) c.allocation_block_tokens = v->as_positive_int();
-  if (auto v = n.find("checkpoint")) c.checkpoint = v->as_string();
-  if (auto v = n.find("checkpoint_interval_tokens")) c.checkpoint_interval_tokens = v->as_positive_int();
-  if (auto v = n.find("eviction")) c.eviction = v->as_string();
+  // A policy is `name` or `{name: ..., <parameter>: value}`; checkpoint_interval_tokens is short for
+  // the checkpoint policy's interval_tokens.
+  if (auto v = n.find("checkpoint")) std::tie(c.checkpoint, c.checkpoint_params) = name_and_params(*v);
+  if (auto v = n.find("checkpoint_interval_tokens")) c.checkpoint_params.set("interval_tokens", v->as_positive_int());
+  if (auto v = n.find("eviction")) std::tie(c.eviction, c.eviction_params) = name_and_params(*v);
   if (auto v = n.find("hbm_gib")) c.tiers[0].capacity_bytes = v->as_positive() * 1024.0 * 1024.0 * 1024.0;
   try {
     cache::validate(c);

@@ -1,7 +1,7 @@
 // The hybrid prefix cache on hand-built traces whose answers are worked out by hand in the
 // comments: every checkpoint policy (including the allocation-block case that never resumes),
-// both eviction policies, tiers, hash granularity, nodes; then the shipped traces against
-// independent counts (an unbounded KV cache hits exactly the trace's own prefix reuse).
+// both eviction policies, policies registered from this file, tiers, hash granularity, nodes; then the shipped traces
+// against independent counts (an unbounded KV cache hits exactly the trace's own prefix reuse).
 #include "sim/cache/prefix_cache.h"
 #include "sim/claims/claim.h"
 #include "expect_input_error.h"
@@ -61,7 +61,7 @@ CacheConfig config(const std::string& checkpoint, int64_t allocation = 4, int64_
   c.hash_block_tokens = 4;
   c.allocation_block_tokens = allocation;
   c.checkpoint = checkpoint;
-  c.checkpoint_interval_tokens = interval;
+  if (checkpoint == "interval" || checkpoint == "sparse") c.checkpoint_params.set("interval_tokens", interval);
   c.tiers = {{"hbm", kInf, 0}};
   return c;
 }
@@ -190,12 +190,13 @@ TEST(PrefixCache, MarconiEvictionKeepsTheCheckpointThatSavesMostPerByte) {
   CacheConfig c = config("prompt_end");
   c.tiers = {{"hbm", 56, 0}};
   c.eviction = "marconi";
-  c.marconi_alpha_requests = 10;
+  c.eviction_params.set("alpha_requests", 10);
   // Marconi: lowest is Y's state (10): 10 bytes go -> X still resumes in full.
   auto out = simulate(t.requests(), c, hybrid_sizes());
   EXPECT_EQ(out[2].hit_tokens, 32);
   // LRU: X's state was touched first (states before KV) and is the oldest item: it goes, X cannot resume.
   c.eviction = "lru";
+  c.eviction_params = {};
   out = simulate(t.requests(), c, hybrid_sizes());
   EXPECT_EQ(out[2].kv_matched_tokens, 32);
   EXPECT_EQ(out[2].hit_tokens, 0);
@@ -237,12 +238,13 @@ TEST(PrefixCache, CoarserHashBlocksMatchWholeUnitsOnly) {
   EXPECT_EQ(out[2].hit_tokens, 4);
   c.hash_block_tokens = 8;
   c.allocation_block_tokens = 8;
-  c.checkpoint_interval_tokens = 8;
+  c.checkpoint_params.set("interval_tokens", 8);
   out = simulate(t.requests(), c, kv_only(hybrid_sizes()));
   EXPECT_EQ(out[1].hit_tokens, 8);  // unit [a b] shared
   EXPECT_EQ(out[2].hit_tokens, 0);  // half a unit does not count
   c.hash_block_tokens = 6;
-  c.allocation_block_tokens = c.checkpoint_interval_tokens = 6;
+  c.allocation_block_tokens = 6;
+  c.checkpoint_params.set("interval_tokens", 6);
   test::expect_input_error([&] { simulate(t.requests(), c, kv_only(hybrid_sizes())); },
                            {"request 0", "blocks of 4 tokens", "hash blocks of 6"});
 }
@@ -288,6 +290,75 @@ TEST(PrefixCache, PricesGiveCostPerRequest) {
   o.output_tokens = 1000;
   // 0.9 M x 0.30 + 0.1 M x 3.00 + 0.001 M x 15 = 0.27 + 0.30 + 0.015
   EXPECT_NEAR(request_cost_usd(o, {0.30, 3.00, 15.0}), 0.585, 1e-12);
+}
+
+// The extension points: a checkpoint and an eviction policy registered from this file alone,
+// chosen by name (and given parameters) through the cache config.
+// Test-only: a state after the prompt's unit `unit` (a parameter, default 0) and nowhere else.
+class FixedUnitCheckpoint : public CheckpointPolicy {
+ public:
+  explicit FixedUnitCheckpoint(const Params& p) : unit_(p.param<int64_t>("unit").default_val(0)) {
+    if (unit_ < 0) p.fail("unit", fmt::format("expected a unit index >= 0, got {}", unit_));
+  }
+  void choose(const CheckpointRequest& r, std::vector<int64_t>& units) const override {
+    if (unit_ < static_cast<int64_t>(r.unit_end_tokens.size())) add_unit(r, unit_, units);
+  }
+  std::map<std::string, double> parameters() const override { return {{"unit", double(unit_)}}; }
+
+ private:
+  int64_t unit_;
+};
+K3PERF_REGISTER_CHECKPOINT_POLICY(FixedUnitCheckpoint, "test_fixed_unit");
+
+// Test-only: most recently used first (the opposite of LRU).
+class MruEviction : public EvictionPolicy {
+ public:
+  double priority(const EvictionItem& item) const override { return -static_cast<double>(item.last_touch); }
+};
+K3PERF_REGISTER_EVICTION_POLICY(MruEviction, "test_mru");
+
+TEST(RegisteredPolicies, ATestCheckpointPolicyIsChosenByNameWithItsParameter) {
+  CacheConfig c;
+  c.hash_block_tokens = c.allocation_block_tokens = 4;
+  c.checkpoint = "test_fixed_unit";
+  c.checkpoint_params.set("unit", 1);  // a state after 8 tokens only
+  TraceBuilder t;
+  t.add("abc");
+  t.add("abcd");
+  const auto out = simulate(t.requests(), c, hybrid_sizes());
+  EXPECT_EQ(out[1].kv_matched_tokens, 12);
+  EXPECT_EQ(out[1].hit_tokens, 8);  // the state at 8, not at 12
+  EXPECT_EQ(make_checkpoint_policy(c)->parameters().at("unit"), 1);
+  c.checkpoint_params.set("unit", -1);
+  test::expect_input_error([&] { validate(c); },
+                           {"checkpoint policy 'test_fixed_unit'", "expected a unit index >= 0, got -1"});
+  c.checkpoint = "none_such";
+  test::expect_input_error([&] { validate(c); },
+                           {"cache: checkpoint", "unknown checkpoint policy 'none_such'", "sparse", "test_fixed_unit"});
+}
+
+TEST(RegisteredPolicies, ATestEvictionPolicyIsChosenByName) {
+  // A (8 tokens): its state (10 B, touch 1), KV of unit 1 (4 B, touch 2) and unit 0 (4 B, touch 3).
+  // B (an unrelated 4 tokens) adds a state (10 B, touch 4) and KV (4 B, touch 5) to a 24-byte HBM.
+  CacheConfig c;
+  c.hash_block_tokens = c.allocation_block_tokens = 4;
+  c.checkpoint = "prompt_end";
+  c.tiers = {{"hbm", 24, 0}};
+  TraceBuilder t;
+  t.add("ab");
+  t.add("z");
+  t.add("ab");
+  // LRU drops A's state for B's; A's KV stays: A again matches 8 tokens of KV, without a state.
+  c.eviction = "lru";
+  auto out = simulate(t.requests(), c, hybrid_sizes());
+  EXPECT_EQ(out[2].kv_matched_tokens, 8);
+  EXPECT_EQ(out[2].hit_tokens, 0);
+  // MRU drops A's first block (touch 3) for B's state, then B's state (touch 4) for B's KV: A again
+  // matches nothing.
+  c.eviction = "test_mru";
+  out = simulate(t.requests(), c, hybrid_sizes());
+  EXPECT_EQ(out[2].kv_matched_tokens, 0);
+  EXPECT_EQ(out[1].hit_tokens, 0);
 }
 
 std::vector<Request> mooncake(const std::string& file) {

@@ -53,6 +53,25 @@ std::vector<workload::Request> three_requests() {
       "hand.jsonl");
 }
 
+TEST(ServingTrace, TheCacheSectionNamesPoliciesAndTheirParameters) {
+  auto read = [](const std::string& cache) { return read_serving_cache(scenario("  cache: " + cache + "\n")); };
+  const ServingCacheOptions o = read("{checkpoint: {name: interval, interval_tokens: 2048}, eviction: marconi}");
+  EXPECT_EQ(o.config.checkpoint, "interval");
+  EXPECT_EQ(cache::make_checkpoint_policy(o.config)->parameters().at("interval_tokens"), 2048);
+  EXPECT_EQ(cache::make_eviction_policy(o.config)->parameters().at("alpha_requests"), 100);  // the default
+  // The shipped form: a name, and the interval as its own key.
+  const ServingCacheOptions s = read("{checkpoint: sparse, checkpoint_interval_tokens: 1024}");
+  EXPECT_EQ(cache::make_checkpoint_policy(s.config)->parameters().at("interval_tokens"), 1024);
+  test::expect_input_error([&] { read("{checkpoint: {name: sparse, interval_tokens: 1000}}"); },
+                           {"test.yaml:10", "serving.cache", "interval_tokens", "checkpoint policy 'sparse'",
+                            "multiple of hash_block_tokens (512)"});
+  test::expect_input_error([&] { read("{checkpoint: {name: prompt_end, depth: 2}}"); },
+                           {"test.yaml:10", "serving.cache.checkpoint.depth", "unknown parameter"});
+  test::expect_input_error(
+      [&] { read("{eviction: {name: marconi, alpha_requests: -1}}"); },
+      {"test.yaml:10", "serving.cache.eviction.alpha_requests", "eviction policy 'marconi'", "expected >= 0"});
+}
+
 TEST(ServingTrace, AHitAtTheLastPromptEndSkipsThatPrefix) {
   // prompt_end keeps a state where A's prompt ends, so B reuses all 1024 tokens (KV and state).
   const TraceWorkload t =
