@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/hardware_writer.h"
 #include "core/scenario.h"
 #include "profiler/compare/calibrate.h"
 
@@ -58,8 +59,7 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
       fmt::print(stderr, "wrote {}\n", o->json);
     }
     if (!o->out.empty()) {
-      write_file_atomically(o->out, profiler::calibrated_hardware_yaml(base, c, o->name, o->source_id));
-      load_hardware(o->out);  // the written file must load
+      write_hardware_file(o->out, profiler::calibrated_hardware_yaml(base, c, o->name, o->source_id));
       fmt::print(stderr, "wrote {}\n", o->out);
     }
   });

@@ -2,8 +2,8 @@
 // into a hardware file with a `collectives` block, `check` compares a hardware file's model with a
 // table, `curve` prints a hardware file's predicted times over message sizes.
 #include "cli/commands.h"
-#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/hardware_writer.h"
 #include "core/scenario.h"
 #include "sim/comm/collective_fit.h"
 #include "sim/comm/nccl_table.h"
@@ -63,8 +63,7 @@ void add_comm_command(CLI::App& app, const GlobalOptions& global) {
                  c.group_size, c.link, c.latency_us, c.knot_sizes_bytes.size(),
                  100 * max_relative_error(c, select_samples(table, c.collective, c.group_size)));
     }
-    write_file_atomically(o->out, measured_hardware_yaml(base.source_file, o->name, o->source_id, o->citation, curves));
-    load_hardware(o->out);  // the written file must load
+    write_hardware_file(o->out, measured_hardware_yaml(base.source_file, o->name, o->source_id, o->citation, curves));
     fmt::print(stderr, "wrote {}\n", o->out);
   });
 

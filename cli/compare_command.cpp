@@ -45,7 +45,7 @@ void add_compare_command(CLI::App& app, const GlobalOptions& global) {
     // --json: the trace comparison; with --counters too, the counter comparison under its key "counters".
     nlohmann::ordered_json json;
     if (!o->trace.empty()) {
-      const profiler::Trace trace = profiler::read_chrome_trace(o->trace);
+      const profiler::Trace trace = profiler::read_trace(o->trace);
       const profiler::Comparison c = profiler::compare(prediction, trace, hw);
       fmt::print("{} against {}\n{}", o->prediction, o->trace, profiler::to_text(c, o->top));
       json = profiler::to_json(c);

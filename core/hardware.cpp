@@ -1,5 +1,6 @@
 #include "core/hardware.h"
 
+#include "core/data_paths.h"
 #include "core/error.h"
 #include "core/op_graph.h"
 #include "core/yaml_reader.h"
@@ -299,11 +300,6 @@ class HardwareParser {
   const YamlNode& root_;
 };
 
-bool looks_like_path(const std::string& s) {
-  const std::filesystem::path p(s);
-  return s.find('/') != std::string::npos || p.extension() == ".yaml" || p.extension() == ".yml";
-}
-
 }  // namespace
 
 std::string to_string(EfficiencyClass c) {
@@ -390,27 +386,17 @@ Hardware load_hardware(const std::string& path) {
   return HardwareParser(root).parse();
 }
 
+Hardware parse_hardware(const std::string& yaml_text, const std::string& origin) {
+  const YamlNode root = YamlNode::load_string(yaml_text, origin);
+  return HardwareParser(root).parse();
+}
+
 std::vector<std::string> list_hardware_names(const std::string& hardware_dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(hardware_dir, ec)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
-      names.push_back(entry.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return list_names(hardware_dir, ".yaml");
 }
 
 Hardware load_hardware_by_name(const std::string& name_or_path, const std::string& hardware_dir) {
-  if (looks_like_path(name_or_path)) return load_hardware(name_or_path);
-  const std::filesystem::path file = std::filesystem::path(hardware_dir) / (name_or_path + ".yaml");
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(file, ec)) return load_hardware(file.string());
-  const std::vector<std::string> names = list_hardware_names(hardware_dir);
-  throw InputError(fmt::format(
-      "unknown hardware '{}': no {}; available in {}: {} (or give a path to a .yaml file)",
-      name_or_path, file.string(), hardware_dir, names.empty() ? "none" : join(names)));
+  return load_hardware(DataPaths::find_hardware_file(name_or_path, hardware_dir));
 }
 
 }  // namespace k3

@@ -110,6 +110,8 @@ struct Hardware {
 
 // Loads and validates a hardware file. Errors name file:line and key.
 Hardware load_hardware(const std::string& path);
+// The same from text; `origin` names it in errors and becomes source_file.
+Hardware parse_hardware(const std::string& yaml_text, const std::string& origin);
 // Resolves a name ("h200-sxm") or a path. Names are looked up in `hardware_dir`.
 Hardware load_hardware_by_name(const std::string& name_or_path, const std::string& hardware_dir);
 // The names load_hardware_by_name accepts from `hardware_dir` (its *.yaml files), sorted.

@@ -1,5 +1,6 @@
 #include "core/model_config.h"
 
+#include "core/data_paths.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 
@@ -266,20 +267,7 @@ ModelConfig load_model_config(const std::string& path) {
 }
 
 ModelConfig load_model_config_by_name(const std::string& name_or_path, const std::string& models_dir) {
-  namespace fs = std::filesystem;
-  if (fs::exists(name_or_path) && fs::is_regular_file(name_or_path)) return load_model_config(name_or_path);
-  const fs::path candidate = fs::path(models_dir) / (name_or_path + ".json");
-  if (fs::exists(candidate)) return load_model_config(candidate.string());
-  std::set<std::string> names;
-  if (fs::is_directory(models_dir)) {
-    for (const auto& e : fs::directory_iterator(models_dir)) {
-      if (e.path().extension() == ".json") names.insert(e.path().stem().string());
-    }
-  }
-  std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  throw InputError(fmt::format("unknown model '{}': not a file, and not one of [{}] in {}", name_or_path,
-                               list, models_dir));
+  return load_model_config(DataPaths::find_model_file(name_or_path, models_dir));
 }
 
 ModelConfig with_all_attention(const ModelConfig& m, AttentionKind kind) {
@@ -298,6 +286,17 @@ ModelConfig without_attnres(const ModelConfig& m) {
   out.residual = ResidualKind::plain;
   out.attn_res_block_layers = 0;
   out.name = m.name + "+no-attnres";
+  return out;
+}
+
+ModelConfig with_first_layers(const ModelConfig& m, int layers) {
+  if (layers < 1 || layers > m.num_layers) {
+    throw InputError(fmt::format("{}: {} layers is outside 1..{}", m.source_file, layers, m.num_layers));
+  }
+  ModelConfig out = m;
+  out.num_layers = layers;
+  out.layer_attention.resize(static_cast<std::size_t>(layers));
+  out.layer_mlp.resize(static_cast<std::size_t>(layers));
   return out;
 }
 

@@ -117,5 +117,8 @@ ModelConfig load_model_config_by_name(const std::string& name_or_path, const std
 // Counterfactual variants used by claim checks and break-even (each returns a modified copy).
 ModelConfig with_all_attention(const ModelConfig& m, AttentionKind kind);  // every layer MLA (or KDA)
 ModelConfig without_attnres(const ModelConfig& m);                         // plain x + f(x) residual
+// The first `layers` layers (1..num_layers), as the engine slices a config.json (its --layers);
+// InputError otherwise.
+ModelConfig with_first_layers(const ModelConfig& m, int layers);
 
 }  // namespace k3

@@ -3,8 +3,8 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/yaml_reader.h"
+#include "core/yaml_set.h"
 
-#include <cstdlib>
 #include <filesystem>
 
 namespace k3 {
@@ -36,53 +36,7 @@ Phase Phase::verify(long long batch, long long draft_tokens, long long context_t
   return Phase{PhaseKind::verify, batch, context_tokens, draft_tokens + 1, 16384};
 }
 
-DataPaths DataPaths::resolve(const std::string& data_dir_flag) {
-  std::string root = data_dir_flag;
-  if (root.empty()) {
-    if (const char* env = std::getenv("K3PERF_DATA_DIR")) root = env;
-  }
-#ifdef K3PERF_SOURCE_DIR
-  if (root.empty()) root = std::string(K3PERF_SOURCE_DIR) + "/scenarios";
-#endif
-  if (root.empty()) root = "scenarios";
-  if (!fs::is_directory(root)) {
-    throw InputError(fmt::format("data directory '{}' does not exist (set --data-dir or K3PERF_DATA_DIR "
-                                 "to the project's scenarios/ folder)", root));
-  }
-  return DataPaths{root + "/models", root + "/hardware", root + "/claims"};
-}
-
 namespace {
-
-// Applies "a.b.c=value" to the YAML tree; the value is parsed as YAML (numbers, lists, strings).
-void apply_set(YAML::Node root, const std::string& assignment) {
-  const std::size_t eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    throw InputError(fmt::format("--set '{}': expected key.path=value", assignment));
-  }
-  const std::string path = assignment.substr(0, eq);
-  YAML::Node value;
-  try {
-    value = YAML::Load(assignment.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("--set '{}': cannot parse the value: {}", assignment, e.msg));
-  }
-  YAML::Node node = root;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (part.empty()) throw InputError(fmt::format("--set '{}': empty key in '{}'", assignment, path));
-    if (dot == std::string::npos) {
-      node[part] = value;
-      return;
-    }
-    if (!node[part] || !node[part].IsMap()) node[part] = YAML::Node(YAML::NodeType::Map);
-    YAML::Node child = node[part];
-    node.reset(child);
-    start = dot + 1;
-  }
-}
 
 StorageFormat storage(const YamlNode& n, const std::vector<std::string>& allowed) {
   StorageFormat f{};
@@ -124,7 +78,7 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
                         const std::vector<std::string>& sets) {
   // Edits go into the parsed document itself, so the file's line numbers survive in errors.
   YamlNode y = YamlNode::load_string(yaml_text, origin);
-  for (const std::string& set : sets) apply_set(y.raw(), set);
+  apply_sets(y.raw(), sets);
   y.mark_overridden(sets);
   y.expect_keys({"name", "model", "hardware", "gpus", "parallelism", "precision", "phase", "workload", "runtime",
                  "overrides"});
@@ -147,7 +101,7 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   }
 
   if (auto o = y.find("overrides")) {
-    o->expect_keys({"attention", "attnres"});
+    o->expect_keys({"attention", "attnres", "layers"});
     if (auto a = o->find("attention")) {
       const std::string kind = a->as_choice({"as_published", "all_mla", "all_kda"});
       if (kind != "as_published") {
@@ -158,6 +112,16 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
     if (auto r = o->find("attnres"); r && !r->as_bool() && s.model.residual == ResidualKind::block_attnres) {
       s.model = without_attnres(s.model);
       s.overrides.push_back("attnres: false");
+    }
+    if (auto l = o->find("layers")) {
+      const long long layers = l->as_positive_int();
+      if (layers > s.model.num_layers) {
+        l->fail(fmt::format("{} has {} layers; expected 1..{}", s.model.name, s.model.num_layers, s.model.num_layers));
+      }
+      if (layers < s.model.num_layers) {
+        s.model = with_first_layers(s.model, static_cast<int>(layers));
+        s.overrides.push_back(fmt::format("layers: {}", layers));
+      }
     }
   }
 

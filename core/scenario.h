@@ -3,6 +3,7 @@
 // (docs/scenarios.md); `--set key=value` edits the YAML tree before it is read.
 #pragma once
 
+#include "core/data_paths.h"
 #include "core/dtype.h"
 #include "core/hardware.h"
 #include "core/model_config.h"
@@ -82,15 +83,6 @@ struct Scenario {
   Phase phase;
   Runtime runtime;
   std::vector<std::string> overrides;  // counterfactuals applied, for the report
-};
-
-// Where named models and hardware live (scenarios/models, scenarios/hardware).
-struct DataPaths {
-  std::string models_dir;
-  std::string hardware_dir;
-  std::string claims_dir;
-  // --data-dir, else $K3PERF_DATA_DIR, else the source tree's scenarios/ (compiled in).
-  static DataPaths resolve(const std::string& data_dir_flag = "");
 };
 
 // `sets` are "key.path=value" edits applied to the YAML before reading, e.g. "workload.batch=64".

@@ -1,6 +1,7 @@
 #include "core/yaml_reader.h"
 
 #include "core/error.h"
+#include "core/yaml_set.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -64,7 +65,7 @@ void YamlNode::mark_overridden(const std::vector<std::string>& assignments) {
 std::string YamlNode::location() const {
   if (overridden_ && !key_path_.empty()) {
     for (const std::string& a : *overridden_) {
-      const std::string key = a.substr(0, a.find('='));
+      const std::string key = set_key(a);
       if (key_path_ == key || key_path_.rfind(key + ".", 0) == 0 || key_path_.rfind(key + "[", 0) == 0) {
         return fmt::format("{} (--set {})", file_, a);
       }

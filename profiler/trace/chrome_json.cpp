@@ -277,7 +277,7 @@ void write_chrome_trace(const Trace& trace, const std::string& path, int gzip_le
   write_file_atomically(path, gz ? gzip_compress(json, gzip_level) : json);
 }
 
-Trace read_chrome_trace(const std::string& path) {
+Trace read_trace(const std::string& path) {
   const std::string data = read_file(path);
   return parse_chrome_json(is_gzip(data) ? gzip_decompress(data, path) : data, path);
 }

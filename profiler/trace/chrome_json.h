@@ -26,8 +26,10 @@ Trace parse_chrome_json(const std::string& text, const std::string& origin);
 
 // Files: gzip when the path ends in ".gz" (`gzip_level` 1..9, -1 = zlib's default 6; 1 by default:
 // 1 M events take about 1.0 s of CPU at level 1 and 1.9 s at 6, bench/trace_bench.cpp), written
-// atomically; reading detects gzip by its magic bytes.
+// atomically.
 void write_chrome_trace(const Trace& trace, const std::string& path, int gzip_level = 1);
-Trace read_chrome_trace(const std::string& path);
+// The one entry every verb and library reads a trace file through: .json or .json.gz (gzip is
+// detected by its magic bytes, whatever the name). Errors name the path.
+Trace read_trace(const std::string& path);
 
 }  // namespace k3::profiler

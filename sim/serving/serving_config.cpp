@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/yaml_set.h"
 
 #include <cmath>
 #include <filesystem>
@@ -14,31 +15,6 @@ namespace {
 
 bool is_own_key(const std::string& assignment) {
   return assignment.rfind("serving.", 0) == 0 || assignment.rfind("plan.", 0) == 0;
-}
-
-// "serving.slo.ttft_ms=2000" into the document (the core reader does the same for its keys).
-void apply_own_set(YAML::Node root, const std::string& assignment) {
-  const std::size_t eq = assignment.find('=');
-  if (eq == std::string::npos) throw InputError(fmt::format("--set '{}': expected key.path=value", assignment));
-  YAML::Node value;
-  try {
-    value = YAML::Load(assignment.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("--set '{}': cannot parse the value: {}", assignment, e.msg));
-  }
-  std::stringstream path(assignment.substr(0, eq));
-  std::vector<std::string> parts;
-  for (std::string part; std::getline(path, part, '.');) {
-    if (part.empty()) throw InputError(fmt::format("--set '{}': empty key", assignment));
-    parts.push_back(part);
-  }
-  YAML::Node node = root;
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (!node[parts[i]] || !node[parts[i]].IsMap()) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
-    YAML::Node child = node[parts[i]];
-    node.reset(child);
-  }
-  node[parts.back()] = value;
 }
 
 // The text with the top-level `serving:` and `plan:` blocks turned into blank lines, so that the
@@ -82,7 +58,7 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
   out.deployment = parse_scenario(core_text, origin, data, core_sets);
 
   YamlNode y = YamlNode::load_string(yaml_text, origin);
-  for (const std::string& s : own_sets) apply_own_set(y.raw(), s);
+  apply_sets(y.raw(), own_sets);
   y.mark_overridden(own_sets);
   out.plan = y.find("plan");
   const YamlNode sv = y["serving"];

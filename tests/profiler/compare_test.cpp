@@ -26,7 +26,7 @@ TEST(Compare, MedianTakesTheMiddleTwoForEvenCounts) {
 
 TEST(Compare, DecodeFixtureByHand) {
   const PredictionFile p = load_prediction(kFixtures + "decode_prediction.json");
-  const Trace t = read_chrome_trace(kFixtures + "decode_trace.json.gz");
+  const Trace t = read_trace(kFixtures + "decode_trace.json.gz");
   const Comparison c = compare(p, t, h200());
   ASSERT_EQ(c.ops.size(), 3u);
   // L001.kda.recurrent: per step the union of two kernels on streams 7 and 8:

@@ -24,7 +24,7 @@ TEST(H200Traces, EveryKernelIsAttributedAndCompareGivesTheRecordedCoverage) {
     double coverage_percent, median_error_percent;
   } cases[] = {{1, 98.69, 43.21}, {8, 99.20, 34.54}};  // with the mixers carrying their norms (kFusedOps)
   for (const auto& c : cases) {
-    const Trace trace = read_chrome_trace(kDir + "trace_b" + std::to_string(c.batch) + ".json.gz");
+    const Trace trace = read_trace(kDir + "trace_b" + std::to_string(c.batch) + ".json.gz");
     EXPECT_EQ(trace.metadata.at("gpu"), "NVIDIA H200");
     const PredictionFile prediction = load_prediction(kDir + "pred_b" + std::to_string(c.batch) + ".json");
     const Comparison cmp = compare(prediction, trace, h200());
@@ -46,7 +46,7 @@ TEST(H200Traces, EveryKernelIsAttributedAndCompareGivesTheRecordedCoverage) {
 // The day's engine (commit 27cd91c): a decode trace with one step range per decode step, and a prefill trace.
 TEST(H200Traces, StepRangesAndThePrefillTrace) {
   const std::string dir = std::string(K3PERF_SOURCE_DIR) + "/tests/data/h200_engine_traces_3/";
-  const Trace decode = read_chrome_trace(dir + "trace_decode_b1_ctx8192.json.gz");
+  const Trace decode = read_trace(dir + "trace_decode_b1_ctx8192.json.gz");
   EXPECT_EQ(decode.metadata.at("steps"), "24");
   EXPECT_EQ(decode.metadata.at("kernels_in_steps"), "3168");
   EXPECT_EQ(decode.metadata.at("clock"), "steady_clock ns (CUPTI timestamp callback)");
@@ -66,7 +66,7 @@ TEST(H200Traces, StepRangesAndThePrefillTrace) {
   EXPECT_NEAR(d.coverage_percent(), 99.358, 0.001);
   EXPECT_EQ(d.by_step.size(), 24u);
 
-  const Trace prefill = read_chrome_trace(dir + "trace_prefill_32768.json.gz");
+  const Trace prefill = read_trace(dir + "trace_prefill_32768.json.gz");
   const Comparison p = compare(load_prediction(dir + "pred_prefill_32768.json"), prefill, h200());
   EXPECT_EQ(p.kernels, 111u);
   EXPECT_EQ(p.kernels_on_predicted_ops, 103u);

@@ -101,19 +101,19 @@ TEST(ChromeJson, GzipFilesRoundTripAndPlainFilesToo) {
   write_chrome_trace(t, plain);
   EXPECT_TRUE(is_gzip(read_file(gz)));
   EXPECT_FALSE(is_gzip(read_file(plain)));
-  expect_same(t, read_chrome_trace(gz));
-  expect_same(t, read_chrome_trace(plain));
+  expect_same(t, read_trace(gz));
+  expect_same(t, read_trace(plain));
   EXPECT_EQ(gzip_decompress(read_file(gz), gz), to_chrome_json(t));
   // Deterministic bytes; truncated gzip is named as such.
   EXPECT_EQ(gzip_compress("abc", 1), gzip_compress("abc", 1));
   const std::string bytes = read_file(gz);
   write_file_atomically(gz, bytes.substr(0, bytes.size() / 2));
-  test::expect_input_error([&] { read_chrome_trace(gz); }, {gz, "truncated gzip"});
+  test::expect_input_error([&] { read_trace(gz); }, {gz, "truncated gzip"});
   std::string corrupt = bytes;
   corrupt[12] = static_cast<char>(corrupt[12] ^ 0x5a);
   corrupt[13] = static_cast<char>(corrupt[13] ^ 0x5a);
   write_file_atomically(gz, corrupt);
-  test::expect_input_error([&] { read_chrome_trace(gz); }, {gz, "gzip"});
+  test::expect_input_error([&] { read_trace(gz); }, {gz, "gzip"});
   std::filesystem::remove_all(dir);
 }
 
@@ -197,7 +197,7 @@ TEST(ChromeJson, MalformedTracesNameFileEventAndKey) {
       {"k.json", "traceEvents[1]", "'name'", "expected a string"});
   expect_input_error([&] { parse_chrome_json(R"({"k3perf":{"commit":5},"traceEvents":[]})", "l.json"); },
                      {"l.json", "k3perf.commit"});
-  expect_input_error([] { read_chrome_trace("/nonexistent/trace.json.gz"); },
+  expect_input_error([] { read_trace("/nonexistent/trace.json.gz"); },
                      {"/nonexistent/trace.json.gz", "cannot open"});
 }
 
