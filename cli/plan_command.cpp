@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "plot/views/sim_charts.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/plan_report.h"
 #include "sim/serving/trace_workload.h"
@@ -10,7 +11,6 @@
 #include <fmt/core.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -54,7 +54,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     if (trace) fmt::print("{}", serving::format_trace(s, *trace));
     const std::string prices_path = !opts->prices_path.empty()
                                         ? opts->prices_path
-                                        : (std::filesystem::path(data.hardware_dir).parent_path() / "prices" / "gpu-prices.yaml").string();
+                                        : data.prices_dir + "/gpu-prices.yaml";
     plan::Prices prices = plan::load_prices(prices_path);
     for (const std::string& p : opts->prices) {
       const std::size_t eq = p.find('=');
@@ -84,7 +84,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
       fmt::print(stderr, "wrote {}\n", opts->csv_path);
     }
     if (!opts->plot_path.empty()) {
-      plot::write_chart(plan::pareto_chart(r), opts->plot_path);
+      plot::write_chart(plot::pareto_chart(r), opts->plot_path);
       fmt::print(stderr, "wrote {}\n", opts->plot_path);
     }
   });

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "plot/views/sim_charts.h"
 #include "sim/serving/serving_config.h"
 #include "sim/serving/serving_report.h"
 #include "sim/serving/trace_workload.h"
@@ -53,7 +54,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
       fmt::print(stderr, "wrote {}\n", opts->csv_path);
     }
     if (!opts->plot_path.empty()) {
-      plot::write_chart(serving::queue_chart(r), opts->plot_path);
+      plot::write_chart(plot::queue_chart(r), opts->plot_path);
       fmt::print(stderr, "wrote {}\n", opts->plot_path);
     }
   });

@@ -91,21 +91,4 @@ nlohmann::ordered_json to_json(const PlanResult& r, const PlanSpace& space) {
   return j;
 }
 
-plot::Chart pareto_chart(const PlanResult& r) {
-  plot::Chart c;
-  c.title = fmt::format("Configurations meeting the SLOs at {:g} requests/s", r.request_rate_per_s);
-  c.x_label = "output tokens/s per GPU";
-  c.y_label = "tokens/s per user (1 / TPOT)";
-  plot::Series all{"configurations", {}, plot::SeriesStyle::scatter};
-  plot::Series front{"Pareto front", {}, plot::SeriesStyle::line_and_markers};
-  for (std::size_t i : r.ranked) {
-    all.points.emplace_back(r.candidates[i].tokens_per_s_per_gpu, r.candidates[i].tokens_per_s_per_user);
-  }
-  for (std::size_t i : r.pareto) {
-    front.points.emplace_back(r.candidates[i].tokens_per_s_per_gpu, r.candidates[i].tokens_per_s_per_user);
-  }
-  c.series = {all, front};
-  return c;
-}
-
 }  // namespace k3::plan

@@ -100,18 +100,4 @@ std::string requests_csv(const ServingResult& r) {
   return out;
 }
 
-plot::Chart queue_chart(const ServingResult& r) {
-  plot::Chart c;
-  c.title = "Sequences over time";
-  c.x_label = "time (s)";
-  c.y_label = "sequences";
-  plot::Series waiting{"waiting", {}, plot::SeriesStyle::line}, running{"running", {}, plot::SeriesStyle::line};
-  for (const QueueSample& q : r.queue) {
-    waiting.points.emplace_back(q.time_ms / 1000, double(q.waiting));
-    running.points.emplace_back(q.time_ms / 1000, double(q.running));
-  }
-  c.series = {running, waiting};
-  return c;
-}
-
 }  // namespace k3::serving
