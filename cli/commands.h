@@ -17,8 +17,9 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global);
 void add_make_checkpoint_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
-// Only in builds with CUDA (K3PERF_HAVE_CUDA): the GPU engine.
+// The GPU engine (engine/session); in a build without CUDA it plans and predicts (--dry-run) and says "no GPU".
 void add_run_command(CLI::App& app, const GlobalOptions& global);
+// Only in builds with CUDA (K3PERF_HAVE_CUDA): any CUDA program under the CUPTI collector.
 void add_profile_command(CLI::App& app);
 void add_serve_command(CLI::App& app, const GlobalOptions& global);
 void add_plan_command(CLI::App& app, const GlobalOptions& global);

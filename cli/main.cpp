@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
   k3::cli::add_make_checkpoint_command(app);
   k3::cli::add_inspect_command(app);
   k3::cli::add_generate_command(app);
-#ifdef K3PERF_HAVE_CUDA
   k3::cli::add_run_command(app, global);
+#ifdef K3PERF_HAVE_CUDA
   k3::cli::add_profile_command(app);
 #endif
   k3::cli::add_serve_command(app, global);

@@ -62,6 +62,7 @@ struct RunSummary {
   double first_decode_step_ms = 0;    // the eager warm-up step
   std::vector<double> decode_step_ms; // graph replays (or eager steps)
   double median_step_ms = 0, p10_step_ms = 0, p90_step_ms = 0;
+  double median_prefill_ms = 0;       // over prefill_ms
   double decode_tokens_per_s = 0;     // batch / median step
   double prefill_tokens_per_s = 0;    // prompt tokens / prefill time, over all sequences
   std::vector<std::vector<int32_t>> generated;  // per sequence, the greedy tokens
@@ -71,8 +72,7 @@ struct RunSummary {
   double predicted_prefill_ms = 0;
 };
 
+// The summary's JSON and text are engine/session/run_session.h's (they need no GPU).
 RunSummary run_engine(const RunOptions& options);
-std::string summary_json(const RunSummary& summary);
-std::string summary_text(const RunSummary& summary);
 
 }  // namespace k3::runtime

@@ -204,4 +204,29 @@ TEST_F(CliTest, CacheCurvePlotsBothHitRates) {
   EXPECT_FALSE(fs::exists(dir_ / "curve.gif"));
 }
 
+// `run` is asked what `predict` is asked; --dry-run shows the mapping with no GPU, and what the engine
+// cannot run is refused before any GPU work, naming the key.
+TEST_F(CliTest, RunDryRunMapsTheShorthandFlags) {
+  const CommandResult r = run("run --model kimi-k3 --weights random:7 --layers 4 --batch 8 --prompt-tokens 256 "
+                              "--context 8192 --dry-run");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* needle : {"<k3perf run>: kimi-k3 (4 layers), decode scenario",
+                             "engine: batch 8, prompt 256 tokens, decode at 8192 tokens, 16 decode steps",
+                             "CUDA graph", "predicted on H200 SXM: decode step"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+}
+
+TEST_F(CliTest, RunScenarioTheEngineCannotRunNamesTheKey) {
+  const CommandResult r = run("run " + kScenario + " --weights random");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'parallelism.tp': 8: the engine runs on one GPU"), std::string::npos) << r.output;
+  // The same scenario edited to one GPU plans, with the scenario's own prediction.
+  const CommandResult one = run("run " + kScenario +
+                                " --weights random --set parallelism.tp=1 --set parallelism.ep=1 "
+                                "--set parallelism.attention_dp=1 --set gpus=1 --layers 2 --dry-run");
+  EXPECT_EQ(one.status, 0) << one.output;
+  EXPECT_NE(one.output.find("kimi-k3 (2 layers), decode scenario"), std::string::npos) << one.output;
+}
+
 }  // namespace
