@@ -8,25 +8,6 @@
 
 namespace k3 {
 
-std::string to_string(OpKind k) {
-  switch (k) {
-    case OpKind::embedding: return "embedding";
-    case OpKind::rmsnorm: return "rmsnorm";
-    case OpKind::attnres_mix: return "attnres_mix";
-    case OpKind::gemm: return "gemm";
-    case OpKind::elementwise: return "elementwise";
-    case OpKind::kda_preprocess: return "kda_preprocess";
-    case OpKind::kda_recurrent: return "kda_recurrent";
-    case OpKind::kda_chunk: return "kda_chunk";
-    case OpKind::kda_output_norm: return "kda_output_norm";
-    case OpKind::mla_attention: return "mla_attention";
-    case OpKind::router: return "router";
-    case OpKind::moe_experts: return "moe_experts";
-    case OpKind::collective: return "collective";
-  }
-  return "?";
-}
-
 EfficiencyClass efficiency_class(OpKind k) {
   switch (k) {
     case OpKind::gemm:
@@ -59,10 +40,7 @@ ByteCounts& ByteCounts::operator+=(const ByteCounts& o) {
   return *this;
 }
 
-std::string Op::name() const {
-  if (layer >= 0) return fmt::format("L{:03d}.{}", layer + 1, suffix);
-  return fmt::format("{}.{}", prefix, suffix);
-}
+std::string Op::name() const { return op_name(id, layer); }
 
 const Op* OpGraph::find(const std::string& name) const {
   for (const Op& op : ops) {
@@ -104,11 +82,12 @@ class GraphBuilder {
  public:
   explicit GraphBuilder(std::vector<Op>* out) : out_(out) {}
 
-  Op& add(int layer, const char* suffix, OpKind kind) {
+  Op& add(int layer, OpId id) {
     Op op;
     op.layer = layer;
-    op.suffix = suffix;
-    op.kind = kind;
+    op.id = id;
+    op.kind = op_info(id).kind;
+    const OpKind kind = op.kind;
     op.compute = kind == OpKind::gemm || kind == OpKind::router || kind == OpKind::moe_experts ||
                          kind == OpKind::mla_attention || kind == OpKind::kda_chunk
                      ? ComputeType::bf16
@@ -118,9 +97,8 @@ class GraphBuilder {
   }
 
   // y[tokens, out] = x[tokens, in] · W[out, in]ᵀ, W stored at `bytes_per_param` per weight.
-  Op& gemm(const Step& s, int layer, const char* suffix, double tokens, double in, double out,
-           double bytes_per_param) {
-    Op& op = add(layer, suffix, OpKind::gemm);
+  Op& gemm(const Step& s, int layer, OpId id, double tokens, double in, double out, double bytes_per_param) {
+    Op& op = add(layer, id);
     op.compute = s.p.gemm_compute;
     op.flops = 2.0 * tokens * in * out;
     op.read.weights = in * out * bytes_per_param;
@@ -131,8 +109,8 @@ class GraphBuilder {
   }
 
   // RMSNorm over `width` values per token: square-accumulate, scale, multiply (4 FLOP/value).
-  Op& rmsnorm(const Step& s, int layer, const char* suffix, double tokens, double width) {
-    Op& op = add(layer, suffix, OpKind::rmsnorm);
+  Op& rmsnorm(const Step& s, int layer, OpId id, double tokens, double width) {
+    Op& op = add(layer, id);
     op.flops = 4.0 * tokens * width;
     op.read.activations = tokens * width * s.act();
     op.read.weights = width * 2.0;
@@ -141,29 +119,29 @@ class GraphBuilder {
     return op;
   }
 
-  void all_reduce(const Step& s, int layer, const char* suffix, double tokens, double width, int group) {
+  void all_reduce(const Step& s, int layer, OpId id, double tokens, double width, int group) {
     if (group <= 1) return;
-    Op& op = add(layer, suffix, OpKind::collective);
+    Op& op = add(layer, id);
     op.collective = Collective{CollectiveKind::all_reduce, tokens * width * s.act(), group};
   }
 
   // Under sequence parallelism a TP all-reduce of a row-parallel output becomes a reduce-scatter
   // (nccl-tests size: the input), leaving each rank its 1/tp of the tokens.
-  void reduce_partial_sums(const Step& s, int layer, const char* all_reduce_suffix, const char* reduce_scatter_suffix,
-                           double tokens, double width) {
+  void reduce_partial_sums(const Step& s, int layer, OpId all_reduce_id, OpId reduce_scatter_id, double tokens,
+                           double width) {
     if (!s.sp()) {
-      all_reduce(s, layer, all_reduce_suffix, tokens, width, s.par.tp);
+      all_reduce(s, layer, all_reduce_id, tokens, width, s.par.tp);
       return;
     }
-    Op& op = add(layer, reduce_scatter_suffix, OpKind::collective);
+    Op& op = add(layer, reduce_scatter_id);
     op.collective = Collective{CollectiveKind::reduce_scatter, tokens * width * s.act(), s.par.tp};
   }
 
   // Under sequence parallelism the full tokens are gathered before a tensor-parallel block
   // (nccl-tests size: the gathered output).
-  void gather_sequence(const Step& s, int layer, const char* suffix, double tokens, double width) {
+  void gather_sequence(const Step& s, int layer, OpId id, double tokens, double width) {
     if (!s.sp()) return;
-    Op& op = add(layer, suffix, OpKind::collective);
+    Op& op = add(layer, id);
     op.collective = Collective{CollectiveKind::all_gather, tokens * width * s.act(), s.par.tp};
   }
 
@@ -173,10 +151,10 @@ class GraphBuilder {
 
 // Block AttnRes mixer over `candidates` vectors of width h: per candidate 6 FLOP/value (score:
 // square-accumulate and γ·w·v dot; mix: multiply-add), reading every candidate and the two weights.
-void attnres(GraphBuilder& g, const Step& s, int layer, const char* suffix, int candidates) {
+void attnres(GraphBuilder& g, const Step& s, int layer, OpId id, int candidates) {
   if (candidates <= 0) return;
   const double h = s.m.hidden_size;
-  Op& op = g.add(layer, suffix, OpKind::attnres_mix);
+  Op& op = g.add(layer, id);
   const double T = s.residual_tokens();
   op.flops = 6.0 * T * candidates * h;
   op.read.activations = T * candidates * h * s.act();
@@ -192,17 +170,17 @@ void kda_layer(GraphBuilder& g, const Step& s, int l) {
   const double state_b = bytes_per_element(s.p.kda_state);
   const double conv_b = bytes_per_element(s.p.kda_conv_state);
 
-  g.gemm(s, l, "kda.qkv_proj", T, h, 3 * P, s.wb());
+  g.gemm(s, l, OpId::kda_qkv_proj, T, h, 3 * P, s.wb());
   // Forget gate f = W_fb(W_fa x) (W_fa replicated, W_fb split by heads) and beta = W_b x.
-  Op& gate = g.gemm(s, l, "kda.gate_proj", T, h, r + heads, s.wb());
+  Op& gate = g.gemm(s, l, OpId::kda_gate_proj, T, h, r + heads, s.wb());
   gate.flops += 2.0 * T * r * P;
   gate.read.weights += r * P * s.wb();
   gate.written.activations += T * (P - r) * s.act();
   gate.resident_weight_bytes = gate.read.weights;
   if (k.full_rank_output_gate) {
-    g.gemm(s, l, "kda.out_gate_proj", T, h, P, s.wb());
+    g.gemm(s, l, OpId::kda_out_gate_proj, T, h, P, s.wb());
   } else {
-    Op& og = g.gemm(s, l, "kda.out_gate_proj", T, h, r, s.wb());
+    Op& og = g.gemm(s, l, OpId::kda_out_gate_proj, T, h, r, s.wb());
     og.flops += 2.0 * T * r * P;
     og.read.weights += r * P * s.wb();
     og.written.activations += T * (P - r) * s.act();
@@ -210,7 +188,7 @@ void kda_layer(GraphBuilder& g, const Step& s, int l) {
   }
 
   // Short conv (2K FLOP/value) + SiLU (4) on q,k,v; L2 norm (4) on q,k; gate transform (8/value).
-  Op& pre = g.add(l, "kda.preprocess", OpKind::kda_preprocess);
+  Op& pre = g.add(l, OpId::kda_preprocess);
   pre.flops = T * (3 * P * (2.0 * k.conv_kernel + 4) + 2 * P * 4 + P * 8 + heads * 4);
   pre.read.activations = T * (4 * P + heads) * s.act();
   pre.written.activations = T * (4 * P + heads) * s.act();
@@ -226,7 +204,7 @@ void kda_layer(GraphBuilder& g, const Step& s, int l) {
     // (W·S, Q·S, Kᵀ·V') + (2/3)·C² (UT forward substitution). The state of every chunk boundary
     // is written and read back by the output pass (fp32).
     const double C = 64;
-    Op& op = g.add(l, "kda.chunk", OpKind::kda_chunk);
+    Op& op = g.add(l, OpId::kda_chunk);
     op.flops = T * heads * (10 * C * d + 6 * d * d + (2.0 / 3.0) * C * C);
     op.read.activations = T * (4 * P + heads) * s.act() * 2;  // intra-chunk and inter-chunk passes
     op.written.activations = T * P * s.act() * 3;             // W, U and the output
@@ -236,20 +214,20 @@ void kda_layer(GraphBuilder& g, const Step& s, int l) {
   } else {
     // Recurrent step per token and head: decay (d²), Sᵀk (2d²), u (2d), S += k uᵀ (2d²), Sᵀq (2d²).
     // Verify runs the draft tokens in one pass: the state is read and written once.
-    Op& op = g.add(l, "kda.recurrent", OpKind::kda_recurrent);
+    Op& op = g.add(l, OpId::kda_recurrent);
     op.flops = T * heads * (7 * d * d + 2 * d);
     op.read.activations = T * (4 * P + heads) * s.act();
     op.written.activations = T * P * s.act();
     op.read.state = state;
     op.written.state = state;
   }
-  Op& norm = g.add(l, "kda.out_norm", OpKind::kda_output_norm);
+  Op& norm = g.add(l, OpId::kda_out_norm);
   norm.flops = T * P * 8;  // RMSNorm (4) + sigmoid gate and multiply (4)
   norm.read.activations = 2 * T * P * s.act();
   norm.read.weights = d * 4.0;
   norm.written.activations = T * P * s.act();
   norm.resident_weight_bytes = norm.read.weights;
-  g.gemm(s, l, "kda.o_proj", T, P, h, s.wb());
+  g.gemm(s, l, OpId::kda_o_proj, T, P, h, s.wb());
 }
 
 void mla_layer(GraphBuilder& g, const Step& s, int l) {
@@ -259,26 +237,27 @@ void mla_layer(GraphBuilder& g, const Step& s, int l) {
   const double cache_bytes = cache * s.p.kv_bytes_per_value() + s.p.kv_scale_bytes_per_token();
 
   // q_a and kv_a read the same input and are replicated on every TP rank: one fused GEMM.
-  g.gemm(s, l, "mla.qkv_a_proj", T, h, (a.q_lora_rank > 0 ? a.q_lora_rank : 0) + cache, s.wb());
-  Op& ln = g.add(l, "mla.latent_norm", OpKind::rmsnorm);
+  g.gemm(s, l, OpId::mla_qkv_a_proj, T, h, (a.q_lora_rank > 0 ? a.q_lora_rank : 0) + cache, s.wb());
+  Op& ln = g.add(l, OpId::mla_latent_norm);
   const double normed = a.kv_lora_rank + (a.q_lora_rank > 0 ? a.q_lora_rank : 0);
   ln.flops = 4 * T * normed;
   ln.read.activations = T * normed * s.act();
   ln.written.activations = T * normed * s.act();
   ln.read.weights = normed * 2.0;
   ln.resident_weight_bytes = ln.read.weights;
-  g.gemm(s, l, "mla.q_proj", T, a.q_lora_rank > 0 ? a.q_lora_rank : h, heads * a.qk_head_dim(), s.wb());
+  g.gemm(s, l, OpId::mla_q_proj, T, a.q_lora_rank > 0 ? a.q_lora_rank : h, heads * a.qk_head_dim(), s.wb());
 
   const double kv_b_per_head = (a.qk_nope_head_dim + a.v_head_dim) * double(a.kv_lora_rank);
   if (s.kind == PhaseKind::prefill) {
     // MHA form: expand the latent of every visible token (cached prefix + this chunk) into k_nope, v.
     const double visible = s.seqs * (s.ctx + s.n);
-    Op& kvb = g.gemm(s, l, "mla.kv_b_proj", visible, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim), s.wb());
+    Op& kvb =
+        g.gemm(s, l, OpId::mla_kv_b_proj, visible, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim), s.wb());
     kvb.read.activations = T * cache * s.act();  // this chunk's latents
     kvb.read.kv = s.seqs * s.ctx * cache_bytes;   // the cached prefix
     // Causal attention: new token i sees ctx + i + 1 keys; QK over qk_head_dim, PV over v_head_dim.
     const double pairs = s.seqs * (s.n * s.ctx + s.n * (s.n + 1) / 2);
-    Op& at = g.add(l, "mla.attn_prefill", OpKind::mla_attention);
+    Op& at = g.add(l, OpId::mla_attn_prefill);
     at.flops = 2.0 * heads * (a.qk_head_dim() + a.v_head_dim) * pairs;
     at.read.activations = T * heads * a.qk_head_dim() * s.act() +
                           visible * heads * (a.qk_head_dim() + a.v_head_dim) * s.act();
@@ -286,41 +265,41 @@ void mla_layer(GraphBuilder& g, const Step& s, int l) {
     at.written.kv = T * cache_bytes;
   } else {
     // Absorbed (MQA) form over the latent cache: W_kvb's key half folds into q, value half after.
-    Op& qa = g.gemm(s, l, "mla.q_absorb", T * heads, a.qk_nope_head_dim, a.kv_lora_rank, 0);
+    Op& qa = g.gemm(s, l, OpId::mla_q_absorb, T * heads, a.qk_nope_head_dim, a.kv_lora_rank, 0);
     qa.read.weights = heads * a.qk_nope_head_dim * double(a.kv_lora_rank) * s.wb();
     qa.resident_weight_bytes = heads * kv_b_per_head * s.wb();  // all of kv_b lives here
     // Each query token scores ctx + (its position in the step) cached tokens: 2·cache + 2·kv_lora FLOP each.
     const double pairs = s.seqs * (s.n * s.ctx + s.n * (s.n + 1) / 2);
-    Op& at = g.add(l, "mla.attn_decode", OpKind::mla_attention);
+    Op& at = g.add(l, OpId::mla_attn_decode);
     at.flops = 2.0 * heads * (cache + a.kv_lora_rank) * pairs;
     at.read.kv = s.seqs * (s.ctx + s.n) * cache_bytes;
     at.read.activations = T * heads * cache * s.act();
     at.written.activations = T * heads * a.kv_lora_rank * s.act();
     at.written.kv = T * cache_bytes;
-    Op& va = g.gemm(s, l, "mla.v_absorb", T * heads, a.kv_lora_rank, a.v_head_dim, 0);
+    Op& va = g.gemm(s, l, OpId::mla_v_absorb, T * heads, a.kv_lora_rank, a.v_head_dim, 0);
     va.read.weights = heads * a.v_head_dim * double(a.kv_lora_rank) * s.wb();
     va.resident_weight_bytes = 0;
   }
   if (a.output_gate) {
     // sigmoid(W_g x) depends only on x: it runs beside the attention core (a side stream).
-    Op& gate = g.gemm(s, l, "mla.out_gate_proj", T, h, heads * a.v_head_dim, s.wb());
+    Op& gate = g.gemm(s, l, OpId::mla_out_gate_proj, T, h, heads * a.v_head_dim, s.wb());
     gate.flops += 4 * T * heads * a.v_head_dim;
     gate.concurrent_with = kBesideAttention;
   }
-  g.gemm(s, l, "mla.o_proj", T, heads * a.v_head_dim, h, s.wb());
+  g.gemm(s, l, OpId::mla_o_proj, T, heads * a.v_head_dim, h, s.wb());
 }
 
 double mlp_act_flops(const ModelConfig& m) { return m.activation == Activation::situ ? 12.0 : 6.0; }
 
 void dense_mlp(GraphBuilder& g, const Step& s, int l) {
   const double h = s.m.hidden_size, I = s.m.dense_intermediate / s.tp(), T = s.tokens();
-  g.gemm(s, l, "mlp.gate_up_proj", T, h, 2 * I, s.wb());
-  Op& act = g.add(l, "mlp.act", OpKind::elementwise);
+  g.gemm(s, l, OpId::mlp_gate_up_proj, T, h, 2 * I, s.wb());
+  Op& act = g.add(l, OpId::mlp_act);
   act.flops = T * I * mlp_act_flops(s.m);
   act.read.activations = 2 * T * I * s.act();
   act.written.activations = T * I * s.act();
-  g.gemm(s, l, "mlp.down_proj", T, I, h, s.wb());
-  g.reduce_partial_sums(s, l, "mlp.all_reduce", "mlp.reduce_scatter", T, h);
+  g.gemm(s, l, OpId::mlp_down_proj, T, I, h, s.wb());
+  g.reduce_partial_sums(s, l, OpId::mlp_all_reduce, OpId::mlp_reduce_scatter, T, h);
 }
 
 void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
@@ -332,16 +311,16 @@ void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
   // EP every rank of the group runs all of them against its slice of every expert.
   const double routed_here = ep > 1 ? T / s.tp() : T;
 
-  Op& router = g.add(l, "moe.router", OpKind::router);
+  Op& router = g.add(l, OpId::moe_router);
   router.flops = 2.0 * T * h * e.num_experts + T * e.num_experts * 4;  // scores, sigmoid, top-k
   router.read.weights = e.num_experts * h * 2.0;  // stored bf16
   router.read.activations = T * h * s.act();
   router.written.activations = T * e.top_k * 8.0;  // expert ids and weights
   router.resident_weight_bytes = router.read.weights + e.num_experts * 4.0;
 
-  if (e.latent_dim > 0) g.gemm(s, l, "moe.latent_down", routed_here, h, e.latent_dim, s.wb());
+  if (e.latent_dim > 0) g.gemm(s, l, OpId::moe_latent_down, routed_here, h, e.latent_dim, s.wb());
   if (ep > 1) {
-    Op& d = g.add(l, "moe.dispatch", OpKind::collective);
+    Op& d = g.add(l, OpId::moe_dispatch);
     d.collective = Collective{CollectiveKind::all_to_all, routed_here * e.top_k * z_dim * s.act(), ep};
   }
 
@@ -352,7 +331,7 @@ void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
   const double expert_params = routed_expert_params(s.m).total() / double(moe_tp);
   const double expert_b = bytes_per_element(s.p.routed_experts);
   const double I = e.expert_intermediate / double(moe_tp);
-  Op& ex = g.add(l, "moe.experts", OpKind::moe_experts);
+  Op& ex = g.add(l, OpId::moe_experts);
   ex.compute = s.p.gemm_compute;
   ex.kernels = 3;  // W1/W3 grouped GEMM, activation, W2 grouped GEMM
   ex.flops = 2.0 * assignments * expert_params + assignments * I * mlp_act_flops(s.m);
@@ -361,31 +340,31 @@ void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
   ex.written.activations = assignments * (2 * I + I + z_dim) * s.act();
   ex.resident_weight_bytes = experts_here * expert_params * expert_b;
   if (moe_tp > 1) {
-    Op& ar = g.add(l, "moe.expert_all_reduce", OpKind::collective);
+    Op& ar = g.add(l, OpId::moe_expert_all_reduce);
     ar.collective = Collective{CollectiveKind::all_reduce, routed_here * e.top_k * z_dim * s.act(), moe_tp};
   }
   if (ep > 1) {
-    Op& c = g.add(l, "moe.combine", OpKind::collective);
+    Op& c = g.add(l, OpId::moe_combine);
     c.collective = Collective{CollectiveKind::all_to_all, routed_here * e.top_k * z_dim * s.act(), ep};
   }
   // Weighted sum of the top-k outputs (+ RMSNorm on the latent in Stable LatentMoE).
-  Op& sum = g.add(l, e.latent_norm ? "moe.latent_norm" : "moe.weighted_sum", OpKind::elementwise);
+  Op& sum = g.add(l, e.latent_norm ? OpId::moe_latent_norm : OpId::moe_weighted_sum);
   sum.flops = routed_here * z_dim * (2.0 * e.top_k + (e.latent_norm ? 4 : 0));
   sum.read.activations = routed_here * e.top_k * z_dim * s.act();
   sum.written.activations = routed_here * z_dim * s.act();
   sum.read.weights = e.latent_norm ? z_dim * 2.0 : 0;
   sum.resident_weight_bytes = sum.read.weights;
-  if (e.latent_dim > 0) g.gemm(s, l, "moe.latent_up", routed_here, e.latent_dim, h, s.wb());
+  if (e.latent_dim > 0) g.gemm(s, l, OpId::moe_latent_up, routed_here, e.latent_dim, h, s.wb());
 
   if (e.shared_intermediate > 0) {
     const double S = e.shared_intermediate / s.tp();
-    Op& sh = g.gemm(s, l, "moe.shared", T, h, 3 * S, s.wb());  // gate, up and down: 3·S·h weights
+    Op& sh = g.gemm(s, l, OpId::moe_shared, T, h, 3 * S, s.wb());  // gate, up and down: 3·S·h weights
     sh.kernels = 3;
     sh.flops += T * S * mlp_act_flops(s.m);
     sh.written.activations = T * h * s.act() + T * 3 * S * s.act();
     sh.read.activations += T * 3 * S * s.act();
   }
-  g.reduce_partial_sums(s, l, "mlp.all_reduce", "mlp.reduce_scatter", T, h);
+  g.reduce_partial_sums(s, l, OpId::mlp_all_reduce, OpId::mlp_reduce_scatter, T, h);
 }
 
 // Appends the ops of layers [first, last) for one chunk of the step.
@@ -395,18 +374,18 @@ void build_layers(const Step& s, int first, int last, std::vector<Op>* out, doub
   for (int l = first; l < last; ++l) {
     const std::size_t layer_begin = out->size();
     const double T = s.tokens(), h = m.hidden_size;
-    attnres(g, s, l, "attnres.pre_attn", m.attnres_candidates_before_attention(l));
-    g.rmsnorm(s, l, "norm.attn_in", s.residual_tokens(), h);
-    g.gather_sequence(s, l, "attn.sequence_all_gather", T, h);
+    attnres(g, s, l, OpId::attnres_pre_attn, m.attnres_candidates_before_attention(l));
+    g.rmsnorm(s, l, OpId::norm_attn_in, s.residual_tokens(), h);
+    g.gather_sequence(s, l, OpId::attn_sequence_all_gather, T, h);
     if (m.layer_attention[l] == AttentionKind::kda) {
       kda_layer(g, s, l);
     } else {
       mla_layer(g, s, l);
     }
-    g.reduce_partial_sums(s, l, "attn.all_reduce", "attn.reduce_scatter", T, h);
-    attnres(g, s, l, "attnres.pre_mlp", m.attnres_candidates_before_mlp(l));
-    g.rmsnorm(s, l, "norm.mlp_in", s.residual_tokens(), h);
-    g.gather_sequence(s, l, "mlp.sequence_all_gather", T, h);
+    g.reduce_partial_sums(s, l, OpId::attn_all_reduce, OpId::attn_reduce_scatter, T, h);
+    attnres(g, s, l, OpId::attnres_pre_mlp, m.attnres_candidates_before_mlp(l));
+    g.rmsnorm(s, l, OpId::norm_mlp_in, s.residual_tokens(), h);
+    g.gather_sequence(s, l, OpId::mlp_sequence_all_gather, T, h);
     if (m.layer_mlp[l] == MlpKind::dense) {
       dense_mlp(g, s, l);
     } else {
@@ -442,6 +421,21 @@ void accumulate(std::vector<Op>& total, std::size_t begin, const std::vector<Op>
 
 }  // namespace
 
+std::vector<OpRef> engine_only_ops(const ModelConfig& m, PhaseKind phase) {
+  std::vector<OpRef> out;
+  for (int l = 0; l < m.num_layers; ++l) {
+    if (m.residual == ResidualKind::block_attnres) {
+      out.push_back({l, OpId::attn_residual});
+      out.push_back({l, OpId::mlp_residual});
+    } else if (m.layer_mlp[l] == MlpKind::moe && m.moe && m.moe->latent_dim <= 0) {
+      out.push_back({l, OpId::mlp_residual});
+    }
+  }
+  out.push_back({-1, OpId::head_sample});
+  if (phase == PhaseKind::decode) out.push_back({-1, OpId::decode_advance});
+  return out;
+}
+
 OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Parallelism& par, const Precision& p) {
   K3_CHECK(m.num_layers > 0 && static_cast<int>(m.layer_attention.size()) == m.num_layers,
            "model '{}' has no layer schedule", m.name);
@@ -464,14 +458,12 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   // Embedding: vocab-parallel rows gathered per token, summed over TP ranks.
   Step first{m, p, par, phase.kind, seqs, double(phase.new_tokens), double(phase.context_tokens),
              double(graph.routed_tokens)};
-  Op& emb = g.add(-1, "lookup", OpKind::embedding);
-  emb.prefix = "embed";
+  Op& emb = g.add(-1, OpId::embed_lookup);
   emb.read.weights = first.tokens() * h * 2.0 / par.tp;
   emb.written.activations = first.tokens() * h * act;
   emb.resident_weight_bytes = embedding_params(m) * 2.0 / par.tp;
   if (par.tp > 1) {
-    g.reduce_partial_sums(first, -1, "all_reduce", "reduce_scatter", first.tokens(), h);
-    graph.ops.back().prefix = "embed";
+    g.reduce_partial_sums(first, -1, OpId::embed_all_reduce, OpId::embed_reduce_scatter, first.tokens(), h);
   }
 
   // Layers, stage by stage; a prefill's chunks accumulate into the same ops.
@@ -500,7 +492,7 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
     if (stage + 1 < par.pp && hi < m.num_layers) {
       // The partial sum travels to the next stage, with AttnRes also every closed block its mixers read.
       const double vectors = std::max(1, m.attnres_candidates_before_attention(hi));
-      Op& send = g.add(hi - 1, "pp.send", OpKind::collective);
+      Op& send = g.add(hi - 1, OpId::pp_send);
       send.stage = stage;
       send.collective = Collective{CollectiveKind::send_recv, first.residual_tokens() * vectors * h * act, 2};
     }
@@ -511,22 +503,25 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   Step head = first;
   head.n = phase.kind == PhaseKind::prefill ? 1.0 : double(phase.new_tokens);
   const size_t head_begin = graph.ops.size();
-  attnres(g, head, -1, "attnres", m.attnres_candidates_final());
-  g.rmsnorm(head, -1, "norm", head.residual_tokens(), h);
-  g.gather_sequence(head, -1, "sequence_all_gather", head.tokens(), h);
+  attnres(g, head, -1, OpId::head_attnres, m.attnres_candidates_final());
+  g.rmsnorm(head, -1, OpId::head_norm, head.residual_tokens(), h);
+  g.gather_sequence(head, -1, OpId::head_sequence_all_gather, head.tokens(), h);
   const double vocab_here = double(m.vocab_size) / par.tp;
-  Op& lm = g.gemm(head, -1, "lm_head", head.tokens(), h, vocab_here, 2.0);
+  Op& lm = g.gemm(head, -1, OpId::head_lm_head, head.tokens(), h, vocab_here, 2.0);
   lm.written.activations = head.tokens() * vocab_here * 4.0;  // fp32 logits
   if (m.tie_word_embeddings) lm.resident_weight_bytes = 0;    // the embedding's rows, already resident
   if (par.tp > 1) {
-    Op& gather = g.add(-1, "all_gather", OpKind::collective);
+    Op& gather = g.add(-1, OpId::head_all_gather);
     // nccl-tests size of an all-gather: the gathered output (all ranks' logits).
     gather.collective = Collective{CollectiveKind::all_gather, head.tokens() * double(m.vocab_size) * 4.0, par.tp};
   }
   for (std::size_t i = head_begin; i < graph.ops.size(); ++i) {
-    graph.ops[i].prefix = "head";
     graph.ops[i].stage = par.pp - 1;
   }
+  if (m.residual == ResidualKind::block_attnres) {
+    for (Op& op : graph.ops) op.runs_inside = op_info(op.id).attnres_host;
+  }
+  graph.engine_only = engine_only_ops(m, phase.kind);
   return graph;
 }
 

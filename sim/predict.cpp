@@ -14,10 +14,7 @@ double Prediction::tokens_per_s() const {
 
 std::string module_of(const Op& op) {
   if (op.collective) return "comm";
-  if (op.layer < 0) return op.prefix;
-  const std::string suffix = op.suffix;
-  const std::string module = suffix.substr(0, suffix.find('.'));
-  return module;
+  return op_module(op.id);
 }
 
 namespace {
@@ -167,9 +164,13 @@ nlohmann::ordered_json to_json(const Prediction& p) {
                          {"group_size", op.collective->group_size}, {"calls", op.collective->calls}};
     }
     if (op.concurrent_with >= 0) o["runs_beside"] = p.graph.ops[op.concurrent_with].name();
+    if (op.runs_inside) o["runs_inside"] = op_name(*op.runs_inside, op.layer);
     ops.push_back(std::move(o));
   }
   j["ops"] = std::move(ops);
+  nlohmann::ordered_json engine_only = nlohmann::ordered_json::array();
+  for (const OpRef& r : p.graph.engine_only) engine_only.push_back(r.name());
+  j["engine_only_ops"] = std::move(engine_only);
   return j;
 }
 

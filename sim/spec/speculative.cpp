@@ -89,7 +89,7 @@ double kda_state_op_us(const Scenario& s, double sequences, double state_reads, 
                        3.0 * P * (k.conv_kernel - 1) * bytes_per_element(s.precision.kda_conv_state);
   const double act = bytes_per_element(s.precision.activations);
   Op op;
-  op.suffix = "kda.rollback";
+  op.id = OpId::kda_rollback;
   op.kind = OpKind::kda_recurrent;
   op.compute = ComputeType::fp32;
   const double T = sequences * replayed_tokens_per_sequence;

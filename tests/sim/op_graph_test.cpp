@@ -83,6 +83,35 @@ TEST(OpGraph, OpNamesAreStableAndUnique) {
   EXPECT_EQ(g.find("L005.mla.attn_decode"), nullptr);  // layer 5 is KDA
 }
 
+// What the engine does differently (Op::runs_inside, OpGraph::engine_only): with Block AttnRes each norm runs
+// in its mixer's range and each sublayer has a residual op; with plain residuals nothing is fused.
+TEST(OpGraph, RecordsTheEnginesFusionsAndOwnRanges) {
+  const ModelConfig twin = test::model("k3-twin");
+  const OpGraph g = build_op_graph(twin, Phase::decode(2, 100), Parallelism{}, k3_precision());
+  for (const Op& o : g.ops) {
+    const bool norm = o.id == OpId::norm_attn_in || o.id == OpId::norm_mlp_in || o.id == OpId::head_norm;
+    EXPECT_EQ(o.runs_inside.has_value(), norm) << o.name();
+  }
+  EXPECT_EQ(op(g, "L002.norm.attn_in").runs_inside, OpId::attnres_pre_attn);
+  EXPECT_EQ(op(g, "L002.norm.mlp_in").runs_inside, OpId::attnres_pre_mlp);
+  EXPECT_EQ(op(g, "head.norm").runs_inside, OpId::head_attnres);
+  ASSERT_EQ(g.engine_only.size(), std::size_t(2 * twin.num_layers + 2));
+  EXPECT_EQ(g.engine_only[0].name(), "L001.attn.residual");
+  EXPECT_EQ(g.engine_only[1].name(), "L001.mlp.residual");
+  EXPECT_EQ(g.engine_only.end()[-2].name(), "head.sample");
+  EXPECT_EQ(g.engine_only.end()[-1].name(), "decode.advance");
+  for (const OpRef& r : g.engine_only) EXPECT_EQ(g.find(r.name()), nullptr) << r.name();
+  const OpGraph prefill = build_op_graph(twin, Phase::prefill(1, 64, 0), Parallelism{}, k3_precision());
+  EXPECT_EQ(prefill.engine_only.back().name(), "head.sample");  // no decode.advance
+
+  const ModelConfig linear = test::model("kimi-linear-48b-a3b");
+  const OpGraph l = build_op_graph(linear, Phase::decode(2, 100), Parallelism{}, Precision{});
+  for (const Op& o : l.ops) EXPECT_FALSE(o.runs_inside.has_value()) << o.name();
+  // The bf16 experts' sum leaves through a conversion: those MLP sublayers keep a residual op.
+  ASSERT_EQ(l.engine_only.size(), std::size_t(linear.count_layers(MlpKind::moe) + 2));
+  EXPECT_EQ(l.engine_only[0].name(), "L002.mlp.residual");  // layer 1 is dense
+}
+
 TEST(OpGraph, TensorAndExpertParallelismSplitWorkAndAddCollectives) {
   const ModelConfig m = test::model("k3-twin");
   const OpGraph one = build_op_graph(m, Phase::decode(4, 100), Parallelism{}, k3_precision());

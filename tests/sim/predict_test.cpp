@@ -66,5 +66,22 @@ TEST(Predict, PrefillIsComputeBoundAtLongPrompts) {
   EXPECT_TRUE(j["step"].contains("ttft_ms"));
 }
 
+// The JSON carries the graph's record of the engine: the op a fused op runs inside, and the engine-only ranges.
+TEST(Predict, JsonCarriesTheEnginesFusionsAndOwnRanges) {
+  const Prediction p = predict(default_scenario());
+  const auto j = to_json(p);
+  std::size_t fused = 0;
+  for (const auto& op : j["ops"]) {
+    if (!op.contains("runs_inside")) continue;
+    ++fused;
+    const std::string name = op["name"], host = op["runs_inside"];
+    EXPECT_EQ(name.substr(0, name.find('.')), host.substr(0, host.find('.'))) << name;  // same layer or head
+  }
+  EXPECT_EQ(fused, std::size_t(2 * p.scenario.model.num_layers + 1));  // K3: every norm
+  ASSERT_TRUE(j.contains("engine_only_ops"));
+  EXPECT_EQ(j["engine_only_ops"].size(), p.graph.engine_only.size());
+  EXPECT_EQ(j["engine_only_ops"].back(), "decode.advance");
+}
+
 }  // namespace
 }  // namespace k3
