@@ -49,12 +49,11 @@ double roofline_us(const PredictedOp& op, const Hardware& hw) {
   return std::max(compute, op.bytes / hw.hbm_bandwidth_bytes_per_s) * 1e6;
 }
 
-// The predicted ops to join with the measured ones, in prediction order, after the fusions of kFusedOps
-// (compare.h). Merged ops live in c->fused_predictions.
+// The predicted ops to join with the measured ones, in prediction order, after the fusions the prediction
+// records (PredictedOp::runs_inside). Merged ops live in c->fused_predictions.
 template <typename Spans>
 std::vector<const PredictedOp*> fuse_into_measured(const PredictionFile& prediction, const Spans& spans,
                                                    Comparison* c) {
-  auto prefix_of = [](const std::string& name) { return name.substr(0, name.find('.') + 1); };
   std::map<std::string, std::size_t> predicted;
   for (std::size_t i = 0; i < prediction.ops.size(); ++i) predicted[prediction.ops[i].name] = i;
   // host name -> the predicted ops it carries, the host's own first (when predicted).
@@ -62,18 +61,13 @@ std::vector<const PredictedOp*> fuse_into_measured(const PredictionFile& predict
   std::vector<std::string> host_of(prediction.ops.size());  // "" unless the op runs inside another's range
   for (std::size_t i = 0; i < prediction.ops.size(); ++i) {
     const std::string& name = prediction.ops[i].name;
-    if (spans.count(name)) continue;
-    const std::string prefix = prefix_of(name);
-    for (const FusedOp& f : kFusedOps) {
-      if (name != prefix + f.suffix) continue;
-      const std::string host = prefix + f.host_suffix;
-      if (!spans.count(host)) continue;
-      std::vector<std::size_t>& parts = carried[host];
-      if (parts.empty() && predicted.count(host)) parts.push_back(predicted.at(host));
-      parts.push_back(i);
-      host_of[i] = host;
-      c->fused.push_back(name + " -> " + host);
-    }
+    const std::string& host = prediction.ops[i].runs_inside;
+    if (host.empty() || spans.count(name) || !spans.count(host)) continue;
+    std::vector<std::size_t>& parts = carried[host];
+    if (parts.empty() && predicted.count(host)) parts.push_back(predicted.at(host));
+    parts.push_back(i);
+    host_of[i] = host;
+    c->fused.push_back(name + " -> " + host);
   }
   auto merged = std::make_shared<std::vector<PredictedOp>>();
   merged->reserve(carried.size());
@@ -110,6 +104,7 @@ std::vector<const PredictedOp*> fuse_into_measured(const PredictionFile& predict
 Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw) {
   Comparison c;
   c.prediction_origin = prediction.origin;
+  c.records_engine = prediction.records_engine;
   c.trace_metadata = trace.metadata;
 
   // Per op name: intervals per instance, and kernel counts.
@@ -181,7 +176,9 @@ Comparison compare(const PredictionFile& prediction, const Trace& trace, const H
     if (index.count(name)) continue;
     std::vector<double> times;
     for (const auto& [instance, list] : by_instance) times.push_back(union_us(list));
-    c.not_predicted.push_back({name, times.size(), median(times)});
+    const bool engine_only =
+        std::find(prediction.engine_only.begin(), prediction.engine_only.end(), name) != prediction.engine_only.end();
+    c.not_predicted.push_back({name, times.size(), median(times), engine_only});
   }
   for (auto& [name, u] : unattributed) c.unattributed.push_back(std::move(u));
   std::stable_sort(c.unattributed.begin(), c.unattributed.end(),
@@ -278,7 +275,8 @@ nlohmann::ordered_json to_json(const Comparison& c) {
   j["fused"] = c.fused;
   nlohmann::ordered_json extra = nlohmann::ordered_json::array();
   for (const MeasuredOnlyOp& m : c.not_predicted) {
-    extra.push_back({{"name", m.name}, {"instances", m.instances}, {"measured_us", m.measured_us}});
+    extra.push_back(
+        {{"name", m.name}, {"instances", m.instances}, {"measured_us", m.measured_us}, {"engine_only", m.engine_only}});
   }
   j["not_predicted"] = std::move(extra);
   nlohmann::ordered_json un = nlohmann::ordered_json::array();
@@ -359,7 +357,9 @@ std::string to_text(const Comparison& c, int top_ops) {
     line("");
     line("measured ops the prediction does not have");
     for (const MeasuredOnlyOp& m : c.not_predicted) {
-      line(fmt::format("  {:<28} {:>4} instances, median {:.3f} us", m.name, m.instances, m.measured_us));
+      // A prediction that records the engine's own ranges flags any other name: a join that broke.
+      const char* flag = c.records_engine && !m.engine_only ? "  (not an engine-only op of the prediction)" : "";
+      line(fmt::format("  {:<28} {:>4} instances, median {:.3f} us{}", m.name, m.instances, m.measured_us, flag));
     }
   }
   return out;

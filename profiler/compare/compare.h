@@ -8,10 +8,12 @@
 //     peaks; % of roofline = roofline_us / measured · 100 (none for collectives);
 //   coverage = kernel time attributed to predicted ops / all kernel time.
 // Fused ops: an engine may run a predicted op inside its neighbour's kernel and range (the AttnRes
-// mixer with the RMSNorm after it). When the trace has no range of a predicted op of kFusedOps but has
-// its host's (same prefix: "L001.", "head."), the op's prediction (time, FLOPs, bytes) is added to the
-// host's, or stands for the host when the prediction has none (the first layer's norm, which has no
-// mixer in the op graph); the comparison lists each such fusion.
+// mixer with the RMSNorm after it); the prediction records which (PredictedOp::runs_inside, from the op
+// graph's Op::runs_inside). When the trace has no range of such an op but has its host's, the op's
+// prediction (time, FLOPs, bytes) is added to the host's, or stands for the host when the prediction has
+// none (the first layer's norm, whose mixer the op graph does not predict); the comparison lists each such
+// fusion. Measured ops the prediction lacks are listed with whether the prediction names them as the
+// engine's own ranges (engine_only_ops: residual adds, sampling, decode.advance).
 #pragma once
 
 #include "core/hardware.h"
@@ -40,14 +42,6 @@ struct OpComparison {
   std::size_t kernels = 0;                 // attributed kernels, all instances
 };
 
-// (suffix of the predicted op, suffix of the measured op it runs inside)
-struct FusedOp {
-  const char* suffix;
-  const char* host_suffix;
-};
-inline constexpr FusedOp kFusedOps[] = {
-    {"norm.attn_in", "attnres.pre_attn"}, {"norm.mlp_in", "attnres.pre_mlp"}, {"norm", "attnres"}};
-
 struct UnattributedKernel {
   std::string name;
   std::size_t count = 0;
@@ -58,6 +52,7 @@ struct MeasuredOnlyOp {  // attributed to a range whose name the prediction does
   std::string name;
   std::size_t instances = 0;
   double measured_us = 0;  // median over instances
+  bool engine_only = false;  // the prediction lists it among the engine's own ranges
 };
 
 struct GroupError {  // per op kind, or per step
@@ -70,6 +65,7 @@ struct GroupError {  // per op kind, or per step
 
 struct Comparison {
   std::string prediction_origin;
+  bool records_engine = false;  // the prediction lists the engine's own ranges (PredictionFile::records_engine)
   std::map<std::string, std::string> trace_metadata;
   std::vector<OpComparison> ops;                 // measured ops, in prediction order
   std::vector<std::string> fused;                // "L001.norm.attn_in -> L001.attnres.pre_attn", ...

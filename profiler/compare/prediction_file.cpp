@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/json_reader.h"
 
+#include <algorithm>
 #include <set>
 
 namespace k3::profiler {
@@ -12,13 +13,25 @@ namespace {
 
 OpKind op_kind(const JsonNode& node) {
   const std::string name = node.as_string();
+  if (const std::optional<OpKind> kind = parse_op_kind(name)) return *kind;
   std::string known;
   for (int k = 0; k <= static_cast<int>(OpKind::collective); ++k) {
-    const OpKind kind = static_cast<OpKind>(k);
-    if (to_string(kind) == name) return kind;
-    known += (known.empty() ? "" : ", ") + to_string(kind);
+    known += (known.empty() ? "" : ", ") + to_string(static_cast<OpKind>(k));
   }
   node.fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}", name, known));
+}
+
+// An older prediction's hosts, from core's op table: with AttnRes mixers in the prediction, each op whose
+// OpInfo names an AttnRes host runs inside it.
+void hosts_from_op_table(PredictionFile& p) {
+  const bool attnres =
+      std::any_of(p.ops.begin(), p.ops.end(), [](const PredictedOp& op) { return op.kind == OpKind::attnres_mix; });
+  if (!attnres) return;
+  for (PredictedOp& op : p.ops) {
+    const std::optional<OpRef> ref = parse_op_name(op.name);
+    if (!ref) continue;
+    if (const std::optional<OpId> host = op_info(ref->id).attnres_host) op.runs_inside = op_name(*host, ref->layer);
+  }
 }
 
 double byte_sum(const JsonNode& bytes) {
@@ -59,7 +72,24 @@ PredictionFile parse_prediction(const std::string& text, const std::string& orig
     op.bound = o["bound"].as_string();
     op.time_us = o["time_us"].as_double();
     if (op.time_us < 0) o["time_us"].fail("expected a time >= 0");
+    if (o.has("runs_inside")) {
+      op.runs_inside = o["runs_inside"].as_string();
+      if (op.runs_inside.empty() || op.runs_inside == op.name) o["runs_inside"].fail("expected another op's name");
+    }
     p.ops.push_back(std::move(op));
+  }
+  if (!root.has("engine_only_ops")) {
+    hosts_from_op_table(p);
+    return p;
+  }
+  p.records_engine = true;
+  const JsonNode engine_only = root["engine_only_ops"];
+  if (!engine_only.raw().is_array()) engine_only.fail("expected an array of op names");
+  for (std::size_t i = 0; i < engine_only.raw().size(); ++i) {
+    const JsonNode name(&engine_only.raw()[i], origin, fmt::format("engine_only_ops[{}]", i));
+    p.engine_only.push_back(name.as_string());
+    if (seen.count(p.engine_only.back()))
+      name.fail(fmt::format("op '{}' is also a predicted op", p.engine_only.back()));
   }
   return p;
 }

@@ -1,6 +1,10 @@
 // The ops of a prediction JSON (`k3perf predict --json`, sim/predict.cpp) as compare and
 // calibration read them: name, kind, compute type, FLOPs, bytes, kernels and the predicted time
-// of the op alone. Errors name the file and the key (ops[i].field).
+// of the op alone, and what the engine does differently (the graph's record, core/op_graph.h): the op whose
+// range an op runs inside (ops[i].runs_inside) and the ranges only the engine opens (engine_only_ops).
+// A prediction written before k3perf recorded these has neither key: its ops' hosts are then read from
+// core's op table (OpInfo::attnres_host, when the prediction has AttnRes mixers), and it lists no
+// engine-only ranges. Errors name the file and the key (ops[i].field).
 #pragma once
 
 #include "core/op_graph.h"
@@ -19,6 +23,7 @@ struct PredictedOp {
   int kernels = 1;
   std::string bound;   // compute, memory, communication, overhead
   double time_us = 0;  // the op alone (not its exposed share)
+  std::string runs_inside;  // the op whose kernel and range the engine runs this one in; empty: its own
   bool collective() const { return kind == OpKind::collective; }
 };
 
@@ -27,6 +32,8 @@ struct PredictionFile {
   std::string hardware;  // the hardware's display name
   bool cuda_graphs = true;
   std::vector<PredictedOp> ops;
+  bool records_engine = false;           // the file has engine_only_ops (and runs_inside where an op has one)
+  std::vector<std::string> engine_only;  // ranges the engine opens that no op predicts
 };
 
 PredictionFile parse_prediction(const std::string& text, const std::string& origin);
