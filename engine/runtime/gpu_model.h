@@ -1,6 +1,10 @@
 // The forward pass of a K3-family model (K3, Kimi Linear) on one GPU, op by op as the op graph names them
-// (core/op_graph.h): every op runs inside an NVTX range "L004.mla.attn_decode", "head.lm_head", … so Nsight Systems and
-// the profiler attribute its kernels. Two entry points:
+// (core/op_graph.h): the forward is the op list of forward_schedule.h, and every op runs inside an NVTX range
+// named from core/op_names.h ("L004.mla.attn_decode", "head.lm_head", …) so Nsight Systems and the profiler
+// attribute its kernels. This file is the pass structure — the embedding, the residual stream (Block AttnRes
+// or plain), the head, prefill chunks, the decode step and its CUDA-graph capture — and dispatches each
+// sublayer op to its part: kda_layer.h, mla_layer.h, moe_layer.h, dense_mlp.h, each with its own workspace.
+// Two entry points:
 //   prefill(sequence, tokens, start)  one sequence's prompt after `start` cached tokens, in chunks of
 //                                     max_chunk_tokens (KDA chunked kernel, MLA expanded attention over
 //                                     the cached prefix and the chunk); leaves the last token's logits and
@@ -24,7 +28,8 @@
 
 #include "engine/runtime/device_arena.h"
 #include "engine/runtime/device_weights.h"
-#include "engine/runtime/gemm_cublaslt.h"
+#include "engine/runtime/forward_context.h"
+#include "engine/runtime/forward_schedule.h"
 #include "engine/runtime/gpu_cache.h"
 
 #include <cuda_runtime.h>
@@ -36,14 +41,6 @@
 #include <vector>
 
 namespace k3::runtime {
-
-struct ModelRunShape {
-  int max_batch = 1;                   // decode sequences per step
-  int max_chunk_tokens = 4096;         // prefill tokens per forward call
-  int64_t max_prefill_context = 4096;  // prefix + chunk tokens an MLA prefill attends (expanded K/V buffers)
-  int page_tokens = 64;                // the cache's (CacheShape)
-  int64_t max_context_tokens = 4096;   // the cache's
-};
 
 // what: "attention_in", "attention_out", "mlp_in", "mlp_out" (layer ≥ 0) or "final_hidden" (layer −1);
 // rows × cols bf16 on the device, valid during the call.
@@ -83,29 +80,17 @@ class GpuModel {
     tap_synchronizes_ = synchronize;
   }
 
-  struct Workspace;  // the activation buffers (gpu_model.cpp)
-
  private:
-  struct Pass;  // one forward call: T tokens of a prefill chunk or a decode batch
-  void forward(const Pass& pass);
-  void forward_plain(const Pass& pass);  // plain residuals (Kimi Linear)
-  // Sublayers write out = f(x), or out += f(x) when `accumulate` (their last GEMM's beta = 1: the residual add).
-  void attention_sublayer(const Pass& pass, int layer, bf16* out, bool accumulate);
-  void mlp_sublayer(const Pass& pass, int layer, bf16* out, bool accumulate);
-  void kda_layer(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
-  void mla_layer(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
-  void moe_mlp(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
-  void bf16_experts(const Pass& pass, int layer, const bf16* x);  // routed experts → ws combined [T, h] fp32
-  void mxfp4_experts_dequantized(const Pass& pass, int layer);      // routed experts → ws expert_out, per slot
-  // The routing's expert offsets [E + 1], copied to the host (a stream sync) and checked to cover the slots.
-  const std::vector<int32_t>& expert_offsets_on_host(int layer, int64_t slots);
-  void glu(const float* gate_up, int64_t stride, bf16* out, int64_t rows, int64_t intermediate, const char* what);
-  void dense_mlp(const Pass& pass, int layer, const bf16* x, bf16* out, bool accumulate);
-  void head(const Pass& pass, int blocks);
-  void gemm(const bf16* x, int64_t x_stride, const bf16* w, bf16* y, int64_t y_stride, int64_t m, int64_t n, int64_t k,
-            float beta = 0.0f);
-  void gemm_f32(const bf16* x, int64_t x_stride, const bf16* w, float* y, int64_t y_stride, int64_t m, int64_t n,
-                int64_t k);
+  struct Workspace;  // the pass structure's buffers and every part's workspace (gpu_model.cpp)
+  struct Parts;      // the KDA, MLA, dense MLP and MoE parts (gpu_model.cpp)
+  struct ResidualStream;
+  void forward(const ForwardPass& pass);
+  // Runs one op of the schedule, in its range.
+  void run(const ForwardPass& pass, const OpRef& op, ResidualStream& stream);
+  SublayerIo sublayer_io(int layer, Sublayer sublayer) const;
+  // The AttnRes mixer over pool[0 ..= blocks] fused with the RMSNorm after it: w.mix and w.normed.
+  void mixer(const AttnResDeviceWeights& mix, const bf16* norm, int blocks, int64_t tokens, const char* what);
+  void head(const ForwardPass& pass, OpId op, int blocks);
   void tap(const char* what, int layer, const bf16* device, int64_t rows) const;
 
   const DeviceWeights& weights_;
@@ -116,9 +101,10 @@ class GpuModel {
   std::unique_ptr<GemmRunner> gemm_;
   DeviceArena arena_;
   std::unique_ptr<Workspace> ws_;
+  std::unique_ptr<ForwardContext> context_;
+  std::unique_ptr<Parts> parts_;
   ForwardTap tap_;
   bool tap_synchronizes_ = true;
-  std::vector<int32_t> host_expert_offsets_;  // bf16 experts: the routing's offsets, copied per MoE layer
   cudaGraphExec_t decode_graph_ = nullptr;
   int captured_batch_ = 0;
 };
