@@ -7,7 +7,8 @@
 # bench/results/<date>-<gpu>-<what>/ with date, GPU, commit and command.
 # Each step runs under a time limit, so that a kernel that hangs costs one step, not the machine's time:
 # K3PERF_TEST_TIMEOUT_S (the kernel tests, default 900), K3PERF_SANITIZER_TIMEOUT_S (each sanitizer run,
-# default 3600), K3PERF_BENCH_TIMEOUT_S (each bench driver, default 900). A step that runs past its
+# default 3600), K3PERF_BENCH_TIMEOUT_S (each bench driver, default 900). K3PERF_BENCHES="a_bench b_bench" runs
+# only those drivers (default: every bench driver of the bundle). A step that runs past its
 # limit is killed, reported as "timed out after N s" on the console (and in its .txt output), and fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +51,7 @@ if [ "${K3PERF_SANITIZERS:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 
 fi
 for bench in "$bin"/*_bench; do
   name="$(basename "$bench")"
+  if [ -n "${K3PERF_BENCHES:-}" ] && [[ " $K3PERF_BENCHES " != *" $name "* ]]; then continue; fi
   echo "== $name"
   limited "${K3PERF_BENCH_TIMEOUT_S:-900}" "$out/$name.json" "$bench" --hardware scenarios/hardware/h200-sxm.yaml ||
     status=1

@@ -40,4 +40,12 @@ check hang 'sleep 60; echo "{\"b\": 2}"'
 [ "$code" -ne 0 ] || fail "a step past its limit must fail the run" "$work/hang.txt"
 grep -q "timed out after 2 s: .*b_bench" "$work/hang.txt" || fail "no timeout report for b_bench" "$work/hang.txt"
 grep -q '"b": 2' "$work/out/b_bench.json" && fail "b_bench was not killed" "$work/hang.txt"
+# K3PERF_BENCHES picks drivers by name: the hanging b_bench left out, the run passes and c_bench is not run.
+rm -rf "$work/out"
+PATH="$work/path:$PATH" OUT="$work/out" K3PERF_GPU_BUNDLE="$work/bundle" K3PERF_SANITIZERS=0 \
+  K3PERF_BENCH_TIMEOUT_S=2 K3PERF_BENCHES="a_bench" "$root/scripts/gpu-check.sh" > "$work/pick.txt" 2>&1 ||
+  fail "K3PERF_BENCHES=a_bench must pass" "$work/pick.txt"
+[ -e "$work/out/a_bench.json" ] || fail "K3PERF_BENCHES=a_bench did not run a_bench" "$work/pick.txt"
+[ -e "$work/out/b_bench.json" ] && fail "K3PERF_BENCHES=a_bench ran b_bench" "$work/pick.txt"
+[ -e "$work/out/c_bench.json" ] && fail "K3PERF_BENCHES=a_bench ran c_bench" "$work/pick.txt"
 echo "ok: gpu-check.sh passes when nothing hangs; a hanging step is killed at its limit, reported, and fails the run"
