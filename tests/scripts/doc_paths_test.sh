@@ -3,7 +3,7 @@
 # that names a missing one (so it can fail).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-"$root/scripts/check-doc-paths.sh" CONTRIBUTING.md
+"$root/scripts/check-doc-paths.sh" "$root/CONTRIBUTING.md"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 printf 'Edit `core/op_graph.cpp` and `core/no_such_file.cpp`; `sim/claims/` holds `<name>.cpp`.\n' > "$work/guide.md"
