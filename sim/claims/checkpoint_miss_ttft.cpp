@@ -31,7 +31,7 @@ workload::Request prompt(int64_t id, double arrival_ms, int64_t tokens, int64_t 
 
 class CheckpointMissTtftEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, scenario_param_keys({"history_tokens", "new_tokens", "hash_block_tokens", "interval_tokens"}));
     const int64_t history = param_count(c, "history_tokens", 409600);
     const int64_t fresh = param_count(c, "new_tokens", 4096);

@@ -22,7 +22,7 @@ std::map<std::string, double> predict_keys(const cache::CacheSummary& s) {
 
 class CheckpointResumeEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, {"model", "kda_state", "hash_block_tokens", "allocation_block_tokens", "checkpoint",
                       "checkpoint_interval_tokens", "seed", "workload"});
     const ModelConfig m = load_model_config_by_name(param_string(c, "model", "kimi-k3"), data.models_dir);

@@ -92,15 +92,24 @@ ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
     r.verdict = Verdict::not_modelled;
     return r;
   }
-  r.evaluation = ClaimEvaluators::instance().make(claim.evaluator)->evaluate(claim, data);
+  r.evaluation = ClaimEvaluators::instance().make(claim.evaluator)->evaluate(claim.inputs(), data);
+  compare_with_reported(r);
+  return r;
+}
+
+void compare_with_reported(ClaimResult& r) {
+  const Claim& claim = r.claim;
   auto value_of = [&](const std::map<std::string, double>& preferred, const std::string& key) {
     auto it = preferred.find(key);
     if (it != preferred.end()) return it->second;
     auto main = r.evaluation.predicted.find(key);
-    K3_CHECK(main != r.evaluation.predicted.end(), "{}: evaluator '{}' does not predict reported key '{}'",
-             claim.file, claim.evaluator, key);
+    K3_CHECK(main != r.evaluation.predicted.end(), "{}: evaluator '{}' does not predict reported key '{}'", claim.file,
+             claim.evaluator, key);
     return main->second;
   };
+  r.values.clear();
+  r.matches.clear();
+  r.explained_by_index = -1;
   bool all_within = true;
   for (const ReportedValue& v : claim.reported) {
     const double predicted = value_of(r.evaluation.predicted, v.key);
@@ -109,53 +118,61 @@ ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
   }
   if (all_within) {
     r.verdict = Verdict::reproduced;
-    return r;
+    return;
   }
-  r.verdict = Verdict::contradicted;
   for (std::size_t i = 0; i < r.evaluation.alternatives.size(); ++i) {
-    const Alternative& alt = r.evaluation.alternatives[i];
-    const bool reproduces = std::all_of(claim.reported.begin(), claim.reported.end(), [&](const ReportedValue& v) {
-      return v.accepts(value_of(alt.predicted, v.key));
-    });
-    if (reproduces) {
-      r.verdict = Verdict::explained;
-      r.explained_by_index = static_cast<int>(i);
-      break;
-    }
+    AlternativeMatch m{static_cast<int>(i), 0, static_cast<int>(claim.reported.size())};
+    for (const ReportedValue& v : claim.reported)
+      m.within += v.accepts(value_of(r.evaluation.alternatives[i].predicted, v.key));
+    if (m.reproduces() && r.explained_by_index < 0) r.explained_by_index = m.index;
+    r.matches.push_back(m);
   }
-  return r;
+  r.verdict = r.explained_by_index >= 0 ? Verdict::explained : Verdict::contradicted;
 }
 
 const Alternative* ClaimResult::explained_by() const {
   return explained_by_index >= 0 ? &evaluation.alternatives[explained_by_index] : nullptr;
 }
 
-std::string param_string(const Claim& c, const std::string& key, const std::string& fallback) {
+int ClaimResult::reproducing_alternatives() const {
+  return static_cast<int>(
+      std::count_if(matches.begin(), matches.end(), [](const AlternativeMatch& m) { return m.reproduces(); }));
+}
+
+const AlternativeMatch* ClaimResult::closest() const {
+  const AlternativeMatch* best = nullptr;
+  for (const AlternativeMatch& m : matches) {
+    if (!best || m.within > best->within) best = &m;
+  }
+  return best;
+}
+
+std::string param_string(const ClaimInputs& c, const std::string& key, const std::string& fallback) {
   if (c.params) {
     if (auto v = c.params->find(key)) return v->as_string();
   }
   return fallback;
 }
 
-void expect_params(const Claim& c, const std::vector<std::string>& allowed) {
+void expect_params(const ClaimInputs& c, const std::vector<std::string>& allowed) {
   if (c.params) c.params->expect_keys(allowed);
 }
 
-long long param_count(const Claim& c, const std::string& key, long long fallback) {
+long long param_count(const ClaimInputs& c, const std::string& key, long long fallback) {
   if (c.params) {
     if (auto v = c.params->find(key)) return v->as_positive_int();
   }
   return fallback;
 }
 
-bool param_bool(const Claim& c, const std::string& key, bool fallback) {
+bool param_bool(const ClaimInputs& c, const std::string& key, bool fallback) {
   if (c.params) {
     if (auto v = c.params->find(key)) return v->as_bool();
   }
   return fallback;
 }
 
-StorageFormat param_storage(const Claim& c, const std::string& key, StorageFormat fallback,
+StorageFormat param_storage(const ClaimInputs& c, const std::string& key, StorageFormat fallback,
                             const std::vector<std::string>& allowed) {
   if (c.params) {
     if (auto v = c.params->find(key)) {
@@ -167,14 +184,14 @@ StorageFormat param_storage(const Claim& c, const std::string& key, StorageForma
   return fallback;
 }
 
-double param_double(const Claim& c, const std::string& key, double fallback) {
+double param_double(const ClaimInputs& c, const std::string& key, double fallback) {
   if (c.params) {
     if (auto v = c.params->find(key)) return v->as_double();
   }
   return fallback;
 }
 
-std::vector<double> param_list(const Claim& c, const std::string& key) {
+std::vector<double> param_list(const ClaimInputs& c, const std::string& key) {
   if (!c.params) throw InputError(fmt::format("{}: missing required key 'params.{}'", c.file, key));
   std::vector<double> out;
   for (const YamlNode& item : (*c.params)[key].items()) out.push_back(item.as_double());

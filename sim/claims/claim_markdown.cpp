@@ -49,11 +49,16 @@ std::string explain_verdict(const ClaimResult& r) {
           "that does.",
           misses(r), alt ? alt->assumption : "?", r.evaluation.alternatives.size());
     }
-    case Verdict::contradicted:
+    case Verdict::contradicted: {
+      const AlternativeMatch* near = r.closest();
       return fmt::format(
-          "Contradicted: {}, and none of the {} named alternatives reproduces every figure; the "
+          "Contradicted: {}, and none of the {} named alternatives reproduces every figure{}; the "
           "breakdown shows which terms set the prediction.",
-          misses(r), r.evaluation.alternatives.size());
+          misses(r), r.evaluation.alternatives.size(),
+          near ? fmt::format(" (the closest, {}, reproduces {} of {})",
+                             r.evaluation.alternatives[near->index].assumption, near->within, near->of)
+               : std::string());
+    }
     case Verdict::not_modelled: return "Not modelled yet: no evaluator checks this claim.";
   }
   return "";

@@ -18,13 +18,24 @@ std::string format_claim_results(const std::vector<ClaimResult>& results) {
                          v.predicted ? fmt::format("{:.4g}{}", *v.predicted, v.within ? "" : "  (outside)") : "-");
     }
     for (const std::string& line : r.evaluation.breakdown) out += fmt::format("       {}\n", line);
-    if (const Alternative* alt = r.explained_by()) {
+    auto values_of = [](const Alternative& alt) {
       std::string values;
-      for (const auto& [key, value] : alt->predicted) values += fmt::format("{}{} {:.4g}", values.empty() ? "" : ", ", key, value);
-      out += fmt::format("     why: reproduced {} ({})\n", alt->assumption, values);
+      for (const auto& [key, value] : alt.predicted)
+        values += fmt::format("{}{} {:.4g}", values.empty() ? "" : ", ", key, value);
+      return values;
+    };
+    if (const Alternative* alt = r.explained_by()) {
+      const int more = r.reproducing_alternatives() - 1;
+      out +=
+          fmt::format("     why: reproduced {} ({}){}\n", alt->assumption, values_of(*alt),
+                      more > 0 ? fmt::format("; {} more of the {} alternatives also do", more, r.matches.size()) : "");
     } else if (r.verdict == Verdict::contradicted) {
-      out += fmt::format("     why: no alternative reproduces it ({} tried{})\n", r.evaluation.alternatives.size(),
-                         r.evaluation.alternatives.empty() ? "" : ", e.g. " + r.evaluation.alternatives.front().assumption);
+      const AlternativeMatch* near = r.closest();
+      out += fmt::format(
+          "     why: no alternative reproduces it ({} tried{})\n", r.evaluation.alternatives.size(),
+          near ? fmt::format("; closest: {}, {} of {} figures ({})", r.evaluation.alternatives[near->index].assumption,
+                             near->within, near->of, values_of(r.evaluation.alternatives[near->index]))
+               : std::string());
     }
     out += "\n";
   }
@@ -55,7 +66,8 @@ nlohmann::ordered_json to_json(const std::vector<ClaimResult>& results) {
                    {"values", values},
                    {"breakdown", r.evaluation.breakdown},
                    {"explained_by", r.explained_by() ? r.explained_by()->assumption : ""},
-                   {"alternatives_tried", r.evaluation.alternatives.size()}});
+                   {"alternatives_tried", r.evaluation.alternatives.size()},
+                   {"alternatives_reproducing", r.reproducing_alternatives()}});
   }
   return {{"claims", arr}};
 }

@@ -7,31 +7,66 @@
 namespace k3 {
 
 std::vector<std::string> scenario_param_keys(std::vector<std::string> extra) {
-  for (const char* k : {"model", "hardware", "tp", "attention_dp", "ep", "pp", "kda_state", "kv_cache",
+  for (const char* k : {"model", "hardware", "tp", "attention_dp", "ep", "pp", "weights", "kda_state", "kv_cache",
                         "routed_experts", "cuda_graphs"}) {
     extra.push_back(k);
   }
   return extra;
 }
 
-Scenario claim_scenario(const Claim& c, const DataPaths& data, const Phase& phase,
-                        const std::string& default_model, const std::string& default_hardware) {
+namespace {
+
+std::string string_or(const YamlNode& keys, const std::string& key, const std::string& fallback) {
+  const auto v = keys.find(key);
+  return v ? v->as_string() : fallback;
+}
+
+int count_or(const YamlNode& keys, const std::string& key, int fallback) {
+  const auto v = keys.find(key);
+  return v ? static_cast<int>(v->as_positive_int()) : fallback;
+}
+
+StorageFormat storage_or(const YamlNode& keys, const std::string& key, StorageFormat fallback,
+                         const std::vector<std::string>& allowed) {
+  const auto v = keys.find(key);
+  if (!v) return fallback;
+  StorageFormat f{};
+  parse_storage_format(v->as_choice(allowed), &f);
+  return f;
+}
+
+}  // namespace
+
+Scenario scenario_from_keys(const YamlNode& keys, const std::string& claim_file, const DataPaths& data,
+                            const Phase& phase, const std::string& default_model, const std::string& default_hardware) {
   Scenario s;
-  s.source = c.file;
-  s.name = c.id;
-  s.model = load_model_config_by_name(param_string(c, "model", default_model), data.models_dir);
-  s.hardware = load_hardware_by_name(param_string(c, "hardware", default_hardware), data.hardware_dir);
-  s.parallelism.tp = static_cast<int>(param_count(c, "tp", 1));
-  s.parallelism.attention_dp = static_cast<int>(param_count(c, "attention_dp", 1));
-  s.parallelism.ep = static_cast<int>(param_count(c, "ep", 1));
-  s.parallelism.pp = static_cast<int>(param_count(c, "pp", 1));
-  s.precision.weights = s.model.quantize_attention_and_dense ? s.model.weight_format : StorageFormat::bf16;
-  s.precision.routed_experts = param_storage(c, "routed_experts", s.model.routed_expert_format,
-                                             {"bf16", "fp8", "mxfp8", "mxfp4", "int4"});
-  s.precision.kda_state = param_storage(c, "kda_state", StorageFormat::fp32, {"fp32", "bf16"});
-  s.precision.kv_cache = param_storage(c, "kv_cache", StorageFormat::bf16, {"bf16", "fp8"});
-  s.runtime.cuda_graphs = param_bool(c, "cuda_graphs", true);
+  s.source = claim_file;
+  const std::string model = string_or(keys, "model", default_model);
+  if (model.empty()) keys["model"].as_string();  // "missing required key" naming the file and path
+  s.model = load_model_config_by_name(model, data.models_dir);
+  const std::string hardware = string_or(keys, "hardware", default_hardware);
+  if (!hardware.empty()) s.hardware = load_hardware_by_name(hardware, data.hardware_dir);
+  s.parallelism.tp = count_or(keys, "tp", 1);
+  s.parallelism.attention_dp = count_or(keys, "attention_dp", 1);
+  s.parallelism.ep = count_or(keys, "ep", 1);
+  s.parallelism.pp = count_or(keys, "pp", 1);
+  s.precision.weights =
+      storage_or(keys, "weights", s.model.quantize_attention_and_dense ? s.model.weight_format : StorageFormat::bf16,
+                 {"bf16", "fp8", "mxfp8"});
+  s.precision.routed_experts =
+      storage_or(keys, "routed_experts", s.model.routed_expert_format, {"bf16", "fp8", "mxfp8", "mxfp4", "int4"});
+  s.precision.kda_state = storage_or(keys, "kda_state", StorageFormat::fp32, {"fp32", "bf16"});
+  s.precision.kv_cache = storage_or(keys, "kv_cache", StorageFormat::bf16, {"bf16", "fp8"});
+  if (const auto v = keys.find("cuda_graphs")) s.runtime.cuda_graphs = v->as_bool();
   s.phase = phase;
+  return s;
+}
+
+Scenario claim_scenario(const ClaimInputs& c, const DataPaths& data, const Phase& phase,
+                        const std::string& default_model, const std::string& default_hardware) {
+  const YamlNode keys = c.params ? *c.params : YamlNode(YAML::Node(YAML::NodeType::Map), c.file, "params");
+  Scenario s = scenario_from_keys(keys, c.file, data, phase, default_model, default_hardware);
+  s.name = c.id;
   validate(s);
   return s;
 }

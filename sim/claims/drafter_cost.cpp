@@ -47,7 +47,7 @@ Growth growth(const Scenario& s, DrafterSpec d, int longest) {
 
 class DrafterCostEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, scenario_param_keys(spec_param_keys({"batch", "context_tokens"})));
     const Phase phase = Phase::decode(param_count(c, "batch", 1), param_count(c, "context_tokens", 4096));
     const Scenario s = claim_scenario(c, data, phase, "kimi-k3", "gb300-nvl72");

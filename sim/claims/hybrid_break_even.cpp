@@ -16,10 +16,10 @@ namespace {
 
 class HybridBreakEvenEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, {"model", "kda_state", "breakeven"});
     // The memory facts: the state_break_even evaluator on the same model and state dtype.
-    Claim memory = c;
+    ClaimInputs memory = c;
     YAML::Node params = YAML::Clone(c.params->raw());
     params.remove("breakeven");
     memory.params = YamlNode(params, c.file, "params");

@@ -29,7 +29,7 @@ std::map<std::string, double> predict_keys(const cache::CacheSummary& s) {
 
 class PrefixCacheHitEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, {"model", "kda_state", "hash_block_tokens", "allocation_block_tokens", "checkpoint",
                       "checkpoint_interval_tokens", "hbm_tokens", "price_hit_per_mtok", "price_miss_per_mtok", "seed",
                       "workload", "chat_trace"});

@@ -14,9 +14,9 @@ std::vector<std::string> spec_param_keys(std::vector<std::string> extra) {
   return extra;
 }
 
-int claim_draft_tokens(const Claim& c) { return static_cast<int>(param_count(c, "draft_tokens", 7)); }
+int claim_draft_tokens(const ClaimInputs& c) { return static_cast<int>(param_count(c, "draft_tokens", 7)); }
 
-DrafterSpec claim_drafter(const Claim& c) {
+DrafterSpec claim_drafter(const ClaimInputs& c) {
   DrafterSpec d;
   const std::string kind = param_string(c, "drafter", "block_parallel");
   try {
@@ -29,7 +29,7 @@ DrafterSpec claim_drafter(const Claim& c) {
   return d;
 }
 
-RollbackKind claim_rollback(const Claim& c) {
+RollbackKind claim_rollback(const ClaimInputs& c) {
   try {
     return parse_rollback_kind(param_string(c, "rollback", "replay_inputs"));
   } catch (const InputError& e) {
@@ -37,7 +37,7 @@ RollbackKind claim_rollback(const Claim& c) {
   }
 }
 
-AcceptanceModel claim_acceptance(const Claim& c, int g, const std::string& tokens_key) {
+AcceptanceModel claim_acceptance(const ClaimInputs& c, int g, const std::string& tokens_key) {
   const bool mean = c.params && c.params->has(tokens_key);
   const bool rates = c.params && c.params->has("accept_rates");
   const bool weights = c.params && c.params->has("accepted_length_weights");

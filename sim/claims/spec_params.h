@@ -15,11 +15,12 @@
 namespace k3 {
 
 std::vector<std::string> spec_param_keys(std::vector<std::string> extra = {});
-int claim_draft_tokens(const Claim& c);
-DrafterSpec claim_drafter(const Claim& c);
-RollbackKind claim_rollback(const Claim& c);
+int claim_draft_tokens(const ClaimInputs& c);
+DrafterSpec claim_drafter(const ClaimInputs& c);
+RollbackKind claim_rollback(const ClaimInputs& c);
 // The acceptance given under `tokens_key` (a mean), `accept_rates` or `accepted_length_weights`;
 // InputError naming the claim file when none or more than one is given.
-AcceptanceModel claim_acceptance(const Claim& c, int draft_tokens, const std::string& tokens_key = "tokens_per_step");
+AcceptanceModel claim_acceptance(const ClaimInputs& c, int draft_tokens,
+                                 const std::string& tokens_key = "tokens_per_step");
 
 }  // namespace k3

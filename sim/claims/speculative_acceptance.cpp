@@ -17,7 +17,7 @@ namespace {
 
 class SpeculativeAcceptanceEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, scenario_param_keys(spec_param_keys({"batch", "context_tokens", "reference_baseline_tok_s",
                                                           "reference_speculative_tok_s", "reference_task",
                                                           "task_tokens_per_step", "alternative_context_tokens"})));

@@ -1,7 +1,7 @@
 // P8-style claims: output tokens/s at a batch with and without speculative decoding, for each listed
 // tensor-parallel size: the target's decode step (roofline + collectives), the drafter's own op graph,
 // the verify phase and the KDA rollback (sim/spec/speculative.h), with the acceptance from params.
-// The breakdown inverts the reported speedup into the acceptance it requires. Alternatives: other
+// The breakdown lists the speedup at whole tokens per step. Alternatives: other
 // acceptances, the other drafter and rollback kinds, other contexts — each named, none fitted.
 #include "core/error.h"
 #include "sim/claims/claim.h"
@@ -24,16 +24,9 @@ struct TpResult {
   SpecOutcome outcome;
 };
 
-std::optional<double> reported_value(const Claim& c, const std::string& key) {
-  for (const ReportedValue& r : c.reported) {
-    if (r.key == key && r.value) return *r.value;
-  }
-  return std::nullopt;
-}
-
 class SpeculativeDecodingEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(
         c, scenario_param_keys(spec_param_keys(
                {"batch", "context_tokens", "tp_list", "alternative_tokens_per_step", "alternative_context_tokens"})));
@@ -82,20 +75,15 @@ class SpeculativeDecodingEvaluator : public ClaimEvaluator {
       e.breakdown.push_back(
           fmt::format("  acceptance {}: {:.2f} ± {:.2f} tokens per step -> {:.1f} tok/s, speedup {:.2f}x",
                       acc.describe(), out.tokens_per_step, out.tokens_per_step_std, out.tokens_per_s, out.speedup));
-      const auto rb = reported_value(c, k + "_baseline_tok_s");
-      const auto rs = reported_value(c, k + "_speculative_tok_s");
-      if (rb && rs) {
-        const RequiredAcceptance need = acceptance_for_speedup(*s, costs, rollback, *rs / *rb);
-        e.breakdown.push_back(
-            need.attainable
-                ? fmt::format("  the reported {:.0f} -> {:.0f} tok/s ({:.2f}x) needs {:.2f} tokens per step (i.i.d. "
-                              "alpha {:.3f}) "
-                              "under these costs",
-                              *rb, *rs, *rs / *rb, need.tokens_per_step, need.alpha)
-                : fmt::format(
-                      "  the reported {:.2f}x is out of reach under these costs even if every draft is accepted",
-                      *rs / *rb));
+      // Tokens per step against speedup under these costs, at whole tokens per step (an enumeration, not
+      // an inversion of the reported figure).
+      std::string row;
+      for (double t = 2; t <= g + 1; t += 1) {
+        const SpecOutcome o =
+            speculative_outcome(*s, costs, AcceptanceModel::iid(iid_alpha_for_tokens_per_step(t, g), g), rollback);
+        row += fmt::format("{}{:.0f} -> {:.2f}x", row.empty() ? "" : ", ", t, o.speedup);
       }
+      e.breakdown.push_back("  speedup by tokens per step under these costs: " + row);
     }
     if (results.size() >= 2) {
       const TpResult& a = results.front();

@@ -12,7 +12,7 @@ namespace {
 
 class StateBreakEvenEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths& data) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, {"model", "kda_state"});
     const ModelConfig m = load_model_config_by_name(param_string(c, "model", "kimi-k3"), data.models_dir);
     if (!m.kda) throw InputError(fmt::format("{}: model '{}' has no KDA layers", c.file, m.name));

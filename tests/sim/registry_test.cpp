@@ -97,7 +97,7 @@ TEST(Registry, ParametersAreRequiredOrDefaultedAndErrorsNameFileKeyAndImplementa
 // Test-only: predicts `value` (a parameter of the claim) as `figure`.
 class ConstantEvaluator : public ClaimEvaluator {
  public:
-  Evaluation evaluate(const Claim& c, const DataPaths&) const override {
+  Evaluation evaluate(const ClaimInputs& c, const DataPaths&) const override {
     expect_params(c, {"value"});
     Evaluation e;
     e.predicted["figure"] = param_double(c, "value", 0);
