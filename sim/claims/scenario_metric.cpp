@@ -153,7 +153,7 @@ class Evaluator {
     const YamlNode predict_node = p["predict"];
     std::vector<std::string> keys = predict_node.keys();
     if (keys.empty()) predict_node.fail("expected at least one predicted key");
-    for (const std::string& key : keys) main_[key] = question_of(base, predict_node[key]);
+    for (const std::string& key : keys) main_[key] = question_of(base, key, predict_node[key]);
 
     Evaluation e;
     std::vector<std::string> headers_done;
@@ -176,8 +176,9 @@ class Evaluator {
   }
 
  private:
-  // The key's question: the claim's scenario with the key's own `set`, and its metric.
-  Question question_of(const Question& base, const YamlNode& spec) {
+  // The key's question: the claim's scenario with the key's own `set` (which also wins over every
+  // alternative's), and its metric.
+  Question question_of(const Question& base, const std::string& key, const YamlNode& spec) {
     Question q = base.copy();
     if (spec.is_map() && !spec.has("name")) {
       spec.expect_keys({"metric", "set"});
@@ -187,6 +188,7 @@ class Evaluator {
           const Assignment a = parse_assignment(item);
           if (a.value.IsSequence()) item.fail(fmt::format("'{}': a predicted key takes one value", a.text));
           apply(q, a.key, a.baseline, a.value);
+          key_sets_[key].push_back(a);
         }
       }
     } else {
@@ -399,6 +401,8 @@ class Evaluator {
     for (const std::string& key : keys) {
       Question q = main_.at(key).copy();
       for (std::size_t d = 0; d < dims.size(); ++d) dims[d][at[d]].edit(key, q);
+      // A key's own assignments define the figure (e.g. "at batch 1"): an alternative does not undo them.
+      for (const Assignment& a : key_sets_[key]) apply(q, a.key, a.baseline, a.value);
       same_as_main = same_as_main && q.signature() == main_.at(key).signature();
       const std::shared_ptr<const MetricInputs> in = inputs(q, /*required=*/false);
       if (!in) return;  // the combination does not apply (an invalid layout, nothing fits)
@@ -410,6 +414,7 @@ class Evaluator {
   const ClaimInputs& c_;
   const DataPaths& data_;
   std::map<std::string, Question> main_;
+  std::map<std::string, std::vector<Assignment>> key_sets_;
   std::map<std::string, std::shared_ptr<const MetricInputs>> cache_;
 };
 
