@@ -6,18 +6,22 @@ namespace k3 {
 
 std::string set_key(const std::string& assignment) { return assignment.substr(0, assignment.find('=')); }
 
-void apply_set(YAML::Node root, const std::string& assignment) {
+SetAssignment parse_set(const std::string& assignment, const std::string& context) {
   const std::size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw InputError(fmt::format("--set '{}': expected key.path=value", assignment));
+    throw InputError(fmt::format("{} '{}': expected key.path=value", context, assignment));
   }
-  const std::string path = assignment.substr(0, eq);
-  YAML::Node value;
+  SetAssignment a{assignment.substr(0, eq), {}};
   try {
-    value = YAML::Load(assignment.substr(eq + 1));
+    a.value = YAML::Load(assignment.substr(eq + 1));
   } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("--set '{}': cannot parse the value: {}", assignment, e.msg));
+    throw InputError(fmt::format("{} '{}': cannot parse the value: {}", context, assignment, e.msg));
   }
+  return a;
+}
+
+void apply_set(YAML::Node root, const std::string& assignment) {
+  const auto [path, value] = parse_set(assignment);
   // Every key is checked before the document changes, so a bad path leaves it as it was.
   std::vector<std::string> parts;
   for (std::size_t start = 0;;) {

@@ -18,4 +18,13 @@ void apply_sets(YAML::Node root, const std::vector<std::string>& assignments);
 // The key path of an assignment ("workload.batch" of "workload.batch=64"); the whole text without '='.
 std::string set_key(const std::string& assignment);
 
+// An assignment split into its key path and its value parsed as YAML, as apply_set reads it; throws
+// InputError("'<assignment>': expected key.path=value" or "...: cannot parse the value: ...") prefixed
+// with `context` ("--set" for the command line).
+struct SetAssignment {
+  std::string key;
+  YAML::Node value;
+};
+SetAssignment parse_set(const std::string& assignment, const std::string& context = "--set");
+
 }  // namespace k3

@@ -3,6 +3,7 @@
 #include "sim/claims/scenario_metric.h"
 
 #include "core/error.h"
+#include "core/yaml_set.h"
 #include "sim/claims/claim.h"
 #include "sim/claims/claim_scenario.h"
 #include "sim/memory.h"
@@ -109,11 +110,15 @@ struct Assignment {
 
 Assignment parse_assignment(const YamlNode& node) {
   const std::string text = node.as_string();
-  const std::size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) node.fail(fmt::format("'{}': expected key=value", text));
   Assignment a;
   a.text = text;
-  a.key = text.substr(0, eq);
+  try {
+    SetAssignment parsed = parse_set(text, "assignment");
+    a.key = parsed.key;
+    a.value = parsed.value;
+  } catch (const InputError& e) {
+    node.fail(e.what());
+  }
   if (a.key.rfind("baseline.", 0) == 0) {
     a.baseline = true;
     a.key = a.key.substr(9);
@@ -124,11 +129,6 @@ Assignment parse_assignment(const YamlNode& node) {
     for (const std::string& k : keys) known += (known.empty() ? "" : ", ") + k;
     node.fail(
         fmt::format("'{}': unknown scenario key '{}' (known: {}, each also as baseline.<key>)", text, a.key, known));
-  }
-  try {
-    a.value = YAML::Load(text.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    node.fail(fmt::format("'{}': cannot parse the value: {}", text, e.msg));
   }
   return a;
 }

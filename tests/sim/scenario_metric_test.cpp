@@ -192,7 +192,7 @@ TEST_F(ScenarioMetric, BadSpecsNameTheFileAndKey) {
   expect_error(scenario + "  baseline: no_such\n  predict: {x: speedup}\n", "unknown baseline transform 'no_such'");
   expect_error(scenario + "  predict: {x: {metric: {name: kv_state_gib, of: both}}}\n", "of");
   expect_error(scenario + "  predict: {x: amdahl_bound}\n  alternatives: [[tpp=2]]\n", "unknown scenario key 'tpp'");
-  expect_error(scenario + "  predict: {x: amdahl_bound}\n  alternatives: [[tp]]\n", "expected key=value");
+  expect_error(scenario + "  predict: {x: amdahl_bound}\n  alternatives: [[tp]]\n", "expected key.path=value");
   expect_error(scenario + "  predict: {x: amdahl_bound}\n  alternatives: [{read: {y: amdahl_bound}}]\n",
                "'y' is not a predicted key");
   expect_error("  scenario: {model: kimi-linear-twin, context: 5}\n  predict: {x: amdahl_bound}\n",
