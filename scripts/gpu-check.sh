@@ -49,6 +49,15 @@ if [ "${K3PERF_SANITIZERS:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 
     tail -n 2 "$out/sanitizer_$tool.txt"
   done
 fi
+for lab in "$bin"/lab_*; do  # bench/lab's experiments: each checks its GPU result against its CPU function
+  [ -x "$lab" ] || continue
+  name="$(basename "$lab")"
+  echo "== $name"
+  limited "${K3PERF_BENCH_TIMEOUT_S:-900}" "$out/$name.txt" "$lab"
+  code=$?
+  if [ "$code" = 77 ]; then echo "skipped: the device cannot run it"; elif [ "$code" != 0 ]; then status=1; fi
+  tail -n 2 "$out/$name.txt"
+done
 for bench in "$bin"/*_bench; do
   name="$(basename "$bench")"
   if [ -n "${K3PERF_BENCHES:-}" ] && [[ " $K3PERF_BENCHES " != *" $name "* ]]; then continue; fi
