@@ -123,7 +123,9 @@ struct OpRef {
   int layer = -1;  // 0-based; -1 outside OpScope::layer
   OpId id = OpId::embed_lookup;
   std::string name() const { return op_name(id, layer); }
-  bool operator==(const OpRef&) const = default;
+  // Written out (not `= default`): CUDA sources that include this header build as C++17.
+  bool operator==(const OpRef& o) const { return layer == o.layer && id == o.id; }
+  bool operator!=(const OpRef& o) const { return !(*this == o); }
 };
 
 }  // namespace k3
