@@ -1,20 +1,19 @@
 // kda_chunk_state_f16: the state pass (phase 2) of the KDA chunked prefill's ut_factored_split_key_f16 version
-// (kernels/kda_chunk_prefill.h). The fp32 split_key pass (since removed; bench/results/kernel-notes.md) with fp16 product operands: phase 1
-// stores W, Qg, Kd and A_qk in fp16 (WorkspaceF16, kernels/kda_chunk_intra.h: 88.5 instead of 144.5 KB per head and
-// chunk, U and e^{G_last} still fp32), and every product runs on mma.sync m16n8k16 (fp16 operands rounded to nearest,
-// fp32 accumulation) with its fragments loaded by ldmatrix, so a warp issues half the products of the TF32 pass and
-// no operand conversions.
+// (kernels/kda_chunk_prefill.h), with fp16 product operands: phase 1 stores W, Qg, Kd and A_qk in fp16
+// (WorkspaceF16, kernels/kda_chunk_intra.h: 88.5 instead of 144.5 KB per head and chunk in fp32, U and e^{G_last}
+// still fp32), and every product runs on mma.sync m16n8k16 (fp16 operands rounded to nearest, fp32 accumulation)
+// with its fragments loaded by ldmatrix, so a warp issues half the products of a TF32 pass and no operand
+// conversions.
 // Block (vb, h) carries the value columns [32vb, 32vb + 32) of S[h] through every 64-token chunk in order:
 //   V'ᵀ = Uᵀ − Sᵀ Wᵀ,  Oᵀ = Sᵀ Qgᵀ + V'ᵀ A_qkᵀ,  Sᵀ ← Sᵀ Diag(e^{G_last}) + V'ᵀ Kd.
-// Warp w takes the value half vh = w % 2 (16 columns, the M edge of every product) and the quarter p = w / 2, as in
-// split_key:
+// Warp w takes the value half vh = w % 2 (16 columns, the M edge of every product) and the quarter p = w / 2:
 //   - it alone holds and updates Sᵀ's 16 values × 32 keys [32p, 32p + 32) in fp32 registers, from the first chunk to
 //     the last (16 per lane); after each chunk it stores them rounded to fp16 in Sh, the block's Sᵀ copy that every
 //     warp reads its A operands from;
 //   - it computes V'ᵀ and Oᵀ whole, over all 128 keys, for its two 8-token tiles {p, 7 − p} (the pair balances Oᵀ's
 //     triangular A_qk term at 5 products per warp), so there is no reduction between warps. V' goes to shared
 //     memory in fp16 (Vh) for the products that contract over tokens.
-// Per warp and chunk: 32 products for V'ᵀ and Sᵀ Qgᵀ, 5 for V'ᵀ A_qkᵀ, 16 for the state (53; split_key's: 105).
+// Per warp and chunk: 32 products for V'ᵀ and Sᵀ Qgᵀ, 5 for V'ᵀ A_qkᵀ, 16 for the state (53).
 // A chunk is 7 steps, one block barrier each; each step's operands come through a ring of 4 shared buffers, copied
 // with cp.async three steps ahead (one commit group per step; cp.async.wait_group 2 and a barrier before a step reads;
 // a buffer is refilled at the barrier after the step that read it):
@@ -30,11 +29,11 @@
 //   Sh [32 values][128 keys], the W and Qg buffers [64 tokens][32 keys], A_qk [64][64], Kd rows [32][128], Vh
 //   [64 tokens][32 values]: the piece index XOR-swizzled by the row (row mod 8 for 128- and 256-byte rows, (row / 2)
 //   mod 4 for 64-byte rows), so every ldmatrix phase, and every lane's 4-byte store into Sh, meets 32 distinct banks;
-//   Us (fp32) [64 tokens][32 values], the values XOR-swizzled by 8 · ((token / 2) mod 4) (split_key's Vs layout).
+//   Us (fp32) [64 tokens][32 values], the values XOR-swizzled by 8 · ((token / 2) mod 4).
 //   Sᵀ, W, Qg and A_qk are read as they lie (ldmatrix); V'ᵀ and Kd, whose reduction index (tokens) runs along the
 //   rows, by ldmatrix.trans.
 // Resources (sm_90, ptxas): 80 registers (three blocks per SM) with 12 bytes spilled, 55,296 bytes of dynamic shared
-// memory; the lane's shared-memory addresses are rebuilt at each use from opaque(tid), as in split_key.
+// memory; the lane's shared-memory addresses are rebuilt at each use from opaque(tid).
 // Numerics: every product operand rounded once to fp16 (nearest): W, Qg, Kd, A_qk by phase 1, Sᵀ and V' here; the
 // state, U, e^{G_last} and every sum in fp32. fp16 keeps TF32's 10-bit mantissa, so inside fp16's range (normal
 // magnitudes 6.1e-5 .. 65504) each operand's rounding is the TF32 passes'; smaller magnitudes (a decayed Kd or Qg

@@ -333,8 +333,7 @@ cudaError_t mla_apply_v_bf16(const float* latent_out, const __nv_bfloat16* kv_b,
   const bool mma_ok = mla_absorb_mma::apply_v_applies(dims, kv_b, latent_out);
   if (algorithm == MlaAbsorbAlgorithm::mma_tiled && !mma_ok) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
-  // automatic: weight_stream only for a few tokens (on an H200 at K3's size: 12.2 against 23.5 µs of per_column at 1
-  // token, but 45.8 against 41.6 at 8 and 273 against 253 at 64; bench/results/2026-11-30-h200-kernels-3).
+  // automatic: weight_stream only for a few tokens, where it beats the tiled product (kMlaApplyVStreamMaxTokens).
   const bool stream_wins = tokens <= kMlaApplyVStreamMaxTokens;
   if (algorithm == MlaAbsorbAlgorithm::mma_tiled ||
       (algorithm == MlaAbsorbAlgorithm::automatic && mma_ok && !stream_wins)) {

@@ -304,8 +304,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // before anything waits on them, so the pass costs about one round trip to the L2 where the split pass just wrote
 // the rows. Meanwhile thread s reads split s's (max, sum) and the block reduces them to M and Σ w_s l_s; an empty
 // split's weight is 0 and its row (never written) is selected away, not multiplied. The 8 warps' sums meet in shared
-// memory. (A first form, one block of 128 threads per head looping over the splits 8 rows at a time, took about
-// 20 µs at 64 splits on an H200, as long as a 128 K split pass's first third.)
+// memory.
 __global__ void __launch_bounds__(kCombineThreads)
     mla_decode_combine_splits_batched(const float* __restrict__ partial_out, const float2* __restrict__ partial_stats,
                                       int heads, int splits, float* __restrict__ out) {

@@ -277,8 +277,7 @@ cudaError_t sample_greedy(const float* logits, int batch, int vocab, int32_t* ou
   if (batch < 0 || vocab < 1 || logits == nullptr || out_tokens == nullptr) return cudaErrorInvalidValue;
   const bool vec4 = vocab % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0;
   constexpr int kMaxClusterRows = 65535;  // the grid's y extent
-  // Clusters pay where one block per row leaves the GPU idle: on an H200 (bench/results/2026-11-30-h200-kernels-2)
-  // 5.9 vs 18.8 µs at batch 1 and 6.0 vs 18.8 at 8, but 22.5 vs 19.0 at 64.
+  // Clusters pay where one block per row leaves the GPU idle: a few rows of a large vocabulary.
   constexpr int kClusterRowsAtMost = 32;
   if (algorithm == SampleGreedyAlgorithm::automatic) {
     algorithm = vocab >= 8192 && batch <= kClusterRowsAtMost && current_device_launches_clusters()
