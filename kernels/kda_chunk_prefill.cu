@@ -27,16 +27,9 @@ struct Launches {
 
 cudaError_t run(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
                 float* out, int tokens, int heads, int head_dim, float gate_lower_bound, void* workspace,
-                size_t workspace_bytes, cudaStream_t stream, KdaChunkVariant variant, Launches which);
+                size_t workspace_bytes, cudaStream_t stream, Launches which);
 
 }  // namespace
-
-const char* kda_chunk_variant_name(KdaChunkVariant variant) {
-  switch (variant) {
-    case KdaChunkVariant::ut_factored_split_key_f16: return "kda_chunk_ut_factored_split_key_f16";
-  }
-  return "unknown";
-}
 
 size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim) {
   if (tokens < 1 || heads < 1 || head_dim != kD) return 0;
@@ -44,30 +37,24 @@ size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim) {
   return size_t(chunks) * size_t(heads) * size_t(kFloatsPerBlock) * sizeof(float);
 }
 
-size_t kda_chunk_prefill_workspace_traffic_bytes(int tokens, int heads, int head_dim, KdaChunkVariant variant) {
+size_t kda_chunk_prefill_workspace_traffic_bytes(int tokens, int heads, int head_dim) {
   const size_t fp32_bytes = kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim);
-  switch (variant) {
-    case KdaChunkVariant::ut_factored_split_key_f16: {
-      // U and e^{G_last} in fp32, W, Qg, Kd and A_qk in fp16 (kernels/kda_chunk_intra.h).
-      constexpr size_t kBlockBytes = (kda_chunk::kRowsBlock + kD) * sizeof(float) +
-                                     (3 * kda_chunk::kRowsBlock + kda_chunk::kScoreBlock) * sizeof(__half);
-      return fp32_bytes / (kFloatsPerBlock * sizeof(float)) * kBlockBytes;
-    }
-  }
-  return 0;
+  // U and e^{G_last} in fp32, W, Qg, Kd and A_qk in fp16 (kernels/kda_chunk_intra.h).
+  constexpr size_t kBlockBytes = (kda_chunk::kRowsBlock + kD) * sizeof(float) +
+                                 (3 * kda_chunk::kRowsBlock + kda_chunk::kScoreBlock) * sizeof(__half);
+  return fp32_bytes / (kFloatsPerBlock * sizeof(float)) * kBlockBytes;
 }
 
 namespace {
 
 cudaError_t run(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
                 float* out, int tokens, int heads, int head_dim, float gate_lower_bound, void* workspace,
-                size_t workspace_bytes, cudaStream_t stream, KdaChunkVariant variant, Launches which) {
+                size_t workspace_bytes, cudaStream_t stream, Launches which) {
   if (tokens < 1 || heads < 1 || heads > 65535 || head_dim != kD) return cudaErrorInvalidValue;
   if (!(gate_lower_bound <= 0.0f)) return cudaErrorInvalidValue;  // also rejects NaN
   if (!q || !k || !v || !g || !beta || !state || !out || !workspace) return cudaErrorInvalidValue;
   if (workspace_bytes < kda_chunk_prefill_workspace_bytes(tokens, heads, head_dim)) return cudaErrorInvalidValue;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) return cudaErrorInvalidValue;
-  if (variant != KdaChunkVariant::ut_factored_split_key_f16) return cudaErrorInvalidValue;
   const int chunks = int((int64_t(tokens) + kChunk - 1) / kChunk);
   const kda_chunk::WorkspaceF16 ws{static_cast<float*>(workspace), int64_t(chunks) * heads};
   const bool tensor_diagonal = gate_lower_bound < 0.0f && gate_lower_bound >= kTensorDiagonalMinLowerBound;
@@ -85,19 +72,19 @@ cudaError_t run(const float* q, const float* k, const float* v, const float* g, 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
                                        const float* beta, float* state, float* out, int tokens, int heads, int head_dim,
                                        float gate_lower_bound, void* workspace, size_t workspace_bytes,
-                                       cudaStream_t stream, KdaChunkVariant variant) {
+                                       cudaStream_t stream) {
   return run(q, k, v, g, beta, state, out, tokens, heads, head_dim, gate_lower_bound, workspace, workspace_bytes,
-             stream, variant, Launches{true, true});
+             stream, Launches{true, true});
 }
 
 cudaError_t kda_chunk_prefill_phase_for_bench(KdaChunkPhase phase, const float* q, const float* k, const float* v,
                                               const float* g, const float* beta, float* state, float* out, int tokens,
                                               int heads, int head_dim, float gate_lower_bound, void* workspace,
-                                              size_t workspace_bytes, cudaStream_t stream, KdaChunkVariant variant) {
+                                              size_t workspace_bytes, cudaStream_t stream) {
   if (phase != KdaChunkPhase::intra_chunk && phase != KdaChunkPhase::state_pass) return cudaErrorInvalidValue;
   const Launches which{phase == KdaChunkPhase::intra_chunk, phase == KdaChunkPhase::state_pass};
   return run(q, k, v, g, beta, state, out, tokens, heads, head_dim, gate_lower_bound, workspace, workspace_bytes,
-             stream, variant, which);
+             stream, which);
 }
 
 }  // namespace k3::kernels

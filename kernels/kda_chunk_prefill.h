@@ -34,9 +34,10 @@
 // the algorithm with TF32 operand rounding: 3.3e-4 to 4.8e-4 for 1 to 8192 tokens); the state accumulates in fp32.
 // W, V' and S must stay below 65504 in magnitude (they scale with v; Qg, Kd and A_qk are at most 1 for L2-normalised
 // q and k), and operands below 6.1e-5 keep an absolute error under 3e-8.
-// Versions (KdaChunkVariant): ut_factored_split_key_f16 (the only one) — the fastest of the versions measured on an
-// H200, at about 2.1× its roofline; the earlier TF32 versions, their timings and what was tried:
-// bench/results/kernel-notes.md (kda_chunk_prefill).
+// Version: ut_factored_split_key_f16 — factored phase 1 (kda_chunk_intra.cu); a state pass of 8 warps per block, S
+// split by keys, fp16 product operands on fp16 mma.sync (kda_chunk_state_f16.cu). The fastest of the versions
+// measured on an H200; the earlier TF32 versions and what was tried: bench/results/kernel-notes.md
+// (kda_chunk_prefill).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -48,21 +49,14 @@ namespace k3::kernels {
 // A_qk [64, 64] and e^{G_last} [128], sized as fp32 (kernels/kda_chunk_intra.h).
 size_t kda_chunk_prefill_workspace_bytes(int tokens, int heads, int head_dim);
 
-// The algorithm's versions (above).
-enum class KdaChunkVariant {
-  ut_factored_split_key_f16,  // factored phase 1 (kda_chunk_intra.cu); state pass of 8 warps per block, S split by
-                              // keys, fp16 product operands on fp16 mma.sync (kda_chunk_state_f16.cu)
-};
-constexpr KdaChunkVariant kKdaChunkDefaultVariant = KdaChunkVariant::ut_factored_split_key_f16;
-const char* kda_chunk_variant_name(KdaChunkVariant variant);  // "kda_chunk_ut_factored_split_key_f16"
-// Bytes of the workspace that one call of `variant` writes (phase 1) and the state pass reads back, each once:
-// 90,624 of the layout's 147,968 bytes per head and chunk (0 for invalid sizes or versions).
-size_t kda_chunk_prefill_workspace_traffic_bytes(int tokens, int heads, int head_dim, KdaChunkVariant variant);
+// Bytes of the workspace that one call writes (phase 1) and the state pass reads back, each once: 90,624 of the
+// layout's 147,968 bytes per head and chunk (0 for invalid sizes).
+size_t kda_chunk_prefill_workspace_traffic_bytes(int tokens, int heads, int head_dim);
 
 cudaError_t kda_chunk_prefill_f32state(const float* q, const float* k, const float* v, const float* g,
                                        const float* beta, float* state, float* out, int tokens, int heads, int head_dim,
                                        float gate_lower_bound, void* workspace, size_t workspace_bytes,
-                                       cudaStream_t stream, KdaChunkVariant variant = kKdaChunkDefaultVariant);
+                                       cudaStream_t stream);
 
 // For benchmarks only: one of the two launches of kda_chunk_prefill_f32state on its own, with the same arguments and
 // checks. intra_chunk fills the workspace from q, k, v, g, β (state and out untouched); state_pass reads a workspace
@@ -72,7 +66,6 @@ enum class KdaChunkPhase { intra_chunk, state_pass };
 cudaError_t kda_chunk_prefill_phase_for_bench(KdaChunkPhase phase, const float* q, const float* k, const float* v,
                                               const float* g, const float* beta, float* state, float* out, int tokens,
                                               int heads, int head_dim, float gate_lower_bound, void* workspace,
-                                              size_t workspace_bytes, cudaStream_t stream,
-                                              KdaChunkVariant variant = kKdaChunkDefaultVariant);
+                                              size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace k3::kernels

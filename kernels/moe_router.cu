@@ -124,14 +124,13 @@ __global__ void moe_route_block_per_token(const float* logits, const float* bias
 
 cudaError_t moe_route_topk_sigmoid(const float* logits, const float* bias, int tokens, int experts, int top_k,
                                    float routed_scaling_factor, int32_t* expert_ids, float* weights,
-                                   cudaStream_t stream, MoeRouterAlgorithm algorithm) {
+                                   cudaStream_t stream) {
   if (tokens == 0) return cudaSuccess;
   if (tokens < 0 || experts < 1 || experts > kMoeRouterMaxExperts || top_k < 1 || top_k > kMoeRouterMaxTopK ||
       top_k > experts || logits == nullptr || expert_ids == nullptr || weights == nullptr ||
       !std::isfinite(routed_scaling_factor)) {
     return cudaErrorInvalidValue;
   }
-  if (algorithm != MoeRouterAlgorithm::block_per_token) return cudaErrorInvalidValue;
   moe_route_block_per_token<<<static_cast<unsigned>(tokens), kBlockThreads, 0, stream>>>(
       logits, bias, experts, top_k, routed_scaling_factor, expert_ids, weights);
   return cudaGetLastError();

@@ -6,7 +6,7 @@
 //            w = s_e · routed_scaling_factor (as ref::route and the HF KimiMoEGate)
 // Shapes: logits [tokens, experts] fp32 dense; bias [experts] fp32 or null (= zeros); expert_ids int32 and weights
 // fp32 [tokens, top_k] dense, in the selection order. 1 ≤ experts ≤ 1024, 1 ≤ top_k ≤ min(32, experts).
-// Versions (MoeRouterAlgorithm): moe_route_block_per_token (the only one) — one 256-thread block per token; thread t
+// Version: moe_route_block_per_token — one 256-thread block per token; thread t
 // owns experts t, t+256, t+512, t+768 in registers as 64-bit keys (order-preserving bits of the choice value, then
 // 2^32−1−id: one integer compare is the selection order); each warp takes its own top_k by top_k rounds of a warp
 // max (two __reduce_max_sync, on the value half and then on the id half of the lanes holding that value), the
@@ -25,11 +25,8 @@ namespace k3::kernels {
 inline constexpr int kMoeRouterMaxExperts = 1024;
 inline constexpr int kMoeRouterMaxTopK = 32;
 
-enum class MoeRouterAlgorithm { block_per_token };
-
 cudaError_t moe_route_topk_sigmoid(const float* logits, const float* bias, int tokens, int experts, int top_k,
                                    float routed_scaling_factor, int32_t* expert_ids, float* weights,
-                                   cudaStream_t stream,
-                                   MoeRouterAlgorithm algorithm = MoeRouterAlgorithm::block_per_token);
+                                   cudaStream_t stream);
 
 }  // namespace k3::kernels

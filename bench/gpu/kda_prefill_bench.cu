@@ -1,7 +1,7 @@
 // kda_prefill_bench: the KDA chunked prefill (kernels/kda_chunk_prefill) for one sequence over K3's 96 heads × 128
 // at 8K, 32K and 128K tokens against the roofline sim/ gives kda.chunk, and the recurrent decode kernel stepped over
 // the same 8K-token sequence inside one CUDA graph, the baseline the chunked form must beat by 10× (method and
-// output: bench/gpu/bench_harness.h). Every KdaChunkVariant is timed as a whole call and, for the breakdown, launch by
+// output: bench/gpu/bench_harness.h). The kernel is timed as a whole call and, for the breakdown, launch by
 // launch (kda_chunk_prefill_phase_for_bench): "phase 1" (chunk-parallel: scores, UT transform, W, U into the
 // workspace) and "phase 2" (the sequential state pass over that workspace), each its own row.
 //
@@ -42,6 +42,7 @@ namespace {
 
 constexpr int kHeads = 96, kD = 128, kChunk = 64;
 constexpr float kGateLowerBound = -5.0f;
+constexpr const char* kVersionName = "kda_chunk_ut_factored_split_key_f16";  // the kernel's one version
 
 // One sequence's inputs (random: q and k at the scale of L2-normalised 128-vectors, v normal, the gate's log decay
 // uniform in [−1, −0.01] inside the bound, β uniform in [0, 1]; constant inputs can run faster), output and state.
@@ -87,57 +88,49 @@ int main(int argc, char** argv) {
   std::string fp16_peak_bounds;  // "tokens": [bound µs, the default's time over it], ...
 
   using k3::kernels::KdaChunkPhase;
-  using k3::kernels::KdaChunkVariant;
   for (int64_t tokens : {int64_t{8192}, int64_t{32768}, int64_t{131072}}) {
     Sequence seq(tokens);
     const size_t workspace_bytes = k3::kernels::kda_chunk_prefill_workspace_bytes(int(tokens), kHeads, kD);
     void* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
     const double input_bytes = (4.0 * tokens * kHeads * kD + double(tokens) * kHeads) * sizeof(float);
     const double out_state_bytes = (double(tokens) * kHeads * kD + 2.0 * kHeads * kD * kD) * sizeof(float);
-    for (const KdaChunkVariant variant : {KdaChunkVariant::ut_factored_split_key_f16}) {
-      const char* name = k3::kernels::kda_chunk_variant_name(variant);
-      const bool is_default = variant == k3::kernels::kKdaChunkDefaultVariant;
-      Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, name), seq.bytes(),
-               chunk_flops(tokens)};
-      r.cls = EfficiencyClass::recurrent;
-      r.median_us = time_us(
+    Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, kVersionName),
+             seq.bytes(), chunk_flops(tokens)};
+    r.cls = EfficiencyClass::recurrent;
+    r.median_us = time_us(
+        [&](int) {
+          CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out,
+                                                             int(tokens), kHeads, kD, kGateLowerBound, workspace,
+                                                             workspace_bytes, nullptr));
+        },
+        session.repeats);
+    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
+    results.push_back(r);
+    if (tokens == 8192) prefill_8k_us = r.median_us;
+    const double fp16_bound_us =
+        session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::bf16);
+    fp16_peak_bounds += fmt::format("{}\"{}\": [{:.1f}, {:.2f}]", fp16_peak_bounds.empty() ? "" : ", ", tokens,
+                                    fp16_bound_us, r.median_us / fp16_bound_us);
+
+    // Launch by launch; the state pass reuses the workspace the timed phase-1 launches (and the calls above) left.
+    for (const KdaChunkPhase phase : {KdaChunkPhase::intra_chunk, KdaChunkPhase::state_pass}) {
+      const bool intra = phase == KdaChunkPhase::intra_chunk;
+      const double flops = intra ? chunk_flops(tokens) - state_pass_flops(tokens) : state_pass_flops(tokens);
+      const double bytes = double(k3::kernels::kda_chunk_prefill_workspace_traffic_bytes(int(tokens), kHeads, kD)) +
+                           (intra ? input_bytes : out_state_bytes);
+      Result p{fmt::format("kda_chunk_prefill {} {} tokens, heads 96 d 128 ({})",
+                           intra ? "phase 1 (chunk-parallel)" : "phase 2 (state pass)", tokens, kVersionName),
+               bytes, flops};
+      p.cls = EfficiencyClass::recurrent;
+      p.median_us = time_us(
           [&](int) {
-            CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state,
-                                                               seq.out, int(tokens), kHeads, kD, kGateLowerBound,
-                                                               workspace, workspace_bytes, nullptr, variant));
+            CUDA_CHECK(k3::kernels::kda_chunk_prefill_phase_for_bench(
+                phase, seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out, int(tokens), kHeads, kD,
+                kGateLowerBound, workspace, workspace_bytes, nullptr));
           },
           session.repeats);
-      r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
-      results.push_back(r);
-      if (tokens == 8192 && is_default) prefill_8k_us = r.median_us;
-      if (is_default) {
-        const double fp16_bound_us =
-            session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::bf16);
-        fp16_peak_bounds += fmt::format("{}\"{}\": [{:.1f}, {:.2f}]", fp16_peak_bounds.empty() ? "" : ", ", tokens,
-                                        fp16_bound_us, r.median_us / fp16_bound_us);
-      }
-
-      // Launch by launch; the state pass reuses the workspace the timed phase-1 launches (and the calls above) left.
-      for (const KdaChunkPhase phase : {KdaChunkPhase::intra_chunk, KdaChunkPhase::state_pass}) {
-        const bool intra = phase == KdaChunkPhase::intra_chunk;
-        const double flops = intra ? chunk_flops(tokens) - state_pass_flops(tokens) : state_pass_flops(tokens);
-        const double bytes =
-            double(k3::kernels::kda_chunk_prefill_workspace_traffic_bytes(int(tokens), kHeads, kD, variant)) +
-            (intra ? input_bytes : out_state_bytes);
-        Result p{fmt::format("kda_chunk_prefill {} {} tokens, heads 96 d 128 ({})",
-                             intra ? "phase 1 (chunk-parallel)" : "phase 2 (state pass)", tokens, name),
-                 bytes, flops};
-        p.cls = EfficiencyClass::recurrent;
-        p.median_us = time_us(
-            [&](int) {
-              CUDA_CHECK(k3::kernels::kda_chunk_prefill_phase_for_bench(
-                  phase, seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out, int(tokens), kHeads, kD,
-                  kGateLowerBound, workspace, workspace_bytes, nullptr, variant));
-            },
-            session.repeats);
-        p.roofline_us = session.roofline_us(p.flops, p.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
-        results.push_back(p);
-      }
+      p.roofline_us = session.roofline_us(p.flops, p.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
+      results.push_back(p);
     }
     CUDA_CHECK(cudaFree(workspace));
   }
@@ -173,12 +166,10 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(stream));
-    session.print(
-        results,
-        fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}, \"prefill_variant\": \"{}\", "
-                    "\"roofline_us_at_fp16_peak\": {{{}}}",
-                    r.median_us / prefill_8k_us,
-                    k3::kernels::kda_chunk_variant_name(k3::kernels::kKdaChunkDefaultVariant), fp16_peak_bounds));
+    session.print(results,
+                  fmt::format("\"prefill_speedup_over_recurrent_8192_tokens\": {:.2f}, \"prefill_variant\": \"{}\", "
+                              "\"roofline_us_at_fp16_peak\": {{{}}}",
+                              r.median_us / prefill_8k_us, kVersionName, fp16_peak_bounds));
   }
   return 0;
 }

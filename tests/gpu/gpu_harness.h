@@ -3,8 +3,20 @@
 #pragma once
 
 #include "tests/gpu/op_cases/device_data.h"
+#include "tests/gpu/op_cases/op_case.h"
 
 #include <gtest/gtest.h>
+
+#include <string>
+
+namespace k3::gpu_test {
+
+// The checks a case's check function recorded (tests/gpu/op_cases/op_case.h), as GoogleTest expectations.
+inline void expect_checks(const Checks& checks, const std::string& label) {
+  for (const Check& c : checks.all()) EXPECT_TRUE(c.passed) << label << ": " << c.what << ": " << c.detail;
+}
+
+}  // namespace k3::gpu_test
 
 #define K3_REQUIRE_GPU() \
   if (!::k3::gpu_test::gpu_available()) GTEST_SKIP() << "no CUDA device: GPU side skipped"

@@ -27,8 +27,7 @@ const Prepared& prepare(const OpCase& c, const Shape& s) {
   const std::string key = c.name + "/" + s.label();
   if (last.key != key) {
     last = Prepared{key, {}, {}};
-    std::seed_seq seed(key.begin(), key.end());
-    std::mt19937 rng(seed);
+    std::mt19937 rng = case_rng(c.name, s);
     last.gpu = c.test(s, rng, last.cpu);
   }
   return last;
@@ -60,8 +59,8 @@ const bool kRegistered = [] {
     if (!names.insert(suite).second) throw Error("op harness: two cases named " + c.name);
     for (const Shape& s : c.shapes) {
       for (const Variant& v : c.variants) {
-        ::testing::RegisterTest(suite.c_str(), (s.label() + "/" + v.name).c_str(), nullptr, s.text().c_str(),
-                                __FILE__, __LINE__, [&c, s, v]() -> ::testing::Test* { return new OpCaseTest(c, s, v); });
+        ::testing::RegisterTest(suite.c_str(), (s.label() + "/" + v.name).c_str(), nullptr, s.text().c_str(), __FILE__,
+                                __LINE__, [&c, s, v]() -> ::testing::Test* { return new OpCaseTest(c, s, v); });
       }
     }
   }

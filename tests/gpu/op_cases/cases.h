@@ -11,10 +11,19 @@ std::vector<OpCase> rmsnorm_cases();
 std::vector<OpCase> kda_decode_cases();
 std::vector<OpCase> kda_gate_proj_cases();
 std::vector<OpCase> mla_absorb_cases();
-std::vector<OpCase> moe_routing_cases();     // perf only (perf_only_cases.cpp)
-std::vector<OpCase> attnres_cases();         // perf only
-std::vector<OpCase> kda_preprocess_cases();  // perf only
+std::vector<OpCase> moe_routing_cases();  // moe_cases.cpp: router, bucketing, combine
+std::vector<OpCase> attnres_cases();
+std::vector<OpCase> kda_preprocess_cases();
 std::vector<OpCase> kda_output_gate_cases();
 std::vector<OpCase> sampling_cases();
+std::vector<OpCase> elementwise_cases();
+std::vector<OpCase> gather_cases();  // embedding and gather_rows
+std::vector<OpCase> situ_glu_cases();
+std::vector<OpCase> gemm_cases();
+std::vector<OpCase> kda_chunk_cases();
+std::vector<OpCase> random_fill_cases();
+std::vector<OpCase> mla_latent_cache_cases();
+std::vector<OpCase> mla_attention_cases();  // decode and prefill
+std::vector<OpCase> mxfp4_cases();
 
 }  // namespace k3::gpu_test

@@ -1,5 +1,6 @@
 // MLA's absorbed-form per-head products against fp64 loops (attend_absorbed and attend_naive re-derived):
-// absorb_q = q_nope·W_uk | q_r, apply_v = lat·W_uvᵀ ⊙ sigmoid(gate), every MlaAbsorbAlgorithm. Elementwise bounds:
+// absorb_q = q_nope·W_uk | q_r, apply_v = lat·W_uvᵀ ⊙ sigmoid(gate), every MlaAbsorbAlgorithm; the prefill form's
+// assemble_kv against direct indexing (bit-exact). Elementwise bounds:
 // one bf16 rounding (≤ 2^-8 relative) of an fp32 result whose accumulation error is at most (n + 1)·2^-24·Σ|terms|.
 #include "kernels/mla_absorb.h"
 #include "tests/gpu/op_cases/cases.h"
@@ -22,9 +23,7 @@ bool within_bf16(float got, double want, double accumulation_error) {
 // fp32 sum of n products, any order: at most (n + 1)·2^-24·Σ|terms| from the exact sum (a 1 % margin on top).
 double accumulation_error(int n, double abs_sum) { return 1.01 * (n + 1) * std::ldexp(1.0, -24) * abs_sum; }
 
-MlaDims dims_of(const Shape& s) {
-  return {int(s["heads"]), int(s["dn"]), int(s["dr"]), int(s["dv"]), int(s["r"])};
-}
+MlaDims dims_of(const Shape& s) { return {int(s["heads"]), int(s["dn"]), int(s["dr"]), int(s["dv"]), int(s["r"])}; }
 int kv_b_rows(const MlaDims& d) { return d.heads * (d.nope_dim + d.value_dim); }
 
 std::vector<Shape> absorb_shapes() {
@@ -41,17 +40,17 @@ std::vector<Shape> absorb_shapes() {
     // Token tiles of weight_stream: 1, 2, 4 (partly filled), then tiles of 8 with a partial last one; 70: two of
     // mma_tiled's 64-token tiles, the second partial (and automatic's mma_tiled at K3's dims).
     for (int tokens : {1, 2, 3, 9, 17, 70}) {
-      out.push_back(shape({{"heads", d[0]}, {"dn", d[1]}, {"dr", d[2]}, {"dv", d[3]}, {"r", d[4]}, {"tokens", tokens}}));
+      out.push_back(
+          shape({{"heads", d[0]}, {"dn", d[1]}, {"dr", d[2]}, {"dv", d[3]}, {"r", d[4]}, {"tokens", tokens}}));
     }
   }
   return out;
 }
 
 std::vector<Variant> absorb_variants() {
-  return {variant(MlaAbsorbAlgorithm::automatic, "automatic"),
-                                        variant(MlaAbsorbAlgorithm::per_column, "per_column"),
-                                        variant(MlaAbsorbAlgorithm::weight_stream, "weight_stream"),
-                                        variant(MlaAbsorbAlgorithm::mma_tiled, "mma_tiled")};
+  return {variant(MlaAbsorbAlgorithm::automatic, "automatic"), variant(MlaAbsorbAlgorithm::per_column, "per_column"),
+          variant(MlaAbsorbAlgorithm::weight_stream, "weight_stream"),
+          variant(MlaAbsorbAlgorithm::mma_tiled, "mma_tiled")};
 }
 std::vector<Variant> absorb_perf_variants() {
   const std::vector<Variant> all = absorb_variants();
@@ -155,7 +154,8 @@ OpCase absorb_q_case() {
     const MlaDims d = dims_of(s);
     const int tokens = int(s["tokens"]);
     const int64_t q_stride = int64_t(d.heads) * (d.nope_dim + d.rope_dim);
-    auto kv_b = rotated(sets, [&](int) { return device_bytes<__nv_bfloat16>(size_t(kv_b_rows(d)) * d.latent_rank, 0x3C); });
+    auto kv_b =
+        rotated(sets, [&](int) { return device_bytes<__nv_bfloat16>(size_t(kv_b_rows(d)) * d.latent_rank, 0x3C); });
     auto q = device_bytes<__nv_bfloat16>(size_t(tokens * q_stride), 0x3C);
     auto q_abs = device_bytes<__nv_bfloat16>(size_t(tokens) * d.heads * (d.latent_rank + d.rope_dim), 0);
     const auto algorithm = algorithm_of<MlaAbsorbAlgorithm>(v);
@@ -251,7 +251,8 @@ OpCase apply_v_case() {
   c.perf = [](const Shape& s, const Variant& v, int sets) -> Launch {
     const MlaDims d = dims_of(s);
     const int tokens = int(s["tokens"]);
-    auto kv_b = rotated(sets, [&](int) { return device_bytes<__nv_bfloat16>(size_t(kv_b_rows(d)) * d.latent_rank, 0x3C); });
+    auto kv_b =
+        rotated(sets, [&](int) { return device_bytes<__nv_bfloat16>(size_t(kv_b_rows(d)) * d.latent_rank, 0x3C); });
     auto latent = device_bytes<float>(size_t(tokens) * d.heads * d.latent_rank, 0);
     auto gate = device_bytes<__nv_bfloat16>(size_t(tokens) * d.heads * d.value_dim, 0x3C);
     auto out = device_bytes<__nv_bfloat16>(size_t(tokens) * d.heads * d.value_dim, 0);
@@ -264,8 +265,50 @@ OpCase apply_v_case() {
   return c;
 }
 
+// assemble_kv: k[s, h] = [kv[s, h·(dn+dv) : +dn] | latent[s, r : r+dr]], v[s, h] = kv[s, h·(dn+dv) + dn : +dv];
+// the shapes of 17 tokens take a longer prefix (301) than the decode shapes.
+OpCase assemble_kv_case() {
+  OpCase c{"mla_assemble_kv_bf16", OpKind::mla_attention};
+  c.shapes = absorb_shapes();
+  c.variants = single_variant();
+  c.test = [](const Shape& s, std::mt19937& rng, Checks&) -> GpuRun {
+    const MlaDims d = dims_of(s);
+    const int64_t S = s["tokens"] == 17 ? 301 : s["tokens"];
+    const int kv_width = d.nope_dim + d.value_dim, qk = d.nope_dim + d.rope_dim, lat_width = d.latent_rank + d.rope_dim;
+    const std::vector<__nv_bfloat16> kv = random_bf16(size_t(S * d.heads * kv_width), rng, -2.0f, 2.0f);
+    const std::vector<__nv_bfloat16> latent = random_bf16(size_t(S * lat_width), rng, -2.0f, 2.0f);
+    std::vector<uint16_t> want_k(static_cast<size_t>(S * d.heads * qk)),
+        want_v(static_cast<size_t>(S * d.heads * d.value_dim));
+    for (int64_t t = 0; t < S; ++t) {
+      for (int h = 0; h < d.heads; ++h) {
+        for (int i = 0; i < qk; ++i) {
+          want_k[size_t((t * d.heads + h) * qk + i)] =
+              bits_of(i < d.nope_dim ? kv[size_t((t * d.heads + h) * kv_width + i)]
+                                     : latent[size_t(t * lat_width + d.latent_rank + (i - d.nope_dim))]);
+        }
+        for (int i = 0; i < d.value_dim; ++i) {
+          want_v[size_t((t * d.heads + h) * d.value_dim + i)] =
+              bits_of(kv[size_t((t * d.heads + h) * kv_width + d.nope_dim + i)]);
+        }
+      }
+    }
+    return [=](const Variant&, Checks& gpu) {
+      DeviceBuffer<__nv_bfloat16> dkv(kv), dlatent(latent), k(want_k.size()), v(want_v.size());
+      CUDA_CHECK(kernels::mla_assemble_kv_bf16(dkv.get(), dlatent.get(), d, S, k.get(), v.get(), nullptr));
+      const auto differing = [](const std::vector<__nv_bfloat16>& got, const std::vector<uint16_t>& want) {
+        int64_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) bad += bits_of(got[i]) == want[i] ? 0 : 1;
+        return bad;
+      };
+      gpu.none("k, bit for bit", differing(k.download(), want_k));
+      gpu.none("v, bit for bit", differing(v.download(), want_v));
+    };
+  };
+  return c;
+}
+
 }  // namespace
 
-std::vector<OpCase> mla_absorb_cases() { return {absorb_q_case(), apply_v_case()}; }
+std::vector<OpCase> mla_absorb_cases() { return {absorb_q_case(), apply_v_case(), assemble_kv_case()}; }
 
 }  // namespace k3::gpu_test

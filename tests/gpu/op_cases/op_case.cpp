@@ -28,6 +28,12 @@ std::string Shape::text() const {
   return out;
 }
 
+std::mt19937 case_rng(const std::string& case_name, const Shape& s) {
+  const std::string key = case_name + "/" + s.label();
+  std::seed_seq seed(key.begin(), key.end());
+  return std::mt19937(seed);
+}
+
 void Checks::near(const std::string& what, double error, double tolerance) {
   const bool ok = std::isfinite(error) && error <= tolerance;
   checks_.push_back({what, ok, fmt::format("normalised error {:.3g}, tolerance {:.3g}", error, tolerance)});

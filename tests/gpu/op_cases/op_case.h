@@ -58,6 +58,10 @@ struct Shape {
 };
 inline Shape shape(std::vector<std::pair<std::string, int64_t>> dims) { return Shape{std::move(dims)}; }
 
+// The generator a case's CPU half gets for one shape: seeded from the case's name and the shape, so a failure
+// reproduces and a plain test can rebuild the data a case was checked on.
+std::mt19937 case_rng(const std::string& case_name, const Shape& s);
+
 // One value of an op's …Algorithm enum (or of a case's own list, e.g. output dtypes), with its name.
 struct Variant {
   std::string name;
@@ -142,8 +146,8 @@ struct OpCase {
   // The CPU half: random inputs and the reference; returns the GPU half. Record reference sanity in `cpu`.
   std::function<GpuRun(const Shape&, std::mt19937&, Checks& cpu)> test;
 
-  std::vector<Shape> perf_shapes;      // empty: not in perf mode
-  std::vector<Variant> perf_variants;  // the variants kernel_bench times
+  std::vector<Shape> perf_shapes;                                      // empty: not in perf mode
+  std::vector<Variant> perf_variants;                                  // the variants kernel_bench times
   std::function<std::string(const Shape&, const Variant&)> perf_name;  // the JSON row's "op"
   std::function<Cost(const Shape&)> cost;
   // Buffers for `sets` rotated copies of the inputs and the launch; called once per perf row.
