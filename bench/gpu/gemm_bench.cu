@@ -5,7 +5,7 @@
 //         projection (3584, 7168), lm_head (163840, 7168) and the router (896, 7168).
 //   MoE   router top-16 of 896 and the bucketing at 1, 64, 8192 tokens; the combine of 16 latent (3584) expert
 //         outputs per token; SiTU-GLU of the shared expert (intermediate 6144).
-//   head  greedy and top-p sampling over 163840 logits at batch 1 and 64.
+//   head  greedy sampling over 163840 logits at batch 1 and 64 (top-p: bench/lab/sample_top_p.cu).
 // GEMM FLOPs 2·m·n·k and bytes x + W + y, once each; the rest count the bytes they must read and write once.
 // The largest GEMM rate measured is printed as measured_gemm_bf16_flops_per_s. GEMM operands are random normal
 // (x stddev 1, W 0.02), generated on the device.
@@ -192,23 +192,14 @@ int main(int argc, char** argv) {
     const int sets = session.rotation_for(bytes);
     float* logits = device_random(size_t(sets) * batch * vocab, -8.0f, 8.0f, 5);
     int32_t* out = device_alloc<int32_t>(batch, 0);
-    int64_t* step = device_alloc<int64_t>(1, 0);
     Result greedy{fmt::format("sample_greedy batch {} vocab 163840", batch), bytes, 0.0};
     greedy.median_us = time_us([&](int i) {
       CUDA_CHECK(k3::kernels::sample_greedy(logits + size_t(i % sets) * batch * vocab, batch, vocab, out, nullptr));
     }, repeats);
     greedy.roofline_us = session.roofline_us(0, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
     results.push_back(greedy);
-    Result top_p{fmt::format("sample_top_p 0.9 batch {} vocab 163840", batch), bytes, 0.0};
-    top_p.median_us = time_us([&](int i) {
-      CUDA_CHECK(k3::kernels::sample_top_p(logits + size_t(i % sets) * batch * vocab, batch, vocab, 1.0f, 0.9f, 1234,
-                                           step, nullptr, 0, out, nullptr));
-    }, repeats);
-    top_p.roofline_us = session.roofline_us(0, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
-    results.push_back(top_p);
     CUDA_CHECK(cudaFree(logits));
     CUDA_CHECK(cudaFree(out));
-    CUDA_CHECK(cudaFree(step));
   }
 
   session.print(results, fmt::format("\"measured_gemm_bf16_flops_per_s\": {:.4g}", best_gemm_flops_per_s));
