@@ -162,18 +162,24 @@ HostRouting prefill_routing(int experts, int tokens, int top_k, std::mt19937& rn
   return bucket(pairs, experts);
 }
 
+// The bank on the device in the checkpoint's layout (labelled "") and, where the shape allows it, the tiled one
+// ("tiled, ").
+std::vector<std::pair<std::string, std::unique_ptr<DeviceBank>>> device_layouts(const ExpertBank& bank) {
+  std::vector<std::pair<std::string, std::unique_ptr<DeviceBank>>> out;
+  out.emplace_back("", std::make_unique<DeviceBank>(bank));
+  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) {
+    out.emplace_back("tiled, ", std::make_unique<DeviceBank>(tiled_bank(bank)));
+  }
+  return out;
+}
+
 void check_grouped(const ExpertBank& bank, const HostRouting& routing, const ref::Matrix& x, int64_t x_stride,
                    Mxfp4GroupedAlgorithm algorithm, Checks& gpu) {
   const ref::MatrixD expected = reference(bank, routing, x);
-  DeviceBank canonical(bank);
-  std::unique_ptr<DeviceBank> tiled;
-  if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
   DeviceRouting droute(routing);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
   const int64_t y_stride = bank.out + 5, rows = routing.slots();
-  for (const DeviceBank* device_bank : {&canonical, tiled.get()}) {
-    if (device_bank == nullptr) continue;
-    const std::string layout = device_bank == &canonical ? "" : "tiled, ";
+  for (const auto& [layout, device_bank] : device_layouts(bank)) {
     const auto one = [&](auto* tag, const char* out_name, double tolerance) {
       using OutT = std::remove_pointer_t<decltype(tag)>;
       DeviceBuffer<OutT> dy(size_t(rows * y_stride));
@@ -327,13 +333,9 @@ OpCase exact_codes_case() {
     return [bank_ptr, routing, x, expected](const Variant& v, Checks& gpu) {
       const ExpertBank& bank = *bank_ptr;
       const auto a = algorithm_of<Mxfp4GroupedAlgorithm>(v);
-      DeviceBank dbank(bank);
       DeviceRouting droute(routing);
       DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-      std::unique_ptr<DeviceBank> tiled;
-      if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
-      for (const DeviceBank* device_bank : {&dbank, tiled.get()}) {
-        if (device_bank == nullptr) continue;
+      for (const auto& [layout, device_bank] : device_layouts(bank)) {
         DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
         DeviceBuffer<__nv_bfloat16> dy16(size_t(routing.slots() * bank.out));
         CUDA_CHECK(
@@ -349,7 +351,7 @@ OpCase exact_codes_case() {
             mismatches += got(slot, o) != want || got16(slot, o) != want ? 1 : 0;
           }
         }
-        gpu.none(std::string(device_bank == &dbank ? "" : "tiled, ") + "W itself, f32 and bf16 out", mismatches);
+        gpu.none(layout + "W itself, f32 and bf16 out", mismatches);
       }
     };
   };
@@ -386,13 +388,9 @@ OpCase nan_scale_case() {
     return [bank_ptr, routing, x, expected, magnitude, bad_slot, poisoned_row, in](const Variant& v, Checks& gpu) {
       const ExpertBank& bank = *bank_ptr;
       const auto a = algorithm_of<Mxfp4GroupedAlgorithm>(v);
-      DeviceBank dbank(bank);
       DeviceRouting droute(routing);
       DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-      std::unique_ptr<DeviceBank> tiled;
-      if (kernels::mxfp4_tiled_supported(bank.out, bank.in)) tiled = std::make_unique<DeviceBank>(tiled_bank(bank));
-      for (const DeviceBank* device_bank : {&dbank, tiled.get()}) {
-        if (device_bank == nullptr) continue;
+      for (const auto& [layout, device_bank] : device_layouts(bank)) {
         DeviceBuffer<float> dy(size_t(routing.slots() * bank.out));
         CUDA_CHECK(run(device_bank->view, droute.view(bank.experts), dx.get(), in, 100, dy.get(), bank.out, a));
         const ref::Matrix got = download(dy, routing.slots(), bank.out);
@@ -409,7 +407,6 @@ OpCase nan_scale_case() {
             }
           }
         }
-        const std::string layout = device_bank == &dbank ? "" : "tiled, ";
         gpu.none(layout + "NaN in the poisoned row and the invalid token's slot", not_nan);
         gpu.none(layout + "every other entry within its bound", off);
       }
