@@ -1,7 +1,7 @@
 // The GPU engine's forward as data: for a model and one forward call (a decode batch or a prefill chunk),
 // the ordered ops it runs, each an OpId of core/op_names.h at a layer. GpuModel (gpu_model.h) iterates
 // exactly this list, opening each op's NVTX range and dispatching it to the code that runs it; the list is
-// CUDA-free, so a CPU test checks it against the op graph (tests/engine/forward_schedule_test.cpp): the
+// CUDA-free, so a CPU test checks it against the op graph (tests/engine/runtime/forward_schedule_test.cpp): the
 // names the engine emits are the graph's, less the collectives a single GPU does not run, with each fused
 // op under its host (Op::runs_inside) and the graph's engine-only ranges (OpGraph::engine_only) added.
 #pragma once

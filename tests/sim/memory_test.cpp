@@ -1,6 +1,6 @@
 // Memory model: K3's KV and state sizes (K3-SPEC §7) and the per-GPU breakdown.
 #include "sim/memory.h"
-#include "test_data.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

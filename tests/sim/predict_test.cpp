@@ -1,6 +1,6 @@
 // Whole predictions: determinism, step accounting, and counterfactuals behaving as physics says.
 #include "sim/predict.h"
-#include "test_data.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include "sim/claims/scenario_metric.h"
 #include "core/error.h"
 #include "sim/claims/claim.h"
-#include "test_data.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

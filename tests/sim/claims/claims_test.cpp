@@ -1,7 +1,7 @@
 // `k3perf verify` as a library: every shipped claim loads and gets the verdict this issue requires.
 #include "core/error.h"
 #include "sim/claims/claim.h"
-#include "test_data.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

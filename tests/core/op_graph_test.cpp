@@ -2,7 +2,7 @@
 // computed by hand from the twin's config: h 64, KDA 4x16, MLA 4 heads (q_lora 32, kv_lora 16,
 // nope 16, rope 8, v 16), 8 experts top-2 of 3x32x64 (latent 64), vocab 256, bf16 activations.
 #include "core/op_graph.h"
-#include "test_data.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include "core/registry.h"
 #include "expect_input_error.h"
 #include "sim/claims/claim.h"
-#include "test_data.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 
