@@ -2,7 +2,7 @@
 # Writes tests/data/kimi_linear_oracle_wide/: a tiny random Kimi Linear model at the GPU kernels' per-head
 # widths (scenarios/models/kimi-linear-twin-wide.json), built and run by transformers' own kimi_linear
 # implementation (scripts/oracle_kimi_linear.py: fp32 on the CPU), with its prompt and decode logits. The
-# GPU test EngineKimiLinearOracle (tests/gpu/engine_kimi_linear_gpu_test.cpp) loads it into the GPU runtime
+# GPU test EngineKimiLinearOracle (tests/engine/runtime/engine_kimi_linear_gpu_test.cpp) loads it into the GPU runtime
 # and compares the logits. Needs python3 with torch, transformers (with KimiLinear) and safetensors.
 #   scripts/make-oracle-wide.sh [out_dir]
 # The twin config is flat (the published Kimi Linear form, no nested text_config), which is what the oracle
@@ -31,7 +31,7 @@ Written by `scripts/make-oracle-wide.sh` (CPU, fp32) with transformers {e['trans
 - `model.safetensors`: the transformers model's random fp32 weights, tensor names as in the published
   Kimi Linear checkpoint;
 - `expected_logits.json`: logits of the prompt (prefill) and of greedy decode steps with the transformers
-  cache. `EngineKimiLinearOracle` (tests/gpu/engine_kimi_linear_gpu_test.cpp) compares the GPU runtime's.
+  cache. `EngineKimiLinearOracle` (tests/engine/runtime/engine_kimi_linear_gpu_test.cpp) compares the GPU runtime's.
 """
 tmp = os.path.join(out, "README.md.tmp")
 with open(tmp, "w") as f:

@@ -1,4 +1,4 @@
-// kernel_bench: perf mode of the GPU op harness (tests/gpu/op_cases/op_case.h). Every case of the table with perf
+// kernel_bench: perf mode of the GPU op harness (tests/kernels/op_cases/op_case.h). Every case of the table with perf
 // shapes is timed at them, per perf variant, against the speed of light on the GPU it runs on (method and JSON
 // output: bench/gpu/bench_harness.h): bandwidth-sized launches alone on inputs rotated over more than L2; a decode
 // step's small ops both as one launch and per launch of 32 replayed from one CUDA graph; the KDA decode step also per
@@ -8,7 +8,7 @@
 // Usage: kernel_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N] [--filter TEXT[|TEXT…]]
 //        kernel_bench --list   (the rows' names, one a line, without a GPU)
 #include "bench/gpu/bench_harness.h"
-#include "tests/gpu/op_cases/op_case.h"
+#include "tests/kernels/op_cases/op_case.h"
 
 #include <fmt/format.h>
 

@@ -22,7 +22,7 @@ inline constexpr const char* kGpuTimeNs = "gpu__time_duration.sum";             
 std::vector<std::string> counter_mode_metrics();  // the five above, in this order
 
 // FLOPs per tensor "math op" of the sm__ops_path_tensor_* counters: one op is one FLOP (a multiply-add
-// counts two), as the GEMM of known size in tests/gpu/range_profiler_gpu_test.cpp checks.
+// counts two), as the GEMM of known size in tests/profiler/cupti/range_profiler_gpu_test.cpp checks.
 inline constexpr double kTensorFlopsPerMathOp = 1.0;
 
 struct CounterRange {

@@ -2,7 +2,7 @@
 // the GPU engine tests use): the CPU reference runs the GPU test's prompt and three greedy decode steps once in fp32
 // and again with every sublayer input and output and the final hidden state rounded to bf16, as the GPU engine
 // stores them (and, for a spread, with a 1e-3 relative perturbation before the rounding). Nothing else differs,
-// yet past the prompt the random-weight twin is chaotic: this is why tests/gpu/engine_test_support.h checks decode
+// yet past the prompt the random-weight twin is chaotic: this is why tests/engine/runtime/engine_test_support.h checks decode
 // steps sublayer by sublayer on identical inputs, and the prompts' logits end to end (within the tolerance below).
 #include "engine/reference/attnres.h"
 #include "engine/reference/basic_ops.h"
@@ -25,7 +25,7 @@
 namespace k3::ref {
 namespace {
 
-// tests/gpu/engine_test_support.h's kEndToEndLogitsTolerance.
+// tests/engine/runtime/engine_test_support.h's kEndToEndLogitsTolerance.
 constexpr double kGpuEndToEndLogitsTolerance = 0.6;
 
 float to_bf16_and_back(float v) {
@@ -93,7 +93,7 @@ TEST(EndToEndSensitivity, Bf16RoundingAloneMovesTheK3TwinsDecodeLogitsButNotItsP
   weights::SyntheticCheckpointOptions o;
   o.config_path = std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json";
   o.out_dir = dir.string();
-  o.seed = 2026;  // as tests/gpu/engine_twin_gpu_test.cpp
+  o.seed = 2026;  // as tests/engine/runtime/engine_twin_gpu_test.cpp
   weights::write_synthetic_checkpoint(o);
   const LoadedModel loaded = load_reference_model(dir.string());
   fs::remove_all(dir);
