@@ -28,6 +28,8 @@ struct RunResult {
 
 // False, with the reason in `why`, when this build has no CUDA or this machine no CUDA device.
 bool gpu_available(std::string* why);
+// Whether this build holds the GPU engine (a CUDA build), whatever the machine has.
+bool engine_built();
 
 // Progress lines and notes (what was written, warnings) go to `log`, which may be empty.
 // Throws InputError for outputs that cannot go together (a trace and counters are separate runs;

@@ -11,6 +11,8 @@ const char* const kNoCuda = "no GPU: this k3perf was built without CUDA (configu
                             "with the CUDA toolkit)";
 }
 
+bool engine_built() { return false; }
+
 bool gpu_available(std::string* why) {
   if (why) *why = kNoCuda;
   return false;
