@@ -1,11 +1,11 @@
 // `k3perf cache`: a request trace (Mooncake JSONL, Azure CSV) or a synthetic session workload
 // through the hybrid prefix cache (docs/cache.md); a table on the terminal, JSON and CSV on request.
 #include "cli/commands.h"
-#include "plot/chart.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/scenario.h"
 #include "core/yaml_reader.h"
+#include "plot/chart.h"
 #include "sim/cache/cache_metrics.h"
 #include "sim/cache/prefix_cache.h"
 #include "sim/workload/azure_reader.h"
@@ -50,7 +50,8 @@ StorageFormat storage(const std::string& flag, const std::string& value, const s
 }
 
 std::vector<workload::Request> load_requests(const CacheOptions& o, std::string* label) {
-  if (o.trace.empty() == o.workload.empty()) throw InputError("cache: give exactly one of --trace FILE or --workload YAML");
+  if (o.trace.empty() == o.workload.empty())
+    throw InputError("cache: give exactly one of --trace FILE or --workload YAML");
   if (!o.workload.empty()) {
     *label = fmt::format("{} (seed {})", o.workload, o.seed);
     return workload::generate_sessions(workload::parse_session_workload(YamlNode::load_file(o.workload)), o.seed);
@@ -100,10 +101,11 @@ void run(CacheOptions& o, const GlobalOptions& global) {
   const cache::CacheSummary summary = cache::summarize(requests, outcomes, o.prices, prefill ? &*prefill : nullptr);
 
   fmt::print("prefix cache: {} on {}\n", label, model.name);
-  fmt::print("  trace        {} requests over {:.1f} s, mean input {:.0f} and output {:.0f} tokens; prefix reuse "
-             "in the trace {:.2f}%\n",
-             stats.requests, stats.duration_ms / 1e3, stats.mean_input_tokens(), stats.mean_output_tokens(),
-             100 * stats.prefix_reuse);
+  fmt::print(
+      "  trace        {} requests over {:.1f} s, mean input {:.0f} and output {:.0f} tokens; prefix reuse "
+      "in the trace {:.2f}%\n",
+      stats.requests, stats.duration_ms / 1e3, stats.mean_input_tokens(), stats.mean_output_tokens(),
+      100 * stats.prefix_reuse);
   if (deployment) {
     fmt::print("  prefill on   {} x{} (tp {}, ep {}) from {}\n", deployment->hardware.name,
                deployment->parallelism.gpus(), deployment->parallelism.tp, deployment->parallelism.ep, o.scenario);
@@ -122,7 +124,8 @@ void run(CacheOptions& o, const GlobalOptions& global) {
   if (o.curve) {
     const std::vector<double> capacities{1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
     const auto curve = cache::hit_rate_curve(requests, o.config, sizes, capacities);
-    fmt::print("\nhit rate vs {} capacity (other tiers as given)\n{}", o.config.tiers[0].name, cache::format_curve(curve));
+    fmt::print("\nhit rate vs {} capacity (other tiers as given)\n{}", o.config.tiers[0].name,
+               cache::format_curve(curve));
     json["curve"] = cache::to_json(curve);
     if (!o.curve_csv_path.empty()) {
       write_file_atomically(o.curve_csv_path, cache::curve_csv(curve));
@@ -168,7 +171,8 @@ void add_cache_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--kda-state", o->kda_state, "KDA state storage: fp32 (default) or bf16");
   cmd->add_option("--kv-cache", o->kv_cache, "MLA KV storage: bf16 (default) or fp8");
   cmd->add_option("--hash-block", o->config.hash_block_tokens, "tokens per hash block (default 512)");
-  cmd->add_option("--allocation-block", o->config.allocation_block_tokens, "tokens per KV allocation block (default 512)");
+  cmd->add_option("--allocation-block", o->config.allocation_block_tokens,
+                  "tokens per KV allocation block (default 512)");
   cmd->add_option("--checkpoint", o->config.checkpoint,
                   "state checkpoint placement: allocation_block, interval, marconi, prompt_end, sparse (default)");
   cmd->add_option("--checkpoint-interval", o->checkpoint_interval_tokens,

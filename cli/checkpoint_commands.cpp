@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 void add_make_checkpoint_command(CLI::App& app) {
   auto o = std::make_shared<weights::SyntheticCheckpointOptions>();
-  CLI::App* cmd = app.add_subcommand("make-checkpoint",
-                                     "Write a checkpoint in the published layout with seeded random weights");
+  CLI::App* cmd =
+      app.add_subcommand("make-checkpoint", "Write a checkpoint in the published layout with seeded random weights");
   cmd->add_option("--config", o->config_path, "published-form config.json (Kimi K3 or Kimi Linear family)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -57,7 +57,8 @@ int inspect(const std::string& path) {
   uint64_t bytes = 0;
   fmt::print("{:<72} {:<8} {:<20} {:>14}\n", "tensor", "dtype", "shape", "bytes");
   for (const weights::TensorInfo& t : ckpt->tensors()) {
-    fmt::print("{:<72} {:<8} {:<20} {:>14}\n", t.name, weights::to_string(t.dtype), shape_text(t.shape), t.size_bytes());
+    fmt::print("{:<72} {:<8} {:<20} {:>14}\n", t.name, weights::to_string(t.dtype), shape_text(t.shape),
+               t.size_bytes());
     bytes += t.size_bytes();
   }
   fmt::print("\n{} tensors, {} bytes ({:.3f} GB)\n", ckpt->tensors().size(), bytes, bytes / 1e9);

@@ -32,8 +32,10 @@ struct PlanOptions {
 void add_plan_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Search deployments that meet the SLOs at a request rate; Pareto front");
-  cmd->add_option("scenario", opts->scenario, "serving scenario YAML with a plan: section (see docs/plan.md)")->required();
-  cmd->add_option("--set", opts->sets, "override a key, e.g. --set plan.tp=[4,8] (repeatable)")->allow_extra_args(false);
+  cmd->add_option("scenario", opts->scenario, "serving scenario YAML with a plan: section (see docs/plan.md)")
+      ->required();
+  cmd->add_option("--set", opts->sets, "override a key, e.g. --set plan.tp=[4,8] (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--prices", opts->prices_path, "prices file (default: scenarios/prices/gpu-prices.yaml)");
   cmd->add_option("--price", opts->prices, "a price of your own, name=dollars per GPU-hour (repeatable)")
       ->allow_extra_args(false);
@@ -52,9 +54,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     // A trace is planned for at its own mean rate (after time_scale), a stream at its rate_per_s.
     const double rate_per_s = trace ? serving::mean_rate_per_s(w.requests) : s.requests.rate_per_s;
     if (trace) fmt::print("{}", serving::format_trace(s, *trace));
-    const std::string prices_path = !opts->prices_path.empty()
-                                        ? opts->prices_path
-                                        : data.prices_dir + "/gpu-prices.yaml";
+    const std::string prices_path =
+        !opts->prices_path.empty() ? opts->prices_path : data.prices_dir + "/gpu-prices.yaml";
     plan::Prices prices = plan::load_prices(prices_path);
     for (const std::string& p : opts->prices) {
       const std::size_t eq = p.find('=');
@@ -66,13 +67,13 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
       prices.source[p.substr(0, eq)] = "--price";
     }
     const bool progress = !opts->quiet;
-    const plan::PlanResult r = plan::run_plan(s, space, w, rate_per_s, prices, data,
-                                              [progress](std::size_t done, std::size_t total) {
-                                                // One update per percent: a line, not a flood, when redirected.
-                                                if (progress && (done * 100 / total != (done - 1) * 100 / total || done == total)) {
-                                                  fmt::print(stderr, "\rplan: {}/{} configurations", done, total);
-                                                }
-                                              });
+    const plan::PlanResult r =
+        plan::run_plan(s, space, w, rate_per_s, prices, data, [progress](std::size_t done, std::size_t total) {
+          // One update per percent: a line, not a flood, when redirected.
+          if (progress && (done * 100 / total != (done - 1) * 100 / total || done == total)) {
+            fmt::print(stderr, "\rplan: {}/{} configurations", done, total);
+          }
+        });
     if (progress) fmt::print(stderr, "\n");
     fmt::print("{}", plan::format_plan(r, space, static_cast<std::size_t>(opts->top)));
     if (!opts->json_path.empty()) {

@@ -53,11 +53,13 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
 }
 
 int run_default(const GlobalOptions& global) {
-  const Scenario s = parse_scenario(kDefaultScenarioYaml, "<embedded default: " + std::string(kDefaultScenarioFile) + ">",
-                                    DataPaths::resolve(global.data_dir));
+  const Scenario s =
+      parse_scenario(kDefaultScenarioYaml, "<embedded default: " + std::string(kDefaultScenarioFile) + ">",
+                     DataPaths::resolve(global.data_dir));
   fmt::print("{}", format_prediction(predict(s), 15));
-  fmt::print("\n(the embedded default scenario; run `k3perf predict <scenario.yaml>` for your own, `k3perf --help` "
-             "for all verbs)\n");
+  fmt::print(
+      "\n(the embedded default scenario; run `k3perf predict <scenario.yaml>` for your own, `k3perf --help` "
+      "for all verbs)\n");
   return 0;
 }
 

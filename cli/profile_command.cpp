@@ -27,7 +27,8 @@ std::string injection_library() {
                                     self / "../profiler/libk3perf_cupti_inject.so"}) {
     if (fs::exists(candidate)) return fs::canonical(candidate).string();
   }
-  throw Error(fmt::format("libk3perf_cupti_inject.so not found beside {} (in ., ../lib or ../profiler)", self.string()));
+  throw Error(
+      fmt::format("libk3perf_cupti_inject.so not found beside {} (in ., ../lib or ../profiler)", self.string()));
 }
 
 }  // namespace
@@ -35,7 +36,8 @@ std::string injection_library() {
 void add_profile_command(CLI::App& app) {
   auto out = std::make_shared<std::string>("trace.json.gz");
   auto program = std::make_shared<std::vector<std::string>>();
-  CLI::App* cmd = app.add_subcommand("profile", "Trace any CUDA program with CUPTI: k3perf profile -o F -- program args");
+  CLI::App* cmd =
+      app.add_subcommand("profile", "Trace any CUDA program with CUPTI: k3perf profile -o F -- program args");
   cmd->add_option("-o,--output", *out, "the trace to write (.json or .json.gz)");
   cmd->add_option("program", *program, "the program and its arguments (after --)")->required();
   cmd->callback([out, program] {

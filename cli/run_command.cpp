@@ -36,7 +36,8 @@ std::vector<std::string> shorthand_sets(const RunFlags& f, const CLI::App& cmd) 
   if (f.scenario.empty() || cmd.count("--context")) {
     sets.push_back(fmt::format("workload.context_tokens={}", std::max(f.context, f.knobs.prompt_tokens)));
   }
-  if (cmd.count("--chunk-tokens")) sets.push_back(fmt::format("workload.prefill_chunk_tokens={}", f.knobs.chunk_tokens));
+  if (cmd.count("--chunk-tokens"))
+    sets.push_back(fmt::format("workload.prefill_chunk_tokens={}", f.knobs.chunk_tokens));
   if (cmd.count("--layers") && f.layers > 0) sets.push_back(fmt::format("overrides.layers={}", f.layers));
   if (f.eager) sets.push_back("runtime.cuda_graphs=false");
   sets.insert(sets.end(), f.sets.begin(), f.sets.end());
@@ -125,8 +126,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
     o.knobs.tile_experts = o.expert_layout == "tiled";
     const DataPaths data = DataPaths::resolve(global.data_dir);
     o.outputs.predict = o.hardware != "none";
-    const std::string hardware = o.hardware == "none" || o.hardware.empty() ? (o.scenario.empty() ? "h200-sxm" : "")
-                                                                             : o.hardware;
+    const std::string hardware =
+        o.hardware == "none" || o.hardware.empty() ? (o.scenario.empty() ? "h200-sxm" : "") : o.hardware;
     // The model: --model, else the scenario's, else the checkpoint's config.json.
     std::string model = o.model.empty() ? "" : data.model_file(o.model);
     if (model.empty() && o.scenario.empty() && o.knobs.weights.rfind("random", 0) != 0) {
@@ -134,7 +135,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
     }
     const Scenario scenario = session::load_run_scenario(o.scenario, model, hardware, data, shorthand_sets(o, *cmd));
     const session::RunPlan plan = session::plan_run(scenario, o.knobs);
-    o.outputs.trace_phase = o.trace_phase.empty() ? plan.subject
+    o.outputs.trace_phase = o.trace_phase.empty()        ? plan.subject
                             : o.trace_phase == "prefill" ? session::RunPhase::prefill
                                                          : session::RunPhase::decode;
     if (o.dry_run) {

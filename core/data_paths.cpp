@@ -24,8 +24,10 @@ DataPaths DataPaths::resolve(const std::string& data_dir_flag) {
 #endif
   if (root.empty()) root = "scenarios";
   if (!fs::is_directory(root)) {
-    throw InputError(fmt::format("data directory '{}' does not exist (set --data-dir or K3PERF_DATA_DIR "
-                                 "to the project's scenarios/ folder)", root));
+    throw InputError(
+        fmt::format("data directory '{}' does not exist (set --data-dir or K3PERF_DATA_DIR "
+                    "to the project's scenarios/ folder)",
+                    root));
   }
   return under(root);
 }

@@ -38,8 +38,8 @@ std::string to_string(ComputeType c) {
 }
 
 bool parse_storage_format(const std::string& name, StorageFormat* out) {
-  for (StorageFormat f : {StorageFormat::fp32, StorageFormat::bf16, StorageFormat::fp8,
-                          StorageFormat::mxfp8, StorageFormat::mxfp4, StorageFormat::int4}) {
+  for (StorageFormat f : {StorageFormat::fp32, StorageFormat::bf16, StorageFormat::fp8, StorageFormat::mxfp8,
+                          StorageFormat::mxfp4, StorageFormat::int4}) {
     if (to_string(f) == name) {
       *out = f;
       return true;

@@ -23,14 +23,12 @@ class InputError : public Error {
 };
 
 namespace detail {
-[[noreturn]] void check_failed(const char* condition, const char* file, int line,
-                               const std::string& message);
+[[noreturn]] void check_failed(const char* condition, const char* file, int line, const std::string& message);
 }  // namespace detail
 
 }  // namespace k3
 
-#define K3_CHECK(cond, ...)                                                         \
-  do {                                                                              \
-    if (!(cond)) ::k3::detail::check_failed(#cond, __FILE__, __LINE__,              \
-                                            ::fmt::format(__VA_ARGS__));            \
+#define K3_CHECK(cond, ...)                                                                         \
+  do {                                                                                              \
+    if (!(cond)) ::k3::detail::check_failed(#cond, __FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
   } while (0)

@@ -53,12 +53,10 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-
 bool is_kebab_case(const std::string& id) {
   if (id.empty() || id.front() == '-' || id.back() == '-') return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
+  return std::all_of(id.begin(), id.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
 }
 
 class HardwareParser {
@@ -104,8 +102,7 @@ class HardwareParser {
     if (hw.sources.count(id) == 0) {
       std::vector<std::string> known;
       for (const auto& [k, v] : hw.sources) known.push_back(k);
-      node.fail(fmt::format("source '{}' is not listed under 'sources' (listed: {})", id,
-                            join(known)));
+      node.fail(fmt::format("source '{}' is not listed under 'sources' (listed: {})", id, join(known)));
     }
     return id;
   }
@@ -139,8 +136,8 @@ class HardwareParser {
   }
 
   void parse_gpu(const YamlNode& gpu, Hardware* hw) {
-    gpu.expect_keys({"sm_count", "peak_flops_per_s", "hbm_capacity_bytes",
-                     "hbm_bandwidth_bytes_per_s", "l2_cache_bytes"});
+    gpu.expect_keys(
+        {"sm_count", "peak_flops_per_s", "hbm_capacity_bytes", "hbm_bandwidth_bytes_per_s", "l2_cache_bytes"});
     hw->sm_count = sourced_positive_int(gpu["sm_count"], *hw);
     hw->hbm_capacity_bytes = sourced(gpu["hbm_capacity_bytes"], Check::positive, *hw);
     hw->hbm_bandwidth_bytes_per_s = sourced(gpu["hbm_bandwidth_bytes_per_s"], Check::positive, *hw);
@@ -154,8 +151,7 @@ class HardwareParser {
     for (const auto& key : peaks.keys()) {
       ComputeType type;
       if (!parse_compute_type(key, &type)) {
-        peaks[key].fail(fmt::format("unknown compute type '{}'; expected one of {{{}}}", key,
-                                    join(allowed)));
+        peaks[key].fail(fmt::format("unknown compute type '{}'; expected one of {{{}}}", key, join(allowed)));
       }
       hw->peak_flops_per_s[type] = sourced(peaks[key], Check::positive, *hw);
     }
@@ -188,10 +184,8 @@ class HardwareParser {
 
   void parse_overheads(const YamlNode& node, Hardware* hw) {
     node.expect_keys({"kernel_launch_overhead_us", "graph_kernel_overhead_us"});
-    hw->kernel_launch_overhead_us =
-        sourced(node["kernel_launch_overhead_us"], Check::non_negative, *hw);
-    hw->graph_kernel_overhead_us =
-        sourced(node["graph_kernel_overhead_us"], Check::non_negative, *hw);
+    hw->kernel_launch_overhead_us = sourced(node["kernel_launch_overhead_us"], Check::non_negative, *hw);
+    hw->graph_kernel_overhead_us = sourced(node["graph_kernel_overhead_us"], Check::non_negative, *hw);
   }
 
   void parse_efficiency(const std::optional<YamlNode>& block, Hardware* hw) {
@@ -204,8 +198,7 @@ class HardwareParser {
       for (const auto& key : block->keys()) {
         EfficiencyClass unused;
         if (key != "source" && !parse_efficiency_class(key, &unused)) {
-          (*block)[key].fail(fmt::format("unknown efficiency class '{}'; expected one of {{{}}}",
-                                         key, join(classes)));
+          (*block)[key].fail(fmt::format("unknown efficiency class '{}'; expected one of {{{}}}", key, join(classes)));
         }
       }
       block_source = source_id((*block)["source"], *hw);
@@ -231,8 +224,8 @@ class HardwareParser {
     } else if (defaulted.empty()) {
       hw->efficiency_source = fmt::format("all classes from source '{}'", block_source);
     } else {
-      hw->efficiency_source = fmt::format("{} from source '{}'; default, uncalibrated: {}",
-                                          join(calibrated), block_source, join(defaulted));
+      hw->efficiency_source = fmt::format("{} from source '{}'; default, uncalibrated: {}", join(calibrated),
+                                          block_source, join(defaulted));
     }
   }
 
@@ -289,7 +282,8 @@ class HardwareParser {
           m.measured_times_us.push_back(pair[1].as_positive());
         }
       }
-      if (m.knot_sizes_bytes.empty()) c["busbw_knots"].fail("expected at least one [size_bytes, busbw_bytes_per_s] knot");
+      if (m.knot_sizes_bytes.empty())
+        c["busbw_knots"].fail("expected at least one [size_bytes, busbw_bytes_per_s] knot");
       if (hw->measured_collective(m.collective, m.link, m.group_size)) {
         c.fail(fmt::format("a second curve for {} over {} on {} GPUs", m.collective, m.link, m.group_size));
       }
@@ -329,7 +323,8 @@ Efficiency default_efficiency(EfficiencyClass c) { return default_efficiency_ref
 double nccl_bus_factor(const std::string& collective, int n) {
   if (n <= 1) return 0.0;
   if (collective == "all_reduce") return 2.0 * (n - 1) / n;
-  if (collective == "all_gather" || collective == "reduce_scatter" || collective == "all_to_all") return double(n - 1) / n;
+  if (collective == "all_gather" || collective == "reduce_scatter" || collective == "all_to_all")
+    return double(n - 1) / n;
   throw InputError(fmt::format("unknown collective '{}'; expected all_reduce, all_gather, reduce_scatter or all_to_all",
                                collective));
 }
@@ -367,8 +362,7 @@ double Hardware::peak(ComputeType c) const {
   std::vector<std::string> supported;
   for (const auto& [type, rate] : peak_flops_per_s) supported.push_back(to_string(type));
   throw Error(fmt::format("hardware '{}' ({}) has no {} peak rate; it supports {{{}}}", name,
-                          source_file.empty() ? "not loaded from a file" : source_file,
-                          to_string(c), join(supported)));
+                          source_file.empty() ? "not loaded from a file" : source_file, to_string(c), join(supported)));
 }
 
 const Efficiency& Hardware::efficiency_of(EfficiencyClass c) const {

@@ -53,21 +53,21 @@ struct MeasuredCollective {
   std::string link;        // nvlink or network
   int group_size = 2;      // GPUs it was measured on
   double latency_us = 0;
-  std::vector<double> knot_sizes_bytes;           // increasing
-  std::vector<double> knot_busbw_bytes_per_s;     // one per knot, positive
-  std::string source;                             // a source id of the file
-  std::vector<double> measured_sizes_bytes;       // the samples it was fitted to (provenance), may be empty
+  std::vector<double> knot_sizes_bytes;        // increasing
+  std::vector<double> knot_busbw_bytes_per_s;  // one per knot, positive
+  std::string source;                          // a source id of the file
+  std::vector<double> measured_sizes_bytes;    // the samples it was fitted to (provenance), may be empty
   std::vector<double> measured_times_us;
-  double bus_factor() const;                      // nccl-tests: all_reduce 2(n-1)/n, others (n-1)/n
+  double bus_factor() const;  // nccl-tests: all_reduce 2(n-1)/n, others (n-1)/n
   double busbw_at(double size_bytes) const;
-  double time_us(double size_bytes) const;        // one call of `size_bytes` (nccl-tests "size")
+  double time_us(double size_bytes) const;  // one call of `size_bytes` (nccl-tests "size")
 };
 // nccl-tests bus-bandwidth factor of a collective by name over n GPUs; throws InputError for an unknown name.
 double nccl_bus_factor(const std::string& collective, int n);
 
 struct Hardware {
-  std::string name;         // e.g. "H200 SXM"
-  std::string source_file;  // where it was loaded from
+  std::string name;                            // e.g. "H200 SXM"
+  std::string source_file;                     // where it was loaded from
   std::map<std::string, std::string> sources;  // source id -> citation, as in the file
 
   // Compute and memory of one GPU.
@@ -98,11 +98,11 @@ struct Hardware {
   // block, fitted by `k3perf calibrate`): what a small kernel costs beyond its bytes and FLOPs (ramp-up,
   // serial reductions, one block per token). Kinds left out add nothing.
   std::map<OpKind, double> kernel_latency_us;
-  std::string kernel_latency_source;  // the block's source id; empty without the block
+  std::string kernel_latency_source;         // the block's source id; empty without the block
   double kernel_latency_of(OpKind k) const;  // 0 when absent
 
   bool supports(ComputeType c) const { return peak_flops_per_s.count(c) != 0; }
-  double peak(ComputeType c) const;  // throws k3::Error naming the hardware when unsupported
+  double peak(ComputeType c) const;                          // throws k3::Error naming the hardware when unsupported
   const Efficiency& efficiency_of(EfficiencyClass c) const;  // the default when absent
   // Ridge point: FLOP per byte where compute time equals memory time, at peak.
   double ridge_flops_per_byte(ComputeType c) const { return peak(c) / hbm_bandwidth_bytes_per_s; }

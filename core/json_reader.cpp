@@ -43,8 +43,8 @@ std::optional<JsonNode> JsonNode::find(const std::string& key) const {
 JsonNode JsonNode::operator[](const std::string& key) const {
   std::optional<JsonNode> child = find(key);
   if (!child) {
-    throw InputError(fmt::format("{}: missing required key '{}'", file_,
-                                 key_path_.empty() ? key : key_path_ + "." + key));
+    throw InputError(
+        fmt::format("{}: missing required key '{}'", file_, key_path_.empty() ? key : key_path_ + "." + key));
   }
   return *child;
 }

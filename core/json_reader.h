@@ -17,8 +17,8 @@ class JsonNode {
   static JsonNode parse(const std::string& text, const std::string& origin);
   JsonNode(const nlohmann::json* value, std::string file, std::string key_path);
 
-  bool has(const std::string& key) const;  // present and not null
-  JsonNode operator[](const std::string& key) const;  // required
+  bool has(const std::string& key) const;                      // present and not null
+  JsonNode operator[](const std::string& key) const;           // required
   std::optional<JsonNode> find(const std::string& key) const;  // absent or null -> nullopt
 
   long long as_int() const;

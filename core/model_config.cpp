@@ -12,9 +12,7 @@
 namespace k3 {
 
 std::string to_string(AttentionKind k) { return k == AttentionKind::mla ? "mla" : "kda"; }
-std::string to_string(KdaGateForm f) {
-  return f == KdaGateForm::bounded_sigmoid ? "bounded_sigmoid" : "softplus";
-}
+std::string to_string(KdaGateForm f) { return f == KdaGateForm::bounded_sigmoid ? "bounded_sigmoid" : "softplus"; }
 
 int ModelConfig::count_layers(AttentionKind k) const {
   int n = 0;
@@ -246,8 +244,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   } else if (m.model_type == "deepseek_v3" || m.model_type == "kimi_k2") {
     parse_deepseek(t, m);
   } else {
-    t["model_type"].fail(fmt::format(
-        "unsupported model_type \"{}\" (expected kimi_linear, kimi_k2 or deepseek_v3)", m.model_type));
+    t["model_type"].fail(
+        fmt::format("unsupported model_type \"{}\" (expected kimi_linear, kimi_k2 or deepseek_v3)", m.model_type));
   }
 
   if (std::optional<JsonNode> q = t.find("quantization_config")) {
@@ -274,8 +272,7 @@ ModelConfig with_all_attention(const ModelConfig& m, AttentionKind kind) {
   ModelConfig out = m;
   out.layer_attention.assign(m.num_layers, kind);
   if (kind == AttentionKind::kda && !m.kda) {
-    throw InputError(fmt::format("{}: cannot make every layer KDA: the model has no KDA configuration",
-                                 m.source_file));
+    throw InputError(fmt::format("{}: cannot make every layer KDA: the model has no KDA configuration", m.source_file));
   }
   out.name = m.name + (kind == AttentionKind::mla ? "+all-mla" : "+all-kda");
   return out;

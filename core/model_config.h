@@ -45,10 +45,10 @@ struct KdaSpec {
   int head_dim = 0;
   int conv_kernel = 0;  // depthwise causal short conv; the decode cache keeps conv_kernel-1 inputs
   KdaGateForm gate_form = KdaGateForm::softplus;
-  double gate_lower_bound = 0;       // only for bounded_sigmoid (K3: -5)
+  double gate_lower_bound = 0;         // only for bounded_sigmoid (K3: -5)
   bool full_rank_output_gate = false;  // K3: W_g is hidden -> P; Kimi Linear: hidden -> rank -> P
-  int gate_rank = 0;                 // rank of the low-rank forget gate (and output gate when low rank)
-  int a_log_stored_values = 0;       // A_log as stored: K3 pads 96 heads to 128 values
+  int gate_rank = 0;                   // rank of the low-rank forget gate (and output gate when low rank)
+  int a_log_stored_values = 0;         // A_log as stored: K3 pads 96 heads to 128 values
 
   int projection_dim() const { return num_heads * head_dim; }  // P
 };
@@ -56,10 +56,10 @@ struct KdaSpec {
 struct MoeSpec {
   int num_experts = 0;
   int top_k = 0;
-  int expert_intermediate = 0;   // moe_intermediate_size
-  int latent_dim = 0;            // routed_expert_hidden_size; 0 = experts work at hidden size
-  bool latent_norm = false;      // Stable LatentMoE: RMSNorm on the aggregated latent output
-  int shared_intermediate = 0;   // all shared experts fused: num_shared_experts * moe_intermediate
+  int expert_intermediate = 0;  // moe_intermediate_size
+  int latent_dim = 0;           // routed_expert_hidden_size; 0 = experts work at hidden size
+  bool latent_norm = false;     // Stable LatentMoE: RMSNorm on the aggregated latent output
+  int shared_intermediate = 0;  // all shared experts fused: num_shared_experts * moe_intermediate
   double routed_scaling_factor = 1.0;
   bool score_correction_bias = false;  // noaux_tc: e_score_correction_bias[num_experts]
   int first_k_dense = 0;               // layers [0, first_k_dense) use a dense MLP

@@ -65,10 +65,10 @@ struct Step {
   const Precision& p;
   const Parallelism& par;
   PhaseKind kind;
-  double seqs;         // sequences in this GPU's attention group
-  double n;            // new tokens per sequence in this chunk
-  double ctx;          // cached tokens per sequence before this chunk
-  double stage_tokens; // tokens routed to experts across the pipeline stage in this chunk
+  double seqs;          // sequences in this GPU's attention group
+  double n;             // new tokens per sequence in this chunk
+  double ctx;           // cached tokens per sequence before this chunk
+  double stage_tokens;  // tokens routed to experts across the pipeline stage in this chunk
   double tokens() const { return seqs * n; }
   bool sp() const { return par.sequence_parallel && par.tp > 1; }
   // Tokens of the residual stream this GPU holds: a 1/tp share under sequence parallelism.
@@ -254,13 +254,13 @@ void mla_layer(GraphBuilder& g, const Step& s, int l) {
     Op& kvb =
         g.gemm(s, l, OpId::mla_kv_b_proj, visible, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim), s.wb());
     kvb.read.activations = T * cache * s.act();  // this chunk's latents
-    kvb.read.kv = s.seqs * s.ctx * cache_bytes;   // the cached prefix
+    kvb.read.kv = s.seqs * s.ctx * cache_bytes;  // the cached prefix
     // Causal attention: new token i sees ctx + i + 1 keys; QK over qk_head_dim, PV over v_head_dim.
     const double pairs = s.seqs * (s.n * s.ctx + s.n * (s.n + 1) / 2);
     Op& at = g.add(l, OpId::mla_attn_prefill);
     at.flops = 2.0 * heads * (a.qk_head_dim() + a.v_head_dim) * pairs;
-    at.read.activations = T * heads * a.qk_head_dim() * s.act() +
-                          visible * heads * (a.qk_head_dim() + a.v_head_dim) * s.act();
+    at.read.activations =
+        T * heads * a.qk_head_dim() * s.act() + visible * heads * (a.qk_head_dim() + a.v_head_dim) * s.act();
     at.written.activations = T * heads * a.v_head_dim * s.act();
     at.written.kv = T * cache_bytes;
   } else {
@@ -313,7 +313,7 @@ void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
 
   Op& router = g.add(l, OpId::moe_router);
   router.flops = 2.0 * T * h * e.num_experts + T * e.num_experts * 4;  // scores, sigmoid, top-k
-  router.read.weights = e.num_experts * h * 2.0;  // stored bf16
+  router.read.weights = e.num_experts * h * 2.0;                       // stored bf16
   router.read.activations = T * h * s.act();
   router.written.activations = T * e.top_k * 8.0;  // expert ids and weights
   router.resident_weight_bytes = router.read.weights + e.num_experts * 4.0;
@@ -440,8 +440,7 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   K3_CHECK(m.num_layers > 0 && static_cast<int>(m.layer_attention.size()) == m.num_layers,
            "model '{}' has no layer schedule", m.name);
   K3_CHECK(phase.batch > 0 && phase.new_tokens > 0 && phase.context_tokens >= 0,
-           "invalid phase: batch {}, new tokens {}, context {}", phase.batch, phase.new_tokens,
-           phase.context_tokens);
+           "invalid phase: batch {}, new tokens {}, context {}", phase.batch, phase.new_tokens, phase.context_tokens);
   OpGraph graph;
   graph.phase = phase;
   graph.parallelism = par;
@@ -456,8 +455,8 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   GraphBuilder g(&graph.ops);
 
   // Embedding: vocab-parallel rows gathered per token, summed over TP ranks.
-  Step first{m, p, par, phase.kind, seqs, double(phase.new_tokens), double(phase.context_tokens),
-             double(graph.routed_tokens)};
+  Step first{
+      m, p, par, phase.kind, seqs, double(phase.new_tokens), double(phase.context_tokens), double(graph.routed_tokens)};
   Op& emb = g.add(-1, OpId::embed_lookup);
   emb.read.weights = first.tokens() * h * 2.0 / par.tp;
   emb.written.activations = first.tokens() * h * act;
@@ -467,8 +466,8 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
   }
 
   // Layers, stage by stage; a prefill's chunks accumulate into the same ops.
-  const long long chunk = phase.kind == PhaseKind::prefill ? std::max(1LL, phase.prefill_chunk_tokens)
-                                                            : phase.new_tokens;
+  const long long chunk =
+      phase.kind == PhaseKind::prefill ? std::max(1LL, phase.prefill_chunk_tokens) : phase.new_tokens;
   const int per_stage = (m.num_layers + par.pp - 1) / par.pp;
   double distinct = 0;
   std::vector<Op> scratch;  // later chunks of a prefill, summed into the first chunk's ops

@@ -54,10 +54,10 @@ struct Op {
   ByteCounts read;
   ByteCounts written;
   std::optional<Collective> collective;
-  int kernels = 1;                  // kernel launches the op takes (fixed-overhead term)
-  int concurrent_with = -1;         // index of an op this one runs beside (same stream group), or -1
-  int stage = 0;                    // pipeline stage
-  double resident_weight_bytes = 0; // weights this GPU holds for the op (memory model)
+  int kernels = 1;                   // kernel launches the op takes (fixed-overhead term)
+  int concurrent_with = -1;          // index of an op this one runs beside (same stream group), or -1
+  int stage = 0;                     // pipeline stage
+  double resident_weight_bytes = 0;  // weights this GPU holds for the op (memory model)
   // The op of the same layer (or head) whose kernel and range the engine runs this one in: with Block
   // AttnRes, the RMSNorm after each mixer (OpInfo::attnres_host). The host need not be in the graph:
   // the first layer's mixer has no candidates to mix, yet the engine runs it with its norm.
@@ -72,9 +72,9 @@ struct OpGraph {
   Phase phase;
   Parallelism parallelism;
   std::vector<Op> ops;
-  long long tokens_per_gpu = 0;     // tokens through this GPU's attention group in the step
-  long long sequences_per_gpu = 0;  // sequences held by this GPU's attention group
-  long long routed_tokens = 0;      // tokens routed to experts across the stage
+  long long tokens_per_gpu = 0;         // tokens through this GPU's attention group in the step
+  long long sequences_per_gpu = 0;      // sequences held by this GPU's attention group
+  long long routed_tokens = 0;          // tokens routed to experts across the stage
   double distinct_experts_per_gpu = 0;  // expected experts touched per EP rank, per MoE layer
   // The ranges the engine opens for this model and phase that no op predicts (OpInfo::engine_only), in
   // the order it runs them.

@@ -11,15 +11,15 @@ BlockParams kda_layer_params(const ModelConfig& m) {
   if (!m.kda) return p;
   const KdaSpec& k = *m.kda;
   const long long h = m.hidden_size, P = k.projection_dim(), r = k.gate_rank;
-  p.linear += 3 * P * h;           // q, k, v projections
-  p.linear += r * h + P * r;       // forget gate f_a, f_b (low rank)
-  p.linear += ll(k.num_heads) * h;  // beta projection
+  p.linear += 3 * P * h;                                        // q, k, v projections
+  p.linear += r * h + P * r;                                    // forget gate f_a, f_b (low rank)
+  p.linear += ll(k.num_heads) * h;                              // beta projection
   p.linear += k.full_rank_output_gate ? P * h : r * h + P * r;  // output gate g
-  p.linear += h * P;               // o_proj
-  p.other += 3 * P * k.conv_kernel;   // depthwise conv weights for q, k, v
-  p.other += k.a_log_stored_values;   // A_log
-  p.other += P;                       // dt_bias
-  p.other += k.head_dim;              // gated output RMSNorm weight (shared by heads)
+  p.linear += h * P;                                            // o_proj
+  p.other += 3 * P * k.conv_kernel;                             // depthwise conv weights for q, k, v
+  p.other += k.a_log_stored_values;                             // A_log
+  p.other += P;                                                 // dt_bias
+  p.other += k.head_dim;                                        // gated output RMSNorm weight (shared by heads)
   return p;
 }
 
@@ -41,9 +41,7 @@ BlockParams mla_layer_params(const ModelConfig& m) {
   return p;
 }
 
-BlockParams dense_mlp_params(const ModelConfig& m) {
-  return {3 * ll(m.dense_intermediate) * m.hidden_size, 0};
-}
+BlockParams dense_mlp_params(const ModelConfig& m) { return {3 * ll(m.dense_intermediate) * m.hidden_size, 0}; }
 
 BlockParams routed_expert_params(const ModelConfig& m) {
   if (!m.moe) return {};
@@ -81,9 +79,7 @@ long long final_norm_params(const ModelConfig& m) {
 }
 
 long long embedding_params(const ModelConfig& m) { return ll(m.vocab_size) * m.hidden_size; }
-long long lm_head_params(const ModelConfig& m) {
-  return m.tie_word_embeddings ? 0 : ll(m.vocab_size) * m.hidden_size;
-}
+long long lm_head_params(const ModelConfig& m) { return m.tie_word_embeddings ? 0 : ll(m.vocab_size) * m.hidden_size; }
 
 long long ParameterCounts::total() const {
   return embedding + lm_head + attention_mla + attention_kda + dense_mlp + moe_routed + moe_non_routed + norms;
@@ -100,8 +96,8 @@ ParameterCounts count_parameters(const ModelConfig& m) {
   long long routed_active = 0;
   if (m.moe) {
     c.moe_routed = moe_layers * m.moe->num_experts * routed_expert_params(m).total();
-    c.moe_non_routed = moe_layers * (moe_router_params(m).total() + moe_shared_params(m).total() +
-                                     moe_latent_params(m).total());
+    c.moe_non_routed =
+        moe_layers * (moe_router_params(m).total() + moe_shared_params(m).total() + moe_latent_params(m).total());
     routed_active = moe_layers * m.moe->top_k * routed_expert_params(m).total();
   }
   c.norms = m.num_layers * layer_norm_params(m) + final_norm_params(m);

@@ -23,7 +23,7 @@ BlockParams moe_router_params(const ModelConfig& m);     // router weight + corr
 long long layer_norm_params(const ModelConfig& m);       // per layer: 2 RMSNorms + AttnRes mixers
 long long final_norm_params(const ModelConfig& m);       // final RMSNorm + final AttnRes mixer
 long long embedding_params(const ModelConfig& m);
-long long lm_head_params(const ModelConfig& m);           // 0 when tied
+long long lm_head_params(const ModelConfig& m);  // 0 when tied
 
 struct ParameterCounts {
   long long embedding = 0;

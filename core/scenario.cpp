@@ -12,7 +12,9 @@ namespace k3 {
 namespace fs = std::filesystem;
 
 // An fp8 latent cache stores E4M3 values with one fp32 scale per token and layer.
-double Precision::kv_bytes_per_value() const { return kv_cache == StorageFormat::fp8 ? 1.0 : bytes_per_element(kv_cache); }
+double Precision::kv_bytes_per_value() const {
+  return kv_cache == StorageFormat::fp8 ? 1.0 : bytes_per_element(kv_cache);
+}
 double Precision::kv_scale_bytes_per_token() const { return kv_cache == StorageFormat::fp8 ? 4.0 : 0.0; }
 
 std::string to_string(PhaseKind p) {
@@ -59,16 +61,15 @@ void read_workload(const YamlNode& w, Phase& ph) {
   if (ph.context_tokens < 0) w["context_tokens"].fail("expected a number of tokens >= 0");
   switch (ph.kind) {
     case PhaseKind::decode:
-      if (auto n = w.find("new_tokens"); n && n->as_int() != 1) n->fail("a decode step processes 1 new token per sequence");
+      if (auto n = w.find("new_tokens"); n && n->as_int() != 1)
+        n->fail("a decode step processes 1 new token per sequence");
       ph.new_tokens = 1;
       break;
     case PhaseKind::prefill:
       ph.new_tokens = w["new_tokens"].as_positive_int();
       if (auto c = w.find("prefill_chunk_tokens")) ph.prefill_chunk_tokens = c->as_positive_int();
       break;
-    case PhaseKind::verify:
-      ph.new_tokens = w["draft_tokens"].as_positive_int() + 1;
-      break;
+    case PhaseKind::verify: ph.new_tokens = w["draft_tokens"].as_positive_int() + 1; break;
   }
 }
 
@@ -80,8 +81,8 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   YamlNode y = YamlNode::load_string(yaml_text, origin);
   apply_sets(y.raw(), sets);
   y.mark_overridden(sets);
-  y.expect_keys({"name", "model", "hardware", "gpus", "parallelism", "precision", "phase", "workload", "runtime",
-                 "overrides"});
+  y.expect_keys(
+      {"name", "model", "hardware", "gpus", "parallelism", "precision", "phase", "workload", "runtime", "overrides"});
 
   Scenario s;
   s.source = origin;
@@ -144,7 +145,8 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
   if (auto p = y.find("precision")) {
     p->expect_keys({"weights", "routed_experts", "kv_cache", "kda_state", "activations", "gemm_compute"});
     if (auto v = p->find("weights")) s.precision.weights = storage(*v, {"bf16", "fp8", "mxfp8"});
-    if (auto v = p->find("routed_experts")) s.precision.routed_experts = storage(*v, {"bf16", "fp8", "mxfp8", "mxfp4", "int4"});
+    if (auto v = p->find("routed_experts"))
+      s.precision.routed_experts = storage(*v, {"bf16", "fp8", "mxfp8", "mxfp4", "int4"});
     if (auto v = p->find("kv_cache")) s.precision.kv_cache = storage(*v, {"bf16", "fp8"});
     if (auto v = p->find("kda_state")) s.precision.kda_state = storage(*v, {"fp32", "bf16"});
     if (auto v = p->find("activations")) s.precision.activations = storage(*v, {"bf16", "fp8"});
@@ -195,12 +197,16 @@ void validate(const Scenario& s) {
       fail(fmt::format("parallelism.ep {} does not divide the {} routed experts", par.ep, m.moe->num_experts));
     }
     if (m.moe->expert_intermediate % par.moe_tp() != 0) {
-      fail(fmt::format("experts split over {} GPUs each (tp x attention_dp / ep), which does not divide their "
-                       "intermediate size {}", par.moe_tp(), m.moe->expert_intermediate));
+      fail(
+          fmt::format("experts split over {} GPUs each (tp x attention_dp / ep), which does not divide their "
+                      "intermediate size {}",
+                      par.moe_tp(), m.moe->expert_intermediate));
     }
     if (par.attention_dp > 1 && par.ep == 1) {
-      fail(fmt::format("parallelism.attention_dp {} needs ep > 1: the attention groups reach shared experts only "
-                       "through expert-parallel all-to-all", par.attention_dp));
+      fail(
+          fmt::format("parallelism.attention_dp {} needs ep > 1: the attention groups reach shared experts only "
+                      "through expert-parallel all-to-all",
+                      par.attention_dp));
     }
   } else if (par.ep != 1) {
     fail("parallelism.ep > 1 needs a model with routed experts");

@@ -56,9 +56,9 @@ std::string to_string(PhaseKind p);
 // (decode 1; verify draft_tokens + 1; prefill the prompt, in chunks of prefill_chunk_tokens).
 struct Phase {
   PhaseKind kind = PhaseKind::decode;
-  long long batch = 1;            // sequences in the step, over all attention-DP groups
-  long long context_tokens = 0;   // cached tokens per sequence before the step
-  long long new_tokens = 1;       // tokens per sequence processed in the step
+  long long batch = 1;           // sequences in the step, over all attention-DP groups
+  long long context_tokens = 0;  // cached tokens per sequence before the step
+  long long new_tokens = 1;      // tokens per sequence processed in the step
   long long prefill_chunk_tokens = 16384;
 
   static Phase decode(long long batch, long long context_tokens);
@@ -68,8 +68,8 @@ struct Phase {
 };
 
 struct Runtime {
-  bool cuda_graphs = true;              // kernels replayed from CUDA graphs (per-kernel overhead term)
-  double memory_utilization = 0.90;     // fraction of HBM the engine may use
+  bool cuda_graphs = true;                     // kernels replayed from CUDA graphs (per-kernel overhead term)
+  double memory_utilization = 0.90;            // fraction of HBM the engine may use
   double reserved_bytes = 2.0 * (1ull << 30);  // CUDA context, library workspaces, NCCL buffers
 };
 
@@ -86,8 +86,7 @@ struct Scenario {
 };
 
 // `sets` are "key.path=value" edits applied to the YAML before reading, e.g. "workload.batch=64".
-Scenario load_scenario(const std::string& path, const DataPaths& data,
-                       const std::vector<std::string>& sets = {});
+Scenario load_scenario(const std::string& path, const DataPaths& data, const std::vector<std::string>& sets = {});
 Scenario parse_scenario(const std::string& yaml_text, const std::string& origin, const DataPaths& data,
                         const std::vector<std::string>& sets = {});
 

@@ -36,9 +36,7 @@ YamlNode YamlNode::load_file(const std::string& path) {
   return parse(buffer.str(), path);
 }
 
-YamlNode YamlNode::load_string(const std::string& text, const std::string& origin) {
-  return parse(text, origin);
-}
+YamlNode YamlNode::load_string(const std::string& text, const std::string& origin) { return parse(text, origin); }
 
 YamlNode::YamlNode(YAML::Node node, std::string file, std::string key_path)
     : node_(std::move(node)), file_(std::move(file)), key_path_(std::move(key_path)) {}

@@ -30,8 +30,8 @@ class YamlNode {
 
   bool is_map() const { return node_.IsMap(); }
   bool is_sequence() const { return node_.IsSequence(); }
-  std::vector<YamlNode> items() const;              // elements of a sequence
-  std::vector<std::string> keys() const;            // keys of a mapping, in file order
+  std::vector<YamlNode> items() const;    // elements of a sequence
+  std::vector<std::string> keys() const;  // keys of a mapping, in file order
   // Rejects keys outside `allowed`, so a typo ("hbm_bandwith") is an error, not a silent default.
   void expect_keys(const std::vector<std::string>& allowed) const;
 

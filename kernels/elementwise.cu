@@ -27,9 +27,7 @@ __global__ void convert_kernel(const float* x, __nv_bfloat16* out, int64_t n) {
   K3_GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(x[i]);
 }
 
-__global__ void increment_kernel(int32_t* values, int n) {
-  K3_GRID_STRIDE(i, n) values[i] += 1;
-}
+__global__ void increment_kernel(int32_t* values, int n) { K3_GRID_STRIDE(i, n) values[i] += 1; }
 
 }  // namespace
 

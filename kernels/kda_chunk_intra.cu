@@ -137,8 +137,8 @@ __device__ __forceinline__ void store_operand_pair(__half* p, float a, float b) 
 __device__ __forceinline__ void store_zero4(__half* p) { *reinterpret_cast<uint2*>(p) = make_uint2(0, 0); }
 
 // Score tile (I, J) from its accumulators (element e of n half hh at row 16I + g + 8(e / 2), column
-// 16J + 8hh + 2t + e % 2): A_qk on and below the diagonal into the workspace (TF32-rounded, zero above it), and L = β_i A_kk
-// strictly below it into shared memory.
+// 16J + 8hh + 2t + e % 2): A_qk on and below the diagonal into the workspace (TF32-rounded, zero above it), and L = β_i
+// A_kk strictly below it into shared memory.
 template <typename Operand>
 __device__ __forceinline__ void store_qk_tile(Operand* aqk, const float (&acc)[2][4], int I, int J, int g, int t) {
 #pragma unroll

@@ -152,12 +152,12 @@ cudaError_t launch(const __nv_bfloat16* qkv, const float* f, const float* b, con
   const bool conv4 = kernel == 4 && !token_per_sequence && reinterpret_cast<uintptr_t>(conv_weight) % 16 == 0;
   if (conv4) {
     kda_preprocess_block_per_token_head<kGate, true>
-        <<<grid, threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q_scale,
-                                       q, k, v, g, beta, heads, head_dim, kernel, token_per_sequence);
+        <<<grid, threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q_scale, q,
+                                       k, v, g, beta, heads, head_dim, kernel, token_per_sequence);
   } else {
     kda_preprocess_block_per_token_head<kGate, false>
-        <<<grid, threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q_scale,
-                                       q, k, v, g, beta, heads, head_dim, kernel, token_per_sequence);
+        <<<grid, threads, 0, stream>>>(qkv, f, b, conv_weight, conv_state, a_log, dt_bias, gate_lower_bound, q_scale, q,
+                                       k, v, g, beta, heads, head_dim, kernel, token_per_sequence);
   }
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess || kernel == 1) return status;
   const dim3 shift_grid(unsigned(shift_blocks), token_per_sequence ? unsigned(tokens) : 1u);

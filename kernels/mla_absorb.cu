@@ -339,8 +339,8 @@ cudaError_t mla_apply_v_bf16(const float* latent_out, const __nv_bfloat16* kv_b,
       (algorithm == MlaAbsorbAlgorithm::automatic && mma_ok && !stream_wins)) {
     return mla_absorb_mma::apply_v(latent_out, kv_b, gate, gate_row_stride, dims, tokens, out, stream);
   }
-  if (stream_ok && (algorithm == MlaAbsorbAlgorithm::weight_stream ||
-                    (algorithm == MlaAbsorbAlgorithm::automatic && stream_wins))) {
+  if (stream_ok &&
+      (algorithm == MlaAbsorbAlgorithm::weight_stream || (algorithm == MlaAbsorbAlgorithm::automatic && stream_wins))) {
     switch (stream_token_tile(tokens)) {
       case 1: return launch_apply_v_stream<1>(latent_out, kv_b, gate, gate_row_stride, dims, tokens, out, stream);
       case 2: return launch_apply_v_stream<2>(latent_out, kv_b, gate, gate_row_stride, dims, tokens, out, stream);

@@ -5,7 +5,7 @@
 namespace k3::kernels::mla_absorb_mma {
 namespace {
 
-constexpr int kThreads = 256;       // 8 warps: warp w = tokens 16·(w % 4) … + 15, columns 32·(w / 4) … + 31
+constexpr int kThreads = 256;  // 8 warps: warp w = tokens 16·(w % 4) … + 15, columns 32·(w / 4) … + 31
 constexpr int kTileTokens = 64;
 constexpr int kTileColumns = 64;
 constexpr int kWarpColumns = 32;    // 4 n8 tiles per warp
@@ -74,7 +74,7 @@ __device__ __forceinline__ void multiply_chunks(Loader& loader, int k_total, Sta
   }
 }
 
-constexpr int kALoads = kTileTokens * kChunk / kThreads;      // A elements per thread and chunk: 16
+constexpr int kALoads = kTileTokens * kChunk / kThreads;       // A elements per thread and chunk: 16
 constexpr int kBLoads = kTileColumns * kChunk / 8 / kThreads;  // 16-byte kv_b vectors per thread and chunk: 2
 
 // absorb_q's operands: A = the tile's q rows (nope half), B[n][k] = kv_b[h·(dn+dv) + k, n0 + n], loaded 8 columns
@@ -171,9 +171,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) Stage<false> s;
   const int h = blockIdx.y, n0 = blockIdx.x * kTileColumns, t0 = blockIdx.z * kTileTokens;
   const int r = d.latent_rank, qk = d.nope_dim + d.rope_dim, out_width = r + d.rope_dim;
-  AbsorbQLoader loader{q + int64_t(t0) * q_stride + int64_t(h) * qk, q_stride,
-                       kv_b + int64_t(h) * (d.nope_dim + d.value_dim) * r + n0, min(kTileTokens, tokens - t0),
-                       d.nope_dim, r - n0, r, {}, {}};
+  AbsorbQLoader loader{q + int64_t(t0) * q_stride + int64_t(h) * qk,
+                       q_stride,
+                       kv_b + int64_t(h) * (d.nope_dim + d.value_dim) * r + n0,
+                       min(kTileTokens, tokens - t0),
+                       d.nope_dim,
+                       r - n0,
+                       r,
+                       {},
+                       {}};
   float acc[kWarpColumns / 8][4] = {};
   multiply_chunks(loader, d.nope_dim, s, acc);
   for_each_result(acc, [&](int m, int n, float value) {
@@ -200,9 +206,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) Stage<true> s;
   const int h = blockIdx.y, n0 = blockIdx.x * kTileColumns, t0 = blockIdx.z * kTileTokens;
   const int r = d.latent_rank, dv = d.value_dim;
-  ApplyVLoader loader{lat + (int64_t(t0) * d.heads + h) * r, int64_t(d.heads) * r,
-                      kv_b + (int64_t(h) * (d.nope_dim + dv) + d.nope_dim + n0) * r, min(kTileTokens, tokens - t0),
-                      dv - n0, r, {}, {}};
+  ApplyVLoader loader{lat + (int64_t(t0) * d.heads + h) * r,
+                      int64_t(d.heads) * r,
+                      kv_b + (int64_t(h) * (d.nope_dim + dv) + d.nope_dim + n0) * r,
+                      min(kTileTokens, tokens - t0),
+                      dv - n0,
+                      r,
+                      {},
+                      {}};
   float acc[kWarpColumns / 8][4] = {};
   multiply_chunks(loader, r, s, acc);
   for_each_result(acc, [&](int m, int n, float value) {

@@ -27,7 +27,7 @@ constexpr int kColumnsPerWarp = kLatent / kWarps;  // 128 output columns per war
 constexpr int kScoreStride = 36;                   // floats per score row: 144 bytes, so the bf16 P rows aliased at
                                                    // the same stride are conflict-free for ldmatrix
 constexpr int kMaxSplits = 128;
-constexpr int kBlocksPerSm = 2;          // register_q's resident blocks per SM: the splits fill two per SM
+constexpr int kBlocksPerSm = 2;  // register_q's resident blocks per SM: the splits fill two per SM
 // Without a device the splits are sized for an H200's SMs (the reference GPU), so that a workspace can be planned and
 // the arguments checked on a machine without one.
 constexpr int kReferenceMultiprocessors = 132;
@@ -36,10 +36,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t kMaxContextTokens = int64_t(1) << 30;  // token and tile arithmetic stays in int32
 
 // register_q: warp w's score columns are k-steps 9w … 9w+8 (of 36), for both m tiles and all 4 n tiles of a tile.
-constexpr int kScoreKSteps = kWidth / 16;             // 36
+constexpr int kScoreKSteps = kWidth / 16;              // 36
 constexpr int kKStepsPerWarp = kScoreKSteps / kWarps;  // 9
-constexpr int kCombineThreads = 256;                    // the combine pass: 8 warps per (head, column chunk)
-constexpr int kCombineChunks = kLatent / 128;           // column chunks of 128 per head (32 lanes × 4)
+constexpr int kCombineThreads = 256;                   // the combine pass: 8 warps per (head, column chunk)
+constexpr int kCombineChunks = kLatent / 128;          // column chunks of 128 per head (32 lanes × 4)
 
 static_assert(kRowChunks % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
 static_assert(kThreads == kHeadsPerBlock * 4 && kThreads == kTileTokens * 4, "4 threads per head row / token row");
@@ -125,8 +125,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int head = head0 + mt * 16 + g + 8 * (r & 1);
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(q + (int64_t(b) * heads + min(head, heads - 1)) *
-                                                                      kWidth);
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(q + (int64_t(b) * heads + min(head, heads - 1)) * kWidth);
 #pragma unroll
       for (int ks = 0; ks < kKStepsPerWarp; ++ks) {
         const int column = (warp * kKStepsPerWarp + ks) * 16 + 2 * t4 + 8 * (r >> 1);
@@ -180,8 +179,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int j = 0; j < 2; ++j)
 #pragma unroll
           for (int half = 0; half < 2; ++half)
-            *reinterpret_cast<float2*>(partial + (mt * 16 + g + 8 * half) * kScoreStride + token0 + 8 * j +
-                                       2 * t4) = make_float2(s[mt][j][2 * half], s[mt][j][2 * half + 1]);
+            *reinterpret_cast<float2*>(partial + (mt * 16 + g + 8 * half) * kScoreStride + token0 + 8 * j + 2 * t4) =
+                make_float2(s[mt][j][2 * half], s[mt][j][2 * half + 1]);
     }
     __syncthreads();
 
@@ -459,7 +458,7 @@ MlaDecodeAlgorithm resolved(MlaDecodeAlgorithm algorithm, const MlaDecodeShape& 
   int device = 0;
   const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
   const bool cluster = hopper && shape.heads <= kMlaDecodeClusterMaxHeads && mla_decode_wgmma_cluster_runs(device);
-  return cluster ? MlaDecodeAlgorithm::wgmma_cluster
+  return cluster  ? MlaDecodeAlgorithm::wgmma_cluster
          : hopper ? MlaDecodeAlgorithm::wgmma_alternating
                   : MlaDecodeAlgorithm::register_q;
 }
@@ -491,9 +490,9 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
     return cudaErrorInvalidValue;
   const int groups = head_groups(shape.heads);
   float* partial_out = static_cast<float*>(workspace);
-  float2* partial_stats = splits > 1 ? reinterpret_cast<float2*>(partial_out + size_t(shape.batch) * splits *
-                                                                                   shape.heads * kLatent)
-                                     : nullptr;
+  float2* partial_stats =
+      splits > 1 ? reinterpret_cast<float2*>(partial_out + size_t(shape.batch) * splits * shape.heads * kLatent)
+                 : nullptr;
 
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
@@ -508,7 +507,7 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
   if (splits > 1) {
     const dim3 combine_grid(unsigned(shape.heads * kCombineChunks), unsigned(shape.batch));
     mla_decode_combine_splits_batched<<<combine_grid, kCombineThreads, 0, stream>>>(partial_out, partial_stats,
-                                                                                   shape.heads, splits, out);
+                                                                                    shape.heads, splits, out);
   }
   return cudaGetLastError();
 }

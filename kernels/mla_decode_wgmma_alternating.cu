@@ -22,20 +22,20 @@ constexpr int kTileTokens = 32;              // the score product's N, the outpu
 constexpr int kStages = 4;                   // tile slots: local tile i lives in slot i % 4
 constexpr int kThreads = 256;                // two warpgroups
 constexpr int kColumnsPerGroup = kLatent / 2;
-constexpr int kScoreKSteps = kWidth / 16;          // 36
-constexpr int kOutputKSteps = kTileTokens / 16;    // 2
-constexpr int kChunksPerLoader = kRowChunks / 4;   // 18: a tile's owner loads it, 4 threads per token row
+constexpr int kScoreKSteps = kWidth / 16;         // 36
+constexpr int kOutputKSteps = kTileTokens / 16;   // 2
+constexpr int kChunksPerLoader = kRowChunks / 4;  // 18: a tile's owner loads it, 4 threads per token row
 
 // Shared memory (bytes from a 1024-aligned base): Q [64 heads × 576] in SW128 blocks of 64 rows | 4 tile slots
 // [32 tokens × 576] in SW128 blocks of 32 rows | P buffer w (warpgroup w's tiles): [2 k steps][128 threads] uint4 |
 // softmax state w: alpha [64], running max [64], running sum [64].
 struct Smem {
-  static constexpr int kQBlockBytes = kHeadsPerBlock * 128;     // 8192
-  static constexpr int kTileBlockBytes = kTileTokens * 128;     // 4096
-  static constexpr int kQBytes = kHeadsPerBlock * kWidth * 2;   // 73728
-  static constexpr int kTileBytes = kTileTokens * kWidth * 2;   // 36864
-  static constexpr int kPBytes = kOutputKSteps * 128 * 16;      // 4096
-  static constexpr int kStateBytes = 3 * kHeadsPerBlock * 4;    // 768
+  static constexpr int kQBlockBytes = kHeadsPerBlock * 128;    // 8192
+  static constexpr int kTileBlockBytes = kTileTokens * 128;    // 4096
+  static constexpr int kQBytes = kHeadsPerBlock * kWidth * 2;  // 73728
+  static constexpr int kTileBytes = kTileTokens * kWidth * 2;  // 36864
+  static constexpr int kPBytes = kOutputKSteps * 128 * 16;     // 4096
+  static constexpr int kStateBytes = 3 * kHeadsPerBlock * 4;   // 768
   static constexpr int kQ = 0;
   static constexpr int kTiles = kQ + kQBytes;
   static constexpr int kP = kTiles + kStages * kTileBytes;
@@ -126,8 +126,8 @@ __device__ __forceinline__ void issue_output(float (&o)[kColumnsPerGroup / 2], c
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kOutputKSteps; ++kk)
-    wgmma::wgmma_m64n256k16_rs<1>(
-        o, pa[kk], wgmma::sw128_descriptor(columns_smem + kk * 2048, Smem::kTileBlockBytes, 1024));
+    wgmma::wgmma_m64n256k16_rs<1>(o, pa[kk],
+                                  wgmma::sw128_descriptor(columns_smem + kk * 2048, Smem::kTileBlockBytes, 1024));
   wgmma::commit_group();
 }
 
@@ -152,9 +152,9 @@ using ptx::cp_async_wait_all;
 // wait_group 0 (a wait_group 1 that lets the rescale run beside S(i + 1) made it serialise every wgmma).
 // Buffers:
 //   slot (i + 3) % 4 = (i − 1) % 4, refilled at the other step i by the owner of tile i + 3 (= of i − 1): its own
-//     products of tile i − 1 (S at step i − 2, O at step i − 1) retired at its waits since; the other warpgroup's O(i − 1)
-//     retired before its ready(i) arrival, which was synced at this step. Tile i + 3 is first read by S(i + 3) at the
-//     other step i + 2, after the owner's cp.async wait and landed barrier there (its only cp.async group committed
+//     products of tile i − 1 (S at step i − 2, O at step i − 1) retired at its waits since; the other warpgroup's O(i −
+//     1) retired before its ready(i) arrival, which was synced at this step. Tile i + 3 is first read by S(i + 3) at
+//     the other step i + 2, after the owner's cp.async wait and landed barrier there (its only cp.async group committed
 //     since is this one, so wait_group 0 waits for nothing later), and by the other warpgroup's O(i + 3) after
 //     ready(i + 3), which the owner arrives at after that wait and its proxy fence.
 //   P buffer and softmax state w: written at w's owned step i after free(w) from the other's step i − 2 (which read
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kColumnsPerGroup / 2; ++i) o[i] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  float s[kTileTokens / 2];                  // scores of this warpgroup's next tile
+  float s[kTileTokens / 2];  // scores of this warpgroup's next tile
   const uint32_t q_smem = base + Smem::kQ;
   const auto tile_smem = [&](int i) { return base + Smem::kTiles + uint32_t(i % kStages) * Smem::kTileBytes; };
   const uint32_t columns_offset = 4 * wg * Smem::kTileBlockBytes;  // this warpgroup's 4 column blocks in a slot
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg < n) load_tile(wg);  // warpgroup 1 with n = 1 loads only its part of Q
     cp_async_commit();
     if (wg == 0 && n > 2) load_tile(2);
-    cp_async_commit();          // empty in warpgroup 1, whose next tile (3) is loaded at step 0
+    cp_async_commit();         // empty in warpgroup 1, whose next tile (3) is loaded at step 0
     cp_async_wait_group<1>();  // Q and tile 0 (tile 1 in warpgroup 1)
     wgmma::fence_proxy_async_shared();
     __syncthreads();
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int owner = i & 1;
     uint4* p_buffer = p_buffer_of(i);
     float* state = state_of(i);
-    if (i + 1 < n) {  // S(i + 1), its own next tile, runs while the owner of tile i does its softmax
+    if (i + 1 < n) {             // S(i + 1), its own next tile, runs while the owner of tile i does its softmax
       cp_async_wait_group<0>();  // tile i + 1, loaded at step i − 2 (in the prologue for i < 2)
       wgmma::fence_proxy_async_shared();
       barrier_sync<kThreads / 2>(kLandedBarrier + wg);
@@ -367,8 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Sets the kernel's shared-memory attributes once per device.
 cudaError_t configure_kernel(int device) {
   static std::atomic<uint64_t> configured{0};
-  return allow_dynamic_shared_memory_once(mla_decode_wgmma_alternating_split_kv, Smem::kAllocBytes, device,
-                                          configured);
+  return allow_dynamic_shared_memory_once(mla_decode_wgmma_alternating_split_kv, Smem::kAllocBytes, device, configured);
 }
 
 }  // namespace

@@ -32,20 +32,20 @@ constexpr int kConsumerRegisters = 232;           // 128 · 40 + 256 · 232 ≤ 
 constexpr int kOutputBlocks0 = 2;                 // latent m-tiles of the output product in warpgroup 0; 6 in 1
 constexpr int kDeferred = 4;  // warpgroup 1's m-tiles of O(i) issued after S(i + 1), beside the softmax of tile i + 1
 static_assert(kDeferred > 0 && kDeferred <= 8 - kOutputBlocks0, "warpgroup 1 defers some of its 6 m-tiles");
-constexpr float kMaxSlack = 8.0f;                 // log2 units a score may pass the running max before it moves
+constexpr float kMaxSlack = 8.0f;  // log2 units a score may pass the running max before it moves
 
 struct Smem {
-  static constexpr int kQBlockBytes = kBlockHeads * 128;     // 6144: 48 head rows of 64 bf16
-  static constexpr int kSlotBlockBytes = kTileTokens * 128;  // 8192: 64 token rows of 64 bf16
+  static constexpr int kQBlockBytes = kBlockHeads * 128;              // 6144: 48 head rows of 64 bf16
+  static constexpr int kSlotBlockBytes = kTileTokens * 128;           // 8192: 64 token rows of 64 bf16
   static constexpr int kSlotBytes = kColumnBlocks * kSlotBlockBytes;  // 73728
   static constexpr int kPBytes = kTileTokens * 128;  // P MN-major: 64 token rows, 48 heads in the first 96 bytes
   static constexpr int kQ = 0;
   static constexpr int kSlots_ = kQ + kColumnBlocks * kQBlockBytes;
-  static constexpr int kP = kSlots_ + kSlots * kSlotBytes;          // [2] P of tile i at i % 2
-  static constexpr int kAlpha = kP + kSlots * kPBytes;              // [2][48] fp32: O's rescale for tile i at i % 2
-  static constexpr int kFlags = kAlpha + 2 * kBlockHeads * 4;       // [2] int: tile i moved the running max
-  static constexpr int kReduce = kFlags + 16;                       // [4 warps][48] fp32: column maxima, then sums
-  static constexpr int kStats = kReduce + 4 * kBlockHeads * 4;      // [2][48] fp32: final max and sum per head
+  static constexpr int kP = kSlots_ + kSlots * kSlotBytes;      // [2] P of tile i at i % 2
+  static constexpr int kAlpha = kP + kSlots * kPBytes;          // [2][48] fp32: O's rescale for tile i at i % 2
+  static constexpr int kFlags = kAlpha + 2 * kBlockHeads * 4;   // [2] int: tile i moved the running max
+  static constexpr int kReduce = kFlags + 16;                   // [4 warps][48] fp32: column maxima, then sums
+  static constexpr int kStats = kReduce + 4 * kBlockHeads * 4;  // [2][48] fp32: final max and sum per head
   static constexpr int kBarriers = kStats + 2 * kBlockHeads * 4;
   static constexpr int kBarrierCount = 2 * kSlots * kColumnBlocks;
   static constexpr int kBytes = kBarriers + kBarrierCount * 8;
@@ -63,11 +63,11 @@ constexpr int kBlockEmpty = kSlots * kColumnBlocks;  // [2][9] both blocks' last
                                                      // (2 arrivals)
 
 // Named barriers.
-constexpr int kPFullBarrier = 1;   // + i % 2: P(i) and alpha(i) written (warpgroup 0 arrives, 1 waits)
+constexpr int kPFullBarrier = 1;         // + i % 2: P(i) and alpha(i) written (warpgroup 0 arrives, 1 waits)
 constexpr int kScoresIssuedBarrier = 3;  // warpgroup 0 issued S(i + 1) (it arrives, 1 waits to issue O(i)'s rest)
 constexpr int kLoaderBarrier = 4;        // the loader's 128 threads (tiles copied by cp.async)
 constexpr int kGroup0Barrier = 5;        // warpgroup 0's 128 threads
-constexpr int kConsumerBarrier = 6;  // both warpgroups: the per-head sums written (warpgroup 0 arrives, 1 waits)
+constexpr int kConsumerBarrier = 6;      // both warpgroups: the per-head sums written (warpgroup 0 arrives, 1 waits)
 constexpr int kOutputIssuedBarrier = 7;  // warpgroup 1 issued O(i)'s first m-tiles (0 waits before issuing S(i + 1))
 
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
@@ -79,11 +79,10 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
 // Barrier over `count` threads returning whether any of them passed `value` true.
 __device__ __forceinline__ bool named_barrier_any(int id, int count, bool value) {
   uint32_t result = 0;
-  asm volatile(
-      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
-      : "=r"(result)
-      : "r"(uint32_t(value)), "r"(id), "r"(count)
-      : "memory");
+  asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+               : "=r"(result)
+               : "r"(uint32_t(value)), "r"(id), "r"(count)
+               : "memory");
   return result != 0;
 }
 
@@ -125,16 +124,17 @@ __device__ __forceinline__ uint32_t descriptor_low(uint32_t smem_address, uint32
 
 // d (+)= A · B, m64n48k16, both operands from shared memory: A and B at descriptor low words a_low + kAOffset and
 // b_low + kBOffset (16-byte units); kAccumulate false writes d without reading it.
-#define K3_M64N48_WGMMA(D, SCALE_D)                                                                                    \
-  asm volatile("{\n.reg .pred p;\n.reg .b32 la, lb;\n.reg .b64 da, db;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"           \
-               "add.u32 la, %24, %26;\nadd.u32 lb, %25, %27;\nmov.b64 da, {la, %28};\nmov.b64 db, {lb, %28};\n"     \
+#define K3_M64N48_WGMMA(D, SCALE_D)                                                                                  \
+  asm volatile("{\n.reg .pred p;\n.reg .b32 la, lb;\n.reg .b64 da, db;\nsetp.ne.b32 p, " SCALE_D                     \
+               ", 0;\n"                                                                                              \
+               "add.u32 la, %24, %26;\nadd.u32 lb, %25, %27;\nmov.b64 da, {la, %28};\nmov.b64 db, {lb, %28};\n"      \
                "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"                                              \
                "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                              \
                "%16, %17, %18, %19, %20, %21, %22, %23}, da, db, p, 1, 1, %29, %30;\n}\n"                            \
-               : D(d[0]), D(d[1]), D(d[2]), D(d[3]), D(d[4]), D(d[5]), D(d[6]), D(d[7]), D(d[8]), D(d[9]),         \
-                 D(d[10]), D(d[11]), D(d[12]), D(d[13]), D(d[14]), D(d[15]), D(d[16]), D(d[17]), D(d[18]),         \
-                 D(d[19]), D(d[20]), D(d[21]), D(d[22]), D(d[23])                                                   \
-               : "r"(a_low), "r"(b_low), "n"(kAOffset), "n"(kBOffset), "n"(kDescriptorHigh), "n"(kTransA),         \
+               : D(d[0]), D(d[1]), D(d[2]), D(d[3]), D(d[4]), D(d[5]), D(d[6]), D(d[7]), D(d[8]), D(d[9]), D(d[10]), \
+                 D(d[11]), D(d[12]), D(d[13]), D(d[14]), D(d[15]), D(d[16]), D(d[17]), D(d[18]), D(d[19]), D(d[20]), \
+                 D(d[21]), D(d[22]), D(d[23])                                                                        \
+               : "r"(a_low), "r"(b_low), "n"(kAOffset), "n"(kBOffset), "n"(kDescriptorHigh), "n"(kTransA),           \
                  "n"(kTransB))
 #define K3_WRITE_ONLY(x) "=f"(x)
 #define K3_READ_WRITE(x) "+f"(x)
@@ -494,11 +494,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   const auto issue_scores_of = [&](int i, auto parity) {
     constexpr int kP = decltype(parity)::value;
     const uint32_t full_parity = uint32_t((i / kSlots) & 1);
-    issue_scores(s, slots_base + kP * Smem::kSlotBytes, base + Smem::kQ,
-                 [&](int kb) {
-                   mbarrier::wait(full(kP, kb), full_parity);
-                   wgmma::fence();  // after the wait's branch (else ptxas adds it, saying so)
-                 });
+    issue_scores(s, slots_base + kP * Smem::kSlotBytes, base + Smem::kQ, [&](int kb) {
+      mbarrier::wait(full(kP, kb), full_parity);
+      wgmma::fence();  // after the wait's branch (else ptxas adds it, saying so)
+    });
   };
   issue_scores_of(0, std::integral_constant<int, 0>{});
   wgmma::wait_group<0>();
@@ -554,7 +553,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
           const float tile_max = fmaxf(fmaxf(reduce[c], reduce[kBlockHeads + c]),
                                        fmaxf(reduce[2 * kBlockHeads + c], reduce[3 * kBlockHeads + c]));
           const float m_new = fmaxf(m_run[k], tile_max);  // finite: the tile's first token is in the context
-          alpha[k] = exp2f(m_run[k] - m_new);              // 0 on the split's first tile
+          alpha[k] = exp2f(m_run[k] - m_new);             // 0 on the split's first tile
           m_run[k] = m_new;
           l_part[k] *= alpha[k];
 #pragma unroll

@@ -66,8 +66,8 @@ cudaError_t mla_cache_append_bf16(const __nv_bfloat16* kv, int64_t kv_row_stride
   return cudaGetLastError();
 }
 
-cudaError_t mla_cache_gather_bf16(const __nv_bfloat16* pages, const int32_t* page_table_row, int page_tokens,
-                                  int width, int64_t tokens, __nv_bfloat16* out, cudaStream_t stream) {
+cudaError_t mla_cache_gather_bf16(const __nv_bfloat16* pages, const int32_t* page_table_row, int page_tokens, int width,
+                                  int64_t tokens, __nv_bfloat16* out, cudaStream_t stream) {
   if (tokens < 0 || page_tokens <= 0 || width <= 0 || !pages || !page_table_row || !out) return cudaErrorInvalidValue;
   if (width % 8 == 0 && (reinterpret_cast<uintptr_t>(pages) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)) {
     return cudaErrorMisalignedAddress;

@@ -24,7 +24,7 @@ cudaError_t mla_cache_append_bf16(const __nv_bfloat16* kv, int64_t kv_row_stride
                                   int max_pages_per_sequence, int page_tokens, __nv_bfloat16* pages,
                                   cudaStream_t stream);
 
-cudaError_t mla_cache_gather_bf16(const __nv_bfloat16* pages, const int32_t* page_table_row, int page_tokens,
-                                  int width, int64_t tokens, __nv_bfloat16* out, cudaStream_t stream);
+cudaError_t mla_cache_gather_bf16(const __nv_bfloat16* pages, const int32_t* page_table_row, int page_tokens, int width,
+                                  int64_t tokens, __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace k3::kernels

@@ -9,10 +9,10 @@ namespace k3::kernels {
 
 namespace {
 
-constexpr int kQk = kMlaPrefillQkDim;        // 192
-constexpr int kV = kMlaPrefillValueDim;      // 128
-constexpr int kQkChunks = kQk * 2 / 16;      // 24 chunks of 16 bytes per q/k row
-constexpr int kVChunks = kV * 2 / 16;        // 16 per v row
+constexpr int kQk = kMlaPrefillQkDim;    // 192
+constexpr int kV = kMlaPrefillValueDim;  // 128
+constexpr int kQkChunks = kQk * 2 / 16;  // 24 chunks of 16 bytes per q/k row
+constexpr int kVChunks = kV * 2 / 16;    // 16 per v row
 constexpr int kBlockKeys = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -151,8 +151,8 @@ __global__ void __launch_bounds__(FlashShape<kBlockQueries, kRowTiles>::kThreads
 #pragma unroll
       for (int np = 0; np < kBlockKeys / 16; ++np) {
         uint32_t bb[4];
-        ldmatrix_x4(bb, k_smem + swizzled(16 * np + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1),
-                                          kQkChunks));
+        ldmatrix_x4(
+            bb, k_smem + swizzled(16 * np + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1), kQkChunks));
 #pragma unroll
         for (int mt = 0; mt < kRowTiles; ++mt) {
           mma_bf16(s[mt][2 * np], a[mt], bb[0], bb[1]);

@@ -14,18 +14,18 @@ namespace k3::kernels {
 
 namespace {
 
-constexpr int kQk = kMlaPrefillQkDim;     // 192
-constexpr int kV = kMlaPrefillValueDim;   // 128
-constexpr int kQkChunks = kQk * 2 / 16;   // 24 chunks of 16 bytes per q/k row
-constexpr int kVChunks = kV * 2 / 16;     // 16 per v row
-constexpr int kRows = 64;                 // queries per warpgroup = keys per tile = the wgmma M
+constexpr int kQk = kMlaPrefillQkDim;    // 192
+constexpr int kV = kMlaPrefillValueDim;  // 128
+constexpr int kQkChunks = kQk * 2 / 16;  // 24 chunks of 16 bytes per q/k row
+constexpr int kVChunks = kV * 2 / 16;    // 16 per v row
+constexpr int kRows = 64;                // queries per warpgroup = keys per tile = the wgmma M
 constexpr int kKeys = 64;
 constexpr int kWarpGroups = 3;
-constexpr int kBlockQueries = kWarpGroups * kRows;  // 192
-constexpr int kThreads = kWarpGroups * 128;         // 384
-constexpr int kScoreKSteps = kQk / 16;              // 12
-constexpr int kBlockBytes = kRows * 128;            // one SW128 block: 64 rows of 64 bf16
-constexpr int kKvLoaders = kThreads / kKeys;        // 6 threads per K or V row
+constexpr int kBlockQueries = kWarpGroups * kRows;   // 192
+constexpr int kThreads = kWarpGroups * 128;          // 384
+constexpr int kScoreKSteps = kQk / 16;               // 12
+constexpr int kBlockBytes = kRows * 128;             // one SW128 block: 64 rows of 64 bf16
+constexpr int kKvLoaders = kThreads / kKeys;         // 6 threads per K or V row
 constexpr int kQLoaders = kThreads / kBlockQueries;  // 2 per Q row
 
 // Shared memory (bytes from a 1024-aligned base): Q of each warpgroup [64 × 192] | K stages 0, 1 [64 × 192] | V stages
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // The online softmax of tile `tile` from the finished s: P into p (bf16 A fragments), the running max and sum
   // updated; returns the factors the output must be rescaled by before P · V of this tile.
-  const auto softmax = [&](int tile, uint32_t (&p)[kKeys / 16][4], float (&alpha)[2]) {
+  const auto softmax = [&](int tile, uint32_t(&p)[kKeys / 16][4], float(&alpha)[2]) {
     wgmma::fence_registers(s);
     // s[4j + e]: key 64·tile + 8j + 2t + e % 2 of row row_lo + 8·(e / 2). Scale; mask keys past the row's position
     // or the keys' end on the tiles where either can happen.
@@ -174,9 +174,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int half = r & 1;
-        const __nv_bfloat162 pair =
-            __floats2bfloat162_rn(exp2f(fmaf(s[8 * kk + 2 * r], scale_log2, neg_m[half])),
-                                  exp2f(fmaf(s[8 * kk + 2 * r + 1], scale_log2, neg_m[half])));
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(exp2f(fmaf(s[8 * kk + 2 * r], scale_log2, neg_m[half])),
+                                                          exp2f(fmaf(s[8 * kk + 2 * r + 1], scale_log2, neg_m[half])));
         const float2 rounded = __bfloat1622float2(pair);  // the sum of exactly what the output product uses
         tile_sum[half] += rounded.x + rounded.y;
         p[kk][r] = *reinterpret_cast<const uint32_t*>(&pair);

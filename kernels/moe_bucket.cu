@@ -202,8 +202,8 @@ __global__ void moe_combine_thread_per_column(const T* expert_out, const int32_t
 }
 
 template <typename T>
-cudaError_t combine(const T* expert_out, const int32_t* slot_of, const float* weight, int tokens, int top_k,
-                    int width, float* y, cudaStream_t stream) {
+cudaError_t combine(const T* expert_out, const int32_t* slot_of, const float* weight, int tokens, int top_k, int width,
+                    float* y, cudaStream_t stream) {
   if (tokens == 0) return cudaSuccess;
   if (tokens < 0 || top_k < 1 || top_k > kMoeCombineMaxTopK || width < 1 || expert_out == nullptr ||
       slot_of == nullptr || weight == nullptr || y == nullptr) {
@@ -252,8 +252,8 @@ cudaError_t moe_bucket_by_expert(const int32_t* expert_ids, const float* weights
     if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
   }
   // Runs with no pairs too, so the offsets and the active list are always written.
-  moe_bucket_offsets<<<1, kScanThreads, 0, stream>>>(counts, chunks, experts, out.expert_offsets,
-                                                     out.active_experts, out.active_count);
+  moe_bucket_offsets<<<1, kScanThreads, 0, stream>>>(counts, chunks, experts, out.expert_offsets, out.active_experts,
+                                                     out.active_count);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
   if (chunks > 0) {
     moe_bucket_scatter<<<blocks, kThreads, shared_bytes, stream>>>(expert_ids, weights, pairs, top_k, experts, chunks,

@@ -58,8 +58,8 @@ __device__ __forceinline__ GemvGroup load_gemv_group(const uint4* w_lo, const ui
 // The mma work of one group: x of this lane's slot for its blocks, the decode, 2·4·kGemvLoads products. kGeneral: the
 // two-multiply scales of block_scale (any scale above 2^1, or NaN), else one multiply by small_scale_factor.
 template <bool kChecked, bool kGeneral>
-__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_lane,
-                                                    int first_block, int t, int blocks, float (&acc)[4]) {
+__device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __nv_bfloat16* x_lane, int first_block,
+                                                    int t, int blocks, float (&acc)[4]) {
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) {
     const int b = first_block + 4 * u;
@@ -106,8 +106,8 @@ __device__ __forceinline__ void gemv_group_products(const GemvGroup& g, const __
 }
 
 template <bool kChecked>
-__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_lane,
-                                                int first_block, int t, int blocks, float (&acc)[4]) {
+__device__ __forceinline__ void gemv_group_math(const GemvGroup& g, const __nv_bfloat16* x_lane, int first_block, int t,
+                                                int blocks, float (&acc)[4]) {
   uint32_t big = 0;
 #pragma unroll
   for (int u = 0; u < kGemvLoads; ++u) big |= static_cast<uint32_t>(max(g.s_lo[u], g.s_hi[u]) > 128u);
@@ -184,8 +184,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
-  if (x == nullptr || !aligned16(x) || x_stride < w.in_features || x_stride % 8 != 0 || x_rows <= 0 ||
-      y == nullptr || y_stride < w.out_features) {
+  if (x == nullptr || !aligned16(x) || x_stride < w.in_features || x_stride % 8 != 0 || x_rows <= 0 || y == nullptr ||
+      y_stride < w.out_features) {
     return cudaErrorInvalidValue;
   }
   const int64_t active = active_bound(r, w.experts);
@@ -200,8 +200,8 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     const int64_t row_blocks = (w.out_features + kGemvBlockRows - 1) / kGemvBlockRows;
     if (active * row_blocks > INT32_MAX) return cudaErrorInvalidValue;
     const auto grid = static_cast<unsigned>(active * row_blocks);
-    mxfp4_grouped_gemv_mma_lean<OutT><<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                                       static_cast<unsigned>(row_blocks));
+    mxfp4_grouped_gemv_mma_lean<OutT>
+        <<<grid, kGemvThreads, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride, static_cast<unsigned>(row_blocks));
     return cudaGetLastError();
   }
 
@@ -220,9 +220,9 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
   return Mxfp4GroupedAlgorithm::gemm_pipelined;
 }
 
-cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
-                                      const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,
-                                      int64_t y_row_stride, cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
+cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing, const __nv_bfloat16* x,
+                                      int64_t x_row_stride, int64_t x_rows, float* y, int64_t y_row_stride,
+                                      cudaStream_t stream, Mxfp4GroupedAlgorithm algorithm) {
   return launch(w, routing, x, x_row_stride, x_rows, y, y_row_stride, stream, algorithm);
 }
 

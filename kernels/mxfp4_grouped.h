@@ -97,9 +97,9 @@ inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 // average is small, the pipelined GEMM above it.
 Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const ExpertRouting& routing);
 
-cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
-                                      const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, float* y,
-                                      int64_t y_row_stride, cudaStream_t stream,
+cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing, const __nv_bfloat16* x,
+                                      int64_t x_row_stride, int64_t x_rows, float* y, int64_t y_row_stride,
+                                      cudaStream_t stream,
                                       Mxfp4GroupedAlgorithm algorithm = Mxfp4GroupedAlgorithm::automatic);
 cudaError_t mxfp4_grouped_bf16_to_bf16(const Mxfp4ExpertWeights& w, const ExpertRouting& routing,
                                        const __nv_bfloat16* x, int64_t x_row_stride, int64_t x_rows, __nv_bfloat16* y,

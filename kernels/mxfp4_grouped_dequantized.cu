@@ -105,8 +105,8 @@ cudaError_t mxfp4_dequantize_expert_bf16(const Mxfp4ExpertWeights& w, int expert
   if (grid > INT32_MAX) return cudaErrorInvalidValue;
   const int64_t first_word = int64_t(expert) * words;
   mxfp4_dequantize_words<<<static_cast<unsigned>(grid), kDequantizeThreads, 0, stream>>>(
-      reinterpret_cast<const uint32_t*>(w.packed) + first_word, w.scales + first_word / kWordsPerMxBlock,
-      words_per_row, words, out, out_row_stride);
+      reinterpret_cast<const uint32_t*>(w.packed) + first_word, w.scales + first_word / kWordsPerMxBlock, words_per_row,
+      words, out, out_row_stride);
   return cudaGetLastError();
 }
 
@@ -115,9 +115,9 @@ cudaError_t mxfp4_grouped_dequantized_check(const Mxfp4ExpertWeights& w, const i
                                             int64_t y_row_stride, const __nv_bfloat16* scratch,
                                             int64_t scratch_elements) {
   if (!weights_ok(w) || w.out_features % 8 != 0 || host_expert_offsets == nullptr || x_by_slot == nullptr ||
-      !aligned16(x_by_slot) || x_row_stride < w.in_features || x_row_stride % 8 != 0 || y == nullptr ||
-      !aligned16(y) || y_row_stride < w.out_features || y_row_stride % 4 != 0 || scratch == nullptr ||
-      !aligned16(scratch) || scratch_elements < w.out_features * w.in_features || host_expert_offsets[0] < 0) {
+      !aligned16(x_by_slot) || x_row_stride < w.in_features || x_row_stride % 8 != 0 || y == nullptr || !aligned16(y) ||
+      y_row_stride < w.out_features || y_row_stride % 4 != 0 || scratch == nullptr || !aligned16(scratch) ||
+      scratch_elements < w.out_features * w.in_features || host_expert_offsets[0] < 0) {
     return cudaErrorInvalidValue;
   }
   for (int e = 0; e < w.experts; ++e) {

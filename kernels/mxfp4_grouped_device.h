@@ -31,7 +31,7 @@ constexpr uint32_t kNeutralScale = 127;  // 2^0, for blocks past the end of a ro
 template <int J>
 __device__ __forceinline__ uint32_t e2m1_pair_times_2_pow_minus_126(uint32_t q) {
   static_assert(J >= 0 && J < 4);
-  const uint32_t sign = (J == 3 ? q : q << (12 - 4 * J)) & 0x80008000u;           // bits 4J+3, 4J+19
+  const uint32_t sign = (J == 3 ? q : q << (12 - 4 * J)) & 0x80008000u;                    // bits 4J+3, 4J+19
   const uint32_t magnitude = (J < 2 ? q << (6 - 4 * J) : q >> (4 * J - 6)) & 0x01C001C0u;  // bits 4J.., 4J+16..
   return sign | magnitude;
 }
@@ -139,8 +139,8 @@ __device__ __forceinline__ uint32_t tiled_output(uint32_t w0, uint32_t w1) {
 // multiplies of block_scale): the bf16 pairs of elements 8t … 8t + 7 of the block, in memory order.
 template <int kR>
 __device__ __forceinline__ uint4 tiled_row_scaled(uint32_t w0, uint32_t w1, const BlockScale& s) {
-  uint32_t pairs[4] = {tiled_output<4 * kR>(w0, w1), tiled_output<4 * kR + 1>(w0, w1),
-                       tiled_output<4 * kR + 2>(w0, w1), tiled_output<4 * kR + 3>(w0, w1)};
+  uint32_t pairs[4] = {tiled_output<4 * kR>(w0, w1), tiled_output<4 * kR + 1>(w0, w1), tiled_output<4 * kR + 2>(w0, w1),
+                       tiled_output<4 * kR + 3>(w0, w1)};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     pairs[j] = bf16x2_mul(pairs[j], s.first2);
@@ -198,8 +198,8 @@ __device__ __forceinline__ const __nv_bfloat16* gemv_x_row(const ExpertRouting& 
 // The pass's outputs of lane (g, t): columns 2t, 2t + 1 (slots pass + 2t + c) of rows `row` and `row` + 8; NaN for a
 // slot whose token is invalid.
 template <typename OutT>
-__device__ __forceinline__ void gemv_store(const float (&acc)[4], const ExpertRouting& r, int pass, int end_slot,
-                                           int t, int64_t x_rows, OutT* y, int64_t y_stride, int64_t row) {
+__device__ __forceinline__ void gemv_store(const float (&acc)[4], const ExpertRouting& r, int pass, int end_slot, int t,
+                                           int64_t x_rows, OutT* y, int64_t y_stride, int64_t row) {
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     const int s = pass + 2 * t + c;
@@ -292,7 +292,10 @@ __device__ GemmTile locate_tile(const ExpertRouting& r, const int* tile_prefix, 
   int lo = 0, hi = active;  // the a with prefix[a] ≤ tile < prefix[a + 1]
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (tile_prefix[mid] <= tile) lo = mid; else hi = mid;
+    if (tile_prefix[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid;
   }
   GemmTile at{};
   at.expert = r.active_experts[lo];
@@ -304,7 +307,6 @@ __device__ GemmTile locate_tile(const ExpertRouting& r, const int* tile_prefix, 
   at.slot0 = first_slot + (local % slot_tiles) * kSlots;
   return at;
 }
-
 
 // The current device's multiprocessor count (the persistent GEMMs' grids, the tiled GEMV's block shape).
 inline cudaError_t current_multiprocessors(int& sms) {

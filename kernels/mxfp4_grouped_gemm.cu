@@ -30,21 +30,21 @@ namespace k3::kernels::mxfp4_detail {
 
 namespace {
 
-constexpr int kPipeThreads = 128;                                     // 4 warps
-constexpr int kPipeWarpRows = 32;                                     // 2 m-tiles of 16 per warp
-constexpr int kPipeRows = kPipeThreads / 32 * kPipeWarpRows;          // 128 output rows per tile
-constexpr int kPipeSlots = 128;                                       // slots per tile, every warp all of them
-constexpr int kPipeNTiles = kPipeSlots / 8;                           // 16 n-tiles of 8 slots
+constexpr int kPipeThreads = 128;                             // 4 warps
+constexpr int kPipeWarpRows = 32;                             // 2 m-tiles of 16 per warp
+constexpr int kPipeRows = kPipeThreads / 32 * kPipeWarpRows;  // 128 output rows per tile
+constexpr int kPipeSlots = 128;                               // slots per tile, every warp all of them
+constexpr int kPipeNTiles = kPipeSlots / 8;                   // 16 n-tiles of 8 slots
 constexpr int kPipeGroupNTiles = 4;  // n-tiles multiplied together (or skipped together past an expert's end)
-constexpr int kPipeStepBlocks = 2;                                    // MX blocks per k-step: 64 elements
-constexpr int kPipeStages = 4;                                        // the cp.async ring
-constexpr int kPipeWRowBytes = kPipeStepBlocks * kMxBlockBytes;       // 32: packed W of one row and step
-constexpr int kPipeXRowBytes = kPipeStepBlocks * kMxBlockElements * 2;  // 128: bf16 x of one slot and step
-constexpr int kPipeXRowChunks = kPipeXRowBytes / 16;                  // 8 chunks of 16 bytes
-constexpr int kPipeWStageBytes = kPipeRows * kPipeWRowBytes;          // 4 KiB
-constexpr int kPipeStageBytes = kPipeWStageBytes + kPipeSlots * kPipeXRowBytes;  // 20 KiB
+constexpr int kPipeStepBlocks = 2;   // MX blocks per k-step: 64 elements
+constexpr int kPipeStages = 4;       // the cp.async ring
+constexpr int kPipeWRowBytes = kPipeStepBlocks * kMxBlockBytes;                     // 32: packed W of one row and step
+constexpr int kPipeXRowBytes = kPipeStepBlocks * kMxBlockElements * 2;              // 128: bf16 x of one slot and step
+constexpr int kPipeXRowChunks = kPipeXRowBytes / 16;                                // 8 chunks of 16 bytes
+constexpr int kPipeWStageBytes = kPipeRows * kPipeWRowBytes;                        // 4 KiB
+constexpr int kPipeStageBytes = kPipeWStageBytes + kPipeSlots * kPipeXRowBytes;     // 20 KiB
 constexpr int kPipeXCopiesPerThread = kPipeSlots * kPipeXRowChunks / kPipeThreads;  // 8
-constexpr int kPipeXSlotsPerPass = kPipeThreads / kPipeXRowChunks;                 // 16
+constexpr int kPipeXSlotsPerPass = kPipeThreads / kPipeXRowChunks;                  // 16
 // Dynamic shared memory: the stages, the tile's tokens [kPipeSlots], the scan's warp sums, the tile prefix.
 constexpr size_t kPipeFixedSharedBytes =
     size_t(kPipeStages) * kPipeStageBytes + (kPipeSlots + kPipeThreads / 32) * sizeof(int);
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
   const int b_chunk[2] = {kTiled ? t : 2 * t, kTiled ? 4 + t : 2 * t + 1};
   const int b_chunk_offset[2] = {(b_chunk[0] ^ ((g & 1) * kSwizzle)) * 16,
                                  (b_chunk[1] ^ ((g & 1) * kSwizzle)) * 16};  // this lane's B chunks
-  const int64_t pairs = w.in_features / 64;  // tiled: units per 16-row tile
+  const int64_t pairs = w.in_features / 64;                                  // tiled: units per 16-row tile
 
   for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
     const GemmTile at = locate_tile<kPipeRows, kPipeSlots>(r, tile_prefix, active, tile);
@@ -179,15 +179,16 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
     const int64_t scale_row = int64_t(at.expert) * out + row0 + warp_row + g;
     // Tiled: s[mt][0] is the m-tile's scale word of the step (row g blocks 0, 1, row g + 8 blocks 0, 1).
     const int64_t scale_tile = (int64_t(at.expert) * out + row0 + warp_row) / kTiledRows;
-    const auto load_scales = [&](int step, uint32_t (&s)[2][2]) {
+    const auto load_scales = [&](int step, uint32_t(&s)[2][2]) {
       const int block = step * kPipeStepBlocks + t / 2;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         if constexpr (kTiled) {
-          s[mt][0] = m_tile_in[mt] && step < steps ? __ldg(reinterpret_cast<const uint32_t*>(
-                                         w.scales + ((scale_tile + mt) * pairs + step) * kTiledUnitScaleBytes) +
-                                     g)
-                                   : kNeutralScale * 0x01010101u;
+          s[mt][0] = m_tile_in[mt] && step < steps
+                         ? __ldg(reinterpret_cast<const uint32_t*>(w.scales + ((scale_tile + mt) * pairs + step) *
+                                                                                  kTiledUnitScaleBytes) +
+                                 g)
+                         : kNeutralScale * 0x01010101u;
           s[mt][1] = 0;
         } else {
 #pragma unroll

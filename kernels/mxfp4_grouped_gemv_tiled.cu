@@ -31,10 +31,9 @@ __device__ __forceinline__ uint32_t small_factor(uint32_t s) {
 // Row half kR of a lane's block in the tiled layout times a scale factor of small_factor's form (one multiply).
 template <int kR>
 __device__ __forceinline__ uint4 tiled_row_factored(uint32_t w0, uint32_t w1, uint32_t factor) {
-  return make_uint4(bf16x2_mul(tiled_output<4 * kR>(w0, w1), factor),
-                    bf16x2_mul(tiled_output<4 * kR + 1>(w0, w1), factor),
-                    bf16x2_mul(tiled_output<4 * kR + 2>(w0, w1), factor),
-                    bf16x2_mul(tiled_output<4 * kR + 3>(w0, w1), factor));
+  return make_uint4(
+      bf16x2_mul(tiled_output<4 * kR>(w0, w1), factor), bf16x2_mul(tiled_output<4 * kR + 1>(w0, w1), factor),
+      bf16x2_mul(tiled_output<4 * kR + 2>(w0, w1), factor), bf16x2_mul(tiled_output<4 * kR + 3>(w0, w1), factor));
 }
 
 // One block of the lane: its decoded pairs of rows g (lo) and g + 8 (hi) times x's 8 elements. k-half 0 takes elements
@@ -173,9 +172,8 @@ cudaError_t launch_gemv_tiled(const Mxfp4ExpertWeights& w, const ExpertRouting& 
   if (const cudaError_t status = current_multiprocessors(sms); status != cudaSuccess) return status;
   if (mxfp4_gemv_tiled_block_warps(active, w.out_features, sms) == kMxfp4GemvTiledWarpsPerSm) {
     const auto grid = static_cast<unsigned>(std::min<int64_t>(sms, active * (w.out_features / kTiledRows)));
-    mxfp4_grouped_gemv_tiled_whole_sm<OutT>
-        <<<grid, 32 * kMxfp4GemvTiledWarpsPerSm, 0, stream>>>(w, r, x, x_stride, x_rows, y, y_stride,
-                                                              static_cast<int>(active));
+    mxfp4_grouped_gemv_tiled_whole_sm<OutT><<<grid, 32 * kMxfp4GemvTiledWarpsPerSm, 0, stream>>>(
+        w, r, x, x_stride, x_rows, y, y_stride, static_cast<int>(active));
     return cudaGetLastError();
   }
   constexpr int kBlockRows = kMxfp4GemvTiledBlockWarps * kTiledRows;

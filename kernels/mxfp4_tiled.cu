@@ -63,13 +63,12 @@ void mxfp4_tiled_repack_host(const uint8_t* packed, const uint8_t* scales, int e
     for (int64_t tile = 0; tile < out_features / kTiledRows; ++tile)
       for (int64_t pair = 0; pair < in_features / 64; ++pair)
         for (int lane = 0; lane < 32; ++lane)
-          repack_lane(kTiledOutputs, packed + e * weight_bytes, scales + e * scale_bytes, in_features, tile, pair,
-                      lane, tiled_packed + e * weight_bytes, tiled_scales + e * scale_bytes);
+          repack_lane(kTiledOutputs, packed + e * weight_bytes, scales + e * scale_bytes, in_features, tile, pair, lane,
+                      tiled_packed + e * weight_bytes, tiled_scales + e * scale_bytes);
 }
 
 cudaError_t mxfp4_tiled_repack(const uint8_t* packed, const uint8_t* scales, int experts, int64_t out_features,
-                               int64_t in_features, uint8_t* tiled_packed, uint8_t* tiled_scales,
-                               cudaStream_t stream) {
+                               int64_t in_features, uint8_t* tiled_packed, uint8_t* tiled_scales, cudaStream_t stream) {
   if (packed == nullptr || scales == nullptr || tiled_packed == nullptr || tiled_scales == nullptr || experts <= 0 ||
       !mxfp4_tiled_supported(out_features, in_features) || packed == tiled_packed || scales == tiled_scales) {
     return cudaErrorInvalidValue;

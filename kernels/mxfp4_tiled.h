@@ -37,7 +37,7 @@
 
 namespace k3::kernels {
 
-constexpr int kTiledRows = 16;             // output rows of a tile (the MMA's M)
+constexpr int kTiledRows = 16;              // output rows of a tile (the MMA's M)
 constexpr int kTiledUnitWeightBytes = 512;  // a tile × 2 blocks
 constexpr int kTiledUnitScaleBytes = 32;
 
@@ -49,7 +49,7 @@ struct TiledOutput {
   TiledPiece piece[2];
 };
 
-constexpr uint32_t kTiledAllBits = 0x81C081C0u;   // sign, e1, e0, m of both halves: bits 15, 8, 7, 6 and 31, 24 … 22
+constexpr uint32_t kTiledAllBits = 0x81C081C0u;    // sign, e1, e0, m of both halves: bits 15, 8, 7, 6 and 31, 24 … 22
 constexpr uint32_t kTiledExponents = 0x00C000C0u;  // bits 6, 7 and 22, 23 (m, e0 of both halves)
 constexpr uint32_t kTiledSignsE1 = 0x81008100u;    // bits 8, 15 and 24, 31 (e1, sign of both halves)
 inline constexpr TiledOutput kTiledOutputs[8] = {
@@ -70,8 +70,8 @@ bool mxfp4_tiled_supported(int64_t out_features, int64_t in_features);
 // order (in/2 bytes each), `block` the block, `t` the lane's quarter; `outputs` is kTiledOutputs (on the device, a
 // copy in constant memory). Host and device (the repack kernel).
 __host__ __device__ inline void mxfp4_tiled_lane_words(const TiledOutput* outputs, const uint8_t* row_lo,
-                                                      const uint8_t* row_hi, int64_t block, int t, uint32_t& w0,
-                                                      uint32_t& w1) {
+                                                       const uint8_t* row_hi, int64_t block, int t, uint32_t& w0,
+                                                       uint32_t& w1) {
   uint32_t word[2];
   for (int r = 0; r < 2; ++r) {
     const uint8_t* p = (r == 0 ? row_lo : row_hi) + block * 16 + t * 4;
@@ -100,7 +100,6 @@ __host__ __device__ inline void mxfp4_tiled_lane_words(const TiledOutput* output
 void mxfp4_tiled_repack_host(const uint8_t* packed, const uint8_t* scales, int experts, int64_t out_features,
                              int64_t in_features, uint8_t* tiled_packed, uint8_t* tiled_scales);
 cudaError_t mxfp4_tiled_repack(const uint8_t* packed, const uint8_t* scales, int experts, int64_t out_features,
-                               int64_t in_features, uint8_t* tiled_packed, uint8_t* tiled_scales,
-                               cudaStream_t stream);
+                               int64_t in_features, uint8_t* tiled_packed, uint8_t* tiled_scales, cudaStream_t stream);
 
 }  // namespace k3::kernels

@@ -48,7 +48,7 @@ __global__ void mxfp4_fill_normal_kernel(uint8_t* packed, uint8_t* scales, int64
     uint8_t scale_byte = 0;
     float inv_scale = 0.0f;
     if (amax > 0.0f) {
-      int e = ilogbf(amax) - 2;            // floor(log2 max|v|) - emax
+      int e = ilogbf(amax) - 2;  // floor(log2 max|v|) - emax
       e = max(-127, min(127, e));
       scale_byte = uint8_t(e + 127);
       inv_scale = ldexpf(1.0f, -e);

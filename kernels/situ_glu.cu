@@ -27,8 +27,8 @@ struct Silu {
 };
 
 template <typename In, typename Act>
-__global__ void glu_elementwise(const In* gate_up, int64_t in_stride, Act act, __nv_bfloat16* out,
-                                int64_t out_stride, int64_t tokens, int64_t intermediate) {
+__global__ void glu_elementwise(const In* gate_up, int64_t in_stride, Act act, __nv_bfloat16* out, int64_t out_stride,
+                                int64_t tokens, int64_t intermediate) {
   for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
     const In* row = gate_up + t * in_stride;
     __nv_bfloat16* out_row = out + t * out_stride;
@@ -115,8 +115,8 @@ cudaError_t situ_glu_bf16(const __nv_bfloat16* gate_up, int64_t gate_up_row_stri
                 stream);
 }
 
-cudaError_t silu_glu_bf16(const float* gate_up, int64_t gate_up_row_stride, __nv_bfloat16* out,
-                          int64_t out_row_stride, int64_t tokens, int64_t intermediate, cudaStream_t stream) {
+cudaError_t silu_glu_bf16(const float* gate_up, int64_t gate_up_row_stride, __nv_bfloat16* out, int64_t out_row_stride,
+                          int64_t tokens, int64_t intermediate, cudaStream_t stream) {
   return launch(gate_up, gate_up_row_stride, Silu{}, out, out_row_stride, tokens, intermediate, stream);
 }
 

@@ -26,8 +26,8 @@ cudaError_t situ_glu_bf16(const float* gate_up, int64_t gate_up_row_stride, floa
 cudaError_t situ_glu_bf16(const __nv_bfloat16* gate_up, int64_t gate_up_row_stride, float beta, float linear_beta,
                           __nv_bfloat16* out, int64_t out_row_stride, int64_t tokens, int64_t intermediate,
                           cudaStream_t stream);
-cudaError_t silu_glu_bf16(const float* gate_up, int64_t gate_up_row_stride, __nv_bfloat16* out,
-                          int64_t out_row_stride, int64_t tokens, int64_t intermediate, cudaStream_t stream);
+cudaError_t silu_glu_bf16(const float* gate_up, int64_t gate_up_row_stride, __nv_bfloat16* out, int64_t out_row_stride,
+                          int64_t tokens, int64_t intermediate, cudaStream_t stream);
 cudaError_t silu_glu_bf16(const __nv_bfloat16* gate_up, int64_t gate_up_row_stride, __nv_bfloat16* out,
                           int64_t out_row_stride, int64_t tokens, int64_t intermediate, cudaStream_t stream);
 

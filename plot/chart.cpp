@@ -107,8 +107,8 @@ Scene layout(const Chart& c) {
   if (!c.title.empty()) {
     s.texts.push_back({(s.left + s.right) / 2, 26, c.title, Scene::Anchor::middle, 16, false, true});
   }
-  s.texts.push_back({(s.left + s.right) / 2, double(c.height_px) - 14, c.x_label, Scene::Anchor::middle, 13, false,
-                     false});
+  s.texts.push_back(
+      {(s.left + s.right) / 2, double(c.height_px) - 14, c.x_label, Scene::Anchor::middle, 13, false, false});
   s.texts.push_back({20, (s.top + s.bottom) / 2, c.y_label, Scene::Anchor::middle, 13, true, false});
 
   for (std::size_t i = 0; i < c.series.size(); ++i) {
@@ -135,8 +135,8 @@ Scene layout(const Chart& c) {
   if (!named.empty()) {
     const double row = 18, width = 36 + 7.0 * double(longest), x0 = s.right - width - 8, y0 = s.top + 8;
     const double height = row * double(named.size()) + 8;
-    s.polylines.push_back({{{x0, y0}, {x0 + width, y0}, {x0 + width, y0 + height}, {x0, y0 + height}, {x0, y0}},
-                           "#999999", 1});
+    s.polylines.push_back(
+        {{{x0, y0}, {x0 + width, y0}, {x0 + width, y0 + height}, {x0, y0 + height}, {x0, y0}}, "#999999", 1});
     for (std::size_t k = 0; k < named.size(); ++k) {
       const Series& ser = c.series[named[k]];
       const std::string& color = palette()[named[k] % palette().size()];

@@ -40,8 +40,9 @@ std::string to_svg(const Chart& chart) {
       "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#FFFFFF\"/>\n",
       s.width_px, s.height_px);
   for (const Scene::Line& l : s.lines) {
-    out += fmt::format("<line x1=\"{:.2f}\" y1=\"{:.2f}\" x2=\"{:.2f}\" y2=\"{:.2f}\" stroke=\"{}\" stroke-width=\"{}\"/>\n",
-                       l.x1, l.y1, l.x2, l.y2, l.color, l.width);
+    out += fmt::format(
+        "<line x1=\"{:.2f}\" y1=\"{:.2f}\" x2=\"{:.2f}\" y2=\"{:.2f}\" stroke=\"{}\" stroke-width=\"{}\"/>\n", l.x1,
+        l.y1, l.x2, l.y2, l.color, l.width);
   }
   for (const Scene::Polyline& p : s.polylines) {
     out += "<polyline fill=\"none\" stroke=\"" + p.color + "\" stroke-width=\"" + fmt::format("{}", p.width) +
@@ -56,9 +57,9 @@ std::string to_svg(const Chart& chart) {
   }
   for (const Scene::Text& t : s.texts) {
     const std::string rotate = t.vertical ? fmt::format(" transform=\"rotate(-90 {:.2f} {:.2f})\"", t.x, t.y) : "";
-    out += fmt::format("<text x=\"{:.2f}\" y=\"{:.2f}\" font-size=\"{}\" text-anchor=\"{}\"{}{} fill=\"#222222\">{}</text>\n",
-                       t.x, t.y, t.size_px, anchor_name(t.anchor), t.bold ? " font-weight=\"bold\"" : "", rotate,
-                       escape(t.text));
+    out += fmt::format(
+        "<text x=\"{:.2f}\" y=\"{:.2f}\" font-size=\"{}\" text-anchor=\"{}\"{}{} fill=\"#222222\">{}</text>\n", t.x,
+        t.y, t.size_px, anchor_name(t.anchor), t.bold ? " font-weight=\"bold\"" : "", rotate, escape(t.text));
   }
   out += "</svg>\n";
   return out;

@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  clang-format
   libeigen3-dev
   zlib1g-dev
   libyaml-cpp-dev

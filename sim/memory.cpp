@@ -76,9 +76,8 @@ MemoryBreakdown estimate_memory(const Scenario& s, const OpGraph& graph) {
   mem.weights_bytes = *std::max_element(stage_weights.begin(), stage_weights.end());
   // A prefill's ops sum its chunks; one chunk is live at a time.
   const Phase& ph = graph.phase;
-  const double chunks = ph.kind == PhaseKind::prefill
-                            ? std::ceil(double(ph.new_tokens) / std::max(1LL, ph.prefill_chunk_tokens))
-                            : 1.0;
+  const double chunks =
+      ph.kind == PhaseKind::prefill ? std::ceil(double(ph.new_tokens) / std::max(1LL, ph.prefill_chunk_tokens)) : 1.0;
   mem.activation_bytes = 2.0 * act_peak / chunks;  // input and output of the largest op, double-buffered
   mem.sequences = graph.sequences_per_gpu;
   // The MLA latent is shared by all heads, so every TP rank of a group holds the group's whole cache.

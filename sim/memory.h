@@ -9,10 +9,10 @@
 namespace k3 {
 
 // Whole-model sizes, unsharded (what claims about "the model" quote).
-double kv_bytes_per_token(const ModelConfig& m, const Precision& p);            // all MLA layers
-double kda_recurrent_state_bytes(const ModelConfig& m, const Precision& p);     // per sequence
-double kda_conv_state_bytes(const ModelConfig& m, const Precision& p);          // per sequence
-double weight_bytes(const ModelConfig& m, const Precision& p);                  // whole checkpoint
+double kv_bytes_per_token(const ModelConfig& m, const Precision& p);         // all MLA layers
+double kda_recurrent_state_bytes(const ModelConfig& m, const Precision& p);  // per sequence
+double kda_conv_state_bytes(const ModelConfig& m, const Precision& p);       // per sequence
+double weight_bytes(const ModelConfig& m, const Precision& p);               // whole checkpoint
 
 struct MemoryBreakdown {
   double weights_bytes = 0;
@@ -21,10 +21,10 @@ struct MemoryBreakdown {
   double activation_bytes = 0;
   double reserved_bytes = 0;
   double total_bytes = 0;
-  double usable_bytes = 0;  // HBM capacity x memory_utilization
-  double kv_bytes_per_token = 0;         // this GPU, one sequence
-  double state_bytes_per_sequence = 0;   // this GPU
-  long long sequences = 0;               // held by this GPU
+  double usable_bytes = 0;              // HBM capacity x memory_utilization
+  double kv_bytes_per_token = 0;        // this GPU, one sequence
+  double state_bytes_per_sequence = 0;  // this GPU
+  long long sequences = 0;              // held by this GPU
   bool fits() const { return total_bytes <= usable_bytes; }
 };
 

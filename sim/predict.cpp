@@ -81,7 +81,8 @@ nlohmann::ordered_json bytes_json(const ByteCounts& b) {
 nlohmann::ordered_json groups_json(const std::vector<GroupTotal>& groups) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const GroupTotal& g : groups) {
-    out.push_back({{"group", g.group}, {"count", g.count}, {"time_us", g.time_us}, {"flops", g.flops}, {"bytes", g.bytes}});
+    out.push_back(
+        {{"group", g.group}, {"count", g.count}, {"time_us", g.time_us}, {"flops", g.flops}, {"bytes", g.bytes}});
   }
   return out;
 }
@@ -97,13 +98,17 @@ nlohmann::ordered_json to_json(const Prediction& p) {
       {"model", s.model.name},
       {"hardware", s.hardware.name},
       {"gpus", s.parallelism.gpus()},
-      {"parallelism", {{"tp", s.parallelism.tp}, {"attention_dp", s.parallelism.attention_dp},
-                       {"ep", s.parallelism.ep}, {"pp", s.parallelism.pp}}},
-      {"precision", {{"weights", to_string(s.precision.weights)},
-                     {"routed_experts", to_string(s.precision.routed_experts)},
-                     {"kv_cache", to_string(s.precision.kv_cache)},
-                     {"kda_state", to_string(s.precision.kda_state)},
-                     {"gemm_compute", to_string(s.precision.gemm_compute)}}},
+      {"parallelism",
+       {{"tp", s.parallelism.tp},
+        {"attention_dp", s.parallelism.attention_dp},
+        {"ep", s.parallelism.ep},
+        {"pp", s.parallelism.pp}}},
+      {"precision",
+       {{"weights", to_string(s.precision.weights)},
+        {"routed_experts", to_string(s.precision.routed_experts)},
+        {"kv_cache", to_string(s.precision.kv_cache)},
+        {"kda_state", to_string(s.precision.kda_state)},
+        {"gemm_compute", to_string(s.precision.gemm_compute)}}},
       {"phase", to_string(ph.kind)},
       {"batch", ph.batch},
       {"context_tokens", ph.context_tokens},
@@ -125,10 +130,14 @@ nlohmann::ordered_json to_json(const Prediction& p) {
   }
   const MemoryBreakdown& m = p.memory;
   j["memory_per_gpu"] = {
-      {"weights_bytes", m.weights_bytes},       {"kv_bytes", m.kv_bytes},
-      {"kda_state_bytes", m.kda_state_bytes},   {"activation_bytes", m.activation_bytes},
-      {"reserved_bytes", m.reserved_bytes},     {"total_bytes", m.total_bytes},
-      {"usable_bytes", m.usable_bytes},         {"fits", m.fits()},
+      {"weights_bytes", m.weights_bytes},
+      {"kv_bytes", m.kv_bytes},
+      {"kda_state_bytes", m.kda_state_bytes},
+      {"activation_bytes", m.activation_bytes},
+      {"reserved_bytes", m.reserved_bytes},
+      {"total_bytes", m.total_bytes},
+      {"usable_bytes", m.usable_bytes},
+      {"fits", m.fits()},
       {"kv_bytes_per_token", m.kv_bytes_per_token},
       {"state_bytes_per_sequence", m.state_bytes_per_sequence},
       {"max_batch_at_context", max_batch(s, ph.context_tokens)},
@@ -160,8 +169,10 @@ nlohmann::ordered_json to_json(const Prediction& p) {
         {"exposed_us", t.exposed_us},
     };
     if (op.collective) {
-      o["collective"] = {{"kind", to_string(op.collective->kind)}, {"bytes", op.collective->bytes},
-                         {"group_size", op.collective->group_size}, {"calls", op.collective->calls}};
+      o["collective"] = {{"kind", to_string(op.collective->kind)},
+                         {"bytes", op.collective->bytes},
+                         {"group_size", op.collective->group_size},
+                         {"calls", op.collective->calls}};
     }
     if (op.concurrent_with >= 0) o["runs_beside"] = p.graph.ops[op.concurrent_with].name();
     if (op.runs_inside) o["runs_inside"] = op_name(*op.runs_inside, op.layer);
@@ -183,11 +194,11 @@ std::string to_csv(const Prediction& p) {
     const OpTime& t = p.step.ops[i];
     const ByteCounts& r = op.read;
     const ByteCounts& w = op.written;
-    out += fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
-                       op.name(), to_string(op.kind), op.layer + 1, to_string(t.bound), t.time_us, t.exposed_us,
-                       t.compute_us, t.memory_us, t.communication_us, t.overhead_us, op.flops,
-                       r.weights + w.weights, r.kv + w.kv, r.state + w.state, r.activations + w.activations,
-                       op.collective ? op.collective->bytes : 0.0, op.intensity_flops_per_byte());
+    out += fmt::format(
+        "{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+        op.name(), to_string(op.kind), op.layer + 1, to_string(t.bound), t.time_us, t.exposed_us, t.compute_us,
+        t.memory_us, t.communication_us, t.overhead_us, op.flops, r.weights + w.weights, r.kv + w.kv, r.state + w.state,
+        r.activations + w.activations, op.collective ? op.collective->bytes : 0.0, op.intensity_flops_per_byte());
   }
   return out;
 }

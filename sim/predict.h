@@ -16,9 +16,9 @@
 namespace k3 {
 
 struct GroupTotal {
-  std::string group;  // a module ("kda", "moe", ...) or a layer kind ("KDA layers")
-  int count = 0;      // ops, or layers for layer kinds
-  double time_us = 0; // exposed time
+  std::string group;   // a module ("kda", "moe", ...) or a layer kind ("KDA layers")
+  int count = 0;       // ops, or layers for layer kinds
+  double time_us = 0;  // exposed time
   double flops = 0;
   double bytes = 0;
 };

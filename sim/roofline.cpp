@@ -35,7 +35,7 @@ namespace {
 // Hardware rates resolved once per step: map lookups per op would dominate a 2,000-op graph.
 struct Rates {
   double peak[kComputeTypeCount] = {};  // by ComputeType; 0 = unsupported
-  Efficiency eff[6];              // by EfficiencyClass
+  Efficiency eff[6];                    // by EfficiencyClass
   double overhead_us = 0;
   double latency_us[static_cast<int>(OpKind::collective) + 1] = {};  // by OpKind
   const Hardware* hw = nullptr;
@@ -58,7 +58,7 @@ OpTime time_with(const Op& op, const Rates& r) {
     const Collective& c = *op.collective;
     const LinkSpec& link = link_for(*r.hw, c.group_size);
     t.communication_us = c.calls * link.latency_us + c.bytes * bus_bandwidth_factor(c.kind, c.group_size) /
-                                               (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
+                                                         (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
     // A measured curve for this collective, link and group size replaces the alpha-beta numbers.
     const char* link_name = c.group_size <= r.hw->scale_up_domain_gpus ? "nvlink" : "network";
     if (const MeasuredCollective* m = r.hw->measured_collective(to_string(c.kind), link_name, c.group_size)) {

@@ -25,8 +25,8 @@ void group_table(std::string& out, const char* title, std::vector<GroupTotal> gr
   std::sort(groups.begin(), groups.end(), [](const GroupTotal& a, const GroupTotal& b) {
     return a.time_us != b.time_us ? a.time_us > b.time_us : a.group < b.group;
   });
-  out += fmt::format("\n{:<22} {:>6} {:>12} {:>7} {:>12} {:>12}\n", title, count_label, "time (ms)", "share",
-                     "TFLOP", "bytes");
+  out += fmt::format("\n{:<22} {:>6} {:>12} {:>7} {:>12} {:>12}\n", title, count_label, "time (ms)", "share", "TFLOP",
+                     "bytes");
   for (const GroupTotal& g : groups) {
     out += fmt::format("  {:<20} {:>6} {:>12.3f} {:>6.1f}% {:>12.4f} {:>12}\n", g.group, g.count, g.time_us / 1000,
                        step_us > 0 ? 100 * g.time_us / step_us : 0.0, g.flops / 1e12, format_bytes(g.bytes));
@@ -56,9 +56,10 @@ std::string format_prediction(const Prediction& p, int top_ops) {
                      to_string(s.precision.weights), to_string(s.precision.routed_experts),
                      bits_per_element(s.precision.routed_experts), to_string(s.precision.kv_cache),
                      to_string(s.precision.kda_state), to_string(s.precision.gemm_compute));
-  out += fmt::format("  workload   {}, batch {} ({} per attention group), context {} tokens, {} new tokens per "
-                     "sequence\n",
-                     to_string(ph.kind), ph.batch, p.graph.sequences_per_gpu, ph.context_tokens, ph.new_tokens);
+  out += fmt::format(
+      "  workload   {}, batch {} ({} per attention group), context {} tokens, {} new tokens per "
+      "sequence\n",
+      to_string(ph.kind), ph.batch, p.graph.sequences_per_gpu, ph.context_tokens, ph.new_tokens);
 
   out += "\n";
   if (ph.kind == PhaseKind::prefill) {
@@ -77,11 +78,12 @@ std::string format_prediction(const Prediction& p, int top_ops) {
                        p.graph.distinct_experts_per_gpu, m.moe->num_experts / par.ep, p.graph.routed_tokens);
   }
   const MemoryBreakdown& mem = p.memory;
-  out += fmt::format("  memory per GPU   weights {} + KV {} + KDA state {} + activations {} + reserve {} = {} of {} "
-                     "usable: {}\n",
-                     format_gib(mem.weights_bytes), format_gib(mem.kv_bytes), format_gib(mem.kda_state_bytes),
-                     format_gib(mem.activation_bytes), format_gib(mem.reserved_bytes), format_gib(mem.total_bytes),
-                     format_gib(mem.usable_bytes), mem.fits() ? "fits" : "DOES NOT FIT");
+  out += fmt::format(
+      "  memory per GPU   weights {} + KV {} + KDA state {} + activations {} + reserve {} = {} of {} "
+      "usable: {}\n",
+      format_gib(mem.weights_bytes), format_gib(mem.kv_bytes), format_gib(mem.kda_state_bytes),
+      format_gib(mem.activation_bytes), format_gib(mem.reserved_bytes), format_gib(mem.total_bytes),
+      format_gib(mem.usable_bytes), mem.fits() ? "fits" : "DOES NOT FIT");
   out += fmt::format("  largest batch    {:>10} sequences fit with {} cached + {} new tokens each\n",
                      max_batch(s, ph.context_tokens), ph.context_tokens, ph.new_tokens);
 

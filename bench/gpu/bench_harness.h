@@ -124,8 +124,8 @@ class Session {
     const size_t copy_bytes = size_t(1) << 30;
     uint8_t* a = device_alloc<uint8_t>(copy_bytes, 1);
     uint8_t* b = device_alloc<uint8_t>(copy_bytes, 2);
-    const double copy_us = time_us(
-        [&](int) { CUDA_CHECK(cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice)); }, repeats);
+    const double copy_us =
+        time_us([&](int) { CUDA_CHECK(cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice)); }, repeats);
     copy_bytes_per_s = 2.0 * copy_bytes / (copy_us * 1e-6);
     CUDA_CHECK(cudaFree(a));
     CUDA_CHECK(cudaFree(b));
@@ -155,8 +155,8 @@ class Session {
   // Prints the JSON object of all results; `extra` (already-formatted `"key": value` pairs) is
   // added to the top level, e.g. a measured GEMM ceiling.
   void print(const std::vector<Result>& results, const std::string& extra = "") const {
-    fmt::print("{{\n  \"gpu\": \"{}\",\n  \"hardware_file\": \"{}\",\n  \"repeats\": {},\n", prop.name,
-               hardware_path, repeats);
+    fmt::print("{{\n  \"gpu\": \"{}\",\n  \"hardware_file\": \"{}\",\n  \"repeats\": {},\n", prop.name, hardware_path,
+               repeats);
     if (!extra.empty()) fmt::print("  {},\n", extra);
     fmt::print("  \"measured_copy_bytes_per_s\": {:.4g},\n  \"results\": [\n", copy_bytes_per_s);
     for (size_t i = 0; i < results.size(); ++i) {
@@ -164,12 +164,12 @@ class Session {
       const double bw = r.bytes / (r.median_us * 1e-6);
       // JSON has no infinity: a row without a bound has no ratio.
       const std::string over = r.roofline_us > 0 ? fmt::format("{:.2f}", r.median_us / r.roofline_us) : "null";
-      fmt::print("    {{\"op\": \"{}\", \"class\": \"{}\", \"median_us\": {:.3f}, \"bytes\": {:.6g}, "
-                 "\"flops\": {:.6g}, \"bytes_per_s\": {:.4g}, \"flops_per_s\": {:.4g}, "
-                 "\"percent_of_measured_copy_bw\": {:.1f}, \"roofline_us\": {:.3f}, \"time_over_roofline\": {}}}{}\n",
-                 r.name, to_string(r.cls), r.median_us, r.bytes, r.flops, bw, r.flops / (r.median_us * 1e-6),
-                 100.0 * bw / copy_bytes_per_s, r.roofline_us, over,
-                 i + 1 < results.size() ? "," : "");
+      fmt::print(
+          "    {{\"op\": \"{}\", \"class\": \"{}\", \"median_us\": {:.3f}, \"bytes\": {:.6g}, "
+          "\"flops\": {:.6g}, \"bytes_per_s\": {:.4g}, \"flops_per_s\": {:.4g}, "
+          "\"percent_of_measured_copy_bw\": {:.1f}, \"roofline_us\": {:.3f}, \"time_over_roofline\": {}}}{}\n",
+          r.name, to_string(r.cls), r.median_us, r.bytes, r.flops, bw, r.flops / (r.median_us * 1e-6),
+          100.0 * bw / copy_bytes_per_s, r.roofline_us, over, i + 1 < results.size() ? "," : "");
     }
     fmt::print("  ]\n}}\n");
   }

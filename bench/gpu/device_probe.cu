@@ -10,13 +10,13 @@
 #include <cstdlib>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                                          \
-  do {                                                                                            \
-    cudaError_t err_ = (call);                                                                    \
-    if (err_ != cudaSuccess) {                                                                    \
+#define CUDA_CHECK(call)                                                                                     \
+  do {                                                                                                       \
+    cudaError_t err_ = (call);                                                                               \
+    if (err_ != cudaSuccess) {                                                                               \
       std::fprintf(stderr, "%s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
+      std::exit(1);                                                                                          \
+    }                                                                                                        \
   } while (0)
 
 __global__ void empty_kernel() {}

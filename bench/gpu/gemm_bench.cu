@@ -26,8 +26,8 @@
 #include <vector>
 
 using k3::EfficiencyClass;
-using k3::bench::Result;
 using k3::bench::device_alloc;
+using k3::bench::Result;
 using k3::bench::time_us;
 
 namespace {
@@ -81,16 +81,18 @@ int main(int argc, char** argv) {
                            shape.what),
                bytes, flops};
       r.cls = EfficiencyClass::gemm;
-      r.median_us = time_us([&](int i) {
-        const int s = i % sets;
-        if (shape.f32_out) {
-          CUDA_CHECK(gemm.bf16_to_f32(x[s], k, w[s], nullptr, 1.0f, 0.0f, static_cast<float*>(y[s]), n, m, n, k,
-                                      nullptr));
-        } else {
-          CUDA_CHECK(gemm.bf16_to_bf16(x[s], k, w[s], nullptr, 1.0f, 0.0f, static_cast<__nv_bfloat16*>(y[s]), n, m, n,
-                                       k, nullptr));
-        }
-      }, repeats);
+      r.median_us = time_us(
+          [&](int i) {
+            const int s = i % sets;
+            if (shape.f32_out) {
+              CUDA_CHECK(
+                  gemm.bf16_to_f32(x[s], k, w[s], nullptr, 1.0f, 0.0f, static_cast<float*>(y[s]), n, m, n, k, nullptr));
+            } else {
+              CUDA_CHECK(gemm.bf16_to_bf16(x[s], k, w[s], nullptr, 1.0f, 0.0f, static_cast<__nv_bfloat16*>(y[s]), n, m,
+                                           n, k, nullptr));
+            }
+          },
+          repeats);
       r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::gemm, k3::ComputeType::bf16);
       best_gemm_flops_per_s = std::max(best_gemm_flops_per_s, flops / (r.median_us * 1e-6));
       results.push_back(r);
@@ -113,11 +115,13 @@ int main(int argc, char** argv) {
     int32_t* ids = device_alloc<int32_t>(size_t(sets) * pairs, 0);
     float* weights = device_alloc<float>(size_t(sets) * pairs, 0);
     Result route{fmt::format("moe_route_topk_sigmoid {} tokens, top 16 of 896", tokens), route_bytes, 0.0};
-    route.median_us = time_us([&](int i) {
-      const size_t s = size_t(i % sets);
-      CUDA_CHECK(k3::kernels::moe_route_topk_sigmoid(logits + s * tokens * experts, bias, tokens, experts, top_k, 1.0f,
-                                                     ids + s * pairs, weights + s * pairs, nullptr));
-    }, repeats);
+    route.median_us = time_us(
+        [&](int i) {
+          const size_t s = size_t(i % sets);
+          CUDA_CHECK(k3::kernels::moe_route_topk_sigmoid(logits + s * tokens * experts, bias, tokens, experts, top_k,
+                                                         1.0f, ids + s * pairs, weights + s * pairs, nullptr));
+        },
+        repeats);
     route.roofline_us = session.roofline_us(0, route_bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
     results.push_back(route);
 
@@ -138,11 +142,13 @@ int main(int argc, char** argv) {
     void* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
     const k3::kernels::MoeBuckets buckets{offsets, slot_token, slot_weight, slot_of, active, active_count};
     Result bucket{fmt::format("moe_bucket_by_expert {} tokens x 16 of 896", tokens), bucket_bytes, 0.0};
-    bucket.median_us = time_us([&](int i) {
-      const size_t s = size_t(i % sets);
-      CUDA_CHECK(k3::kernels::moe_bucket_by_expert(ids + s * pairs, weights + s * pairs, tokens, top_k, experts,
-                                                   buckets, workspace, workspace_bytes, nullptr));
-    }, repeats);
+    bucket.median_us = time_us(
+        [&](int i) {
+          const size_t s = size_t(i % sets);
+          CUDA_CHECK(k3::kernels::moe_bucket_by_expert(ids + s * pairs, weights + s * pairs, tokens, top_k, experts,
+                                                       buckets, workspace, workspace_bytes, nullptr));
+        },
+        repeats);
     bucket.roofline_us = session.roofline_us(0, bucket_bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
     results.push_back(bucket);
 
@@ -153,9 +159,11 @@ int main(int argc, char** argv) {
     float* y = device_alloc<float>(size_t(tokens) * width, 0);
     Result combine{fmt::format("moe_combine_f32 {} tokens x 16, width 3584", tokens), combine_bytes,
                    2.0 * pairs * width};
-    combine.median_us = time_us([&](int) {
-      CUDA_CHECK(k3::kernels::moe_combine_f32(expert_out, slot_of, weights, tokens, top_k, width, y, nullptr));
-    }, repeats);
+    combine.median_us = time_us(
+        [&](int) {
+          CUDA_CHECK(k3::kernels::moe_combine_f32(expert_out, slot_of, weights, tokens, top_k, width, y, nullptr));
+        },
+        repeats);
     combine.roofline_us =
         session.roofline_us(combine.flops, combine_bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
     results.push_back(combine);
@@ -173,12 +181,14 @@ int main(int argc, char** argv) {
     float* gate_up = device_random(size_t(sets) * tokens * 2 * intermediate, -8.0f, 8.0f, 4);
     __nv_bfloat16* out = device_alloc<__nv_bfloat16>(size_t(sets) * tokens * intermediate, 0);
     Result r{fmt::format("situ_glu_bf16 fp32 in, {} tokens x 6144", tokens), bytes, 12.0 * tokens * intermediate};
-    r.median_us = time_us([&](int i) {
-      const size_t s = size_t(i % sets);
-      CUDA_CHECK(k3::kernels::situ_glu_bf16(gate_up + s * tokens * 2 * intermediate, 2 * intermediate, 4.0f, 25.0f,
-                                            out + s * tokens * intermediate, intermediate, tokens, intermediate,
-                                            nullptr));
-    }, repeats);
+    r.median_us = time_us(
+        [&](int i) {
+          const size_t s = size_t(i % sets);
+          CUDA_CHECK(k3::kernels::situ_glu_bf16(gate_up + s * tokens * 2 * intermediate, 2 * intermediate, 4.0f, 25.0f,
+                                                out + s * tokens * intermediate, intermediate, tokens, intermediate,
+                                                nullptr));
+        },
+        repeats);
     r.roofline_us = session.roofline_us(r.flops, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
     results.push_back(r);
     CUDA_CHECK(cudaFree(gate_up));
@@ -193,9 +203,11 @@ int main(int argc, char** argv) {
     float* logits = device_random(size_t(sets) * batch * vocab, -8.0f, 8.0f, 5);
     int32_t* out = device_alloc<int32_t>(batch, 0);
     Result greedy{fmt::format("sample_greedy batch {} vocab 163840", batch), bytes, 0.0};
-    greedy.median_us = time_us([&](int i) {
-      CUDA_CHECK(k3::kernels::sample_greedy(logits + size_t(i % sets) * batch * vocab, batch, vocab, out, nullptr));
-    }, repeats);
+    greedy.median_us = time_us(
+        [&](int i) {
+          CUDA_CHECK(k3::kernels::sample_greedy(logits + size_t(i % sets) * batch * vocab, batch, vocab, out, nullptr));
+        },
+        repeats);
     greedy.roofline_us = session.roofline_us(0, bytes, EfficiencyClass::elementwise, k3::ComputeType::fp32);
     results.push_back(greedy);
     CUDA_CHECK(cudaFree(logits));

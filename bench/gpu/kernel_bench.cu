@@ -34,8 +34,8 @@ void time_row(const k3::bench::Session& session, const OpCase& c, const k3::gpu_
   if (!session.wants(name)) return;
   const Cost cost = c.cost(shape);
   const int sets = cost.timing == Timing::layer_graph ? cost.layers
-                   : cost.rotated_bytes > 0          ? session.rotation_for(cost.rotated_bytes)
-                                                     : 1;
+                   : cost.rotated_bytes > 0           ? session.rotation_for(cost.rotated_bytes)
+                                                      : 1;
   const Launch launch = c.perf(shape, variant, sets);
   Result r{name, cost.bytes, cost.flops};
   r.cls = cost.cls;
@@ -71,8 +71,8 @@ void print_summary(const k3::bench::Session& session, const std::vector<Result>&
   for (const Result& r : results) {
     const double s = r.median_us * 1e-6;
     const std::string percent = r.roofline_us > 0 ? fmt::format("{:.1f}", 100.0 * r.roofline_us / r.median_us) : "-";
-    fmt::print(stderr, "{:>10.3f} {:>11.1f} {:>12.1f} {:>9}  {}\n", r.median_us, r.bytes / s * 1e-9,
-               r.flops / s * 1e-9, percent, r.name);
+    fmt::print(stderr, "{:>10.3f} {:>11.1f} {:>12.1f} {:>9}  {}\n", r.median_us, r.bytes / s * 1e-9, r.flops / s * 1e-9,
+               percent, r.name);
   }
   fmt::print(stderr, "measured copy bandwidth {:.1f} GB/s on {}\n", session.copy_bytes_per_s * 1e-9, session.prop.name);
 }

@@ -40,9 +40,9 @@
 #include <vector>
 
 using k3::EfficiencyClass;
-using k3::bench::Result;
 using k3::bench::device_alloc;
 using k3::bench::device_normal_bf16;
+using k3::bench::Result;
 using k3::bench::time_us;
 
 namespace {
@@ -51,7 +51,7 @@ constexpr int kHeads = 96;
 constexpr int kPageTokens = 64;
 constexpr double kDecodeFlopsPerTokenHead = (576.0 + 512.0) * 2.0;
 constexpr double kCacheBytesPerToken = 576.0 * 2.0;
-constexpr int kGraphLaunches = 8;  // decode launches per CUDA graph replay
+constexpr int kGraphLaunches = 8;   // decode launches per CUDA graph replay
 constexpr int kResidentPages = 16;  // the L2-resident form's distinct pages (1.2 MB)
 
 // The bf16 GEMM ceiling: median FLOP/s of cuBLASLt's 8192³ bf16 product over `repeats` launches, on normal(0, 1)
@@ -62,9 +62,9 @@ double measured_gemm_bf16_flops_per_s(int repeats) {
   __nv_bfloat16* b = device_normal_bf16(n * n, 0.0f, 1.0f, 2);
   __nv_bfloat16* c = device_alloc<__nv_bfloat16>(n * n, 0);
   k3::runtime::GemmRunner gemm;
-  const double us = time_us([&](int) {
-    CUDA_CHECK(gemm.bf16_to_bf16(a, n, b, nullptr, 1.0f, 0.0f, c, n, n, n, n, nullptr));
-  }, std::min(repeats, 20));
+  const double us =
+      time_us([&](int) { CUDA_CHECK(gemm.bf16_to_bf16(a, n, b, nullptr, 1.0f, 0.0f, c, n, n, n, n, nullptr)); },
+              std::min(repeats, 20));
   for (__nv_bfloat16* p : {a, b, c}) CUDA_CHECK(cudaFree(p));
   return 2.0 * n * n * n / (us * 1e-6);
 }
@@ -128,22 +128,26 @@ int main(int argc, char** argv) {
                  flops};
         if (!session.wants(r.name)) continue;
         r.cls = EfficiencyClass::attention;
-        r.median_us = time_us([&, algorithm = algorithm](int i) {
-          const Set& s = set[i % sets];
-          CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, s.page_table, s.lengths, 0.0721688f, shape,
-                                                        s.out, s.workspace, workspace_bytes, nullptr, algorithm));
-        }, repeats);
+        r.median_us = time_us(
+            [&, algorithm = algorithm](int i) {
+              const Set& s = set[i % sets];
+              CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, s.page_table, s.lengths, 0.0721688f, shape,
+                                                            s.out, s.workspace, workspace_bytes, nullptr, algorithm));
+            },
+            repeats);
         r.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
         // The same launches replayed from a CUDA graph, as the decode step runs them: the host API's time per call
         // (tensor map, checks, two launches) is gone, leaving the kernels and the gaps between them.
         Result graph = r;
         graph.name = fmt::format("{}, per launch of {} in a CUDA graph", r.name, kGraphLaunches);
         int next = 0;
-        graph.median_us = k3::bench::graph_us_per_launch([&, algorithm = algorithm](cudaStream_t stream) {
-          const Set& s = set[size_t(next++ % sets)];
-          CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, s.page_table, s.lengths, 0.0721688f, shape,
-                                                        s.out, s.workspace, workspace_bytes, stream, algorithm));
-        }, kGraphLaunches, std::min(repeats, 20));
+        graph.median_us = k3::bench::graph_us_per_launch(
+            [&, algorithm = algorithm](cudaStream_t stream) {
+              const Set& s = set[size_t(next++ % sets)];
+              CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, s.page_table, s.lengths, 0.0721688f, shape,
+                                                            s.out, s.workspace, workspace_bytes, stream, algorithm));
+            },
+            kGraphLaunches, std::min(repeats, 20));
         for (const Result& result : {r, graph}) {
           results.push_back(result);
           plain_bound_us.push_back(plain_bound(flops, bytes));
@@ -159,11 +163,13 @@ int main(int argc, char** argv) {
                        cache_bytes, 0.0};
       if (session.wants(floor_row.name)) {
         int next = 0;
-        floor_row.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-          const Set& s = set[size_t(next++ % sets)];
-          CUDA_CHECK(k3::bench::read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
-                                           int64_t(pages), sink, stream));
-        }, kGraphLaunches, std::min(repeats, 20));
+        floor_row.median_us = k3::bench::graph_us_per_launch(
+            [&](cudaStream_t stream) {
+              const Set& s = set[size_t(next++ % sets)];
+              CUDA_CHECK(k3::bench::read_floor(s.cache, s.page_table, kPageTokens * int64_t(kCacheBytesPerToken),
+                                               int64_t(pages), sink, stream));
+            },
+            kGraphLaunches, std::min(repeats, 20));
         floor_row.cls = EfficiencyClass::attention;
         floor_row.roofline_us =
             session.roofline_us(0.0, cache_bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
@@ -181,11 +187,13 @@ int main(int argc, char** argv) {
         int32_t* resident_table = device_alloc<int32_t>(pages, 0);
         CUDA_CHECK(cudaMemcpy(resident_table, ids.data(), pages * sizeof(int32_t), cudaMemcpyHostToDevice));
         const Set& s = set[0];
-        resident.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-          CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, resident_table, s.lengths, 0.0721688f, shape,
-                                                        s.out, s.workspace, workspace_bytes, stream,
-                                                        k3::kernels::MlaDecodeAlgorithm::wgmma_cluster));
-        }, kGraphLaunches, std::min(repeats, 20));
+        resident.median_us = k3::bench::graph_us_per_launch(
+            [&](cudaStream_t stream) {
+              CUDA_CHECK(k3::kernels::mla_decode_paged_bf16(s.q, s.cache, resident_table, s.lengths, 0.0721688f, shape,
+                                                            s.out, s.workspace, workspace_bytes, stream,
+                                                            k3::kernels::MlaDecodeAlgorithm::wgmma_cluster));
+            },
+            kGraphLaunches, std::min(repeats, 20));
         resident.cls = EfficiencyClass::attention;
         resident.roofline_us = session.roofline_us(flops, bytes, EfficiencyClass::attention, k3::ComputeType::bf16);
         results.push_back(resident);
@@ -215,10 +223,10 @@ int main(int argc, char** argv) {
     const double bytes = 2.0 * (2.0 * qk + 2.0 * vo);
     const double flops = double(kHeads) * double(tokens) * double(tokens) / 2.0 * (192.0 + 128.0) * 2.0;
     using k3::kernels::MlaPrefillAlgorithm;
-    for (const auto& [algorithm_value, label] : {std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
-                                                 std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"},
-                                                 std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"},
-                                                 std::pair{MlaPrefillAlgorithm::wgmma, "wgmma"}}) {
+    for (const auto& [algorithm_value, label] :
+         {std::pair{MlaPrefillAlgorithm::flash_q64, "flash_q64"},
+          std::pair{MlaPrefillAlgorithm::flash_q128, "flash_q128"},
+          std::pair{MlaPrefillAlgorithm::flash_q256, "flash_q256"}, std::pair{MlaPrefillAlgorithm::wgmma, "wgmma"}}) {
       const MlaPrefillAlgorithm algorithm = algorithm_value;
       Result r{fmt::format("mla_prefill_{} heads 96 tokens {} (causal FLOPs)", label, tokens), bytes, flops};
       if (!session.wants(r.name)) continue;
@@ -238,9 +246,9 @@ int main(int argc, char** argv) {
 
   std::string extra = "\"plain_bound\": [";
   for (size_t i = 0; i < results.size(); ++i)
-    extra += fmt::format("{}\n    {{\"op\": \"{}\", \"plain_bound_us\": {:.3f}, \"time_over_plain_bound\": {:.2f}}}",
-                         i == 0 ? "" : ",", results[i].name, plain_bound_us[i],
-                         results[i].median_us / plain_bound_us[i]);
+    extra +=
+        fmt::format("{}\n    {{\"op\": \"{}\", \"plain_bound_us\": {:.3f}, \"time_over_plain_bound\": {:.2f}}}",
+                    i == 0 ? "" : ",", results[i].name, plain_bound_us[i], results[i].median_us / plain_bound_us[i]);
   extra += fmt::format("\n  ],\n  \"measured_gemm_bf16_flops_per_s\": {:.4g}", gemm_flops_per_s);
   session.print(results, extra);
   return 0;

@@ -40,8 +40,8 @@
 #include <vector>
 
 using k3::EfficiencyClass;
-using k3::bench::Result;
 using k3::bench::device_alloc;
+using k3::bench::Result;
 using k3::bench::time_us;
 using k3::kernels::ExpertRouting;
 using k3::kernels::Mxfp4GroupedAlgorithm;
@@ -167,23 +167,27 @@ void decode_at_engine_shape(const k3::bench::Session& session, const Projection&
     };
     const double bytes = distinct * expert_bytes + x_rows * p.in * 2.0 + slots * p.out * 4.0;
     const double flops = 2.0 * slots * p.out * p.in;
-    const std::string shape = fmt::format("{} {}x{} decode T={} top 16 of 896 ({:.1f} distinct experts)", p.name,
-                                          p.in, p.out, tokens, distinct);
-    for (const auto& [kernel, weights] : {std::pair{"mxfp4_grouped_gemv_mma_lean", &w},
-                                          std::pair{"mxfp4_grouped_gemv_tiled", &tiled}}) {
+    const std::string shape = fmt::format("{} {}x{} decode T={} top 16 of 896 ({:.1f} distinct experts)", p.name, p.in,
+                                          p.out, tokens, distinct);
+    for (const auto& [kernel, weights] :
+         {std::pair{"mxfp4_grouped_gemv_mma_lean", &w}, std::pair{"mxfp4_grouped_gemv_tiled", &tiled}}) {
       const k3::kernels::Mxfp4ExpertWeights& ww = *weights;
       Result alone{fmt::format("{} {}", kernel, shape), bytes, flops};
       if (!session.wants(alone.name)) continue;
-      alone.median_us = time_us([&](int i) {
-        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view(i), x, p.in, x_rows, y, p.out, nullptr,
-                                                          Mxfp4GroupedAlgorithm::gemv));
-      }, session.repeats);
+      alone.median_us = time_us(
+          [&](int i) {
+            CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view(i), x, p.in, x_rows, y, p.out, nullptr,
+                                                              Mxfp4GroupedAlgorithm::gemv));
+          },
+          session.repeats);
       Result graph{fmt::format("{} {}, per launch of {} in a CUDA graph", kernel, shape, kRoutings), bytes, flops};
       int next = 0;
-      graph.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view(next++), x, p.in, x_rows, y, p.out, stream,
-                                                          Mxfp4GroupedAlgorithm::gemv));
-      }, kRoutings, session.repeats);
+      graph.median_us = k3::bench::graph_us_per_launch(
+          [&](cudaStream_t stream) {
+            CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view(next++), x, p.in, x_rows, y, p.out, stream,
+                                                              Mxfp4GroupedAlgorithm::gemv));
+          },
+          kRoutings, session.repeats);
       for (Result* r : {&alone, &graph}) {
         r->cls = EfficiencyClass::grouped_gemm;
         r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
@@ -245,27 +249,32 @@ void prefill_at_engine_shape(const k3::bench::Session& session, const Projection
     for (const auto& [layout, weights] : {std::pair{"", &w}, std::pair{" (tiled layout)", &tiled}}) {
       const k3::kernels::Mxfp4ExpertWeights& ww = *weights;
       Result pipelined{fmt::format("mxfp4_grouped_gemm_mma_128x128_pipelined{} {}", layout, shape), bytes, flops};
-      if (session.wants(pipelined.name)) pipelined.median_us = time_us([&](int) {
-        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view, x, p.in, x_rows, y, p.out, nullptr,
-                                                          Mxfp4GroupedAlgorithm::gemm_pipelined));
-      }, repeats);
-      Result dequantized{
-          fmt::format("mxfp4_grouped_dequantized{} {}{}", layout, shape, p.gather ? ", x gathered" : ""), bytes,
-          flops};
-      if (session.wants(dequantized.name)) dequantized.median_us = time_us([&](int) {
-        if (p.gather) {
-          CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in, p.in,
-                                                   nullptr));
-        }
-        const cudaError_t status = k3::kernels::mxfp4_grouped_dequantized_bf16_to_f32(
-            gemm, ww, routing.host_offsets.data(), x_by_slot, p.in, y, p.out, scratch, p.out * p.in, nullptr);
-        K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status), gemm.last_error());
-      }, repeats);
+      if (session.wants(pipelined.name))
+        pipelined.median_us = time_us(
+            [&](int) {
+              CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view, x, p.in, x_rows, y, p.out, nullptr,
+                                                                Mxfp4GroupedAlgorithm::gemm_pipelined));
+            },
+            repeats);
+      Result dequantized{fmt::format("mxfp4_grouped_dequantized{} {}{}", layout, shape, p.gather ? ", x gathered" : ""),
+                         bytes, flops};
+      if (session.wants(dequantized.name))
+        dequantized.median_us = time_us(
+            [&](int) {
+              if (p.gather) {
+                CUDA_CHECK(k3::kernels::gather_rows_bf16(x, p.in, x_rows, routing.slot_token, slots, x_by_slot, p.in,
+                                                         p.in, nullptr));
+              }
+              const cudaError_t status = k3::kernels::mxfp4_grouped_dequantized_bf16_to_f32(
+                  gemm, ww, routing.host_offsets.data(), x_by_slot, p.in, y, p.out, scratch, p.out * p.in, nullptr);
+              K3_CHECK(status == cudaSuccess, "dequantized path: {} ({})", cudaGetErrorString(status),
+                       gemm.last_error());
+            },
+            repeats);
       for (Result* r : {&pipelined, &dequantized}) {
         if (!session.wants(r->name)) continue;
         r->cls = EfficiencyClass::grouped_gemm;
-        r->roofline_us =
-            session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
+        r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
         results.push_back(*r);
       }
     }
@@ -287,10 +296,10 @@ void at_engine_shapes(const k3::bench::Session& session, std::mt19937& rng, std:
     const k3::kernels::Mxfp4ExpertWeights w{packed, scales, kExperts, p.out, p.in};
     uint8_t* tiled_packed = device_alloc<uint8_t>(weights / 2, 0);
     uint8_t* tiled_scales = device_alloc<uint8_t>(weights / 32, 0);
-    CUDA_CHECK(k3::kernels::mxfp4_tiled_repack(packed, scales, kExperts, p.out, p.in, tiled_packed, tiled_scales,
-                                               nullptr));
-    const k3::kernels::Mxfp4ExpertWeights tiled{tiled_packed, tiled_scales, kExperts, p.out, p.in,
-                                                k3::kernels::Mxfp4Layout::tiled16};
+    CUDA_CHECK(
+        k3::kernels::mxfp4_tiled_repack(packed, scales, kExperts, p.out, p.in, tiled_packed, tiled_scales, nullptr));
+    const k3::kernels::Mxfp4ExpertWeights tiled{tiled_packed, tiled_scales, kExperts,
+                                                p.out,        p.in,         k3::kernels::Mxfp4Layout::tiled16};
     decode_at_engine_shape(session, p, w, tiled, rng, results);
     prefill_at_engine_shape(session, p, w, tiled, rng, results);
     for (uint8_t* buffer : {packed, scales, tiled_packed, tiled_scales}) CUDA_CHECK(cudaFree(buffer));
@@ -327,10 +336,12 @@ int main(int argc, char** argv) {
                distinct * kExpertBytes + tokens * kIn * 2.0 + slots * kOut * 4.0, 2.0 * slots * kOut * kIn};
       if (!session.wants(r.name)) continue;
       r.cls = EfficiencyClass::grouped_gemm;
-      r.median_us = time_us([&](int i) {
-        CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(i % kRoutings)].view(), x, kIn, tokens, y,
-                                                          kOut, nullptr, algorithm));
-      }, repeats);
+      r.median_us = time_us(
+          [&](int i) {
+            CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(i % kRoutings)].view(), x, kIn, tokens,
+                                                              y, kOut, nullptr, algorithm));
+          },
+          repeats);
       r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
       results.push_back(r);
     }
@@ -343,10 +354,12 @@ int main(int argc, char** argv) {
       if (session.wants(r.name)) {
         r.cls = EfficiencyClass::grouped_gemm;
         int next = 0;
-        r.median_us = k3::bench::graph_us_per_launch([&](cudaStream_t stream) {
-          CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(next++ % kRoutings)].view(), x, kIn,
-                                                            tokens, y, kOut, stream, algorithm));
-        }, kRoutings, repeats);
+        r.median_us = k3::bench::graph_us_per_launch(
+            [&](cudaStream_t stream) {
+              CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(w, routings[size_t(next++ % kRoutings)].view(), x, kIn,
+                                                                tokens, y, kOut, stream, algorithm));
+            },
+            kRoutings, repeats);
         r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
         results.push_back(r);
       }
@@ -371,10 +384,12 @@ int main(int argc, char** argv) {
                2.0 * slots * kOut * kIn};
       if (!session.wants(r.name)) continue;
       r.cls = EfficiencyClass::grouped_gemm;
-      r.median_us = time_us([&](int) {
-        CUDA_CHECK(
-            k3::kernels::mxfp4_grouped_bf16_to_bf16(w, routing.view(), x, kIn, tokens, y, kOut, nullptr, algorithm));
-      }, repeats);
+      r.median_us = time_us(
+          [&](int) {
+            CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_bf16(w, routing.view(), x, kIn, tokens, y, kOut, nullptr,
+                                                               algorithm));
+          },
+          repeats);
       r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
       results.push_back(r);
     }

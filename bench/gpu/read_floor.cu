@@ -15,9 +15,9 @@ __device__ __forceinline__ void advance(uint32_t step, uint32_t chunk_vectors, u
   while (offset >= chunk_vectors) offset -= chunk_vectors, ++chunk;
 }
 
-__global__ void __launch_bounds__(kThreads) read_chunks(const uint4* __restrict__ base,
-                                                        const int32_t* __restrict__ index, uint32_t chunk_vectors,
-                                                        uint32_t total_vectors, uint32_t* __restrict__ sink) {
+__global__ void __launch_bounds__(kThreads)
+    read_chunks(const uint4* __restrict__ base, const int32_t* __restrict__ index, uint32_t chunk_vectors,
+                uint32_t total_vectors, uint32_t* __restrict__ sink) {
   const uint32_t share = (total_vectors + gridDim.x - 1) / gridDim.x;
   const uint32_t begin = min(total_vectors, blockIdx.x * share), end = min(total_vectors, begin + share);
   uint32_t v = begin + threadIdx.x, chunk = v / chunk_vectors, offset = v % chunk_vectors;
@@ -59,9 +59,8 @@ cudaError_t read_floor(const void* base, const int32_t* index, int64_t chunk_byt
   if (base == nullptr || sink == nullptr || chunk_bytes % 16 != 0 || chunk_vectors <= 0 || chunks <= 0 ||
       chunk_vectors * chunks > int64_t(UINT32_MAX) || reinterpret_cast<uintptr_t>(base) % 16 != 0)
     return cudaErrorInvalidValue;
-  read_chunks<<<read_floor_blocks(), kThreads, 0, stream>>>(static_cast<const uint4*>(base), index,
-                                                            uint32_t(chunk_vectors), uint32_t(chunk_vectors * chunks),
-                                                            sink);
+  read_chunks<<<read_floor_blocks(), kThreads, 0, stream>>>(
+      static_cast<const uint4*>(base), index, uint32_t(chunk_vectors), uint32_t(chunk_vectors * chunks), sink);
   return cudaGetLastError();
 }
 

@@ -47,9 +47,9 @@ namespace wgmma = kernels::wgmma;
 using wgmma::mma_rs;
 using wgmma::mma_ss;
 
-constexpr int kSmemBlock = 8192;          // one SW128 block: 64 rows × 128 bytes
+constexpr int kSmemBlock = 8192;                        // one SW128 block: 64 rows × 128 bytes
 constexpr int kProbeSmemBytes = 5 * kSmemBlock + 1024;  // A (1 block) + B (up to 4 blocks), 1024-byte alignment slack
-constexpr int kStepsPerGroup = 16;        // k16 steps per commit group (4 passes over the 4 steps of a 64-wide block)
+constexpr int kStepsPerGroup = 16;  // k16 steps per commit group (4 passes over the 4 steps of a 64-wide block)
 
 // Fills n bytes of shared memory from `base` with bf16 values in [-1, 1) from a per-byte hash.
 __device__ void fill_pseudo_random(unsigned char* base, int n) {
@@ -152,11 +152,15 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   };
   int64_t next = stream;
   for (int s = 0; s < kTileSlots - 1; ++s, next += streams)
-    if (next < tiles) issue(next);
-    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+    if (next < tiles)
+      issue(next);
+    else
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
   for (int64_t tile = stream; tile < tiles; tile += streams, next += streams) {
-    if (next < tiles) issue(next);
-    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+    if (next < tiles)
+      issue(next);
+    else
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kTileSlots - 1) : "memory");
     __syncthreads();
     acc += reinterpret_cast<const uint32_t*>(smem_raw + (consumed % kTileSlots) * kTileBytes)[threadIdx.x];
@@ -182,7 +186,9 @@ __device__ __forceinline__ void wait_parity(uint32_t barrier, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred done;\nwait_%=:\n"
       "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(barrier), "r"(parity) : "memory");
+      "@!done bra wait_%=;\n}\n" ::"r"(barrier),
+      "r"(parity)
+      : "memory");
 }
 
 // Clusters of 2 blocks; per round each thread writes its 48 fp32 into the other block's buffer (double-buffered) with
@@ -238,12 +244,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kExchangeThreads, 1)
 #endif
 }
 
-
 // ---- Parts 4 and 5: the wgmma rate with bulk copies landing in the same shared memory ----
-constexpr int kCopyBytes = 16384;                   // per bulk copy
-constexpr int kCopySourceBytes = 8 << 20;           // part 4's source, read over and over (L2-resident)
-constexpr int kCopyKernelThreads = 256 + 32;        // two warpgroups and the copy warp
-constexpr int kCopyRegion = 5 * kSmemBlock;         // the copies land after part 1's operands (1024-aligned)
+constexpr int kCopyBytes = 16384;             // per bulk copy
+constexpr int kCopySourceBytes = 8 << 20;     // part 4's source, read over and over (L2-resident)
+constexpr int kCopyKernelThreads = 256 + 32;  // two warpgroups and the copy warp
+constexpr int kCopyRegion = 5 * kSmemBlock;   // the copies land after part 1's operands (1024-aligned)
 constexpr int copy_barriers_at(int slots) { return kCopyRegion + slots * kCopyBytes; }
 // The copies, two mbarriers per slot, a flag and the alignment slack.
 constexpr int copy_kernel_smem_bytes(int slots) { return copy_barriers_at(slots) + 2 * slots * 8 + 16 + 1024; }
@@ -311,16 +316,15 @@ __global__ void __launch_bounds__(kCopyKernelThreads, 1)
       if (n >= kSlots) mbarrier::wait(full(slot), uint32_t((n / kSlots - 1) & 1));
       mbarrier::arrive_expect_bytes(full(slot), kCopyBytes);
       const uint4* src = from.source + ((first + n) % from.copies) * (kCopyBytes / 16);
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-              base + kCopyRegion + uint32_t(slot) * kCopyBytes),
-          "l"(src), "r"(kCopyBytes), "r"(full(slot))
-          : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                       base + kCopyRegion + uint32_t(slot) * kCopyBytes),
+                   "l"(src), "r"(kCopyBytes), "r"(full(slot))
+                   : "memory");
       ++n;
     }
     for (long long k = n > kSlots ? n - kSlots : 0; k < n; ++k)
       mbarrier::wait(full(int(k % kSlots)), uint32_t((k / kSlots) & 1));
-    copied[blockIdx.x] = (unsigned long long)(n) * kCopyBytes;
+    copied[blockIdx.x] = (unsigned long long)(n)*kCopyBytes;
     stamps.write(timing, 1);
     return;
   }
@@ -347,9 +351,8 @@ __global__ void __launch_bounds__(kCopyKernelThreads, 1)
 // (cp.async.bulk.prefetch.L2) as it issues each. Timing as wgmma_with_copies.
 template <bool kWgmma, bool kCopies, int kSlots>
 __global__ void __launch_bounds__(kCopyKernelThreads, 1)
-    wgmma_with_multicast_copies(int groups, const uint4* __restrict__ source, long long pair_copies,
-                                int prefetch_ahead, float* sink, unsigned long long* copied,
-                                unsigned long long* timing) {
+    wgmma_with_multicast_copies(int groups, const uint4* __restrict__ source, long long pair_copies, int prefetch_ahead,
+                                float* sink, unsigned long long* copied, unsigned long long* timing) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace mbarrier = kernels::mbarrier;
   constexpr int kBarriers = copy_barriers_at(kSlots);
@@ -405,7 +408,7 @@ __global__ void __launch_bounds__(kCopyKernelThreads, 1)
       }
       for (long long k = pair_copies > kSlots ? pair_copies - kSlots : 0; k < pair_copies; ++k)
         mbarrier::wait(full(int(k % kSlots)), uint32_t((k / kSlots) & 1));
-      copied[blockIdx.x] = (unsigned long long)(pair_copies) * kCopyBytes;
+      copied[blockIdx.x] = (unsigned long long)(pair_copies)*kCopyBytes;
       stamps.write(timing, 1);
     }
     __syncwarp();
@@ -435,8 +438,8 @@ struct RateCase {
 int main(int argc, char** argv) {
   bench::Session session(argc, argv);
   if (session.prop.major != 9 || session.prop.minor != 0) {  // built for sm_90a only: nothing to measure here
-    session.print({}, fmt::format("\"skipped\": \"compute capability {}.{}, not 9.0\"", session.prop.major,
-                                  session.prop.minor));
+    session.print(
+        {}, fmt::format("\"skipped\": \"compute capability {}.{}, not 9.0\"", session.prop.major, session.prop.minor));
     return 0;
   }
   const int sms = session.prop.multiProcessorCount;
@@ -470,8 +473,8 @@ int main(int argc, char** argv) {
           },
           session.repeats);
       bench::Result r;
-      r.name = fmt::format("wgmma {} m64n{}k16, {} warpgroup{} per SM", c.form, c.n, warpgroups,
-                           warpgroups > 1 ? "s" : "");
+      r.name =
+          fmt::format("wgmma {} m64n{}k16, {} warpgroup{} per SM", c.form, c.n, warpgroups, warpgroups > 1 ? "s" : "");
       r.flops = flops_per_group * groups * warpgroups * sms;
       r.bytes = 1;  // no global traffic; time_over_roofline is against the compute bound
       r.median_us = us;
@@ -521,8 +524,10 @@ int main(int argc, char** argv) {
       },
       session.repeats);
   bench::Result x;
-  x.name = fmt::format("score tile of 24 KiB exchanged between the 2 blocks of each of {} clusters, per round "
-                       "(median_us is per launch of {} rounds)", clusters, rounds);
+  x.name = fmt::format(
+      "score tile of 24 KiB exchanged between the 2 blocks of each of {} clusters, per round "
+      "(median_us is per launch of {} rounds)",
+      clusters, rounds);
   x.bytes = 2.0 * clusters * rounds * kExchangeThreads * kExchangeFloats * 4;  // written to the other block
   x.median_us = exchange_us;
   x.cls = EfficiencyClass::elementwise;
@@ -565,8 +570,7 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMemset(copied, 0, size_t(sms) * sizeof(unsigned long long)));
     return bench::time_us(
         [&](int) {
-          kernel<<<sms, kCopyKernelThreads, smem_bytes>>>(groups, from, max_copies, stop_at_done, sink, copied,
-                                                          timing);
+          kernel<<<sms, kCopyKernelThreads, smem_bytes>>>(groups, from, max_copies, stop_at_done, sink, copied, timing);
           CUDA_CHECK(cudaGetLastError());
         },
         session.repeats);
@@ -669,8 +673,8 @@ int main(int argc, char** argv) {
       probe.config.dynamicSmemBytes = smem_bytes;
       CUDA_CHECK(cudaFuncSetAttribute(wgmma_with_multicast_copies<true, true, kSlots>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
-      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, wgmma_with_multicast_copies<true, true, kSlots>,
-                                                &probe.config));
+      CUDA_CHECK(
+          cudaOccupancyMaxActiveClusters(&clusters, wgmma_with_multicast_copies<true, true, kSlots>, &probe.config));
     }
     clusters = std::min(clusters, sms / 2);
     const int blocks = 2 * clusters;

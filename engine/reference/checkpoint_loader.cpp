@@ -32,8 +32,9 @@ class TensorReader {
     if (format != StorageFormat::mxfp4) return matrix(base + ".weight", out, in);
     const auto packed = ckpt_.bytes(base + ".weight_packed");
     const auto scales = ckpt_.bytes(base + ".weight_scale");
-    K3_CHECK(static_cast<int64_t>(packed.size()) == out * in / 2 && static_cast<int64_t>(scales.size()) == out * in / 32,
-             "{}: MXFP4 sizes do not match [{}, {}]", base, out, in);
+    K3_CHECK(
+        static_cast<int64_t>(packed.size()) == out * in / 2 && static_cast<int64_t>(scales.size()) == out * in / 32,
+        "{}: MXFP4 sizes do not match [{}, {}]", base, out, in);
     Matrix m(out, in);
     weights::mxfp4_dequantize(packed.data(), scales.data(), out * in, m.data());
     return m;
@@ -134,7 +135,9 @@ ModelWeights load_model_weights(const ModelConfig& m, const Checkpoint& ckpt) {
   const std::string& p = layout.prefix;
   ModelWeights w;
   w.embed = r.matrix(p + "embed_tokens.weight", V, h);
-  w.lm_head = m.tie_word_embeddings ? w.embed : r.matrix((attnres ? "language_model." : "") + std::string("lm_head.weight"), V, h);
+  w.lm_head = m.tie_word_embeddings
+                  ? w.embed
+                  : r.matrix((attnres ? "language_model." : "") + std::string("lm_head.weight"), V, h);
   w.final_norm = r.vector(p + "norm.weight", h);
   if (attnres) w.final_res = load_mixer(r, p + "output_attn_res", h);
   for (int l = 0; l < m.num_layers; ++l) {

@@ -34,8 +34,8 @@ ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights)
   for (int l = 0; l < m.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     const bool kda = m.layer_attention[l] == AttentionKind::kda;
-    K3_CHECK(kda ? w.kda.has_value() && !w.mla : w.mla.has_value() && !w.kda,
-             "layer {} needs {} weights", l, kda ? "KDA" : "MLA");
+    K3_CHECK(kda ? w.kda.has_value() && !w.mla : w.mla.has_value() && !w.kda, "layer {} needs {} weights", l,
+             kda ? "KDA" : "MLA");
     const bool dense = m.layer_mlp[l] == MlpKind::dense;
     K3_CHECK(dense ? w.dense.has_value() && !w.moe : w.moe.has_value() && !w.dense, "layer {} needs {} MLP weights", l,
              dense ? "dense" : "MoE");
@@ -45,8 +45,8 @@ ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights)
 Matrix ReferenceModel::forward(const std::vector<int32_t>& tokens, ModelState& state, ForwardTrace* trace) const {
   const ModelConfig& m = config_;
   K3_CHECK(!tokens.empty(), "forward needs at least one token");
-  K3_CHECK(static_cast<int>(state.layers.size()) == m.num_layers, "state has {} layers, model {}",
-           state.layers.size(), m.num_layers);
+  K3_CHECK(static_cast<int>(state.layers.size()) == m.num_layers, "state has {} layers, model {}", state.layers.size(),
+           m.num_layers);
   const Eigen::Index T = static_cast<Eigen::Index>(tokens.size());
   Matrix x(T, m.hidden_size);
   for (Eigen::Index t = 0; t < T; ++t) {

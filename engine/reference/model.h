@@ -22,25 +22,25 @@ struct DenseMlpWeights {
 };
 
 struct LayerWeights {
-  Vector input_norm, post_norm;      // [h]
-  AttnResMixer attn_res, mlp_res;    // Block AttnRes mixers (empty for plain residuals)
-  std::optional<KdaWeights> kda;     // exactly one of kda / mla
+  Vector input_norm, post_norm;    // [h]
+  AttnResMixer attn_res, mlp_res;  // Block AttnRes mixers (empty for plain residuals)
+  std::optional<KdaWeights> kda;   // exactly one of kda / mla
   std::optional<MlaWeights> mla;
   std::optional<DenseMlpWeights> dense;  // exactly one of dense / moe
   std::optional<MoeWeights> moe;
 };
 
 struct ModelWeights {
-  Matrix embed;             // [V, h]
-  Matrix lm_head;           // [V, h]
-  Vector final_norm;        // [h]
-  AttnResMixer final_res;   // the mixer before the final norm (K3)
+  Matrix embed;            // [V, h]
+  Matrix lm_head;          // [V, h]
+  Vector final_norm;       // [h]
+  AttnResMixer final_res;  // the mixer before the final norm (K3)
   std::vector<LayerWeights> layers;
 };
 
 struct LayerState {
-  KdaState kda;   // KDA layers
-  MlaCache mla;   // MLA layers
+  KdaState kda;  // KDA layers
+  MlaCache mla;  // MLA layers
 };
 
 struct ModelState {

@@ -7,12 +7,12 @@
 
 #include <cuda_runtime.h>
 
-#define CUDA_CHECK(call)                                                                              \
-  do {                                                                                                \
-    const cudaError_t k3_cuda_status_ = (call);                                                       \
-    if (k3_cuda_status_ != cudaSuccess) {                                                             \
-      ::k3::detail::check_failed(#call, __FILE__, __LINE__,                                           \
-                                 ::fmt::format("CUDA error {}: {}", cudaGetErrorName(k3_cuda_status_), \
-                                               cudaGetErrorString(k3_cuda_status_)));                 \
-    }                                                                                                 \
+#define CUDA_CHECK(call)                                                                                               \
+  do {                                                                                                                 \
+    const cudaError_t k3_cuda_status_ = (call);                                                                        \
+    if (k3_cuda_status_ != cudaSuccess) {                                                                              \
+      ::k3::detail::check_failed(                                                                                      \
+          #call, __FILE__, __LINE__,                                                                                   \
+          ::fmt::format("CUDA error {}: {}", cudaGetErrorName(k3_cuda_status_), cudaGetErrorString(k3_cuda_status_))); \
+    }                                                                                                                  \
   } while (0)

@@ -5,8 +5,8 @@
 
 #include "core/op_names.h"
 #include "engine/runtime/device_weights.h"
-#include "engine/runtime/gpu_cache.h"
 #include "engine/runtime/gemm_cublaslt.h"
+#include "engine/runtime/gpu_cache.h"
 
 #include <cuda_runtime.h>
 

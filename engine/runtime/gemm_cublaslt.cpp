@@ -88,17 +88,17 @@ struct GemmRunner::Impl {
     return error;
   }
   cudaError_t fail(cublasStatus_t status, const char* call, const PlanKey& key) {
-    return fail(to_cuda_error(status), fmt::format("{} failed with {} ({})", call, cublasLtGetStatusName(status),
-                                                   key.describe()));
+    return fail(to_cuda_error(status),
+                fmt::format("{} failed with {} ({})", call, cublasLtGetStatusName(status), key.describe()));
   }
 
   // Descriptors and the heuristic's first algorithm for a new shape; host work only.
   cudaError_t make_plan(const PlanKey& key, const void* bias, std::unique_ptr<Plan>* out) {
     auto plan = std::make_unique<Plan>();
-#define K3_CUBLASLT_TRY(call)                                                             \
-  do {                                                                                    \
-    const cublasStatus_t k3_status_ = (call);                                             \
-    if (k3_status_ != CUBLAS_STATUS_SUCCESS) return fail(k3_status_, #call, key);         \
+#define K3_CUBLASLT_TRY(call)                                                     \
+  do {                                                                            \
+    const cublasStatus_t k3_status_ = (call);                                     \
+    if (k3_status_ != CUBLAS_STATUS_SUCCESS) return fail(k3_status_, #call, key); \
   } while (0)
     K3_CUBLASLT_TRY(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const int32_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
@@ -120,8 +120,8 @@ struct GemmRunner::Impl {
     cublasLtMatmulPreference_t preference = nullptr;
     K3_CUBLASLT_TRY(cublasLtMatmulPreferenceCreate(&preference));
     const uint64_t max_workspace = workspace_bytes;
-    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace));
+    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                 &max_workspace, sizeof(max_workspace));
     for (const cublasLtMatmulPreferenceAttributes_t attribute :
          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {

@@ -40,11 +40,11 @@ class GemmRunner {
   GemmRunner& operator=(const GemmRunner&) = delete;
 
   cudaError_t bf16_to_bf16(const __nv_bfloat16* x, int64_t x_row_stride, const __nv_bfloat16* weight,
-                           const __nv_bfloat16* bias, float alpha, float beta, __nv_bfloat16* y,
-                           int64_t y_row_stride, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
-  cudaError_t bf16_to_f32(const __nv_bfloat16* x, int64_t x_row_stride, const __nv_bfloat16* weight,
-                          const float* bias, float alpha, float beta, float* y, int64_t y_row_stride, int64_t m,
-                          int64_t n, int64_t k, cudaStream_t stream);
+                           const __nv_bfloat16* bias, float alpha, float beta, __nv_bfloat16* y, int64_t y_row_stride,
+                           int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+  cudaError_t bf16_to_f32(const __nv_bfloat16* x, int64_t x_row_stride, const __nv_bfloat16* weight, const float* bias,
+                          float alpha, float beta, float* y, int64_t y_row_stride, int64_t m, int64_t n, int64_t k,
+                          cudaStream_t stream);
 
   // What the last failed call reported ("" when none failed).
   const std::string& last_error() const;

@@ -10,8 +10,9 @@ namespace k3::runtime {
 namespace {
 void check_shape(const ModelConfig& c, const CacheShape& s) {
   if (s.max_sequences <= 0 || s.max_context_tokens <= 0 || s.page_tokens <= 0) {
-    throw InputError(fmt::format("cache shape: max_sequences {}, max_context_tokens {} and page_tokens {} must be positive",
-                                 s.max_sequences, s.max_context_tokens, s.page_tokens));
+    throw InputError(
+        fmt::format("cache shape: max_sequences {}, max_context_tokens {} and page_tokens {} must be positive",
+                    s.max_sequences, s.max_context_tokens, s.page_tokens));
   }
   if (s.max_context_tokens > c.max_position_embeddings && c.max_position_embeddings > 0) {
     throw InputError(fmt::format("context of {} tokens exceeds {}'s max_position_embeddings {}", s.max_context_tokens,

@@ -39,8 +39,8 @@ class GpuCache {
   const CacheShape& shape() const { return shape_; }
   int max_pages_per_sequence() const { return max_pages_per_sequence_; }
   __nv_bfloat16* mla_pages(int layer) const { return mla_pages_[layer]; }
-  float* kda_state(int layer, int sequence) const;  // [H, d, d], the slots of 0..n−1 contiguous
-  float* conv_state(int layer, int sequence) const;  // [3P, K−1]
+  float* kda_state(int layer, int sequence) const;     // [H, d, d], the slots of 0..n−1 contiguous
+  float* conv_state(int layer, int sequence) const;    // [3P, K−1]
   int32_t* page_table() const { return page_table_; }  // device [max_sequences, max_pages_per_sequence]
   int32_t* page_table_row(int sequence) const { return page_table_ + int64_t(sequence) * max_pages_per_sequence_; }
   int32_t* step_positions() const { return step_positions_; }  // device [2 · max_sequences]
@@ -56,12 +56,12 @@ class GpuCache {
   int64_t total_pages_ = 0;
   int64_t state_elements_ = 0, conv_elements_ = 0;  // per sequence and KDA layer
   DeviceArena arena_;
-  std::vector<__nv_bfloat16*> mla_pages_;  // per layer (null for KDA layers)
+  std::vector<__nv_bfloat16*> mla_pages_;       // per layer (null for KDA layers)
   std::vector<float*> kda_state_, conv_state_;  // per layer (null for MLA layers)
   int32_t* page_table_ = nullptr;
   int32_t* step_positions_ = nullptr;
-  std::vector<int32_t> free_;                     // page ids, popped from the back
-  std::vector<std::vector<int32_t>> pages_of_;    // per sequence
+  std::vector<int32_t> free_;                   // page ids, popped from the back
+  std::vector<std::vector<int32_t>> pages_of_;  // per sequence
   std::vector<int64_t> admitted_tokens_;
 };
 

@@ -92,18 +92,20 @@ void say(const RunOptions& o, const std::string& line) {
 RunSummary run_engine(const RunOptions& o) {
   if (o.batch < 1 || o.prompt_tokens < 1 || o.decode_tokens < 2 || o.chunk_tokens < 1 || o.page_tokens < 1 ||
       o.context_tokens < 0) {
-    throw InputError(fmt::format("run: batch {}, prompt tokens {}, decode tokens {} (at least 2), chunk {} and page {} "
-                                 "must be positive and the context non-negative",
-                                 o.batch, o.prompt_tokens, o.decode_tokens, o.chunk_tokens, o.page_tokens));
+    throw InputError(
+        fmt::format("run: batch {}, prompt tokens {}, decode tokens {} (at least 2), chunk {} and page {} "
+                    "must be positive and the context non-negative",
+                    o.batch, o.prompt_tokens, o.decode_tokens, o.chunk_tokens, o.page_tokens));
   }
   const WeightsSource source = parse_weights(o.weights);
   const ModelConfig config = load_config(o, source);
   DeviceWeights::check_supported(config);
   if (o.use_cuda_graph && !GpuModel::decode_capturable(config)) {
-    throw InputError(fmt::format("{}: the decode step of a model with {} routed experts synchronises with the host once "
-                                 "per MoE layer (per-expert GEMMs sized on the host), so it cannot be captured as a "
-                                 "CUDA graph; run it with --eager",
-                                 config.name, to_string(config.routed_expert_format)));
+    throw InputError(
+        fmt::format("{}: the decode step of a model with {} routed experts synchronises with the host once "
+                    "per MoE layer (per-expert GEMMs sized on the host), so it cannot be captured as a "
+                    "CUDA graph; run it with --eager",
+                    config.name, to_string(config.routed_expert_format)));
   }
   const int64_t decode_start = std::max(o.context_tokens, o.prompt_tokens);
   RunSummary summary;
@@ -207,8 +209,8 @@ RunSummary run_engine(const RunOptions& o) {
       if (config.layer_attention[l] != AttentionKind::mla) continue;
       for (int s = 0; s < o.batch; ++s) {
         std::vector<int32_t> pages((o.context_tokens + pt - 1) / pt);
-        CUDA_CHECK(cudaMemcpy(pages.data(), cache.page_table_row(s), pages.size() * sizeof(int32_t),
-                              cudaMemcpyDeviceToHost));
+        CUDA_CHECK(
+            cudaMemcpy(pages.data(), cache.page_table_row(s), pages.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
         for (int64_t i = 0; i < int64_t(pages.size()); ++i) {
           const int64_t first = std::max(i * pt, o.prompt_tokens), last = std::min((i + 1) * pt, o.context_tokens);
           if (first >= last) continue;

@@ -23,17 +23,17 @@
 namespace k3::runtime {
 
 struct RunOptions {
-  std::string model_path;        // config.json (published form); empty: the checkpoint's config.json
+  std::string model_path;          // config.json (published form); empty: the checkpoint's config.json
   std::string weights = "random";  // a checkpoint directory, or random[:seed]
-  int layers = 0;                // 0 = every layer of the config; N keeps layers [0, N)
+  int layers = 0;                  // 0 = every layer of the config; N keeps layers [0, N)
   int64_t prompt_tokens = 128;
-  int decode_tokens = 16;        // ≥ 2: one eager step, then graph replays
+  int decode_tokens = 16;  // ≥ 2: one eager step, then graph replays
   int batch = 1;
-  int64_t context_tokens = 0;    // 0: decode right after the prompt; C > prompt: synthetic prefix to C
-  int chunk_tokens = 4096;       // prefill chunk
+  int64_t context_tokens = 0;  // 0: decode right after the prompt; C > prompt: synthetic prefix to C
+  int chunk_tokens = 4096;     // prefill chunk
   int page_tokens = 64;
   bool use_cuda_graph = true;
-  bool tile_experts = true;      // MXFP4 experts in the tiled layout (DeviceWeights::tile_experts) where they allow it
+  bool tile_experts = true;  // MXFP4 experts in the tiled layout (DeviceWeights::tile_experts) where they allow it
   uint64_t prompt_seed = 1;
   std::function<void(const std::string&)> progress;  // progress lines (may be empty)
   // Called right before the first decode step and right after the last (e.g. to start and stop a
@@ -53,18 +53,18 @@ struct RunSummary {
   ModelConfig config;  // as run (sliced to `layers`)
   int layers = 0;
   RunOptions options;
-  MemoryPlan memory;                  // as allocated
+  MemoryPlan memory;  // as allocated
   uint64_t free_bytes_before = 0;
-  double weights_seconds = 0;         // generating or loading the weights (and tiling the experts)
-  int tiled_expert_layers = 0;        // MoE layers whose MXFP4 experts are in the tiled layout
-  double warmup_prefill_ms = 0;       // the first prompt once, untimed in prefill_ms (GEMM plans, kernel loads)
-  std::vector<double> prefill_ms;     // per sequence (all its chunks)
-  double first_decode_step_ms = 0;    // the eager warm-up step
-  std::vector<double> decode_step_ms; // graph replays (or eager steps)
+  double weights_seconds = 0;          // generating or loading the weights (and tiling the experts)
+  int tiled_expert_layers = 0;         // MoE layers whose MXFP4 experts are in the tiled layout
+  double warmup_prefill_ms = 0;        // the first prompt once, untimed in prefill_ms (GEMM plans, kernel loads)
+  std::vector<double> prefill_ms;      // per sequence (all its chunks)
+  double first_decode_step_ms = 0;     // the eager warm-up step
+  std::vector<double> decode_step_ms;  // graph replays (or eager steps)
   double median_step_ms = 0, p10_step_ms = 0, p90_step_ms = 0;
-  double median_prefill_ms = 0;       // over prefill_ms
-  double decode_tokens_per_s = 0;     // batch / median step
-  double prefill_tokens_per_s = 0;    // prompt tokens / prefill time, over all sequences
+  double median_prefill_ms = 0;                 // over prefill_ms
+  double decode_tokens_per_s = 0;               // batch / median step
+  double prefill_tokens_per_s = 0;              // prompt tokens / prefill time, over all sequences
   std::vector<std::vector<int32_t>> generated;  // per sequence, the greedy tokens
   // What sim/ predicts for the same shapes on a hardware file (filled by the caller; 0 when not).
   std::string predicted_hardware;

@@ -42,7 +42,8 @@ void check_precision(const Scenario& s) {
   require("precision.kda_state", p.kda_state, StorageFormat::fp32, "the engine's KDA state is fp32");
   require("precision.activations", p.activations, StorageFormat::bf16, "the engine's activations are bf16");
   if (p.gemm_compute != ComputeType::bf16) {
-    unsupported(s, "precision.gemm_compute", to_string(p.gemm_compute), "the engine's GEMMs compute in bf16 (give bf16)");
+    unsupported(s, "precision.gemm_compute", to_string(p.gemm_compute),
+                "the engine's GEMMs compute in bf16 (give bf16)");
   }
 }
 
@@ -129,10 +130,9 @@ std::string shorthand_scenario_yaml(const std::string& model, const std::string&
   }
   YAML::Emitter out;
   out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "k3perf run" << YAML::Key << "model" << YAML::Value
-      << model << YAML::Key << "hardware" << YAML::Value << hardware << YAML::Key << "phase" << YAML::Value
-      << "decode" << YAML::Key << "workload" << YAML::Value << YAML::BeginMap << YAML::Key << "batch" << YAML::Value
-      << 1 << YAML::Key << "context_tokens" << YAML::Value << EngineKnobs{}.prompt_tokens << YAML::EndMap
-      << YAML::EndMap;
+      << model << YAML::Key << "hardware" << YAML::Value << hardware << YAML::Key << "phase" << YAML::Value << "decode"
+      << YAML::Key << "workload" << YAML::Value << YAML::BeginMap << YAML::Key << "batch" << YAML::Value << 1
+      << YAML::Key << "context_tokens" << YAML::Value << EngineKnobs{}.prompt_tokens << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

@@ -29,18 +29,18 @@ struct EngineKnobs {
   int chunk_tokens = 4096;         // prefill chunk of a decode scenario's prompts
   int page_tokens = 64;            // MLA cache page size
   uint64_t prompt_seed = 1;
-  bool tile_experts = true;        // MXFP4 experts in the tiled decode layout where they allow it
+  bool tile_experts = true;  // MXFP4 experts in the tiled decode layout where they allow it
 };
 
 enum class RunPhase { decode, prefill };
 std::string to_string(RunPhase p);
 
 struct RunPlan {
-  Scenario scenario;             // the question, as loaded
-  runtime::RunOptions options;   // what the engine runs (no callbacks set)
+  Scenario scenario;                    // the question, as loaded
+  runtime::RunOptions options;          // what the engine runs (no callbacks set)
   RunPhase subject = RunPhase::decode;  // the phase the scenario asks about
-  Scenario decode;               // predicted beside the decode steps: the first step's batch and context
-  Scenario prefill;              // predicted beside one sequence's prefill (the engine prefills eagerly)
+  Scenario decode;                      // predicted beside the decode steps: the first step's batch and context
+  Scenario prefill;                     // predicted beside one sequence's prefill (the engine prefills eagerly)
   const Scenario& prediction_for(RunPhase p) const { return p == RunPhase::prefill ? prefill : decode; }
 };
 

@@ -14,11 +14,11 @@ namespace k3::session {
 
 // What the run writes, each optional (empty: not written).
 struct RunOutputs {
-  std::string trace_path;   // Chrome/Perfetto trace (.json or .json.gz) of `trace_phase`
+  std::string trace_path;  // Chrome/Perfetto trace (.json or .json.gz) of `trace_phase`
   RunPhase trace_phase = RunPhase::decode;
-  std::string counters_path;  // hardware counters per op range of the decode steps (a separate, eager run)
-  std::string prediction_path;  // sim/'s prediction of the traced phase (for k3perf compare)
-  bool predict = true;          // predict on the scenario's hardware beside the measurement
+  std::string counters_path;           // hardware counters per op range of the decode steps (a separate, eager run)
+  std::string prediction_path;         // sim/'s prediction of the traced phase (for k3perf compare)
+  bool predict = true;                 // predict on the scenario's hardware beside the measurement
   std::string command = "k3perf run";  // recorded in the trace's and counters' metadata
 };
 

@@ -31,7 +31,8 @@ void check_outputs(const RunOutputs& outputs) {
 
 void write_prediction(const RunPlan& plan, const RunOutputs& outputs) {
   if (outputs.prediction_path.empty()) return;
-  write_file_atomically(outputs.prediction_path, to_json(predict(plan.prediction_for(outputs.trace_phase))).dump(2) + "\n");
+  write_file_atomically(outputs.prediction_path,
+                        to_json(predict(plan.prediction_for(outputs.trace_phase))).dump(2) + "\n");
 }
 
 std::string summary_json(const runtime::RunSummary& s) {
@@ -63,30 +64,32 @@ std::string summary_json(const runtime::RunSummary& s) {
   j["decode_tokens_per_s"] = s.decode_tokens_per_s;
   j["generated"] = s.generated;
   if (!s.predicted_hardware.empty()) {
-    j["predicted"] = {{"hardware", s.predicted_hardware},
-                      {"step_ms", s.predicted_step_ms},
-                      {"prefill_ms_per_sequence", s.predicted_prefill_ms},
-                      {"measured_over_predicted_step", s.median_step_ms / s.predicted_step_ms},
-                      {"measured_over_predicted_prefill", s.prefill_ms.empty() ? 0.0 : s.median_prefill_ms / s.predicted_prefill_ms}};
+    j["predicted"] = {
+        {"hardware", s.predicted_hardware},
+        {"step_ms", s.predicted_step_ms},
+        {"prefill_ms_per_sequence", s.predicted_prefill_ms},
+        {"measured_over_predicted_step", s.median_step_ms / s.predicted_step_ms},
+        {"measured_over_predicted_prefill", s.prefill_ms.empty() ? 0.0 : s.median_prefill_ms / s.predicted_prefill_ms}};
   }
   return j.dump(2) + "\n";
 }
 
 std::string summary_text(const runtime::RunSummary& s) {
-  std::string out = fmt::format("{} on {}: {} layers, batch {}, prompt {} tokens, decode at {} tokens\n", s.model, s.gpu,
-                                s.layers, s.options.batch, s.options.prompt_tokens,
+  std::string out = fmt::format("{} on {}: {} layers, batch {}, prompt {} tokens, decode at {} tokens\n", s.model,
+                                s.gpu, s.layers, s.options.batch, s.options.prompt_tokens,
                                 std::max(s.options.context_tokens, s.options.prompt_tokens));
-  out += fmt::format("  prefill        {:10.3f} ms per sequence (median), {:.0f} tokens/s\n",
-                     s.median_prefill_ms, s.prefill_tokens_per_s);
+  out += fmt::format("  prefill        {:10.3f} ms per sequence (median), {:.0f} tokens/s\n", s.median_prefill_ms,
+                     s.prefill_tokens_per_s);
   out += fmt::format("  decode step    {:10.3f} ms median (p10 {:.3f}, p90 {:.3f}) over {} steps{}\n", s.median_step_ms,
                      s.p10_step_ms, s.p90_step_ms, s.decode_step_ms.size(),
                      s.options.use_cuda_graph ? " (CUDA graph)" : " (eager)");
   out += fmt::format("  first step     {:10.3f} ms (eager, warms the GEMM plans)\n", s.first_decode_step_ms);
   out += fmt::format("  decode         {:10.1f} tokens/s\n", s.decode_tokens_per_s);
   if (!s.predicted_hardware.empty()) {
-    out += fmt::format("  predicted on {}: decode step {:.3f} ms (measured {:.2f}x), prefill {:.3f} ms (measured {:.2f}x)\n",
-                       s.predicted_hardware, s.predicted_step_ms, s.median_step_ms / s.predicted_step_ms,
-                       s.predicted_prefill_ms, s.median_prefill_ms / s.predicted_prefill_ms);
+    out += fmt::format(
+        "  predicted on {}: decode step {:.3f} ms (measured {:.2f}x), prefill {:.3f} ms (measured {:.2f}x)\n",
+        s.predicted_hardware, s.predicted_step_ms, s.median_step_ms / s.predicted_step_ms, s.predicted_prefill_ms,
+        s.median_prefill_ms / s.predicted_prefill_ms);
   }
   return out;
 }

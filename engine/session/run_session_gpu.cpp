@@ -93,7 +93,8 @@ RunResult run_session(const RunPlan& given, const RunOutputs& outputs,
   runtime::RunOptions& options = plan.options;
   const bool trace_prefill = outputs.trace_phase == RunPhase::prefill;
   if (!outputs.counters_path.empty()) {
-    if (options.use_cuda_graph) say(log, "counters: decoding eagerly (op ranges are not re-emitted inside CUDA-graph replays)");
+    if (options.use_cuda_graph)
+      say(log, "counters: decoding eagerly (op ranges are not re-emitted inside CUDA-graph replays)");
     options.use_cuda_graph = false;
     plan.decode.runtime.cuda_graphs = false;
   }
@@ -125,7 +126,8 @@ RunResult run_session(const RunPlan& given, const RunOutputs& outputs,
   profiler::RangeCounters counters;
   if (!outputs.counters_path.empty()) {
     // Room for every op range of every step: K3's 93 layers open about 1,900 per decode step.
-    counter_mode = std::make_unique<CounterMode>(std::max<std::size_t>(4096, std::size_t(options.decode_tokens) * 2048));
+    counter_mode =
+        std::make_unique<CounterMode>(std::max<std::size_t>(4096, std::size_t(options.decode_tokens) * 2048));
     options.before_decode = [&] { counter_mode->start(); };
     options.after_decode = [&] { counters = counter_mode->stop(); };
   }
@@ -149,9 +151,9 @@ RunResult run_session(const RunPlan& given, const RunOutputs& outputs,
   if (counter_mode) {
     add_run_metadata(summary, outputs.command + " --counters", false, counters.metadata);
     profiler::write_range_counters(counters, outputs.counters_path);
-    say(log, fmt::format("counters: {} ranges over {} decode steps (chip {}), {} ranges lost -> {}",
-                         counters.ranges.size(), options.decode_tokens, counters.metadata["chip"],
-                         counters.lost_ranges, outputs.counters_path));
+    say(log,
+        fmt::format("counters: {} ranges over {} decode steps (chip {}), {} ranges lost -> {}", counters.ranges.size(),
+                    options.decode_tokens, counters.metadata["chip"], counters.lost_ranges, outputs.counters_path));
   }
   return result;
 }

@@ -7,8 +7,9 @@
 namespace k3::session {
 
 namespace {
-const char* const kNoCuda = "no GPU: this k3perf was built without CUDA (configure with -DK3PERF_CUDA=ON on a machine "
-                            "with the CUDA toolkit)";
+const char* const kNoCuda =
+    "no GPU: this k3perf was built without CUDA (configure with -DK3PERF_CUDA=ON on a machine "
+    "with the CUDA toolkit)";
 }
 
 bool engine_built() { return false; }

@@ -107,8 +107,8 @@ uint8_t encode_e2m1_exact(double v) {
 
 // The same E2M1 rounding by comparisons with the midpoints between neighbouring codes
 // {0, 0.5, 1, 1.5, 2, 3, 4, 6}; a tie goes to the even code (">" keeps the lower code when it is
-// even, ">=" takes the upper one when that is even); above 5 it saturates at 6. Much faster than the general encoder; mxfp4_quantize uses it and
-// MxFormat.E2m1MidpointEncoderEqualsExact checks the two agree.
+// even, ">=" takes the upper one when that is even); above 5 it saturates at 6. Much faster than the general encoder;
+// mxfp4_quantize uses it and MxFormat.E2m1MidpointEncoderEqualsExact checks the two agree.
 uint8_t encode_e2m1_midpoints(double v) {
   const double a = std::fabs(v);
   // Count the midpoints passed; branch-free, since random data would defeat a branch predictor.

@@ -12,12 +12,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <map>
-#include <thread>
 #include <numbers>
+#include <thread>
 
 namespace k3::weights {
 
@@ -25,7 +25,7 @@ uint16_t float_to_bf16(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, 4);
   if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x40);  // keep it a (quiet) NaN
-  const uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);                      // ties to even
+  const uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);                     // ties to even
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
@@ -38,8 +38,8 @@ std::string slice_config_json(const std::string& json_text, const std::string& o
   }
   nlohmann::json& t = root.contains("text_config") ? root["text_config"] : root;
   if (!t.contains("linear_attn_config") || !t.contains("num_hidden_layers")) {
-    throw InputError(fmt::format("{}: make-checkpoint needs a kimi_linear-family config (with linear_attn_config)",
-                                 origin));
+    throw InputError(
+        fmt::format("{}: make-checkpoint needs a kimi_linear-family config (with linear_attn_config)", origin));
   }
   const int total = t["num_hidden_layers"].get<int>();
   if (layers == 0) return json_text;

@@ -20,11 +20,11 @@
 namespace k3::weights {
 
 struct SyntheticCheckpointOptions {
-  std::string config_path;     // a published-form config.json (kimi_linear family)
-  std::string out_dir;         // created if absent; files in it are replaced atomically
-  int layers = 0;              // 0 = all layers; N keeps layers [0, N)
+  std::string config_path;  // a published-form config.json (kimi_linear family)
+  std::string out_dir;      // created if absent; files in it are replaced atomically
+  int layers = 0;           // 0 = all layers; N keeps layers [0, N)
   uint64_t seed = 1;
-  uint64_t shard_bytes = 4ull << 30;  // largest shard; a bigger tensor gets a shard of its own
+  uint64_t shard_bytes = 4ull << 30;                 // largest shard; a bigger tensor gets a shard of its own
   std::function<void(const std::string&)> progress;  // lines of progress (may be empty)
 };
 

@@ -21,20 +21,20 @@ namespace k3::weights {
 enum class TensorRole {
   embedding,
   lm_head,
-  norm,            // RMSNorm weights (incl. the KDA gated output norm and the MoE latent norm)
-  attnres_query,   // *_res_proj [1, h]
-  attention,       // KDA and MLA projections
-  conv,            // KDA short conv [P, 1, K]
-  a_log,           // KDA decay rate (log), padded in K3
-  dt_bias,         // KDA gate bias
+  norm,           // RMSNorm weights (incl. the KDA gated output norm and the MoE latent norm)
+  attnres_query,  // *_res_proj [1, h]
+  attention,      // KDA and MLA projections
+  conv,           // KDA short conv [P, 1, K]
+  a_log,          // KDA decay rate (log), padded in K3
+  dt_bias,        // KDA gate bias
   dense_mlp,
   router,
   router_bias,
   shared_expert,
-  latent,          // LatentMoE down/up projections
-  expert,          // routed expert weight (bf16 or fp8)
-  expert_packed,   // MXFP4 elements, 2 per byte
-  expert_scale,    // MXFP4 E8M0 block scales
+  latent,         // LatentMoE down/up projections
+  expert,         // routed expert weight (bf16 or fp8)
+  expert_packed,  // MXFP4 elements, 2 per byte
+  expert_scale,   // MXFP4 E8M0 block scales
 };
 std::string to_string(TensorRole role);
 
@@ -43,14 +43,14 @@ struct TensorSpec {
   TensorDtype dtype;
   std::vector<int64_t> shape;  // as stored
   TensorRole role;
-  int64_t fan_in = 0;          // input width of a matrix (logical, for packed experts)
-  int layer = -1;              // 0-based; -1 for embedding, head and final norms
+  int64_t fan_in = 0;  // input width of a matrix (logical, for packed experts)
+  int layer = -1;      // 0-based; -1 for embedding, head and final norms
   // Parameters the tensor holds: elements, 2 per byte for packed MXFP4, 0 for block scales.
   int64_t parameters() const;
 };
 
 struct CheckpointLayout {
-  std::string prefix;          // "language_model.model." (K3) or "model." (Kimi Linear)
+  std::string prefix;  // "language_model.model." (K3) or "model." (Kimi Linear)
   std::vector<TensorSpec> tensors;
   const TensorSpec* find(const std::string& name) const;
   int64_t parameters() const;
@@ -64,7 +64,7 @@ struct LayoutProblems {
   std::vector<std::string> unexpected;  // in the checkpoint, not in the layout
   std::vector<std::string> misshaped;   // "name: [a, b] F32, expected [c, d] BF16"
   bool ok() const { return missing.empty() && unexpected.empty() && misshaped.empty(); }
-  std::string describe() const;         // one line per problem
+  std::string describe() const;  // one line per problem
 };
 
 // Float dtypes (BF16, F16, F32) are interchangeable for a float tensor; packed and scale tensors

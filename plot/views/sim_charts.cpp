@@ -47,8 +47,8 @@ Chart spec_speedup_chart(const Scenario& base, const std::vector<SpecSweepRow>& 
     line.points.emplace_back(std::log2(double(row.batch)), row.outcome.speedup);
   }
   Chart c;
-  c.title = fmt::format("speculative decoding: {} on {} x{}", base.model.name, base.hardware.name,
-                        base.parallelism.gpus());
+  c.title =
+      fmt::format("speculative decoding: {} on {} x{}", base.model.name, base.hardware.name, base.parallelism.gpus());
   c.x_label = "batch (log2)";
   c.y_label = "speedup over plain decode";
   for (auto& [key, line] : series) c.series.push_back(line);

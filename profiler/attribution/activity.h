@@ -93,8 +93,8 @@ struct ActivityRecords {
   std::vector<GraphNodeCapture> graph_node_captures;
   std::vector<GraphNodeClone> graph_node_clones;  // in the order they were made
   std::vector<ExternalCorrelation> external_correlations;
-  std::uint64_t dropped_records = 0;              // cuptiActivityGetNumDroppedRecords, summed
-  std::map<std::string, std::string> metadata;    // commit, date, GPU, command: kept in the trace
+  std::uint64_t dropped_records = 0;            // cuptiActivityGetNumDroppedRecords, summed
+  std::map<std::string, std::string> metadata;  // commit, date, GPU, command: kept in the trace
 };
 
 // What a collector implements. The CUPTI collector (not part of this library) subscribes in

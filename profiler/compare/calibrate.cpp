@@ -403,9 +403,13 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
   if (!latency_carried.empty()) {
     citation += fmt::format(" Kernel latencies carried over from {}: {}.", base_name, join(latency_carried, ", "));
   }
-  return derived_hardware_yaml(base.source_file, {name, source_id, citation,
+  return derived_hardware_yaml(base.source_file, {name,
+                                                  source_id,
+                                                  citation,
                                                   {{"efficiency", block}, {"kernel_latency_us", latency}},
-                                                  "k3perf calibrate", "measured runs", "docs/profile.md"});
+                                                  "k3perf calibrate",
+                                                  "measured runs",
+                                                  "docs/profile.md"});
 }
 
 nlohmann::ordered_json to_json(const Calibration& c) {

@@ -51,7 +51,7 @@ struct UnattributedKernel {
 struct MeasuredOnlyOp {  // attributed to a range whose name the prediction does not have
   std::string name;
   std::size_t instances = 0;
-  double measured_us = 0;  // median over instances
+  double measured_us = 0;    // median over instances
   bool engine_only = false;  // the prediction lists it among the engine's own ranges
 };
 
@@ -67,12 +67,12 @@ struct Comparison {
   std::string prediction_origin;
   bool records_engine = false;  // the prediction lists the engine's own ranges (PredictionFile::records_engine)
   std::map<std::string, std::string> trace_metadata;
-  std::vector<OpComparison> ops;                 // measured ops, in prediction order
-  std::vector<std::string> fused;                // "L001.norm.attn_in -> L001.attnres.pre_attn", ...
+  std::vector<OpComparison> ops;   // measured ops, in prediction order
+  std::vector<std::string> fused;  // "L001.norm.attn_in -> L001.attnres.pre_attn", ...
   std::shared_ptr<const std::vector<PredictedOp>> fused_predictions;  // what ops[i].predicted may point to
-  std::vector<std::string> not_measured;         // predicted, no kernel attributed
-  std::vector<MeasuredOnlyOp> not_predicted;     // sorted by name
-  std::vector<UnattributedKernel> unattributed;  // by total time, largest first
+  std::vector<std::string> not_measured;                              // predicted, no kernel attributed
+  std::vector<MeasuredOnlyOp> not_predicted;                          // sorted by name
+  std::vector<UnattributedKernel> unattributed;                       // by total time, largest first
   std::size_t kernels = 0;
   std::size_t kernels_on_predicted_ops = 0;
   double kernel_time_us = 0;

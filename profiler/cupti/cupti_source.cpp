@@ -112,9 +112,9 @@ void convert(CUpti_Activity* record, ActivityRecords& out) {
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto* a = reinterpret_cast<CUpti_ActivityAPI*>(record);
       const char* name = nullptr;
-      cuptiGetCallbackName(record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                                       : CUPTI_CB_DOMAIN_DRIVER_API,
-                           a->cbid, &name);
+      cuptiGetCallbackName(
+          record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
+          a->cbid, &name);
       out.api_calls.push_back({name ? name : fmt::format("api{}", a->cbid), int64_t(a->start), int64_t(a->end),
                                int64_t(a->threadId), a->correlationId});
       break;
@@ -138,12 +138,11 @@ void convert(CUpti_Activity* record, ActivityRecords& out) {
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto* w = reinterpret_cast<CUpti_ActivitySynchronization2*>(record);
-      const char* name = w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE     ? "sync: event"
-                         : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT ? "sync: stream wait event"
-                         : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
-                             ? "sync: stream"
+      const char* name = w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE    ? "sync: event"
+                         : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT  ? "sync: stream wait event"
+                         : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE ? "sync: stream"
                          : w->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE ? "sync: context"
-                                                                                                : "sync";
+                                                                                              : "sync";
       out.synchronizations.push_back({name, int64_t(w->start), int64_t(w->end), w->correlationId});
       break;
     }
@@ -159,9 +158,9 @@ void convert(CUpti_Activity* record, ActivityRecords& out) {
 }
 
 uint64_t CUPTIAPI steady_clock_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_size) {
@@ -214,9 +213,12 @@ void CUPTIAPI on_callback(void* user, CUpti_CallbackDomain domain, CUpti_Callbac
   }
 }
 
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
-                                         CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_MARKER,
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET,
+                                         CUPTI_ACTIVITY_KIND_RUNTIME,
+                                         CUPTI_ACTIVITY_KIND_DRIVER,
+                                         CUPTI_ACTIVITY_KIND_MARKER,
                                          CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
                                          CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
 

@@ -29,8 +29,8 @@ class CuptiActivitySource final : public ActivitySource {
  public:
   explicit CuptiActivitySource(std::size_t max_buffers = 256, std::uint32_t flush_period_ms = 100);
   ~CuptiActivitySource() override;
-  void start() override;             // Error naming the CUPTI call that failed (e.g. another subscriber)
-  ActivityRecords stop() override;   // flushes every buffer (synchronise with the device first)
+  void start() override;            // Error naming the CUPTI call that failed (e.g. another subscriber)
+  ActivityRecords stop() override;  // flushes every buffer (synchronise with the device first)
 
   // Tags the CUDA API calls this thread makes until pop_step() with `step` (an external correlation id,
   // kind CUSTOM0): attribution turns them into "step N" ranges. No-ops while no collector runs.

@@ -30,7 +30,8 @@ void finish() {
     k3::profiler::write_report_metadata(attribution.report, &attribution.trace.metadata);
     k3::profiler::write_chrome_trace(attribution.trace, out ? out : "k3perf-trace.json.gz");
     const k3::profiler::AttributionReport& r = attribution.report;
-    fmt::print(stderr, "k3perf profile: {} kernels ({} in op ranges, {} through CUDA-graph nodes), {} dropped records -> {}\n",
+    fmt::print(stderr,
+               "k3perf profile: {} kernels ({} in op ranges, {} through CUDA-graph nodes), {} dropped records -> {}\n",
                r.kernels, r.attributed(), r.attributed_through_graph_nodes, r.dropped_records,
                out ? out : "k3perf-trace.json.gz");
   } catch (const std::exception& e) {

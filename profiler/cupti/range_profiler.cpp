@@ -106,12 +106,12 @@ struct CuptiRangeProfiler::State {
   bool profiler_initialized = false;      // cuptiProfilerInitialize
   CUpti_Profiler_Host_Object* host = nullptr;
   CUpti_RangeProfiler_Object* profiler = nullptr;
-  bool started = false;       // cuptiRangeProfilerStart
-  std::vector<bool> open;     // per open push: whether it went to CUPTI
-  std::size_t forwarded = 0;  // top-level ranges pushed to CUPTI
+  bool started = false;                  // cuptiRangeProfilerStart
+  std::vector<bool> open;                // per open push: whether it went to CUPTI
+  std::size_t forwarded = 0;             // top-level ranges pushed to CUPTI
   std::map<std::string, int> pushes_of;  // per name: the pushes forwarded (CUPTI keeps one range per name)
-  int64_t not_profiled = 0;   // top-level pushes beyond max_ranges
-  std::string pop_error;      // the first error of pop_range
+  int64_t not_profiled = 0;              // top-level pushes beyond max_ranges
+  std::string pop_error;                 // the first error of pop_range
 
   // Releases everything CUPTI holds, in reverse order; errors are ignored (this runs on error paths).
   void release() noexcept {

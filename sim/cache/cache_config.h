@@ -41,12 +41,12 @@ struct Tier {
 enum class Routing { round_robin, session };  // which node's cache a request uses, when caches are per node
 
 struct CacheConfig {
-  int64_t hash_block_tokens = 512;            // prefix matching granularity (a multiple of the trace's blocks)
-  int64_t allocation_block_tokens = 512;      // KV allocation block (a multiple of hash_block_tokens)
-  std::string checkpoint = "sparse";          // a registered checkpoint placement policy
-  Params checkpoint_params;                   // read by that policy (e.g. interval_tokens)
-  std::string eviction = "lru";               // a registered eviction policy
-  Params eviction_params;                     // read by that policy (e.g. alpha_requests)
+  int64_t hash_block_tokens = 512;        // prefix matching granularity (a multiple of the trace's blocks)
+  int64_t allocation_block_tokens = 512;  // KV allocation block (a multiple of hash_block_tokens)
+  std::string checkpoint = "sparse";      // a registered checkpoint placement policy
+  Params checkpoint_params;               // read by that policy (e.g. interval_tokens)
+  std::string eviction = "lru";           // a registered eviction policy
+  Params eviction_params;                 // read by that policy (e.g. alpha_requests)
   std::vector<Tier> tiers{{"hbm", std::numeric_limits<double>::infinity(), 0}};  // fastest first
   int nodes = 1;  // caches: one per node, or one pool of nodes x capacity
   bool pooled = false;

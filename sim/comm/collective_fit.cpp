@@ -127,8 +127,13 @@ std::string measured_hardware_yaml(const std::string& base_file, const std::stri
     }
     block["curves"].push_back(curve);
   }
-  return derived_hardware_yaml(base_file, {name, source_id, citation, {{"collectives", block}}, "k3perf comm fit",
-                                          "a measured NCCL table", "docs/comm.md"});
+  return derived_hardware_yaml(base_file, {name,
+                                           source_id,
+                                           citation,
+                                           {{"collectives", block}},
+                                           "k3perf comm fit",
+                                           "a measured NCCL table",
+                                           "docs/comm.md"});
 }
 
 }  // namespace k3

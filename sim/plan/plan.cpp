@@ -39,9 +39,8 @@ double at_percentile(std::vector<double> v, double q) {
 }  // namespace
 
 PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& base) {
-  plan.expect_keys({"hardware", "tp", "attention_dp", "ep", "max_sequences", "max_batched_tokens", "modes",
-                    "pd_ratios", "max_replicas", "slo_percentile", "max_rejected_fraction", "sample_requests",
-                    "rank_by"});
+  plan.expect_keys({"hardware", "tp", "attention_dp", "ep", "max_sequences", "max_batched_tokens", "modes", "pd_ratios",
+                    "max_replicas", "slo_percentile", "max_rejected_fraction", "sample_requests", "rank_by"});
   PlanSpace s;
   const Parallelism& par = base.deployment.parallelism;
   auto as_int = [](const YamlNode& n) { return static_cast<int>(n.as_positive_int()); };
@@ -52,9 +51,12 @@ PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& 
   s.attention_dp = read_list<int>(plan, "attention_dp", {par.attention_dp}, as_int);
   s.ep = read_list<int>(plan, "ep", {par.ep}, as_int);
   s.max_sequences = read_list<int64_t>(plan, "max_sequences", {base.options.limits.max_sequences}, as_i64);
-  s.max_batched_tokens = read_list<int64_t>(plan, "max_batched_tokens", {base.options.limits.max_batched_tokens}, as_i64);
+  s.max_batched_tokens =
+      read_list<int64_t>(plan, "max_batched_tokens", {base.options.limits.max_batched_tokens}, as_i64);
   s.modes = read_list<std::string>(plan, "modes", {base.options.disaggregated ? "disaggregated" : "aggregated"},
-                                   [](const YamlNode& n) { return n.as_choice({"aggregated", "disaggregated"}); });
+                                   [](const YamlNode& n) {
+                                     return n.as_choice({"aggregated", "disaggregated"});
+                                   });
   s.pd_ratios = read_list<std::pair<int, int>>(plan, "pd_ratios", {{1, 1}}, [](const YamlNode& n) {
     const std::string text = n.as_string();
     int p = 0, d = 0;
@@ -152,8 +154,8 @@ struct Evaluator {
     const double want_span_ms = double(n - 1) * 1000.0 / unit_rate;
     const double t0 = out.front().arrival_ms;
     for (std::size_t i = 0; i < n; ++i) {
-      out[i].arrival_ms = trace_span_ms > 0 ? (out[i].arrival_ms - t0) * want_span_ms / trace_span_ms
-                                            : double(i) * 1000.0 / unit_rate;
+      out[i].arrival_ms =
+          trace_span_ms > 0 ? (out[i].arrival_ms - t0) * want_span_ms / trace_span_ms : double(i) * 1000.0 / unit_rate;
     }
     return out;
   }
@@ -164,9 +166,9 @@ struct Evaluator {
   // `rate`, with their cached-prefix counts.
   std::vector<workload::Request> dealt(int units, std::vector<int64_t>* cached) const {
     const std::size_t all = work.requests.size();
-    const double full_rate = all > 1 ? double(all - 1) * 1000.0 /
-                                           (work.requests.back().arrival_ms - work.requests.front().arrival_ms)
-                                     : rate;
+    const double full_rate =
+        all > 1 ? double(all - 1) * 1000.0 / (work.requests.back().arrival_ms - work.requests.front().arrival_ms)
+                : rate;
     const double scale = std::isfinite(full_rate) && full_rate > 0 ? full_rate / rate : 1.0;
     const double t0 = work.requests.front().arrival_ms;
     std::vector<workload::Request> out;
@@ -209,15 +211,17 @@ struct Evaluator {
     serving::BatchShape full, chunk;
     for (int i = 0; i < static_cast<int>(batch); ++i) full.add_decode(mean_input + mean_output / 2);
     chunk.add_prefill(double(c.limits.max_batched_tokens), 0);
-    const double prefill_us = (mean_input - mean_cached) * model.step.step_us(chunk) / double(c.limits.max_batched_tokens);
+    const double prefill_us =
+        (mean_input - mean_cached) * model.step.step_us(chunk) / double(c.limits.max_batched_tokens);
     const double decode_us = mean_output * model.step.step_us(full) / batch;
-    int units = c.disaggregated ? std::max<int>(static_cast<int>(std::ceil(rate * prefill_us / 1e6 / c.prefill_per_unit)),
-                                                static_cast<int>(std::ceil(rate * decode_us / 1e6 / c.decode_per_unit)))
-                                : static_cast<int>(std::ceil(rate * (prefill_us + decode_us) / 1e6));
+    int units = c.disaggregated
+                    ? std::max<int>(static_cast<int>(std::ceil(rate * prefill_us / 1e6 / c.prefill_per_unit)),
+                                    static_cast<int>(std::ceil(rate * decode_us / 1e6 / c.decode_per_unit)))
+                    : static_cast<int>(std::ceil(rate * (prefill_us + decode_us) / 1e6));
     units = std::max(1, units);
-    std::vector<int64_t> cached(work.cached_prefix_tokens.begin(),
-                                work.cached_prefix_tokens.begin() +
-                                    static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n));
+    std::vector<int64_t> cached(
+        work.cached_prefix_tokens.begin(),
+        work.cached_prefix_tokens.begin() + static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n));
     while (units <= space.max_replicas) {
       c.trials += 1;
       std::vector<workload::Request> requests;
@@ -312,7 +316,8 @@ PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space
         validate(s);
         model = std::make_unique<serving::ReplicaModel>(s, c.limits.max_batched_tokens);
         if (model->capacity_bytes <= 0) {
-          model_error = fmt::format("weights need {:.1f} GiB more than a GPU has", -model->capacity_bytes / double(1ull << 30));
+          model_error =
+              fmt::format("weights need {:.1f} GiB more than a GPU has", -model->capacity_bytes / double(1ull << 30));
         }
       } catch (const InputError& e) {
         model_error = e.what();
@@ -346,7 +351,8 @@ PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space
     const Candidate& x = out.candidates[a];
     const Candidate& y = out.candidates[b];
     // Unpriced hardware ranks after every priced one when ranking by cost.
-    const double cx = x.dollars_per_hour > 0 ? x.dollars_per_hour : 1e300, cy = y.dollars_per_hour > 0 ? y.dollars_per_hour : 1e300;
+    const double cx = x.dollars_per_hour > 0 ? x.dollars_per_hour : 1e300,
+                 cy = y.dollars_per_hour > 0 ? y.dollars_per_hour : 1e300;
     if (by_cost && cx != cy) return cx < cy;
     if (x.gpus != y.gpus) return x.gpus < y.gpus;
     return x.tokens_per_s_per_user > y.tokens_per_s_per_user;

@@ -26,13 +26,13 @@ struct PlanSpace {
   std::vector<int> tp, attention_dp, ep;
   std::vector<int64_t> max_sequences;
   std::vector<int64_t> max_batched_tokens;
-  std::vector<std::string> modes;                 // "aggregated", "disaggregated"
-  std::vector<std::pair<int, int>> pd_ratios;     // prefill:decode replicas per unit
-  int max_replicas = 64;                          // per candidate (aggregated replicas or P:D units)
-  double slo_percentile = 90;                     // TTFT and TPOT at this percentile must meet the SLOs
-  double max_rejected_fraction = 0.0;             // with admission control: rejections allowed
-  int64_t sample_requests = 400;                  // requests simulated per trial
-  std::string rank_by = "gpus";                   // "gpus" or "cost"
+  std::vector<std::string> modes;              // "aggregated", "disaggregated"
+  std::vector<std::pair<int, int>> pd_ratios;  // prefill:decode replicas per unit
+  int max_replicas = 64;                       // per candidate (aggregated replicas or P:D units)
+  double slo_percentile = 90;                  // TTFT and TPOT at this percentile must meet the SLOs
+  double max_rejected_fraction = 0.0;          // with admission control: rejections allowed
+  int64_t sample_requests = 400;               // requests simulated per trial
+  std::string rank_by = "gpus";                // "gpus" or "cost"
 };
 
 // Reads the `plan:` section (docs/plan.md#the-plan-section); the deployment's own values fill the
@@ -54,10 +54,10 @@ struct Candidate {
   int prefill_per_unit = 0, decode_per_unit = 0;
   // Outcome.
   bool feasible = false;
-  std::string reason;    // why not, when infeasible
-  int replicas = 0;      // aggregated replicas, or P:D units
+  std::string reason;  // why not, when infeasible
+  int replicas = 0;    // aggregated replicas, or P:D units
   int gpus = 0;
-  double dollars_per_hour = 0;  // 0 when the hardware has no price
+  double dollars_per_hour = 0;      // 0 when the hardware has no price
   double ttft_ms = 0, tpot_ms = 0;  // at the SLO percentile, in the final trial
   double tokens_per_s_per_gpu = 0;
   double tokens_per_s_per_user = 0;

@@ -14,18 +14,19 @@ std::string row(const Candidate& c) {
 }
 
 std::string header() {
-  return fmt::format("  {:<44}{:>9}{:>6}{:>10}{:>10}{:>10}{:>11}{:>11}\n", "configuration", "replicas", "GPUs", "$/hour",
-                     "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user");
+  return fmt::format("  {:<44}{:>9}{:>6}{:>10}{:>10}{:>10}{:>11}{:>11}\n", "configuration", "replicas", "GPUs",
+                     "$/hour", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user");
 }
 
 }  // namespace
 
 std::string format_plan(const PlanResult& r, const PlanSpace& space, std::size_t top) {
   std::size_t infeasible = r.candidates.size() - r.ranked.size();
-  std::string out = fmt::format("{} configurations at {:g} requests/s: {} meet the SLOs (p{:g}), {} do not\n",
-                                r.candidates.size(), r.request_rate_per_s, r.ranked.size(), space.slo_percentile,
-                                infeasible);
-  out += fmt::format("\nbest by {} (replicas = aggregated replicas or P:D units)\n", space.rank_by == "cost" ? "$/hour" : "GPUs");
+  std::string out =
+      fmt::format("{} configurations at {:g} requests/s: {} meet the SLOs (p{:g}), {} do not\n", r.candidates.size(),
+                  r.request_rate_per_s, r.ranked.size(), space.slo_percentile, infeasible);
+  out += fmt::format("\nbest by {} (replicas = aggregated replicas or P:D units)\n",
+                     space.rank_by == "cost" ? "$/hour" : "GPUs");
   out += header();
   for (std::size_t i = 0; i < std::min(top, r.ranked.size()); ++i) out += row(r.candidates[r.ranked[i]]);
   out += "\nPareto front (tokens/s per GPU vs tokens/s per user)\n" + header();
@@ -45,12 +46,12 @@ std::string plan_csv(const PlanResult& r) {
     for (char& ch : reason) {
       if (ch == ',' || ch == '"') ch = ';';
     }
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{}\n", c.hardware,
-                       c.parallelism.tp, c.parallelism.attention_dp, c.parallelism.ep, c.limits.max_sequences,
-                       c.limits.max_batched_tokens, c.disaggregated ? "disaggregated" : "aggregated",
-                       c.prefill_per_unit, c.decode_per_unit, c.feasible ? 1 : 0, c.replicas, c.gpus,
-                       c.dollars_per_hour, c.ttft_ms, c.tpot_ms, c.tokens_per_s_per_gpu, c.tokens_per_s_per_user,
-                       on_front[i] ? 1 : 0, reason);
+    out +=
+        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{}\n", c.hardware,
+                    c.parallelism.tp, c.parallelism.attention_dp, c.parallelism.ep, c.limits.max_sequences,
+                    c.limits.max_batched_tokens, c.disaggregated ? "disaggregated" : "aggregated", c.prefill_per_unit,
+                    c.decode_per_unit, c.feasible ? 1 : 0, c.replicas, c.gpus, c.dollars_per_hour, c.ttft_ms, c.tpot_ms,
+                    c.tokens_per_s_per_gpu, c.tokens_per_s_per_user, on_front[i] ? 1 : 0, reason);
   }
   return out;
 }

@@ -92,8 +92,8 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
   out.cache = sv.find("cache");
 
   const YamlNode rq = sv["requests"];
-  rq.expect_keys({"trace", "limit", "time_scale", "count", "rate_per_s", "input_tokens", "output_tokens",
-                  "cached_tokens"});
+  rq.expect_keys(
+      {"trace", "limit", "time_scale", "count", "rate_per_s", "input_tokens", "output_tokens", "cached_tokens"});
   RequestSource& src = out.requests;
   if (auto t = rq.find("trace")) {
     for (const char* k : {"count", "rate_per_s", "input_tokens", "output_tokens", "cached_tokens"}) {

@@ -18,8 +18,9 @@ namespace k3::serving {
 
 // Where the requests come from: a trace file, or a fixed-rate stream of one request shape.
 struct RequestSource {
-  std::string trace_path;   // Mooncake JSONL or Azure CSV (relative: to the serving file); empty for the fixed-rate stream
-  int64_t limit = 0;        // first N requests of the trace (0 = all)
+  std::string
+      trace_path;     // Mooncake JSONL or Azure CSV (relative: to the serving file); empty for the fixed-rate stream
+  int64_t limit = 0;  // first N requests of the trace (0 = all)
   double time_scale = 1.0;  // arrival times multiplied by this (0.5 = twice the rate)
   // Fixed-rate stream: `count` requests, one every 1000 / rate_per_s ms, all of one shape.
   int64_t count = 0;
@@ -47,7 +48,7 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
 struct Workload {
   std::vector<workload::Request> requests;
   std::vector<int64_t> cached_prefix_tokens;  // one per request, or empty (nothing cached)
-  bool from_trace = false;  // recorded arrivals (bursts and all), not an even stream
+  bool from_trace = false;                    // recorded arrivals (bursts and all), not an even stream
 };
 // The fixed-rate stream (what plan uses for a request rate).
 Workload fixed_rate_workload(const RequestSource& source);

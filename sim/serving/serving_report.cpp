@@ -11,8 +11,8 @@ namespace {
 std::string deployment_line(const ServingScenario& s) {
   const Parallelism& p = s.deployment.parallelism;
   const ServingOptions& o = s.options;
-  const std::string layout = fmt::format("{} x{} (tp {}, attention_dp {}, ep {})", s.deployment.hardware.name,
-                                         p.gpus(), p.tp, p.attention_dp, p.ep);
+  const std::string layout = fmt::format("{} x{} (tp {}, attention_dp {}, ep {})", s.deployment.hardware.name, p.gpus(),
+                                         p.tp, p.attention_dp, p.ep);
   if (o.disaggregated) {
     return fmt::format("{} prefill + {} decode replicas of {}; batch <= {} / {} sequences, {} tokens per iteration",
                        o.prefill_replicas, o.decode_replicas, layout, o.limits.max_sequences,
@@ -37,10 +37,11 @@ std::string format_serving(const ServingScenario& s, const ServingResult& r) {
                        s.options.slo.ttft_ms, s.options.slo.tpot_ms, r.met_slo, r.completed);
   }
   out += fmt::format("\n  {:<12}{:>12}{:>12}{:>12}{:>12}{:>12}\n", "ms", "mean", "p50", "p90", "p99", "max");
-  for (auto [name, p] : {std::pair<const char*, const Percentiles*>{"TTFT", &r.ttft_ms}, {"TPOT", &r.tpot_ms},
+  for (auto [name, p] : {std::pair<const char*, const Percentiles*>{"TTFT", &r.ttft_ms},
+                         {"TPOT", &r.tpot_ms},
                          {"end to end", &r.e2e_ms}}) {
-    out += fmt::format("  {:<12}{:>12.1f}{:>12.1f}{:>12.1f}{:>12.1f}{:>12.1f}\n", name, p->mean, p->p50, p->p90,
-                       p->p99, p->max);
+    out += fmt::format("  {:<12}{:>12.1f}{:>12.1f}{:>12.1f}{:>12.1f}{:>12.1f}\n", name, p->mean, p->p50, p->p90, p->p99,
+                       p->max);
   }
   double util = 0;
   for (double u : r.utilisation) util += u / double(r.utilisation.size());
@@ -48,16 +49,20 @@ std::string format_serving(const ServingScenario& s, const ServingResult& r) {
                      r.output_tokens_per_s, r.tokens_per_s_per_gpu, r.gpus, r.tokens_per_s_per_user);
   out += fmt::format("  goodput     {:.2f} requests/s, {:.0f} output tokens/s within the SLOs\n",
                      r.goodput_requests_per_s, r.goodput_tokens_per_s);
-  out += fmt::format("  busy        {:.1f}% of the time on average over {} replicas; memory peak {:.1f}% of the KV/state space\n",
-                     util * 100, r.utilisation.size(), r.max_memory_fraction * 100);
+  out += fmt::format(
+      "  busy        {:.1f}% of the time on average over {} replicas; memory peak {:.1f}% of the KV/state space\n",
+      util * 100, r.utilisation.size(), r.max_memory_fraction * 100);
   out += fmt::format("  tokens      {} prompt tokens computed, {} decoded\n", r.prefill_tokens, r.decode_tokens);
   return out;
 }
 
 nlohmann::ordered_json to_json(const ServingScenario& s, const ServingResult& r) {
   nlohmann::ordered_json j;
-  j["scenario"] = {{"name", s.deployment.name}, {"source", s.deployment.source}, {"deployment", deployment_line(s)},
-                   {"gpus", r.gpus}, {"slo", {{"ttft_ms", s.options.slo.ttft_ms}, {"tpot_ms", s.options.slo.tpot_ms}}}};
+  j["scenario"] = {{"name", s.deployment.name},
+                   {"source", s.deployment.source},
+                   {"deployment", deployment_line(s)},
+                   {"gpus", r.gpus},
+                   {"slo", {{"ttft_ms", s.options.slo.ttft_ms}, {"tpot_ms", s.options.slo.tpot_ms}}}};
   j["summary"] = {{"requests", r.requests.size()},
                   {"completed", r.completed},
                   {"rejected", r.rejected},
@@ -78,7 +83,9 @@ nlohmann::ordered_json to_json(const ServingScenario& s, const ServingResult& r)
   j["utilisation_per_replica"] = r.utilisation;
   nlohmann::ordered_json q = nlohmann::ordered_json::array();
   for (const QueueSample& x : r.queue) {
-    q.push_back({{"time_ms", x.time_ms}, {"waiting", x.waiting}, {"running", x.running},
+    q.push_back({{"time_ms", x.time_ms},
+                 {"waiting", x.waiting},
+                 {"running", x.running},
                  {"memory_fraction", x.memory_fraction}});
   }
   j["queue"] = std::move(q);
@@ -86,7 +93,9 @@ nlohmann::ordered_json to_json(const ServingScenario& s, const ServingResult& r)
 }
 
 std::string requests_csv(const ServingResult& r) {
-  std::string out = "id,arrival_ms,input_tokens,cached_tokens,output_tokens,rejected,first_token_ms,finish_ms,ttft_ms,tpot_ms,e2e_ms\n";
+  std::string out =
+      "id,arrival_ms,input_tokens,cached_tokens,output_tokens,rejected,first_token_ms,finish_ms,ttft_ms,tpot_ms,e2e_"
+      "ms\n";
   for (const RequestOutcome& q : r.requests) {
     if (q.rejected) {
       out += fmt::format("{},{:.6g},{},{},{},1,,,,,\n", q.id, q.arrival_ms, q.input_tokens, q.cached_tokens,

@@ -20,10 +20,11 @@ ReplicaModel::ReplicaModel(const Scenario& s, int64_t max_batched_tokens) : step
   attention_dp = par.attention_dp;
   // Per GPU: weights and reserve from a one-token decode graph; activations from the largest
   // iteration, a full-budget prefill chunk in every attention group.
-  const MemoryBreakdown m = estimate_memory(s, build_op_graph(s.model, Phase::decode(par.attention_dp, 0), par, s.precision));
+  const MemoryBreakdown m =
+      estimate_memory(s, build_op_graph(s.model, Phase::decode(par.attention_dp, 0), par, s.precision));
   const long long chunk = std::max<int64_t>(1, max_batched_tokens);
-  const MemoryBreakdown pm = estimate_memory(
-      s, build_op_graph(s.model, Phase::prefill(par.attention_dp, chunk, 0, chunk), par, s.precision));
+  const MemoryBreakdown pm =
+      estimate_memory(s, build_op_graph(s.model, Phase::prefill(par.attention_dp, chunk, 0, chunk), par, s.precision));
   kv_bytes_per_token = m.kv_bytes_per_token;
   state_bytes_per_sequence = m.state_bytes_per_sequence;
   capacity_bytes = m.usable_bytes - m.weights_bytes - m.reserved_bytes - pm.activation_bytes;
@@ -60,9 +61,7 @@ struct Event {
   double time_us;
   EventKind kind;
   int64_t id;  // replica for iteration_end, request for the others
-  bool operator>(const Event& o) const {
-    return std::tie(time_us, kind, id) > std::tie(o.time_us, o.kind, o.id);
-  }
+  bool operator>(const Event& o) const { return std::tie(time_us, kind, id) > std::tie(o.time_us, o.kind, o.id); }
 };
 
 enum class Role { both, prefill, decode };
@@ -77,9 +76,9 @@ struct Replica {
   Role role = Role::both;
   const ReplicaModel* model = nullptr;
   BatchLimits limits;
-  double capacity = 0;             // per GPU and attention group, times the groups (a balanced pool)
-  double group_capacity = 0;       // what one sequence can at most hold
-  double prefill_us_per_token = 0; // a full-budget chunk's time per token (TTFT prediction)
+  double capacity = 0;              // per GPU and attention group, times the groups (a balanced pool)
+  double group_capacity = 0;        // what one sequence can at most hold
+  double prefill_us_per_token = 0;  // a full-budget chunk's time per token (TTFT prediction)
   std::deque<int64_t> waiting;
   std::vector<int64_t> running;
   std::vector<std::pair<int64_t, int64_t>> batch;  // (request, prefill tokens; 0 = one decode token)
@@ -100,8 +99,10 @@ class Simulation {
              cached.size(), requests.size());
     auto add = [&](Role role, const ReplicaModel& m, const BatchLimits& limits) {
       if (m.capacity_bytes <= 0) {
-        throw InputError(fmt::format("the weights, activations and reserve leave no memory for KV and state "
-                                     "({:.2f} GiB per GPU short)", -m.capacity_bytes / double(1ull << 30)));
+        throw InputError(
+            fmt::format("the weights, activations and reserve leave no memory for KV and state "
+                        "({:.2f} GiB per GPU short)",
+                        -m.capacity_bytes / double(1ull << 30)));
       }
       Replica r;
       r.role = role;
@@ -208,8 +209,10 @@ class Simulation {
     BatchShape b;
     for (int64_t id : r.running) {
       const Seq& s = seqs_[id];
-      if (s.prefilled == s.prompt_new) b.add_decode(double(s.prompt() + s.produced - 1));
-      else b.add_decode(double(s.prompt()));  // it will decode soon
+      if (s.prefilled == s.prompt_new)
+        b.add_decode(double(s.prompt() + s.produced - 1));
+      else
+        b.add_decode(double(s.prompt()));  // it will decode soon
     }
     b.add_decode(double(extra.prompt()));
     return r.model->step.step_us(b);

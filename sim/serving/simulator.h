@@ -57,7 +57,7 @@ struct ReplicaModel {
   int attention_dp = 1;
   double kv_bytes_per_token = 0;        // per GPU of the attention group that holds the sequence
   double state_bytes_per_sequence = 0;  // per GPU (KDA recurrent + conv state)
-  double capacity_bytes = 0;  // per GPU, for KV and state: usable HBM − weights − activations − reserve
+  double capacity_bytes = 0;            // per GPU, for KV and state: usable HBM − weights − activations − reserve
   double transfer_latency_us = 0;       // KV/state hand-off (disaggregated), alpha
   double transfer_us_per_byte = 0;      // and per byte of one GPU's share
   // Bytes a sequence of `tokens` cached tokens holds on one GPU of its group.
@@ -70,7 +70,7 @@ struct RequestOutcome {
   double first_token_ms = -1;  // -1 when rejected
   double finish_ms = -1;
   int64_t input_tokens = 0;
-  int64_t cached_tokens = 0;   // prompt tokens served from the prefix cache
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t output_tokens = 0;
   bool rejected = false;
   double ttft_ms() const { return first_token_ms - arrival_ms; }
@@ -88,8 +88,8 @@ Percentiles percentiles(std::vector<double> values);
 
 struct QueueSample {
   double time_ms = 0;
-  int64_t waiting = 0;  // arrived, not yet admitted (incl. sequences waiting for a decode replica)
-  int64_t running = 0;  // in a running batch
+  int64_t waiting = 0;         // arrived, not yet admitted (incl. sequences waiting for a decode replica)
+  int64_t running = 0;         // in a running batch
   double memory_fraction = 0;  // reserved / capacity, busiest replica
 };
 
@@ -97,19 +97,19 @@ struct ServingResult {
   std::vector<RequestOutcome> requests;  // in input order
   Percentiles ttft_ms, tpot_ms, e2e_ms;  // over completed requests
   int64_t completed = 0, rejected = 0, met_slo = 0;
-  double duration_ms = 0;                // first arrival to last completion
-  double output_tokens_per_s = 0;        // over the duration
-  double goodput_requests_per_s = 0;     // completed requests that met the SLOs
-  double goodput_tokens_per_s = 0;       // their output tokens
-  double tokens_per_s_per_gpu = 0;       // output tokens over all GPUs of the deployment
-  double tokens_per_s_per_user = 0;      // mean over completed requests of 1 / TPOT
+  double duration_ms = 0;             // first arrival to last completion
+  double output_tokens_per_s = 0;     // over the duration
+  double goodput_requests_per_s = 0;  // completed requests that met the SLOs
+  double goodput_tokens_per_s = 0;    // their output tokens
+  double tokens_per_s_per_gpu = 0;    // output tokens over all GPUs of the deployment
+  double tokens_per_s_per_user = 0;   // mean over completed requests of 1 / TPOT
   int gpus = 0;
-  std::vector<double> utilisation;       // per replica: busy time / duration (prefill replicas first)
-  double max_memory_fraction = 0;        // largest reserved / capacity seen on any replica
+  std::vector<double> utilisation;  // per replica: busy time / duration (prefill replicas first)
+  double max_memory_fraction = 0;   // largest reserved / capacity seen on any replica
   std::vector<QueueSample> queue;
   int64_t iterations = 0;
-  int64_t prefill_tokens = 0;            // prompt tokens computed (cached ones excluded)
-  int64_t decode_tokens = 0;             // output tokens produced by decode iterations
+  int64_t prefill_tokens = 0;  // prompt tokens computed (cached ones excluded)
+  int64_t decode_tokens = 0;   // output tokens produced by decode iterations
 };
 
 // `cached_prefix_tokens`, one per request or empty (none cached), comes from the prefix cache:

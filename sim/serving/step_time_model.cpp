@@ -59,8 +59,8 @@ std::vector<double> solve(std::vector<double> a, std::vector<double> b) {
 // Where an op sits, whatever the phase calls it: attention cores of both phases share one key so
 // that the MLA output gate, which runs beside either, finds its partner.
 std::string row_key(const Op& op) {
-  const std::string name = op.kind == OpKind::mla_attention ? fmt::format("L{:03d}.mla.attention", op.layer + 1)
-                                                            : op.name();
+  const std::string name =
+      op.kind == OpKind::mla_attention ? fmt::format("L{:03d}.mla.attention", op.layer + 1) : op.name();
   return fmt::format("{}#{}", name, op.stage);
 }
 
@@ -93,14 +93,15 @@ StepTimeModel::StepTimeModel(const Scenario& s) : hardware_(s.hardware), runtime
   // 1, k, k·c. Prefill features: 1, b, b·n, b·p, b·(n·p + n(n+1)/2), b·ceil(n/64); one chunk each.
   std::vector<Probe> decode_probes, prefill_probes;
   for (auto [k, c] : {std::pair<long long, long long>{1, 0}, {2, 0}, {1, 1024}}) {
-    decode_probes.push_back({build_op_graph(s.model, Phase::decode(k * dp, c), par, s.precision),
-                             {1.0, double(k), double(k * c)}});
+    decode_probes.push_back(
+        {build_op_graph(s.model, Phase::decode(k * dp, c), par, s.precision), {1.0, double(k), double(k * c)}});
   }
   const long long shapes[kP][3] = {{1, 64, 0}, {2, 64, 0}, {1, 128, 0}, {1, 64, 64}, {1, 32, 0}, {1, 96, 0}};
   for (const auto& sh : shapes) {
     const double b = sh[0], n = sh[1], p = sh[2];
-    prefill_probes.push_back({build_op_graph(s.model, Phase::prefill(sh[0] * dp, sh[1], sh[2], sh[1]), par, s.precision),
-                              {1.0, b, b * n, b * p, b * (n * p + n * (n + 1) / 2), b * std::ceil(n / 64.0)}});
+    prefill_probes.push_back(
+        {build_op_graph(s.model, Phase::prefill(sh[0] * dp, sh[1], sh[2], sh[1]), par, s.precision),
+         {1.0, b, b * n, b * p, b * (n * p + n * (n + 1) / 2), b * std::ceil(n / 64.0)}});
   }
 
   std::vector<Row> rows;
@@ -303,8 +304,12 @@ double StepTimeModel::step_us(const BatchShape& b) const {
   if (f.has_prefill) {
     const double k = std::ceil(b.prefill_sequences / dp);
     const double share = k / double(b.prefill_sequences);
-    const double totals[kP] = {1.0, double(b.prefill_sequences), b.prefill_tokens, b.prefill_cached_tokens,
-                               b.prefill_attention_pairs, b.prefill_kda_chunks};
+    const double totals[kP] = {1.0,
+                               double(b.prefill_sequences),
+                               b.prefill_tokens,
+                               b.prefill_cached_tokens,
+                               b.prefill_attention_pairs,
+                               b.prefill_kda_chunks};
     for (int i = 0; i < kP; ++i) {
       f.prefill[i] = i == 0 ? 1.0 : totals[i] * share;
       f.prefill_routed[i] = i == 0 ? 1.0 : totals[i] / dp;

@@ -25,7 +25,7 @@ namespace k3::serving {
 // What one iteration processes, summed over the replica's whole batch.
 struct BatchShape {
   int64_t decode_sequences = 0;
-  double decode_context_tokens = 0;    // Σ tokens cached by the decoding sequences before the step
+  double decode_context_tokens = 0;  // Σ tokens cached by the decoding sequences before the step
   int64_t prefill_sequences = 0;
   double prefill_tokens = 0;           // Σ new tokens of the prefill chunks
   double prefill_cached_tokens = 0;    // Σ tokens cached by each chunk's sequence before the chunk
@@ -67,13 +67,13 @@ class StepTimeModel {
   };
   struct Row {
     bool collective = false;
-    bool routed_experts = false;   // weights from distinct experts, features from routed tokens
-    bool separate_kernels = false; // decode and prefill run different kernels (attention)
+    bool routed_experts = false;    // weights from distinct experts, features from routed tokens
+    bool separate_kernels = false;  // decode and prefill run different kernels (attention)
     double us_per_flop = 0, us_per_byte = 0, us_per_kernel = 0;  // GPU op
     double latency_us = 0, us_per_collective_byte = 0;           // collective, when affine in its bytes
-    bool affine_collective = true;  // else timed by sim/roofline at each size (a measured curve)
-    Op collective_op;               // the collective as the graph emits it, for that timing
-    double weight_bytes_per_expert = 0;                          // routed experts, this GPU
+    bool affine_collective = true;       // else timed by sim/roofline at each size (a measured curve)
+    Op collective_op;                    // the collective as the graph emits it, for that timing
+    double weight_bytes_per_expert = 0;  // routed experts, this GPU
     Part decode, prefill;
   };
   struct OpCost {

@@ -20,7 +20,7 @@ struct SpecDefaults {
   DrafterSpec drafter;
   RollbackKind rollback = RollbackKind::replay_inputs;
   std::vector<std::pair<std::string, double>> profiles;  // name -> tokens per step (i.i.d.), in file order
-  std::vector<long long> batches, contexts;               // empty: the scenario's
+  std::vector<long long> batches, contexts;              // empty: the scenario's
 };
 // Every key required but `batches` and `contexts`; errors name the file, the key and the value.
 SpecDefaults load_spec_defaults(const std::string& path);

@@ -1,13 +1,13 @@
 // Runs the built k3perf binary end to end: outputs, exit codes and error messages.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 namespace {
 
@@ -74,7 +74,8 @@ TEST_F(CliTest, PredictWritesIdenticalJsonAndCsv) {
 
 TEST_F(CliTest, SetOverridesChangeThePrediction) {
   const CommandResult small = run("predict " + kScenario + " --set workload.batch=2 --top 0");
-  const CommandResult big = run("predict " + kScenario + " --set workload.batch=4 --set workload.context_tokens=1024 --top 0");
+  const CommandResult big =
+      run("predict " + kScenario + " --set workload.batch=4 --set workload.context_tokens=1024 --top 0");
   ASSERT_EQ(small.status, 0) << small.output;
   ASSERT_EQ(big.status, 0) << big.output;
   EXPECT_NE(small.output.find("batch 2 "), std::string::npos);
@@ -185,14 +186,12 @@ TEST_F(CliTest, MakeCheckpointInspectGenerate) {
 
 }  // namespace
 
-
 namespace {
 
 TEST_F(CliTest, CacheCurvePlotsBothHitRates) {
   const fs::path svg = dir_ / "curve.svg";
-  const CommandResult r =
-      run("cache --trace " + std::string(K3PERF_SOURCE_DIR) + "/data/traces/synthetic_trace.jsonl --curve --plot " +
-          svg.string());
+  const CommandResult r = run("cache --trace " + std::string(K3PERF_SOURCE_DIR) +
+                              "/data/traces/synthetic_trace.jsonl --curve --plot " + svg.string());
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string text = slurp(svg);
   EXPECT_EQ(text.rfind("<svg", 0), 0u) << text.substr(0, 80);
@@ -207,12 +206,13 @@ TEST_F(CliTest, CacheCurvePlotsBothHitRates) {
 // `run` is asked what `predict` is asked; --dry-run shows the mapping with no GPU, and what the engine
 // cannot run is refused before any GPU work, naming the key.
 TEST_F(CliTest, RunDryRunMapsTheShorthandFlags) {
-  const CommandResult r = run("run --model kimi-k3 --weights random:7 --layers 4 --batch 8 --prompt-tokens 256 "
-                              "--context 8192 --dry-run");
+  const CommandResult r =
+      run("run --model kimi-k3 --weights random:7 --layers 4 --batch 8 --prompt-tokens 256 "
+          "--context 8192 --dry-run");
   EXPECT_EQ(r.status, 0) << r.output;
   for (const char* needle : {"<k3perf run>: kimi-k3 (4 layers), decode scenario",
-                             "engine: batch 8, prompt 256 tokens, decode at 8192 tokens, 16 decode steps",
-                             "CUDA graph", "predicted on H200 SXM: decode step"}) {
+                             "engine: batch 8, prompt 256 tokens, decode at 8192 tokens, 16 decode steps", "CUDA graph",
+                             "predicted on H200 SXM: decode step"}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
   }
 }

@@ -1,7 +1,7 @@
 // Hardware files: the shipped ones load with the published numbers, and every malformed input
 // fails with an InputError that names the file and the key.
-#include "core/error.h"
 #include "core/hardware.h"
+#include "core/error.h"
 
 #include <gtest/gtest.h>
 
@@ -205,9 +205,9 @@ TEST(Hardware, AbsentEfficiencyBlockGivesDocumentedDefaults) {
 
 TEST(Hardware, PartialEfficiencyBlockNamesDefaultedClasses) {
   TempDir tmp;
-  const Hardware hw = load_hardware(tmp.write(
-      "ok.yaml", kValid + "efficiency:\n  source: test-sheet\n  gemm: {compute: 0.9, memory: 0.8}\n"
-                          "  attention: {compute: 0.7, memory: 0.85}\n"));
+  const Hardware hw = load_hardware(
+      tmp.write("ok.yaml", kValid + "efficiency:\n  source: test-sheet\n  gemm: {compute: 0.9, memory: 0.8}\n"
+                                    "  attention: {compute: 0.7, memory: 0.85}\n"));
   EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::attention).memory, 0.85);
   EXPECT_EQ(hw.efficiency_source,
             "gemm, attention from source 'test-sheet'; default, uncalibrated: grouped_gemm, "
@@ -230,19 +230,16 @@ TEST(HardwareErrors, MissingSource) {
 }
 
 TEST(HardwareErrors, BareNumberWithoutSource) {
-  expect_input_error(with("sm_count: {value: 100, source: test-sheet}", "sm_count: 100"),
-                     {"gpu.sm_count", "source"});
+  expect_input_error(with("sm_count: {value: 100, source: test-sheet}", "sm_count: 100"), {"gpu.sm_count", "source"});
 }
 
 TEST(HardwareErrors, SourceNotListed) {
-  expect_input_error(with("bf16: {value: 1.0e15, source: test-sheet}",
-                          "bf16: {value: 1.0e15, source: nvidia-sheet}"),
+  expect_input_error(with("bf16: {value: 1.0e15, source: test-sheet}", "bf16: {value: 1.0e15, source: nvidia-sheet}"),
                      {"gpu.peak_flops_per_s.bf16.source", "nvidia-sheet", "test-sheet"});
 }
 
 TEST(HardwareErrors, NegativeBandwidth) {
-  expect_input_error(with("hbm_bandwidth_bytes_per_s: {value: 4.0e12",
-                          "hbm_bandwidth_bytes_per_s: {value: -4.0e12"),
+  expect_input_error(with("hbm_bandwidth_bytes_per_s: {value: 4.0e12", "hbm_bandwidth_bytes_per_s: {value: -4.0e12"),
                      {"gpu.hbm_bandwidth_bytes_per_s.value", "positive"});
 }
 
@@ -257,13 +254,11 @@ TEST(HardwareErrors, UnknownComputeType) {
 }
 
 TEST(HardwareErrors, MissingBf16Peak) {
-  expect_input_error(with("bf16: {value: 1.0e15", "fp4: {value: 1.0e15"),
-                     {"gpu.peak_flops_per_s", "bf16"});
+  expect_input_error(with("bf16: {value: 1.0e15", "fp4: {value: 1.0e15"), {"gpu.peak_flops_per_s", "bf16"});
 }
 
 TEST(HardwareErrors, MissingFp32Peak) {
-  expect_input_error(with("fp32: {value: 60.0e12", "fp4: {value: 60.0e12"),
-                     {"gpu.peak_flops_per_s", "fp32"});
+  expect_input_error(with("fp32: {value: 60.0e12", "fp4: {value: 60.0e12"), {"gpu.peak_flops_per_s", "fp32"});
 }
 
 TEST(HardwareErrors, EfficiencyOutOfRange) {
@@ -277,25 +272,21 @@ TEST(HardwareErrors, NegativeLatency) {
 }
 
 TEST(HardwareErrors, NonIntegerSmCount) {
-  expect_input_error(with("sm_count: {value: 100,", "sm_count: {value: 100.5,"),
-                     {"gpu.sm_count.value", "integer"});
+  expect_input_error(with("sm_count: {value: 100,", "sm_count: {value: 100.5,"), {"gpu.sm_count.value", "integer"});
 }
 
 TEST(HardwareErrors, MisspelledKey) {
-  expect_input_error(with("l2_cache_bytes:", "l2_cache_byte:"),
-                     {"gpu.l2_cache_byte", "unknown key"});
+  expect_input_error(with("l2_cache_bytes:", "l2_cache_byte:"), {"gpu.l2_cache_byte", "unknown key"});
 }
 
 TEST(HardwareErrors, UnknownEfficiencyClass) {
-  expect_input_error(
-      kValid + "efficiency:\n  source: test-sheet\n  softmax: {compute: 0.5, memory: 0.5}\n",
-      {"efficiency.softmax", "unknown efficiency class", "grouped_gemm"});
+  expect_input_error(kValid + "efficiency:\n  source: test-sheet\n  softmax: {compute: 0.5, memory: 0.5}\n",
+                     {"efficiency.softmax", "unknown efficiency class", "grouped_gemm"});
 }
 
 TEST(HardwareErrors, EfficiencyBlockNeedsListedSource) {
-  expect_input_error(
-      kValid + "efficiency:\n  source: elsewhere\n  gemm: {compute: 0.9, memory: 0.8}\n",
-      {"efficiency.source", "elsewhere"});
+  expect_input_error(kValid + "efficiency:\n  source: elsewhere\n  gemm: {compute: 0.9, memory: 0.8}\n",
+                     {"efficiency.source", "elsewhere"});
 }
 
 TEST(HardwareErrors, MalformedYaml) {

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 namespace k3 {
 namespace {
@@ -38,8 +38,13 @@ DerivedHardware derived() {
   YAML::Node latency;
   latency["source"] = "test-fit";
   latency["gemm"] = 3.5;
-  return {"H200 SXM (test)", "test-fit", "a fit made by the test",
-          {{"efficiency", efficiency}, {"kernel_latency_us", latency}}, "k3perf test", "nothing", "docs/hardware.md"};
+  return {"H200 SXM (test)",
+          "test-fit",
+          "a fit made by the test",
+          {{"efficiency", efficiency}, {"kernel_latency_us", latency}},
+          "k3perf test",
+          "nothing",
+          "docs/hardware.md"};
 }
 
 TEST_F(HardwareWriter, DerivedFileRoundTripsThroughTheReader) {

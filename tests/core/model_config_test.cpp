@@ -1,10 +1,10 @@
 // Model configs: every shipped config.json loads; the exact parameter counts of Kimi K3 (K3-SPEC §1)
 // and of the published models; hand-computed counts for the twin configs; and every malformed input
 // fails with an InputError naming the file and the key path.
-#include "expect_input_error.h"
-#include "core/error.h"
 #include "core/model_config.h"
+#include "core/error.h"
 #include "core/parameters.h"
+#include "expect_input_error.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -96,7 +96,7 @@ TEST(KimiK3, ExactTotalAndActiveCounts) {
   const ModelConfig m = load("kimi-k3");
   const ParameterCounts c = count_parameters(m);
   EXPECT_EQ(c.total(), 2'779'484'478'208LL);
-  EXPECT_EQ(c.active_per_token, 104'189'614'848LL);  // ≈104.19 B, without the input embedding
+  EXPECT_EQ(c.active_per_token, 104'189'614'848LL);                // ≈104.19 B, without the input embedding
   EXPECT_EQ(c.active_per_token + c.embedding, 105'364'019'968LL);  // ≈105.36 B with it
 }
 
@@ -107,11 +107,10 @@ TEST(KimiK3, PerBlockCounts) {
   EXPECT_EQ(routed_expert_params(m).total(), 33'030'144LL);
   EXPECT_EQ(routed_expert_params(m).total(), 3LL * 3072 * 3584);
   // MoE non-routed = router (+ correction bias) + fused shared expert + latent down/up (+ norm).
-  EXPECT_EQ(moe_router_params(m).total(), 896LL * 7168 + 896);  // 6.42 M
-  EXPECT_EQ(moe_shared_params(m).total(), 3LL * 6144 * 7168);   // 132.12 M
+  EXPECT_EQ(moe_router_params(m).total(), 896LL * 7168 + 896);        // 6.42 M
+  EXPECT_EQ(moe_shared_params(m).total(), 3LL * 6144 * 7168);         // 132.12 M
   EXPECT_EQ(moe_latent_params(m).total(), 2LL * 3584 * 7168 + 3584);  // 51.38 M + norm
-  EXPECT_EQ(moe_router_params(m).total() + moe_shared_params(m).total() + moe_latent_params(m).total(),
-            189'927'808LL);
+  EXPECT_EQ(moe_router_params(m).total() + moe_shared_params(m).total() + moe_latent_params(m).total(), 189'927'808LL);
   EXPECT_EQ(dense_mlp_params(m).total(), 726'663'168LL);
   EXPECT_EQ(embedding_params(m), 1'174'405'120LL);
   EXPECT_EQ(lm_head_params(m), 1'174'405'120LL);
@@ -181,13 +180,13 @@ TEST(KimiK3, AttnResCandidates) {
   EXPECT_EQ(m.attnres_candidates_before_attention(1), 2);   // [embedding] + p
   EXPECT_EQ(m.attnres_candidates_before_attention(12), 2);  // block at 12 closes after this mixer
   EXPECT_EQ(m.attnres_candidates_before_mlp(11), 2);
-  EXPECT_EQ(m.attnres_candidates_before_mlp(12), 3);        // [emb, block 0..11] + p = a_12
+  EXPECT_EQ(m.attnres_candidates_before_mlp(12), 3);  // [emb, block 0..11] + p = a_12
   EXPECT_EQ(m.attnres_candidates_before_attention(13), 3);
   EXPECT_EQ(m.attnres_candidates_before_attention(84), 8);  // 7 closed (0..72) + p
   EXPECT_EQ(m.attnres_candidates_before_mlp(84), 9);        // 8 closed (0..84) + p
   EXPECT_EQ(m.attnres_candidates_before_attention(92), 9);
   EXPECT_EQ(m.attnres_candidates_before_mlp(92), 9);
-  EXPECT_EQ(m.attnres_candidates_final(), 9);               // the spec's maximum: 8 stored + 1
+  EXPECT_EQ(m.attnres_candidates_final(), 9);  // the spec's maximum: 8 stored + 1
   // Without AttnRes there are no mixers at all.
   const ModelConfig plain = without_attnres(m);
   EXPECT_EQ(plain.residual, ResidualKind::plain);
@@ -205,8 +204,7 @@ TEST(KimiK3, CounterfactualVariants) {
   const ModelConfig all_kda = with_all_attention(m, AttentionKind::kda);
   EXPECT_EQ(all_kda.count_layers(AttentionKind::kda), 93);
   // A model without KDA cannot become all-KDA.
-  expect_input_error([] { with_all_attention(load("deepseek-v3"), AttentionKind::kda); },
-                     {"deepseek-v3.json", "KDA"});
+  expect_input_error([] { with_all_attention(load("deepseek-v3"), AttentionKind::kda); }, {"deepseek-v3.json", "KDA"});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -289,9 +287,9 @@ TEST(K3Twin, HandComputedCounts) {
   EXPECT_EQ(mla, 16'944);
   EXPECT_EQ(mla_layer_params(m).total(), mla);
 
-  const long long expert = 3 * moe_i * latent;        // w1, w3 [moe_i, latent], w2 [latent, moe_i]
-  const long long router = E * h + E;                 // gate weight + e_score_correction_bias
-  const long long shared = 3 * shared_i * h;          // 2 shared experts, fused
+  const long long expert = 3 * moe_i * latent;            // w1, w3 [moe_i, latent], w2 [latent, moe_i]
+  const long long router = E * h + E;                     // gate weight + e_score_correction_bias
+  const long long shared = 3 * shared_i * h;              // 2 shared experts, fused
   const long long latent_proj = 2 * latent * h + latent;  // down + up + latent RMSNorm
   const long long dense = 3 * dense_i * h;
   EXPECT_EQ(routed_expert_params(m).total(), expert);
@@ -304,8 +302,8 @@ TEST(K3Twin, HandComputedCounts) {
   const long long norms = L * (2 * h + 4 * h) + (h + 2 * h);
   const long long embed = V * h;
   const long long moe_layers = L - 1;
-  const long long total = 2 * embed + 3 * mla + 6 * kda + dense +
-                          moe_layers * (E * expert + router + shared + latent_proj) + norms;
+  const long long total =
+      2 * embed + 3 * mla + 6 * kda + dense + moe_layers * (E * expert + router + shared + latent_proj) + norms;
   EXPECT_EQ(total, 816'112);
   const ParameterCounts c = count_parameters(m);
   EXPECT_EQ(c.embedding, embed);
@@ -345,8 +343,8 @@ TEST(KimiLinearTwin, HandComputedCounts) {
   EXPECT_EQ(kda_layer_params(m).total(), kda);
 
   // MLA with a direct q_proj (q_lora_rank null) and no output gate.
-  const long long mla = Hm * (nope + rope) * h + (kv_lora + rope) * h + kv_lora + Hm * (nope + v_dim) * kv_lora +
-                        h * Hm * v_dim;
+  const long long mla =
+      Hm * (nope + rope) * h + (kv_lora + rope) * h + kv_lora + Hm * (nope + v_dim) * kv_lora + h * Hm * v_dim;
   EXPECT_EQ(mla, 13'840);
   EXPECT_EQ(mla_layer_params(m).total(), mla);
 
@@ -439,8 +437,7 @@ TEST(ModelConfigErrors, UnknownModelType) {
 TEST(ModelConfigErrors, LayerInBothLists) {
   nlohmann::json j = twin();
   j["text_config"]["linear_attn_config"]["kda_layers"].push_back(4);  // 4 is also a full-attention layer
-  expect_input_error([&] { parse(j); },
-                     {"bad.json", "text_config.linear_attn_config.kda_layers", "layer 4", "twice"});
+  expect_input_error([&] { parse(j); }, {"bad.json", "text_config.linear_attn_config.kda_layers", "layer 4", "twice"});
 }
 
 TEST(ModelConfigErrors, LayerOutOfRange) {

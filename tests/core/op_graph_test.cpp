@@ -75,9 +75,9 @@ TEST(OpGraph, OpNamesAreStableAndUnique) {
   const OpGraph g = build_op_graph(m, Phase::decode(8, 4096), Parallelism{8, 1, 8, 1}, k3_precision());
   std::set<std::string> names;
   for (const Op& o : g.ops) EXPECT_TRUE(names.insert(o.name()).second) << "duplicate " << o.name();
-  for (const char* n : {"embed.lookup", "L001.kda.recurrent", "L004.mla.attn_decode", "L017.moe.experts",
-                        "L017.moe.router", "L017.attnres.pre_mlp", "L017.moe.dispatch", "L093.mla.attn_decode",
-                        "head.lm_head"}) {
+  for (const char* n :
+       {"embed.lookup", "L001.kda.recurrent", "L004.mla.attn_decode", "L017.moe.experts", "L017.moe.router",
+        "L017.attnres.pre_mlp", "L017.moe.dispatch", "L093.mla.attn_decode", "head.lm_head"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   EXPECT_EQ(g.find("L005.mla.attn_decode"), nullptr);  // layer 5 is KDA
@@ -196,7 +196,7 @@ TEST(OpGraph, ChunkedPrefillCountsOneCollectivePerChunk) {
   const OpGraph g = build_op_graph(m, Phase::prefill(2, 100, 0, 64), Parallelism{2, 1, 2, 1}, p);
   const Op* ar = g.find("L001.attn.all_reduce");
   ASSERT_NE(ar, nullptr);
-  EXPECT_EQ(ar->collective->calls, 2);                        // chunks of 64 and 36 tokens
+  EXPECT_EQ(ar->collective->calls, 2);                          // chunks of 64 and 36 tokens
   EXPECT_DOUBLE_EQ(ar->collective->bytes, 2.0 * 100 * 64 * 2);  // all 200 tokens' hidden states
   // Experts touched: the first (largest) chunk's 128 routed tokens.
   EXPECT_DOUBLE_EQ(g.distinct_experts_per_gpu, expected_distinct_experts(8, 2, 128) / 2);

@@ -1,9 +1,9 @@
 // Scenarios: the shipped scenario loads with the checkpoint's precision defaults; `--set` edits and
 // counterfactual overrides change what they say; and every bad input fails with an InputError that
 // names the file and the key.
-#include "expect_input_error.h"
-#include "core/error.h"
 #include "core/scenario.h"
+#include "core/error.h"
+#include "expect_input_error.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -115,8 +115,8 @@ TEST(ScenarioSet, LaterSetWins) {
 
 TEST(ScenarioSet, NewNestedKeyPath) {
   // Neither "overrides" nor "runtime" exists in the base text: the maps are created.
-  const Scenario s = parse(kBase, {"overrides.attention=all_mla", "runtime.memory_utilization=0.8",
-                                   "precision.routed_experts=bf16"});
+  const Scenario s =
+      parse(kBase, {"overrides.attention=all_mla", "runtime.memory_utilization=0.8", "precision.routed_experts=bf16"});
   EXPECT_EQ(s.model.count_layers(AttentionKind::mla), 93);
   EXPECT_DOUBLE_EQ(s.runtime.memory_utilization, 0.8);
   EXPECT_EQ(s.precision.routed_experts, StorageFormat::bf16);
@@ -216,8 +216,7 @@ TEST(ScenarioErrors, UnknownPhase) {
 }
 
 TEST(ScenarioErrors, KvCacheInt8) {
-  expect_input_error([] { parse(kBase + "precision:\n  kv_cache: int8\n"); },
-                     {"<test>", "precision.kv_cache", "int8"});
+  expect_input_error([] { parse(kBase + "precision:\n  kv_cache: int8\n"); }, {"<test>", "precision.kv_cache", "int8"});
 }
 
 TEST(ScenarioErrors, TpDoesNotDivideHeads) {
@@ -276,7 +275,8 @@ TEST(ScenarioPhase, VerifyFromYaml) {
 }
 
 TEST(ScenarioPhase, PrefillFromYaml) {
-  const Scenario s = parse(edit("phase: decode", "phase: prefill") + "  new_tokens: 8192\n  prefill_chunk_tokens: 4096\n");
+  const Scenario s =
+      parse(edit("phase: decode", "phase: prefill") + "  new_tokens: 8192\n  prefill_chunk_tokens: 4096\n");
   EXPECT_EQ(s.phase.kind, PhaseKind::prefill);
   EXPECT_EQ(s.phase.new_tokens, 8192);
   EXPECT_EQ(s.phase.prefill_chunk_tokens, 4096);

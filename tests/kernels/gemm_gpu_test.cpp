@@ -1,5 +1,5 @@
-// Dense GEMM through cuBLASLt beside its op cases (tests/kernels/op_cases/gemm_cases.cpp: every shape against a CPU fp64
-// product): one plan per shape and output type in one runner, the alignment rule refused with a message, a warmed
+// Dense GEMM through cuBLASLt beside its op cases (tests/kernels/op_cases/gemm_cases.cpp: every shape against a CPU
+// fp64 product): one plan per shape and output type in one runner, the alignment rule refused with a message, a warmed
 // shape replayed from a CUDA graph.
 #include "engine/runtime/gemm_cublaslt.h"
 #include "gpu_harness.h"

@@ -17,13 +17,15 @@ TEST(Memory, K3KvAndStateAtOneMillionTokens) {
   EXPECT_DOUBLE_EQ(kv_bytes_per_token(k3, p), 24 * 1152.0);
   const ModelConfig all_mla = with_all_attention(k3, AttentionKind::mla);
   EXPECT_DOUBLE_EQ(kv_bytes_per_token(all_mla, p) * tokens / kGiB, 104.625);
-  const double hybrid = kv_bytes_per_token(k3, p) * tokens + kda_recurrent_state_bytes(k3, p) + kda_conv_state_bytes(k3, p);
+  const double hybrid =
+      kv_bytes_per_token(k3, p) * tokens + kda_recurrent_state_bytes(k3, p) + kda_conv_state_bytes(k3, p);
   EXPECT_NEAR(hybrid / kGiB, 27.22, 0.005);
   EXPECT_NEAR(kda_recurrent_state_bytes(k3, p) / kGiB, 0.202, 0.001);
   EXPECT_NEAR(kda_conv_state_bytes(k3, p) / kGiB, 0.014, 0.001);
   p.kda_state = StorageFormat::fp32;
-  EXPECT_NEAR((kv_bytes_per_token(k3, p) * tokens + kda_recurrent_state_bytes(k3, p) + kda_conv_state_bytes(k3, p)) / kGiB,
-              27.42, 0.005);
+  EXPECT_NEAR(
+      (kv_bytes_per_token(k3, p) * tokens + kda_recurrent_state_bytes(k3, p) + kda_conv_state_bytes(k3, p)) / kGiB,
+      27.42, 0.005);
   EXPECT_DOUBLE_EQ(kda_recurrent_state_bytes(k3, p), 69.0 * 96 * 128 * 128 * 4);
   // fp8 latent cache: one byte per value plus one fp32 scale per token and layer.
   p.kv_cache = StorageFormat::fp8;

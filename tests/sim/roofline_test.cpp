@@ -28,8 +28,8 @@ TEST(Roofline, MemoryBoundOpUsesBandwidthTimesEfficiencyPlusOverhead) {
   const Hardware hw = toy_hardware();
   Op op;
   op.kind = OpKind::gemm;
-  op.flops = 1e9;           // 1e9 / (100e12 * 0.5) = 20 us
-  op.read.weights = 80e6;   // 80e6 / (1e12 * 0.8) = 100 us
+  op.flops = 1e9;          // 1e9 / (100e12 * 0.5) = 20 us
+  op.read.weights = 80e6;  // 80e6 / (1e12 * 0.8) = 100 us
   Runtime rt;
   rt.cuda_graphs = false;
   const OpTime t = time_op(op, hw, rt);

@@ -1,6 +1,6 @@
-// read_floor (bench/gpu/read_floor.h): the XOR of its sink is the XOR of every 32-bit word of the chunks it was asked to
-// read, through a shuffled index and in order, at chunk sizes that do not divide its wave's shares — so each word was
-// read exactly once (a word read twice or skipped would change it) — and bad arguments are refused.
+// read_floor (bench/gpu/read_floor.h): the XOR of its sink is the XOR of every 32-bit word of the chunks it was asked
+// to read, through a shuffled index and in order, at chunk sizes that do not divide its wave's shares — so each word
+// was read exactly once (a word read twice or skipped would change it) — and bad arguments are refused.
 #include "bench/gpu/read_floor.h"
 #include "tests/kernels/gpu_harness.h"
 
@@ -69,9 +69,9 @@ TEST(GpuReadFloor, RefusesBadArguments) {
   EXPECT_EQ(k3::bench::read_floor(data.get(), nullptr, 16, 0, sink.get(), nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(k3::bench::read_floor(nullptr, nullptr, 16, 2, sink.get(), nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(k3::bench::read_floor(data.get(), nullptr, 16, 2, nullptr, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(k3::bench::read_floor(reinterpret_cast<const uint8_t*>(data.get()) + 4, nullptr, 16, 2, sink.get(),
-                                    nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      k3::bench::read_floor(reinterpret_cast<const uint8_t*>(data.get()) + 4, nullptr, 16, 2, sink.get(), nullptr),
+      cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // Block Attention Residuals: the mixer by hand, the stack against a literal transcription of the
 // K3-SPEC §2 loop, the candidate counts of the published K3 config, and the plain residual.
-#include "engine/random_tensors.h"
 #include "engine/reference/attnres.h"
 #include "core/error.h"
 #include "core/model_config.h"
+#include "engine/random_tensors.h"
 
 #include <gtest/gtest.h>
 

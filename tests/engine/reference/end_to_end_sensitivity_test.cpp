@@ -2,8 +2,9 @@
 // the GPU engine tests use): the CPU reference runs the GPU test's prompt and three greedy decode steps once in fp32
 // and again with every sublayer input and output and the final hidden state rounded to bf16, as the GPU engine
 // stores them (and, for a spread, with a 1e-3 relative perturbation before the rounding). Nothing else differs,
-// yet past the prompt the random-weight twin is chaotic: this is why tests/engine/runtime/engine_test_support.h checks decode
-// steps sublayer by sublayer on identical inputs, and the prompts' logits end to end (within the tolerance below).
+// yet past the prompt the random-weight twin is chaotic: this is why tests/engine/runtime/engine_test_support.h checks
+// decode steps sublayer by sublayer on identical inputs, and the prompts' logits end to end (within the tolerance
+// below).
 #include "engine/reference/attnres.h"
 #include "engine/reference/basic_ops.h"
 #include "engine/reference/checkpoint_loader.h"
@@ -54,14 +55,13 @@ class RoundedForward {
       const LayerWeights& L = w.layers[l];
       LayerState& s = state_.layers[l];
       const Matrix a_in = round(rmsnorm(stack.attention_input(l, L.attn_res), L.input_norm, m.rms_norm_eps));
-      stack.add_attention_output(
-          l, round(L.kda ? kda_layer(*m.kda, m.rms_norm_eps, *L.kda, a_in, s.kda,
-                                     n > 1 ? KdaMode::chunked : KdaMode::recurrent)
-                         : mla_absorbed(m.mla, 1e-6, *L.mla, a_in, s.mla)));
+      stack.add_attention_output(l, round(L.kda ? kda_layer(*m.kda, m.rms_norm_eps, *L.kda, a_in, s.kda,
+                                                            n > 1 ? KdaMode::chunked : KdaMode::recurrent)
+                                                : mla_absorbed(m.mla, 1e-6, *L.mla, a_in, s.mla)));
       const Matrix m_in = round(rmsnorm(stack.mlp_input(l, L.mlp_res), L.post_norm, m.rms_norm_eps));
-      stack.add_mlp_output(round(L.dense ? glu_mlp_situ(m_in, L.dense->gate, L.dense->up, L.dense->down, m.situ_beta,
-                                                        m.situ_linear_beta)
-                                         : moe_forward(m, *L.moe, m_in)));
+      stack.add_mlp_output(
+          round(L.dense ? glu_mlp_situ(m_in, L.dense->gate, L.dense->up, L.dense->down, m.situ_beta, m.situ_linear_beta)
+                        : moe_forward(m, *L.moe, m_in)));
     }
     const Matrix hidden = round(rmsnorm(stack.final_input(w.final_res), w.final_norm, m.rms_norm_eps));
     state_.tokens += n;
@@ -100,7 +100,8 @@ TEST(EndToEndSensitivity, Bf16RoundingAloneMovesTheK3TwinsDecodeLogitsButNotItsP
 
   const std::vector<int32_t> prompt = {5, 17, 300, 42, 7, 99, 1, 511, 256, 3, 64, 65, 200, 13, 8, 21, 34, 55, 89};
   double largest_decode_error = 0.0;
-  for (const auto& [noise, seed] : std::vector<std::pair<double, uint32_t>>{{0.0, 0}, {1e-3, 1}, {1e-3, 2}, {1e-3, 3}}) {
+  for (const auto& [noise, seed] :
+       std::vector<std::pair<double, uint32_t>>{{0.0, 0}, {1e-3, 1}, {1e-3, 2}, {1e-3, 3}}) {
     ModelState exact_state = ModelState::empty(loaded.config);
     RoundedForward rounded(loaded.model, noise, seed);
     Matrix exact = loaded.model.forward(prompt, exact_state);

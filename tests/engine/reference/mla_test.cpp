@@ -1,8 +1,8 @@
 // MLA reference: the absorbed (decode) form against the expanded form, prefill against token-by-token
 // decode, causality, the cache layout and the refusal of rotary specs.
-#include "engine/random_tensors.h"
 #include "engine/reference/mla.h"
 #include "core/error.h"
+#include "engine/random_tensors.h"
 #include "engine/reference/basic_ops.h"
 
 #include <gtest/gtest.h>

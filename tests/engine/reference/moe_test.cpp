@@ -1,8 +1,8 @@
 // Router and MoE reference: hand-made router scores (bias, renormalisation, ties), the forward pass
 // against a naive per-token loop written here, and the latent path against the plain one.
-#include "engine/random_tensors.h"
 #include "engine/reference/moe.h"
 #include "core/error.h"
+#include "engine/random_tensors.h"
 #include "engine/reference/basic_ops.h"
 
 #include <gtest/gtest.h>

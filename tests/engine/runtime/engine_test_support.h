@@ -114,7 +114,7 @@ inline runtime::ForwardTap collector(Taps& taps) {
 
 // The head on the GPU's own final hidden state: logits = final_hidden · lm_headᵀ.
 inline void expect_head_matches(const Taps& gpu, int64_t row, const ref::Matrix& gpu_logits, const ref::ModelWeights& w,
-                         const std::string& label) {
+                                const std::string& label) {
   const auto it = gpu.m.find(key("final_hidden", -1));
   ASSERT_NE(it, gpu.m.end());
   const ref::Matrix hidden = it->second.row(row);
@@ -124,8 +124,8 @@ inline void expect_head_matches(const Taps& gpu, int64_t row, const ref::Matrix&
 
 inline ref::Matrix download_logits(const runtime::GpuModel& model, int row, int vocab) {
   std::vector<float> host(vocab);
-  CUDA_CHECK(cudaMemcpy(host.data(), model.logits() + int64_t(row) * vocab, vocab * sizeof(float),
-                        cudaMemcpyDeviceToHost));
+  CUDA_CHECK(
+      cudaMemcpy(host.data(), model.logits() + int64_t(row) * vocab, vocab * sizeof(float), cudaMemcpyDeviceToHost));
   return from_f32(host, 1, vocab);
 }
 
@@ -167,10 +167,9 @@ class IsolatedReference {
       const ref::Matrix a_in = rows("attention_in", l), a_out = rows("attention_out", l);
       expect_close(a_in, ref::rmsnorm(stack.attention_input(l, L.attn_res), L.input_norm, m.rms_norm_eps),
                    "attention input (residual mixer + norm)", l);
-      const ref::Matrix a_ref =
-          L.kda ? ref::kda_layer(*m.kda, m.rms_norm_eps, *L.kda, a_in, s.kda,
-                                 n > 1 ? ref::KdaMode::chunked : ref::KdaMode::recurrent)
-                : ref::mla_absorbed(m.mla, 1e-6, *L.mla, a_in, s.mla);
+      const ref::Matrix a_ref = L.kda ? ref::kda_layer(*m.kda, m.rms_norm_eps, *L.kda, a_in, s.kda,
+                                                       n > 1 ? ref::KdaMode::chunked : ref::KdaMode::recurrent)
+                                      : ref::mla_absorbed(m.mla, 1e-6, *L.mla, a_in, s.mla);
       expect_close(a_out, a_ref, L.kda ? "KDA output" : "MLA output", l);
       stack.add_attention_output(l, a_out);
       const ref::Matrix m_in = rows("mlp_in", l), m_out = rows("mlp_out", l);
@@ -220,7 +219,6 @@ Taps run_tapped(runtime::GpuModel& model, TapMode mode, Forward forward) {
 // tile_experts: the MXFP4 experts in the tiled layout (DeviceWeights::tile_experts), which the config must allow.
 inline void check_prefill_and_batched_decode(const ref::LoadedModel& loaded, const std::string& checkpoint_dir,
                                              TapMode mode = TapMode::synchronous, bool tile_experts = false) {
-
   const ModelConfig& config = loaded.config;
   const int vocab = config.vocab_size;
   const std::vector<int32_t> prompt_a = {5, 17, 300, 42, 7, 99, 1, 511, 256, 3, 64, 65, 200, 13, 8, 21, 34, 55, 89};

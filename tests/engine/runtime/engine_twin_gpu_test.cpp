@@ -11,8 +11,8 @@
 #include "engine/reference/checkpoint_loader.h"
 #include "engine/reference/kda.h"
 #include "engine/reference/mla.h"
-#include "engine/reference/moe.h"
 #include "engine/reference/model.h"
+#include "engine/reference/moe.h"
 #include "engine/runtime/device_weights.h"
 #include "engine/runtime/gpu_cache.h"
 #include "engine/runtime/gpu_model.h"
@@ -34,8 +34,8 @@ namespace fs = std::filesystem;
 class EngineTwin : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = write_test_checkpoint(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json",
-                                 "engine-twin", 2026);
+    dir_ = write_test_checkpoint(std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin-wide.json", "engine-twin",
+                                 2026);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string dir_;

@@ -37,8 +37,8 @@ TEST(RunPlan, DecodeScenarioSetsTheEngineShape) {
   EXPECT_EQ(p.options.model_path, kData + "/models/kimi-k3.json");
   EXPECT_EQ(p.options.layers, 4);
   EXPECT_EQ(p.options.batch, 8);
-  EXPECT_EQ(p.options.prompt_tokens, 128);        // prefilled for real
-  EXPECT_EQ(p.options.context_tokens, 131072);    // the rest a synthetic prefix
+  EXPECT_EQ(p.options.prompt_tokens, 128);      // prefilled for real
+  EXPECT_EQ(p.options.context_tokens, 131072);  // the rest a synthetic prefix
   EXPECT_EQ(p.options.chunk_tokens, 4096);
   EXPECT_TRUE(p.options.use_cuda_graph);
   EXPECT_EQ(p.options.weights, "random");
@@ -183,8 +183,8 @@ TEST(RunScenario, ShorthandFlagsBuildAScenario) {
 
 TEST(RunScenario, FlagsEditAScenarioFile) {
   const std::string file = kData + "/k3-h200x16-decode-128k.yaml";
-  const Scenario s = load_run_scenario(file, "", "h200-sxm", data(), {"parallelism.tp=1", "parallelism.ep=1",
-                                                                       "parallelism.attention_dp=1", "gpus=1"});
+  const Scenario s = load_run_scenario(
+      file, "", "h200-sxm", data(), {"parallelism.tp=1", "parallelism.ep=1", "parallelism.attention_dp=1", "gpus=1"});
   EXPECT_EQ(s.source, file);
   EXPECT_EQ(s.parallelism.gpus(), 1);
   // The shipped 16-GPU scenario as it is: the engine says why not.
@@ -220,7 +220,8 @@ TEST(RunSession, SummaryTextAndJson) {
   s.predicted_prefill_ms = 2.0;
   const std::string text = summary_text(s);
   EXPECT_NE(text.find("kimi-k3 on test GPU: 4 layers, batch 2, prompt 128 tokens, decode at 1024 tokens"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("decode step 1.000 ms (measured 1.50x), prefill 2.000 ms (measured 1.50x)"), std::string::npos)
       << text;
   const nlohmann::json j = nlohmann::json::parse(summary_json(s));

@@ -340,7 +340,8 @@ TEST(MxBlocks, RandomBlocksRoundToTheNearestValueWithinHalfAnUlp) {
 // mxfp4_quantize encodes by midpoint comparisons; they must agree with the general encoder
 // everywhere: every tie and its neighbours, and a dense sweep over the whole E2M1 range.
 TEST(MxFormat, E2m1MidpointEncoderEqualsExact) {
-  for (float tie : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f}) {
+  for (float tie :
+       {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f}) {
     for (float v : {tie, std::nextafter(tie, 0.0f), std::nextafter(tie, 100.0f)}) {
       EXPECT_EQ(e2m1_encode_by_midpoints(v), e2m1_encode(v)) << v;
       EXPECT_EQ(e2m1_encode_by_midpoints(-v), e2m1_encode(-v)) << -v;

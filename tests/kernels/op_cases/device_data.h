@@ -132,8 +132,15 @@ auto rotated(int sets, Make make) {
 }
 
 // Tolerances scaled to the output dtype's precision (bf16 has 8 significant bits).
-template <typename T> constexpr double tolerance_for();
-template <> constexpr double tolerance_for<float>() { return 1e-5; }
-template <> constexpr double tolerance_for<__nv_bfloat16>() { return 8e-3; }
+template <typename T>
+constexpr double tolerance_for();
+template <>
+constexpr double tolerance_for<float>() {
+  return 1e-5;
+}
+template <>
+constexpr double tolerance_for<__nv_bfloat16>() {
+  return 8e-3;
+}
 
 }  // namespace k3::gpu_test

@@ -116,9 +116,8 @@ void check_decode_on_gpu(const DecodeDims& c, const std::vector<State>& initial,
       return;
     }
     CUDA_CHECK(status);
-    gpu.near(fmt::format("step {}", step), normalized_error(from_f32(out.download(), c.batch, in.q.cols()),
-                                                            want.out[step]),
-             tolerance);
+    gpu.near(fmt::format("step {}", step),
+             normalized_error(from_f32(out.download(), c.batch, in.q.cols()), want.out[step]), tolerance);
   }
   const Index rows = want.final_state.rows(), cols = want.final_state.cols();
   ref::Matrix got_state;
@@ -140,10 +139,9 @@ std::vector<Shape> decode_shapes() {
 }
 
 std::vector<Variant> decode_variants() {
-  return {
-    variant(KdaDecodeAlgorithm::automatic, "automatic"),
-    variant(KdaDecodeAlgorithm::column_per_thread, "column_per_thread"),
-    variant(KdaDecodeAlgorithm::column_pair_split_key, "column_pair_split_key")};
+  return {variant(KdaDecodeAlgorithm::automatic, "automatic"),
+          variant(KdaDecodeAlgorithm::column_per_thread, "column_per_thread"),
+          variant(KdaDecodeAlgorithm::column_pair_split_key, "column_pair_split_key")};
 }
 
 // The CPU half of both state dtypes: 5 steps from a random state, the reference from it and from its bf16 rounding.
@@ -277,9 +275,10 @@ OpCase kda_state_copy_case(bool graph) {
   c.perf_shapes = decode_perf_shapes();
   c.perf_variants = single_variant();
   c.perf_name = [graph](const Shape& s, const Variant&) {
-    return graph ? fmt::format("copy of the KDA state bytes, batch {}, per layer of a {}-layer CUDA graph "
-                               "(cudaMemcpyAsync, read + write)",
-                               s["batch"], graph_layers(s))
+    return graph ? fmt::format(
+                       "copy of the KDA state bytes, batch {}, per layer of a {}-layer CUDA graph "
+                       "(cudaMemcpyAsync, read + write)",
+                       s["batch"], graph_layers(s))
                  : fmt::format("copy of the KDA state bytes, batch {} (cudaMemcpyAsync, read + write)", s["batch"]);
   };
   c.cost = [graph](const Shape& s) {
@@ -319,8 +318,12 @@ OpCase kda_gate_proj_case() {
                          {3, 96, 72, 130, 9, 96},         {2, 1032, 256, 515, 3, 1040},    {1, 8, 8, 1, 1, 8},
                          {7, 520, 40, 333, 7, 536}};
   for (const auto& d : dims) {
-    c.shapes.push_back(shape({{"tokens", d[0]}, {"hidden", d[1]}, {"rank", d[2]}, {"projection", d[3]},
-                              {"heads", d[4]}, {"x_stride", d[5]}}));
+    c.shapes.push_back(shape({{"tokens", d[0]},
+                              {"hidden", d[1]},
+                              {"rank", d[2]},
+                              {"projection", d[3]},
+                              {"heads", d[4]},
+                              {"x_stride", d[5]}}));
   }
   c.variants = single_variant();
   c.test = [](const Shape& s, std::mt19937& rng, Checks& cpu) -> GpuRun {
@@ -329,8 +332,19 @@ OpCase kda_gate_proj_case() {
       int64_t x_stride;
       ref::Matrix x_padded, w_fa, w_fb, w_b, fa, f, b;
     };
-    Data d{int(s["tokens"]), int(s["hidden"]), int(s["rank"]), int(s["projection"]), int(s["heads"]), s["x_stride"],
-           {}, {}, {}, {}, {}, {}, {}};
+    Data d{int(s["tokens"]),
+           int(s["hidden"]),
+           int(s["rank"]),
+           int(s["projection"]),
+           int(s["heads"]),
+           s["x_stride"],
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {}};
     d.x_padded = round_to_bf16(random_matrix(d.tokens, Index(d.x_stride), rng));
     d.w_fa = round_to_bf16(random_matrix(d.rank, d.hidden, rng, -0.05f, 0.05f));
     d.w_fb = round_to_bf16(random_matrix(d.projection, d.rank, rng, -0.2f, 0.2f));
@@ -349,9 +363,8 @@ OpCase kda_gate_proj_case() {
       gpu.expect(kernels::kda_gate_proj_supported(x.get(), d.x_stride, w_fa.get(), w_fb.get(), w_b.get(), d.tokens,
                                                   d.hidden, d.rank, d.projection, d.heads),
                  "supported");
-      CUDA_CHECK(kernels::kda_gate_proj_bf16(x.get(), d.x_stride, w_fa.get(), w_fb.get(), w_b.get(), d.tokens,
-                                             d.hidden, d.rank, d.projection, d.heads, fa.get(), f.get(), b.get(),
-                                             nullptr));
+      CUDA_CHECK(kernels::kda_gate_proj_bf16(x.get(), d.x_stride, w_fa.get(), w_fb.get(), w_b.get(), d.tokens, d.hidden,
+                                             d.rank, d.projection, d.heads, fa.get(), f.get(), b.get(), nullptr));
       const ref::Matrix got_fa = from_bf16(fa.download(), d.tokens, d.rank);
       const ref::Matrix got_f = from_f32(f.download(), d.tokens, d.projection);
       const ref::Matrix got_b = from_f32(b.download(), d.tokens, d.heads);
@@ -366,8 +379,12 @@ OpCase kda_gate_proj_case() {
   // K3's widths (f_a 128 x 7168, f_b 12288 x 128, b_proj 96 x 7168: 6.3 MB of bf16 weights) for T = 1, 3, 8 tokens:
   // weight-bound, so the weights rotate over sets larger than L2, in both timings.
   for (const int tokens : {1, 3, 8}) {
-    c.perf_shapes.push_back(shape({{"tokens", tokens}, {"hidden", 7168}, {"rank", 128}, {"projection", 12288},
-                                   {"heads", 96}, {"x_stride", 7168}}));
+    c.perf_shapes.push_back(shape({{"tokens", tokens},
+                                   {"hidden", 7168},
+                                   {"rank", 128},
+                                   {"projection", 12288},
+                                   {"heads", 96},
+                                   {"x_stride", 7168}}));
   }
   c.perf_variants = single_variant();
   c.perf_name = [](const Shape& s, const Variant&) {

@@ -20,12 +20,11 @@ OpCase kda_output_gate_case() {
   // tokens, heads, d, gate_pad (extra gate columns per row, NaN-poisoned), o_milli (o uniform in ±o_milli/1000;
   // 1 puts mean(o²) far below eps). From 1,024 (token, head) pairs (the last: 67,200) automatic takes
   // warp_per_token_head.
-  const int dims[][5] = {{1, 3, 16, 0, 2000}, {4, 3, 16, 5, 2000}, {5, 96, 128, 0, 2000}, {5, 96, 128, 64, 2000},
-                         {3, 7, 40, 3, 2000}, {2, 5, 40, 0, 1},    {3, 4, 1, 1, 2000},    {2, 1, 1024, 7, 2000},
+  const int dims[][5] = {{1, 3, 16, 0, 2000}, {4, 3, 16, 5, 2000},    {5, 96, 128, 0, 2000}, {5, 96, 128, 64, 2000},
+                         {3, 7, 40, 3, 2000}, {2, 5, 40, 0, 1},       {3, 4, 1, 1, 2000},    {2, 1, 1024, 7, 2000},
                          {9, 2, 33, 0, 500},  {700, 96, 128, 0, 2000}};
   for (const auto& d : dims) {
-    c.shapes.push_back(
-        shape({{"tokens", d[0]}, {"heads", d[1]}, {"d", d[2]}, {"gate_pad", d[3]}, {"o_milli", d[4]}}));
+    c.shapes.push_back(shape({{"tokens", d[0]}, {"heads", d[1]}, {"d", d[2]}, {"gate_pad", d[3]}, {"o_milli", d[4]}}));
   }
   c.variants = {variant(KdaOutputGateAlgorithm::automatic, "automatic"),
                 variant(KdaOutputGateAlgorithm::block_per_token_head, "block_per_token_head"),
@@ -50,8 +49,8 @@ OpCase kda_output_gate_case() {
     return [=](const Variant& v, Checks& gpu) {
       DeviceBuffer<float> d_o(to_f32(o)), d_w(to_f32(w));
       DeviceBuffer<__nv_bfloat16> d_gate(to_bf16(gate)), out(size_t(tokens) * width);
-      CUDA_CHECK(kernels::kda_output_gate_bf16(d_o.get(), d_w.get(), d_gate.get(), width + pad, kEps, out.get(),
-                                               tokens, heads, d, nullptr, algorithm_of<KdaOutputGateAlgorithm>(v)));
+      CUDA_CHECK(kernels::kda_output_gate_bf16(d_o.get(), d_w.get(), d_gate.get(), width + pad, kEps, out.get(), tokens,
+                                               heads, d, nullptr, algorithm_of<KdaOutputGateAlgorithm>(v)));
       const ref::Matrix got = from_bf16(out.download(), tokens, width);
       gpu.near("out", normalized_error(got, expected), tolerance_for<__nv_bfloat16>());
       // Elementwise: one bf16 rounding (≤ 2^-8 relative) of an fp32 result within 1e-5 relative of the reference.

@@ -1,5 +1,6 @@
-// What the MoE op cases (moe_cases.cpp) share with the plain MoE tests beside them (tests/kernels/moe_router_gpu_test.cpp):
-// router logits as ref::route forms them, the router's test shapes and data, and the bucketing's device outputs.
+// What the MoE op cases (moe_cases.cpp) share with the plain MoE tests beside them
+// (tests/kernels/moe_router_gpu_test.cpp): router logits as ref::route forms them, the router's test shapes and data,
+// and the bucketing's device outputs.
 #pragma once
 
 #include "core/model_config.h"

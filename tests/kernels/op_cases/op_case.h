@@ -30,8 +30,8 @@
 //      else: both drivers pick it up (kernel_bench --list shows the perf rows without a GPU).
 //   Checks that are no case × shape × variant product (argument rejection, graph replays, invariants) stay plain
 //   TESTs in tests/kernels/<op>_gpu_test.cpp beside the table. What such a test shares with the case (inputs, the
-//   reference, device calls) goes in tests/kernels/op_cases/<family>_data.h; case_rng(name, shape) gives it the generator
-//   the case drew its data from.
+//   reference, device calls) goes in tests/kernels/op_cases/<family>_data.h; case_rng(name, shape) gives it the
+//   generator the case drew its data from.
 #pragma once
 
 #include "core/hardware.h"

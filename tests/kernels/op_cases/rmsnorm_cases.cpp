@@ -35,8 +35,8 @@ Inputs prepare(const Shape& s, std::mt19937& rng, Checks& cpu) {
 
 std::vector<Variant> f32_variants() {
   return {variant(RmsNormF32Algorithm::automatic, "automatic"),
-                                           variant(RmsNormF32Algorithm::block_per_row, "block_per_row"),
-                                           variant(RmsNormF32Algorithm::row_in_registers, "row_in_registers")};
+          variant(RmsNormF32Algorithm::block_per_row, "block_per_row"),
+          variant(RmsNormF32Algorithm::row_in_registers, "row_in_registers")};
 }
 
 // row_in_registers refuses rows past its width limit.
@@ -52,7 +52,7 @@ std::vector<Shape> latent_perf_shapes() {
 }
 std::vector<Variant> f32_perf_variants() {
   return {variant(RmsNormF32Algorithm::block_per_row, "block_per_row"),
-                                               variant(RmsNormF32Algorithm::row_in_registers, "row_in_registers")};
+          variant(RmsNormF32Algorithm::row_in_registers, "row_in_registers")};
 }
 
 OpCase rmsnorm_bf16_case() {
@@ -63,8 +63,8 @@ OpCase rmsnorm_bf16_case() {
     const Inputs in = prepare(s, rng, cpu);
     return [in](const Variant&, Checks& gpu) {
       DeviceBuffer<__nv_bfloat16> dw(to_bf16(in.w)), dx(to_bf16(in.x)), dy(in.rows * in.stride);
-      CUDA_CHECK(kernels::rmsnorm_bf16(dx.get(), in.stride, dw.get(), 1e-5f, dy.get(), in.stride, in.rows, in.width,
-                                       nullptr));
+      CUDA_CHECK(
+          kernels::rmsnorm_bf16(dx.get(), in.stride, dw.get(), 1e-5f, dy.get(), in.stride, in.rows, in.width, nullptr));
       gpu.near("y", normalized_error(from_bf16(dy.download(), in.rows, in.stride).leftCols(in.width), in.expected),
                tolerance_for<__nv_bfloat16>());
     };
@@ -87,8 +87,8 @@ OpCase rmsnorm_bf16_case() {
     auto y = rotated(sets, [&](int) { return device_bytes<__nv_bfloat16>(size_t(rows * width), 0); });
     auto w = device_bytes<__nv_bfloat16>(size_t(width), 0x3F);
     return [=](int set, cudaStream_t stream) {
-      CUDA_CHECK(kernels::rmsnorm_bf16(x[set]->get(), width, w->get(), 1e-5f, y[set]->get(), width, rows, width,
-                                       stream));
+      CUDA_CHECK(
+          kernels::rmsnorm_bf16(x[set]->get(), width, w->get(), 1e-5f, y[set]->get(), width, rows, width, stream));
     };
   };
   return c;
@@ -141,8 +141,8 @@ OpCase rmsnorm_f32_case() {
     auto w = device_bytes<__nv_bfloat16>(size_t(width), 0x3F);
     const auto algorithm = algorithm_of<RmsNormF32Algorithm>(v);
     return [=](int, cudaStream_t stream) {
-      CUDA_CHECK(kernels::rmsnorm_f32(x->get(), width, w->get(), 1e-5f, x->get(), width, rows, width, stream,
-                                      algorithm));
+      CUDA_CHECK(
+          kernels::rmsnorm_f32(x->get(), width, w->get(), 1e-5f, x->get(), width, rows, width, stream, algorithm));
     };
   };
   return c;
@@ -158,15 +158,15 @@ OpCase rmsnorm_f32_to_bf16_case() {
       const auto algorithm = algorithm_of<RmsNormF32Algorithm>(v);
       DeviceBuffer<__nv_bfloat16> dw(to_bf16(in.w)), dy(in.rows * in.stride);
       DeviceBuffer<float> dx(to_f32(in.x));
-      const cudaError_t status = kernels::rmsnorm_f32_to_bf16(dx.get(), in.stride, dw.get(), 1e-5f, dy.get(),
-                                                              in.stride, in.rows, in.width, nullptr, algorithm);
+      const cudaError_t status = kernels::rmsnorm_f32_to_bf16(dx.get(), in.stride, dw.get(), 1e-5f, dy.get(), in.stride,
+                                                              in.rows, in.width, nullptr, algorithm);
       if (refused(in, algorithm)) {
         gpu.equal("refused past the width limit", status, cudaErrorInvalidValue);
         return;
       }
       CUDA_CHECK(status);
-      gpu.near("y (bf16)", normalized_error(from_bf16(dy.download(), in.rows, in.stride).leftCols(in.width),
-                                            in.expected),
+      gpu.near("y (bf16)",
+               normalized_error(from_bf16(dy.download(), in.rows, in.stride).leftCols(in.width), in.expected),
                tolerance_for<__nv_bfloat16>());
     };
   };

@@ -213,8 +213,10 @@ TEST(Attribution, SynchronisationsAreDrawnOnTheWaitingThread) {
     }
   }
   ASSERT_EQ(waits.size(), 2u);
-  EXPECT_EQ(waits[0], std::make_tuple(std::string("sync: stream"), std::int64_t{120}, std::int64_t{1990}, std::int64_t{5}));
-  EXPECT_EQ(waits[1], std::make_tuple(std::string("sync: event"), std::int64_t{3000}, std::int64_t{3100}, std::int64_t{0}));
+  EXPECT_EQ(waits[0],
+            std::make_tuple(std::string("sync: stream"), std::int64_t{120}, std::int64_t{1990}, std::int64_t{5}));
+  EXPECT_EQ(waits[1],
+            std::make_tuple(std::string("sync: event"), std::int64_t{3000}, std::int64_t{3100}, std::int64_t{0}));
   EXPECT_EQ(a.report.kernels, 1u);  // waits are not kernels
 }
 

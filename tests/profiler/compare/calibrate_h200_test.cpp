@@ -37,12 +37,9 @@ TEST(CalibrateH200, FitsTheRecordedEfficienciesAndLatencies) {
     double memory;  // < 0: not fitted
     double compute;
   } classes[] = {
-      {EfficiencyClass::gemm, 0.9451789, -1},
-      {EfficiencyClass::grouped_gemm, 0.8556576, -1},
-      {EfficiencyClass::attention, -1, 0.5520531},
-      {EfficiencyClass::recurrent, 0.8433431, -1},
-      {EfficiencyClass::elementwise, 0.6490919, -1},
-      {EfficiencyClass::gather, 0.7127312, -1},
+      {EfficiencyClass::gemm, 0.9451789, -1},        {EfficiencyClass::grouped_gemm, 0.8556576, -1},
+      {EfficiencyClass::attention, -1, 0.5520531},   {EfficiencyClass::recurrent, 0.8433431, -1},
+      {EfficiencyClass::elementwise, 0.6490919, -1}, {EfficiencyClass::gather, 0.7127312, -1},
   };
   ASSERT_EQ(c.classes.size(), std::size(classes));
   for (std::size_t i = 0; i < c.classes.size(); ++i) {
@@ -62,17 +59,10 @@ TEST(CalibrateH200, FitsTheRecordedEfficienciesAndLatencies) {
     OpKind kind;
     double us;
   } latencies[] = {
-      {OpKind::embedding, 2.467622},
-      {OpKind::rmsnorm, 4.584059},
-      {OpKind::attnres_mix, 5.879186},
-      {OpKind::gemm, 5.386193},
-      {OpKind::elementwise, 4.066586},
-      {OpKind::kda_preprocess, 5.457576},
-      {OpKind::kda_recurrent, 1.481211},
-      {OpKind::kda_output_norm, 1.396173},
-      {OpKind::mla_attention, 20.25407},
-      {OpKind::router, 16.90505},
-      {OpKind::moe_experts, 5.820912},
+      {OpKind::embedding, 2.467622},     {OpKind::rmsnorm, 4.584059},         {OpKind::attnres_mix, 5.879186},
+      {OpKind::gemm, 5.386193},          {OpKind::elementwise, 4.066586},     {OpKind::kda_preprocess, 5.457576},
+      {OpKind::kda_recurrent, 1.481211}, {OpKind::kda_output_norm, 1.396173}, {OpKind::mla_attention, 20.25407},
+      {OpKind::router, 16.90505},        {OpKind::moe_experts, 5.820912},
   };
   ASSERT_EQ(c.latencies.size(), std::size(latencies));
   for (std::size_t i = 0; i < c.latencies.size(); ++i) {
@@ -97,10 +87,8 @@ TEST(CalibrateH200, HeldOutErrorsPerOpAndPerStep) {
     const char* run;
     double op_after, step_before, step_after;
   } runs[] = {
-      {"pred_decode_b8_ctx8192.json", 4.14, -4.42, -3.21},
-      {"pred_decode_b8_ctx131072.json", 3.73, -5.42, -2.80},
-      {"pred_decode_b8_ctx1048512.json", 3.85, -12.50, -4.26},
-      {"pred_decode_b1_ctx131072.json", 1.51, -6.69, -0.34},
+      {"pred_decode_b8_ctx8192.json", 4.14, -4.42, -3.21},     {"pred_decode_b8_ctx131072.json", 3.73, -5.42, -2.80},
+      {"pred_decode_b8_ctx1048512.json", 3.85, -12.50, -4.26}, {"pred_decode_b1_ctx131072.json", 1.51, -6.69, -0.34},
       {"pred_decode_b64_ctx131072.json", 8.90, -6.24, -5.79},
   };
   ASSERT_EQ(c.held_out.runs.size(), std::size(runs));

@@ -89,9 +89,9 @@ TEST(CompareFusion, NormsJoinTheMixerTheyRunInside) {
   EXPECT_EQ(c.ops[4].predicted->name, "head.attnres");
   EXPECT_DOUBLE_EQ(c.ops[4].predicted->time_us, 7);
   EXPECT_EQ(c.ops[5].predicted->name, "head.lm_head");
-  EXPECT_EQ(c.fused, (std::vector<std::string>{"L001.norm.attn_in -> L001.attnres.pre_attn",
-                                               "L002.norm.attn_in -> L002.attnres.pre_attn",
-                                               "head.norm -> head.attnres"}));
+  EXPECT_EQ(c.fused,
+            (std::vector<std::string>{"L001.norm.attn_in -> L001.attnres.pre_attn",
+                                      "L002.norm.attn_in -> L002.attnres.pre_attn", "head.norm -> head.attnres"}));
   EXPECT_TRUE(c.not_measured.empty());
   ASSERT_EQ(c.not_predicted.size(), 2u);
   EXPECT_EQ(c.not_predicted[0].name, "head.renamed");

@@ -22,7 +22,10 @@ TEST(H200Traces, EveryKernelIsAttributedAndCompareGivesTheRecordedCoverage) {
   const struct {
     int batch;
     double coverage_percent, median_error_percent;
-  } cases[] = {{1, 98.69, 43.21}, {8, 99.20, 34.54}};  // with the mixers carrying their norms (read from the op table: these predictions predate runs_inside)
+  } cases[] = {
+      {1, 98.69, 43.21},
+      {8, 99.20,
+       34.54}};  // with the mixers carrying their norms (read from the op table: these predictions predate runs_inside)
   for (const auto& c : cases) {
     const Trace trace = read_trace(kDir + "trace_b" + std::to_string(c.batch) + ".json.gz");
     EXPECT_EQ(trace.metadata.at("gpu"), "NVIDIA H200");

@@ -8,8 +8,8 @@
 //   range limit counted as lost, an open range at stop() refused.
 // Needs permission to read the GPU's counters (root, or NVreg_RestrictProfilingToAdminUsers=0).
 #include "engine/runtime/gemm_cublaslt.h"
-#include "kernels/gpu_harness.h"
 #include "kernels/elementwise.h"
+#include "kernels/gpu_harness.h"
 #include "profiler/cupti/range_profiler.h"
 
 #include <cuda_runtime.h>

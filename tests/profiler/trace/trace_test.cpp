@@ -197,8 +197,7 @@ TEST(ChromeJson, MalformedTracesNameFileEventAndKey) {
       {"k.json", "traceEvents[1]", "'name'", "expected a string"});
   expect_input_error([&] { parse_chrome_json(R"({"k3perf":{"commit":5},"traceEvents":[]})", "l.json"); },
                      {"l.json", "k3perf.commit"});
-  expect_input_error([] { read_trace("/nonexistent/trace.json.gz"); },
-                     {"/nonexistent/trace.json.gz", "cannot open"});
+  expect_input_error([] { read_trace("/nonexistent/trace.json.gz"); }, {"/nonexistent/trace.json.gz", "cannot open"});
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The interpolated prefill time against exact roofline predictions off the grid, and on it.
-#include "core/scenario.h"
 #include "sim/cache/prefill_time.h"
+#include "core/scenario.h"
 
 #include <gtest/gtest.h>
 

@@ -3,9 +3,9 @@
 // both eviction policies, policies registered from this file, tiers, hash granularity, nodes; then the shipped traces
 // against independent counts (an unbounded KV cache hits exactly the trace's own prefix reuse).
 #include "sim/cache/prefix_cache.h"
-#include "sim/claims/claim.h"
 #include "expect_input_error.h"
 #include "sim/cache/cache_metrics.h"
+#include "sim/claims/claim.h"
 #include "sim/workload/mooncake_reader.h"
 #include "sim/workload/trace_stats.h"
 

@@ -1,9 +1,9 @@
 // The claims this work models (P4, P8, P9, P10, P15, P17, P20) get a verdict with a breakdown; P4 and
 // P7 show the per-sequence bytes that bound a batch-enlarged ratio; the Markdown report is
 // deterministic and explains every verdict.
-#include "sim/test_data.h"
 #include "sim/claims/claim.h"
 #include "sim/claims/claim_markdown.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

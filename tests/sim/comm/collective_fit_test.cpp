@@ -2,12 +2,12 @@
 // nccl-tests-style tables, the hardware-file round trip, and every shipped measured curve against
 // the samples it was fitted to (within 15 % at every size).
 #include "sim/comm/collective_fit.h"
-#include "sim/test_data.h"
 #include "core/error.h"
 #include "core/op_graph.h"
 #include "expect_input_error.h"
 #include "sim/comm/nccl_table.h"
 #include "sim/roofline.h"
+#include "sim/test_data.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,10 +1,10 @@
 // Sequence parallelism for the residual stream (AttnRes mixers, norms): off by default and then the
 // graph is unchanged; on, every TP all-reduce becomes a reduce-scatter plus an all-gather of the same
 // bus bytes, and the mixers and norms work on 1/tp of the tokens.
-#include "sim/test_data.h"
 #include "core/op_graph.h"
 #include "expect_input_error.h"
 #include "sim/roofline.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

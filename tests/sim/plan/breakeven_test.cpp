@@ -1,10 +1,10 @@
 // Break-even of the hybrid against all-MLA: crossings found by bisection equal a brute-force scan,
 // the memory crossing equals its closed form, the output is deterministic.
 #include "sim/plan/breakeven.h"
-#include "sim/test_data.h"
 #include "core/error.h"
 #include "expect_input_error.h"
 #include "sim/memory.h"
+#include "sim/test_data.h"
 
 #include <gtest/gtest.h>
 

@@ -50,8 +50,8 @@ TEST(PlanTrace, DealsABurstOutOverTheReplicas) {
       "serving:\n  max_sequences: 64\n  max_batched_tokens: 8192\n  slo: {ttft_ms: SLO}\n"
       "  requests: {count: 16, rate_per_s: 1, input_tokens: 8192, output_tokens: 2}\n"
       "plan: {hardware: [h200-sxm], max_replicas: 8, slo_percentile: 90}\n";
-  const serving::ServingScenario probe = serving::parse_serving_scenario(
-      std::string(text).replace(text.find("SLO"), 3, "1000"), "t.yaml", data);
+  const serving::ServingScenario probe =
+      serving::parse_serving_scenario(std::string(text).replace(text.find("SLO"), 3, "1000"), "t.yaml", data);
   const serving::ReplicaModel model(probe.deployment, 8192);
   serving::BatchShape chunk;
   chunk.add_prefill(8192, 0);

@@ -1,7 +1,7 @@
 // The serving simulator against hand-computed timelines built from the step-time model, and its
 // invariants (tokens conserved, time monotone, memory within capacity, determinism).
-#include "core/scenario.h"
 #include "sim/serving/simulator.h"
+#include "core/scenario.h"
 
 #include <gtest/gtest.h>
 
@@ -70,8 +70,8 @@ TEST(ServingSimulator, CachedPrefixIsNotRecomputed) {
 TEST(ServingSimulator, ADecodeRidesAlongWithTheNextPrompt) {
   // B arrives while A's prefill runs; A's first decode and B's prefill share the next iteration.
   const double a_prefill = prefill_us(1000, 0);
-  const ServingResult r = simulate({request(0, 0, 1000, 2), request(1, a_prefill / 2000, 500, 1)}, {}, replica(),
-                                   options());
+  const ServingResult r =
+      simulate({request(0, 0, 1000, 2), request(1, a_prefill / 2000, 500, 1)}, {}, replica(), options());
   BatchShape mixed;
   mixed.add_decode(1000);
   mixed.add_prefill(500, 0);

@@ -1,9 +1,9 @@
 // The serving step-time model against direct roofline evaluation of the op graph
 // (time_step(build_op_graph)), which it must reproduce for every batch the op graph can describe.
+#include "sim/serving/step_time_model.h"
 #include "core/op_graph.h"
 #include "core/scenario.h"
 #include "sim/roofline.h"
-#include "sim/serving/step_time_model.h"
 
 #include <gtest/gtest.h>
 
@@ -14,11 +14,10 @@ namespace {
 
 Scenario deployment(int tp, int attention_dp, int ep, const std::string& hardware = "h200-sxm") {
   const DataPaths data = DataPaths::resolve(K3PERF_SOURCE_DIR "/scenarios");
-  Scenario s = load_scenario(K3PERF_SOURCE_DIR "/scenarios/k3-h200x16-decode-128k.yaml", data,
-                             {"hardware=" + hardware, "gpus=" + std::to_string(tp * attention_dp),
-                              "parallelism.tp=" + std::to_string(tp),
-                              "parallelism.attention_dp=" + std::to_string(attention_dp),
-                              "parallelism.ep=" + std::to_string(ep)});
+  Scenario s = load_scenario(
+      K3PERF_SOURCE_DIR "/scenarios/k3-h200x16-decode-128k.yaml", data,
+      {"hardware=" + hardware, "gpus=" + std::to_string(tp * attention_dp), "parallelism.tp=" + std::to_string(tp),
+       "parallelism.attention_dp=" + std::to_string(attention_dp), "parallelism.ep=" + std::to_string(ep)});
   return s;
 }
 

@@ -1,8 +1,8 @@
 // Draft, verify and rollback costs of speculative decoding on K3, from the op graphs.
 #include "sim/spec/speculative.h"
-#include "sim/test_data.h"
 #include "core/op_graph.h"
 #include "sim/predict.h"
+#include "sim/test_data.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
