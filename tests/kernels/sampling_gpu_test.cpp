@@ -3,27 +3,16 @@
 // rejection. (Top-p sampling, not in the library: bench/lab/sample_top_p.cu with its own checks.)
 #include "gpu_harness.h"
 #include "kernels/sampling.h"
+#include "tests/kernels/op_cases/sampling_data.h"
 
 #include <cmath>
 
 namespace k3::gpu_test {
 namespace {
 
-constexpr int kK3Vocab = 163840;
+using sampling::kK3Vocab;
 
-// Lowest id of the largest value, NaN as −∞.
-int32_t cpu_argmax(const float* row, int vocab) {
-  int32_t best = 0;
-  float best_value = -INFINITY;
-  for (int i = 0; i < vocab; ++i) {
-    const float v = std::isnan(row[i]) ? -INFINITY : row[i];
-    if (v > best_value) {
-      best_value = v;
-      best = i;
-    }
-  }
-  return best;
-}
+using sampling::cpu_argmax;
 
 TEST(GpuSampling, GreedyClusterPerRowReplaysInAGraph) {
   std::mt19937 rng(20261215);

@@ -2,6 +2,7 @@
 // too), NaN and −∞, at K3's vocabulary and odd ones.
 #include "kernels/sampling.h"
 #include "tests/kernels/op_cases/cases.h"
+#include "tests/kernels/op_cases/sampling_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,22 +10,10 @@
 namespace k3::gpu_test {
 namespace {
 
-constexpr int kK3Vocab = 163840;
 using kernels::SampleGreedyAlgorithm;
+using sampling::kK3Vocab;
 
-// Lowest id of the largest value, NaN as −∞.
-int32_t cpu_argmax(const float* row, int vocab) {
-  int32_t best = 0;
-  float best_value = -INFINITY;
-  for (int i = 0; i < vocab; ++i) {
-    const float v = std::isnan(row[i]) ? -INFINITY : row[i];
-    if (v > best_value) {
-      best_value = v;
-      best = i;
-    }
-  }
-  return best;
-}
+using sampling::cpu_argmax;
 
 OpCase sample_greedy_case() {
   OpCase c{"sample_greedy", OpKind::elementwise};  // head.sample: the engine measures it beside the graph's ops
