@@ -16,7 +16,7 @@ packages=(
   libfmt-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev
-  qt6-base-dev
+  qt6-base-dev qt6-svg-dev
   fonts-dejavu-core xvfb
 )
 

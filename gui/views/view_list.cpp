@@ -1,0 +1,21 @@
+#include "gui/views/view_list.h"
+
+#include "gui/model/document.h"
+
+#include <QLabel>
+
+namespace k3::gui {
+
+const std::vector<ViewInfo>& views() {
+  static const std::vector<ViewInfo> list = {};
+  return list;
+}
+
+const ViewInfo& whatif_panel() {
+  static const ViewInfo info{"whatif", "What-if", [](Document* d, QWidget* parent) -> QWidget* {
+                               return new QLabel(QString::fromStdString(d->scenario_origin()), parent);
+                             }};
+  return info;
+}
+
+}  // namespace k3::gui
