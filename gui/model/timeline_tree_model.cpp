@@ -229,7 +229,9 @@ QVariant TimelineTreeModel::data(const QModelIndex& index, int role) const {
   if (role == kOpRole) return QString::fromStdString(op);
   if (role == kStartNsRole) return QVariant::fromValue<qint64>(start);
   if (role == kEndNsRole) return QVariant::fromValue<qint64>(end);
-  if (role == Qt::ToolTipRole) return tooltip.isEmpty() ? name : tooltip;
+  if (role == Qt::ToolTipRole) {
+    return (tooltip.isEmpty() ? name : tooltip) + "\nat " + us(static_cast<double>(start - index_->begin_ns()));
+  }
   switch (index.column()) {
     case name_column: return name;
     case start_column: return us(static_cast<double>(start - index_->begin_ns()));

@@ -1,13 +1,16 @@
 #include "gui/views/view_list.h"
 
 #include "gui/model/document.h"
+#include "gui/views/timeline_view.h"
 
 #include <QLabel>
 
 namespace k3::gui {
 
 const std::vector<ViewInfo>& views() {
-  static const std::vector<ViewInfo> list = {};
+  static const std::vector<ViewInfo> list = {
+      {"timeline", "Timeline", [](Document* d, QWidget* parent) -> QWidget* { return new TimelineView(d, parent); }},
+  };
   return list;
 }
 
