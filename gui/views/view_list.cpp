@@ -2,6 +2,7 @@
 
 #include "gui/model/document.h"
 #include "gui/views/timeline_view.h"
+#include "gui/views/compare_view.h"
 
 #include <QLabel>
 
@@ -10,6 +11,7 @@ namespace k3::gui {
 const std::vector<ViewInfo>& views() {
   static const std::vector<ViewInfo> list = {
       {"timeline", "Timeline", [](Document* d, QWidget* parent) -> QWidget* { return new TimelineView(d, parent); }},
+      {"compare", "Compare", [](Document* d, QWidget* parent) -> QWidget* { return new CompareView(d, parent); }},
   };
   return list;
 }
