@@ -3,6 +3,7 @@
 #include "gui/model/document.h"
 #include "gui/views/timeline_view.h"
 #include "gui/views/compare_view.h"
+#include "gui/views/profile_view.h"
 
 #include <QLabel>
 
@@ -12,6 +13,7 @@ const std::vector<ViewInfo>& views() {
   static const std::vector<ViewInfo> list = {
       {"timeline", "Timeline", [](Document* d, QWidget* parent) -> QWidget* { return new TimelineView(d, parent); }},
       {"compare", "Compare", [](Document* d, QWidget* parent) -> QWidget* { return new CompareView(d, parent); }},
+      {"profile", "Profile", [](Document* d, QWidget* parent) -> QWidget* { return new ProfileView(d, parent); }},
   };
   return list;
 }
