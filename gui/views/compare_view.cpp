@@ -120,8 +120,8 @@ CompareView::CompareView(Document* document, QWidget* parent) : QWidget(parent),
   more->addTab(leftover_table_, "Left over by the join");
   more->addTab(step_table_, "By step: sums over the measured ops");
   bottom->addWidget(more);
-  bottom->setStretchFactor(0, 1);
-  bottom->setStretchFactor(1, 1);
+  bottom->setStretchFactor(0, 5);
+  bottom->setStretchFactor(1, 4);
   split->addWidget(bottom);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);

@@ -59,7 +59,10 @@ ProfileView::ProfileView(Document* document, GpuCheck gpu, K3perfBinary k3perf, 
   binary_label_->setTextFormat(Qt::PlainText);
   binary_label_->setWordWrap(true);
   binary_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  gpu_label_->setText(gpu_.found ? "GPU: " + gpu_.text : gpu_.text + ": profiling needs an NVIDIA GPU on this machine");
+  gpu_label_->setText(gpu_.found ? "GPU: " + gpu_.text
+                                 : gpu_.text +
+                                       ". Profiling runs on this machine's NVIDIA GPU; traces recorded "
+                                       "elsewhere open with File → Open.");
   binary_label_->setText(k3perf_.path.isEmpty() ? "k3perf " + k3perf_.how
                                                 : QString("k3perf: %1 (%2)").arg(k3perf_.path, k3perf_.how));
   if (!gpu_.found || k3perf_.path.isEmpty()) {
@@ -74,7 +77,7 @@ ProfileView::ProfileView(Document* document, GpuCheck gpu, K3perfBinary k3perf, 
   auto* run_box = new QGroupBox("Run the engine and trace its decode steps: k3perf run … --trace", this);
   auto* run_form = new QFormLayout(run_box);
   scenario_ = new QLineEdit(run_box);
-  scenario_->setPlaceholderText("empty: the model below with the flags' shapes");
+  scenario_->setPlaceholderText("a single-GPU scenario YAML; empty: the model below at k3perf run's default shapes");
   scenario_origin_ = QString::fromStdString(document_->scenario_origin());
   if (QFileInfo(scenario_origin_).isFile()) scenario_->setText(scenario_origin_);
   run_form->addRow("Scenario", with_browse(
@@ -85,6 +88,9 @@ ProfileView::ProfileView(Document* document, GpuCheck gpu, K3perfBinary k3perf, 
                                      if (!path.isEmpty()) scenario_->setText(path);
                                    },
                                    run_box));
+  model_ = new QLineEdit("kimi-k3", run_box);
+  model_->setToolTip("without a scenario: a model name in the data folder, or a config.json");
+  run_form->addRow("Model", model_);
   weights_ = new QLineEdit("random:7", run_box);
   weights_->setToolTip("a checkpoint directory, or random[:seed] (generated on the GPU)");
   run_form->addRow("Weights", weights_);
@@ -93,6 +99,7 @@ ProfileView::ProfileView(Document* document, GpuCheck gpu, K3perfBinary k3perf, 
   layers_->setValue(4);
   layers_->setSpecialValueText("all");
   layers_->setToolTip("keep only the first N layers (one GPU holds K3's first 4 at real width)");
+  layers_->setMaximumWidth(layers_->fontMetrics().horizontalAdvance("0000000") + 40);
   run_form->addRow("Layers", layers_);
   with_edits_ = new QCheckBox(run_box);
   run_form->addRow("What-if edits", with_edits_);
@@ -183,6 +190,7 @@ QString ProfileView::output_text() const { return output_->toPlainText(); }
 RunRequest ProfileView::run_request() const {
   RunRequest r;
   r.scenario = scenario_->text().trimmed();
+  r.model = model_->text().trimmed();
   r.weights = weights_->text().trimmed();
   r.layers = layers_->value();
   if (with_edits_->isChecked()) {
@@ -254,7 +262,9 @@ void ProfileView::update_controls() {
   profile_button_->setEnabled(can_start && !program_->text().trimmed().isEmpty());
   cancel_button_->setEnabled(job_->running());
   const std::size_t edits = document_->edits().size();
-  with_edits_->setText(QString("pass the %1 what-if edit%2 as --set").arg(edits).arg(edits == 1 ? "" : "s"));
+  with_edits_->setText(edits == 0
+                           ? QString("none to pass (the What-if panel's edits go as --set)")
+                           : QString("pass the %1 what-if edit%2 as --set").arg(edits).arg(edits == 1 ? "" : "s"));
   with_edits_->setEnabled(edits > 0);
   with_edits_->setChecked(edits > 0);
   QString why;

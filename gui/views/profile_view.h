@@ -57,6 +57,7 @@ class ProfileView : public QWidget {
   QLabel* gpu_label_;
   QLabel* binary_label_;
   QLineEdit* scenario_;
+  QLineEdit* model_;
   QLineEdit* weights_;
   QSpinBox* layers_;
   QCheckBox* with_edits_;
