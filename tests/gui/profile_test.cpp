@@ -241,8 +241,8 @@ class ProfileTest : public QObject {
 
   void cancel_kills_a_program_that_ignores_sigterm_after_the_grace() {
     ProfileJob job;
-    job.start("/bin/sh", {"-c", "trap '' TERM; exec sleep 60"});
-    QTest::qWait(200);
+    job.start("/bin/sh", {"-c", "trap '' TERM; echo ignoring; exec sleep 60"});
+    QTRY_VERIFY_WITH_TIMEOUT(job.last_line() == "ignoring", 5000);  // the trap is set
     QElapsedTimer t;
     t.start();
     job.cancel(300);
