@@ -30,6 +30,8 @@ void add_comm_command(CLI::App& app, const GlobalOptions& global);
 // The profiler's host side: prediction against a measured trace, and calibration from measured runs.
 void add_compare_command(CLI::App& app, const GlobalOptions& global);
 void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
+// The desktop GUI (gui/app): replaces this process with k3perf-gui.
+void add_gui_command(CLI::App& app, const GlobalOptions& global);
 // `k3perf` with no verb: predict the embedded default scenario and print the summary.
 int run_default(const GlobalOptions& global);
 

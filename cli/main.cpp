@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   k3::cli::add_comm_command(app, global);
   k3::cli::add_compare_command(app, global);
   k3::cli::add_calibrate_command(app, global);
+  k3::cli::add_gui_command(app, global);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) return k3::cli::run_default(global);
