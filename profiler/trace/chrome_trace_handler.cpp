@@ -38,26 +38,27 @@ class EventChecks {
   EventChecks(const std::string& origin, std::size_t index, const ChromeTraceHandler::Value* name)
       : origin_(origin), index_(index), name_(name) {}
 
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+  // `key` "": the event itself. Keys stay C strings: the checks pass a dozen per event.
+  [[noreturn]] void fail(const char* key, const std::string& what) const {
     std::string who = fmt::format("{}: traceEvents[{}]", origin_, index_);
     if (name_ && name_->type == Type::string) who += fmt::format(" ('{}')", name_->s);
-    if (key.empty()) throw InputError(fmt::format("{}: {}", who, what));
+    if (*key == '\0') throw InputError(fmt::format("{}: {}", who, what));
     throw InputError(fmt::format("{}: key '{}': {}", who, key, what));
   }
 
-  const ChromeTraceHandler::Value& required(const ChromeTraceHandler::Value& v, const std::string& key) const {
+  const ChromeTraceHandler::Value& required(const ChromeTraceHandler::Value& v, const char* key) const {
     if (v.type == Type::absent || v.type == Type::null) fail(key, "missing");
     return v;
   }
 
-  const std::string& string(const ChromeTraceHandler::Value& v, const std::string& key) const {
+  const std::string& string(const ChromeTraceHandler::Value& v, const char* key) const {
     required(v, key);
     if (v.type != Type::string) fail(key, fmt::format("expected a string, got {}", v.dump()));
     return v.s;
   }
 
   // Microseconds (a number >= 0) to integer nanoseconds.
-  std::int64_t microseconds_as_ns(const ChromeTraceHandler::Value& v, const std::string& key) const {
+  std::int64_t microseconds_as_ns(const ChromeTraceHandler::Value& v, const char* key) const {
     required(v, key);
     double us = 0;
     switch (v.type) {
@@ -71,7 +72,7 @@ class EventChecks {
     return std::llround(us * 1000.0);
   }
 
-  std::int64_t integer(const ChromeTraceHandler::Value& v, const std::string& key, std::int64_t lowest) const {
+  std::int64_t integer(const ChromeTraceHandler::Value& v, const char* key, std::int64_t lowest) const {
     required(v, key);
     if (!is_integer(v)) fail(key, fmt::format("expected an integer, got {}", v.dump()));
     if (v.type == Type::unsigned_integer && v.u > std::uint64_t(INT64_MAX)) {
@@ -82,7 +83,7 @@ class EventChecks {
     return n;
   }
 
-  std::uint64_t unsigned_integer(const ChromeTraceHandler::Value& v, const std::string& key) const {
+  std::uint64_t unsigned_integer(const ChromeTraceHandler::Value& v, const char* key) const {
     required(v, key);
     if (v.type == Type::unsigned_integer) return v.u;
     if (v.type == Type::signed_integer && v.i >= 0) return static_cast<std::uint64_t>(v.i);
@@ -167,64 +168,61 @@ void ChromeTraceHandler::string(std::string_view s) {
   });
 }
 
+namespace {
+// Most keys differ from a (non-empty) word in size or first byte: told apart without a memcmp call.
+bool is(std::string_view k, std::string_view word) { return k.size() == word.size() && k[0] == word[0] && k == word; }
+}  // namespace
+
 void ChromeTraceHandler::key(std::string_view k) {
   if (capture_target_) {
     capture_key_.assign(k);
     return;
   }
+  using Field = std::pair<std::string_view, Value ChromeTraceHandler::*>;
+  static constexpr Field kEventFields[] = {{"ph", &ChromeTraceHandler::ph_},     {"cat", &ChromeTraceHandler::cat_},
+                                           {"name", &ChromeTraceHandler::name_}, {"ts", &ChromeTraceHandler::ts_},
+                                           {"dur", &ChromeTraceHandler::dur_},   {"tid", &ChromeTraceHandler::tid_}};
+  static constexpr Field kArgsFields[] = {{"device", &ChromeTraceHandler::device_},
+                                          {"stream", &ChromeTraceHandler::stream_},
+                                          {"correlation", &ChromeTraceHandler::correlation_},
+                                          {"graph_node", &ChromeTraceHandler::graph_node_},
+                                          {"bytes", &ChromeTraceHandler::bytes_},
+                                          {"op", &ChromeTraceHandler::op_},
+                                          {"op_instance", &ChromeTraceHandler::op_instance_}};
+  const auto find = [&](const auto& fields) -> Value* {
+    for (const auto& [word, field] : fields) {
+      if (is(k, word)) return &(this->*field);
+    }
+    return nullptr;
+  };
   key_ = Key::other;
   target_ = nullptr;
   switch (frames_.back()) {
     case Frame::root:
-      if (k == "traceEvents") {
+      if (is(k, "traceEvents")) {
         key_ = Key::trace_events;
         trace_events_seen_ = true;
         trace_events_is_array_ = false;
         target_ = &ignored_;
-      } else if (k == "k3perf") {
+      } else if (is(k, "k3perf")) {
         key_ = Key::k3perf;
         k3perf_seen_ = true;
         k3perf_is_object_ = false;
         target_ = &ignored_;
-      } else if (k == "baseTimeNanoseconds") {
+      } else if (is(k, "baseTimeNanoseconds")) {
         target_ = &base_ns_;
       }
       break;
     case Frame::k3perf: target_ = &k3perf_members_[std::string(k)]; break;
     case Frame::event:
-      if (k == "ph")
-        target_ = &ph_;
-      else if (k == "cat")
-        target_ = &cat_;
-      else if (k == "name")
-        target_ = &name_;
-      else if (k == "ts")
-        target_ = &ts_;
-      else if (k == "dur")
-        target_ = &dur_;
-      else if (k == "tid")
-        target_ = &tid_;
-      else if (k == "args") {
+      if (is(k, "args")) {
         key_ = Key::args;
         target_ = &args_;
+      } else {
+        target_ = find(kEventFields);
       }
       break;
-    case Frame::args:
-      if (k == "device")
-        target_ = &device_;
-      else if (k == "stream")
-        target_ = &stream_;
-      else if (k == "correlation")
-        target_ = &correlation_;
-      else if (k == "graph_node")
-        target_ = &graph_node_;
-      else if (k == "bytes")
-        target_ = &bytes_;
-      else if (k == "op")
-        target_ = &op_;
-      else if (k == "op_instance")
-        target_ = &op_instance_;
-      break;
+    case Frame::args: target_ = find(kArgsFields); break;
     case Frame::events:
     case Frame::skipped: break;
   }

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 
 namespace k3::profiler {
 
-std::string to_string(EventKind k) {
+namespace {
+// The names, as views: parse_event_kind runs once per event read.
+std::string_view name_of_kind(EventKind k) {
   switch (k) {
     case EventKind::kernel: return "kernel";
     case EventKind::memcpy: return "memcpy";
@@ -17,10 +20,13 @@ std::string to_string(EventKind k) {
   }
   return "?";
 }
+}  // namespace
+
+std::string to_string(EventKind k) { return std::string(name_of_kind(k)); }
 
 bool parse_event_kind(const std::string& name, EventKind* out) {
   for (EventKind k : {EventKind::kernel, EventKind::memcpy, EventKind::memset, EventKind::api, EventKind::range}) {
-    if (to_string(k) == name) {
+    if (name_of_kind(k) == name) {
       *out = k;
       return true;
     }
@@ -29,9 +35,12 @@ bool parse_event_kind(const std::string& name, EventKind* out) {
 }
 
 std::uint32_t Trace::intern(const std::string& s) {
-  const auto [it, inserted] = index_.emplace(s, static_cast<std::uint32_t>(names_.size()));
-  if (inserted) names_.push_back(s);
-  return it->second;
+  // find first: emplace would build a node (a string copy) for every name already known
+  if (const auto it = index_.find(s); it != index_.end()) return it->second;
+  const auto id = static_cast<std::uint32_t>(names_.size());
+  index_.emplace(s, id);
+  names_.push_back(s);
+  return id;
 }
 
 void Trace::reserve(std::size_t n) {

@@ -112,6 +112,8 @@ TEST(StreamingReader, EscapesUnicodeAndNumbersAsTheDomReadsThem) {
       R"({"ph":"X","cat":"nvtx","name":"n","tid":0,"ts":9000000000000,"dur":0.0005})"));
   expect_readers_agree("\xEF\xBB\xBF" + trace_with(kKernel));
   expect_readers_agree(" \n\t\r" + trace_with(kKernel) + " \n\t\r");
+  // nlohmann takes a NUL byte after the document for the end of input.
+  expect_readers_agree(trace_with(kKernel) + std::string("\0 junk", 6));
   const Trace t = parse_chrome_json(
       trace_with(R"({"ph":"X","cat":"nvtx","name":"\u00e9\ud83d\ude00","tid":1,"ts":1.5e3,"dur":2.5E-1})"), "m");
   EXPECT_EQ(t.name_of(0), "é😀");
@@ -190,6 +192,8 @@ TEST(StreamingReader, BadEventsGiveTheDomReadersMessages) {
   expect_readers_agree(trace_with(R"({"ph":1})", R"("baseTimeNanoseconds":1.5,)"));
   expect_readers_agree(R"({"traceEvents":[{"ph":1}],"k3perf":{"b":"x","a":[1]},"baseTimeNanoseconds":2})");
   expect_readers_agree(R"({"traceEvents":[{"ph":1}],"k3perf":"x"})");
+  expect_readers_agree(R"({"traceEvents":[],"k3perf":{"":5}})");
+  expect_readers_agree(R"({"traceEvents":[{"":1,"ph":"X","cat":"nvtx","name":"r","ts":1,"dur":2,"tid":1}],"":[]})");
   expect_readers_agree(R"({"traceEvents":[],"baseTimeNanoseconds":null})");
   expect_readers_agree(R"({"traceEvents":[],"baseTimeNanoseconds":{"a":1}})");
   expect_readers_agree(R"({"traceEvents":[],"baseTimeNanoseconds":-5})");
