@@ -325,12 +325,24 @@ class JsonTokenizer {
     convert(text, start_byte);
   }
 
+  // One pass over a number's characters: the grammar, and its digits as a decimal mantissa with a power
+  // of ten. Integers are exact in 64 bits or become doubles; a double whose mantissa is at most 2^53 and
+  // whose power of ten is within 10^+-22 is one correctly rounded product or quotient of two exact
+  // doubles (Clinger's fast path), the value strtod gives; the rest go through from_chars.
   void convert(std::string_view text, std::size_t start_byte) {
-    // The grammar; `bad` is the offset of the first character that breaks it.
     std::size_t i = 0;
-    const auto digits = [&] {
+    std::uint64_t mantissa = 0;
+    bool mantissa_fits = true;  // every digit is in `mantissa`
+    int fraction_digits = 0;
+    const auto digits = [&](bool fraction) {
       const std::size_t from = i;
-      while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+      for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+        const std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
+        if (mantissa > (UINT64_MAX - digit) / 10) mantissa_fits = false;
+        if (!mantissa_fits) continue;
+        mantissa = mantissa * 10 + digit;
+        fraction_digits += fraction;
+      }
       return i > from;
     };
     const bool negative = text[0] == '-';
@@ -339,44 +351,48 @@ class JsonTokenizer {
     if (ok && text[i] == '0') {
       ++i;
     } else {
-      ok = ok && digits();
+      ok = ok && digits(false);
     }
     bool integer = true;
     if (ok && i < text.size() && text[i] == '.') {
       ++i;
       integer = false;
-      ok = digits();
+      ok = digits(true);
     }
+    int exponent = 0;
     if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
       ++i;
       integer = false;
+      const bool exponent_negative = i < text.size() && text[i] == '-';
       if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
-      ok = digits();
+      const std::size_t from = i;
+      for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+        exponent = std::min(exponent * 10 + (text[i] - '0'), 100'000);  // beyond any double
+      }
+      ok = i > from;
+      if (exponent_negative) exponent = -exponent;
     }
     if (!ok || i != text.size()) {
       throw InputError(fmt::format("{}: malformed JSON at byte {}: invalid number '{}'", origin_,
                                    start_byte + std::min(i, text.size()), text));
     }
-    if (integer) {
-      std::uint64_t magnitude = 0;
-      bool fits = true;
-      for (std::size_t j = negative ? 1 : 0; j < text.size(); ++j) {
-        const std::uint64_t digit = static_cast<std::uint64_t>(text[j] - '0');
-        if (magnitude > (UINT64_MAX - digit) / 10) {
-          fits = false;
-          break;
-        }
-        magnitude = magnitude * 10 + digit;
-      }
-      if (fits && !negative) return handler_.number_unsigned(magnitude);
-      if (fits && magnitude <= std::uint64_t{1} << 63) {
-        return handler_.number_integer(static_cast<std::int64_t>(0 - magnitude));
-      }
+    if (integer && mantissa_fits) {
+      if (!negative) return handler_.number_unsigned(mantissa);
+      if (mantissa <= std::uint64_t{1} << 63) return handler_.number_integer(static_cast<std::int64_t>(0 - mantissa));
     }
+    static constexpr double kPowersOfTen[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                              1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const int power = exponent - fraction_digits;
     double x = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), x);
-    if (error != std::errc() || end != text.data() + text.size()) {  // out of range: as strtod rounds it
-      x = std::strtod(std::string(text).c_str(), nullptr);
+    if (mantissa_fits && mantissa <= std::uint64_t{1} << 53 && power >= -22 && power <= 22) {
+      const double m = static_cast<double>(mantissa);
+      x = power < 0 ? m / kPowersOfTen[-power] : m * kPowersOfTen[power];
+      if (negative) x = -x;
+    } else {
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), x);
+      if (error != std::errc() || end != text.data() + text.size()) {  // out of range: as strtod rounds it
+        x = std::strtod(std::string(text).c_str(), nullptr);
+      }
     }
     if (!std::isfinite(x)) {
       throw InputError(fmt::format("{}: malformed JSON at byte {}: number overflow '{}'", origin_, start_byte, text));

@@ -121,6 +121,45 @@ TEST(StreamingReader, EscapesUnicodeAndNumbersAsTheDomReadsThem) {
   EXPECT_EQ(t.end_ns[0], 1'500'250);
 }
 
+TEST(StreamingReader, NumbersAreTheDoublesStrtodGives) {
+  // A double where an integer belongs is in the message as nlohmann dumps it (the shortest text that
+  // reads back), so equal messages mean bit-equal doubles. Mantissas of 1 to 25 digits, powers of ten
+  // around and beyond the exact range, subnormals, underflow to 0, integers at the 64-bit limits.
+  std::mt19937_64 rng(26);
+  std::vector<std::string> numbers = {"18446744073709551615",
+                                      "18446744073709551616",
+                                      "-9223372036854775808",
+                                      "-9223372036854775809",
+                                      "9007199254740993",
+                                      "9007199254740993.0",
+                                      "4.9e-324",
+                                      "2.4703282292062328e-324",
+                                      "1e-400",
+                                      "-1e-400",
+                                      "1.7976931348623157e308",
+                                      "123456789012345678901234567890",
+                                      "0.1",
+                                      "-0.0",
+                                      "0e5",
+                                      "1E22",
+                                      "1e23"};
+  for (int n = 0; n < 1500; ++n) {
+    const int digits = 1 + static_cast<int>(rng() % 25);
+    std::string mantissa;
+    for (int d = 0; d < digits; ++d) mantissa += static_cast<char>('0' + (d == 0 ? 1 + rng() % 9 : rng() % 10));
+    const int point = static_cast<int>(rng() % static_cast<std::uint64_t>(digits + 1));
+    std::string text = rng() % 4 == 0 ? "-" : "";
+    text += mantissa.substr(0, point == 0 ? 1 : point);
+    if (point != 0 && point < digits) text += fmt::format(".{}", mantissa.substr(point));
+    if (rng() % 2) text += fmt::format("e{}", static_cast<int>(rng() % 80) - 40);
+    numbers.push_back(text);
+  }
+  for (const std::string& number : numbers) {
+    expect_readers_agree(trace_with(R"({"ph":"X","cat":"nvtx","name":"r","ts":1,"dur":2,"tid":)" + number + "}"),
+                         {4096});
+  }
+}
+
 TEST(StreamingReader, KeysInAnyOrderAndTheLastOfDuplicatesWins) {
   // Base and metadata after the events; args before ph; unknown keys with nested values anywhere.
   expect_readers_agree(
