@@ -1,12 +1,19 @@
 // Speed of the trace writer: 1 M events (kernels on 8 streams, their launch API calls and op
 // ranges, the mix of a decode trace) to Chrome JSON, then gzip at zlib's fastest and default
-// levels. The target is 1 M events written, gzip included, in at most 2 s.
+// levels. The target is 1 M events written, gzip included, in at most 2 s. Speed of the reader:
+// 1 M engine-like kernel events (bench/engine_trace.h) from a string and from a .json.gz file;
+// target 2 s (its peak memory: bench/trace_read.cpp, in a fresh process).
+#include "bench/engine_trace.h"
 #include "profiler/trace/chrome_json.h"
 #include "profiler/trace/gzip.h"
 
 #include <benchmark/benchmark.h>
 
 #include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <filesystem>
 
 namespace {
 
@@ -56,5 +63,30 @@ void BM_TraceToJsonGz(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 1'000'000);
 }
 BENCHMARK(BM_TraceToJsonGz)->Arg(1)->Arg(-1)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_TraceFromJson(benchmark::State& state) {
+  const std::string json = k3::profiler::to_chrome_json(k3::bench::engine_like_trace(1'000'000));
+  for (auto _ : state) {
+    const k3::profiler::Trace t = k3::profiler::parse_chrome_json(json, "engine_like.json");
+    benchmark::DoNotOptimize(t.size());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(json.size()));
+  state.SetItemsProcessed(state.iterations() * 1'000'000);
+}
+BENCHMARK(BM_TraceFromJson)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_ReadTraceJsonGz(benchmark::State& state) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("k3perf_trace_bench_{}.json.gz", getpid())).string();
+  k3::profiler::write_chrome_trace(k3::bench::engine_like_trace(1'000'000), path, 1);
+  for (auto _ : state) {
+    const k3::profiler::Trace t = k3::profiler::read_trace(path);
+    benchmark::DoNotOptimize(t.size());
+  }
+  state.counters["gz_bytes"] = static_cast<double>(std::filesystem::file_size(path));
+  state.SetItemsProcessed(state.iterations() * 1'000'000);
+  std::filesystem::remove(path);
+}
+BENCHMARK(BM_ReadTraceJsonGz)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace

@@ -11,22 +11,19 @@ namespace k3::profiler {
 
 using Type = ChromeTraceHandler::Value::Type;
 
-std::string ChromeTraceHandler::Value::dump() const {
-  switch (type) {
-    case Type::null: return "null";
-    case Type::boolean: return b ? "true" : "false";
-    case Type::signed_integer: return nlohmann::json(i).dump();
-    case Type::unsigned_integer: return nlohmann::json(u).dump();
-    case Type::floating: return nlohmann::json(d).dump();
-    case Type::string: return nlohmann::json(s).dump();
-    case Type::compound: return compound.dump();
-    case Type::absent:
-    case Type::object: break;
-  }
-  return "";
-}
-
 namespace {
+
+// A scalar Value as nlohmann-json holds it (null for null and for containers).
+nlohmann::json as_json(const ChromeTraceHandler::Value& v) {
+  switch (v.type) {
+    case Type::boolean: return v.b;
+    case Type::signed_integer: return v.i;
+    case Type::unsigned_integer: return v.u;
+    case Type::floating: return v.d;
+    case Type::string: return v.s;
+    default: return nullptr;
+  }
+}
 
 bool is_integer(const ChromeTraceHandler::Value& v) {
   return v.type == Type::signed_integer || v.type == Type::unsigned_integer;
@@ -96,18 +93,11 @@ class EventChecks {
   const ChromeTraceHandler::Value* name_;
 };
 
-nlohmann::json as_json(const ChromeTraceHandler::Value& v) {
-  switch (v.type) {
-    case Type::boolean: return v.b;
-    case Type::signed_integer: return v.i;
-    case Type::unsigned_integer: return v.u;
-    case Type::floating: return v.d;
-    case Type::string: return v.s;
-    default: return nullptr;
-  }
-}
-
 }  // namespace
+
+std::string ChromeTraceHandler::Value::dump() const {
+  return type == Type::compound ? compound.dump() : as_json(*this).dump();
+}
 
 ChromeTraceHandler::ChromeTraceHandler(std::string origin) : origin_(std::move(origin)) {}
 
