@@ -3,9 +3,10 @@
 // string(view), key(view), start_object(), end_object(), start_array(), end_array(). Views last until
 // the next call. It accepts exactly what nlohmann-json's parser accepts and types numbers as it does
 // (a non-negative integer is unsigned, a negative one signed, either falls back to double when it does
-// not fit), so the trace reader keeps the DOM reader's semantics; it is hand-written because nlohmann's
-// lexer, one character at a time, took 60% of a 1 M-event read (bench/trace_read.cpp). Strings without
-// escapes inside one chunk are handed over in place; the rest go through a scratch buffer.
+// not fit), so the trace reader keeps the DOM reader's semantics. Hand-written because nlohmann's lexer
+// reads one character at a time and copies every token: most of a read's time through its SAX parser
+// (bench/results/2026-12-02-cpu-trace-reader). Strings without escapes inside one chunk are handed over
+// in place; the rest go through a scratch buffer.
 #pragma once
 
 #include "core/error.h"
@@ -26,7 +27,7 @@
 namespace k3::profiler {
 
 // The first byte in [p, end) that ends a plain run of a string: '"', '\\', a control byte (< 0x20) or a
-// non-ASCII one (>= 0x80); `end` if none. Eight bytes at a time (a byte-wise loop took 20% of a read).
+// non-ASCII one (>= 0x80); `end` if none. Eight bytes at a time: names run to hundreds of bytes.
 inline const char* find_string_special(const char* p, const char* end) {
   constexpr std::uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
   const auto zero_bytes = [](std::uint64_t x) { return (x - kOnes) & ~x; };  // exact up to the first zero
