@@ -4,13 +4,12 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "plot/chart.h"
+#include "plot/views/sim_charts.h"
 #include "sim/plan/breakeven.h"
 #include "sim/workload/azure_reader.h"
 
 #include <fmt/core.h>
 
-#include <cmath>
 #include <filesystem>
 
 namespace k3::cli {
@@ -28,20 +27,8 @@ struct BreakevenOptions {
 void write_charts(const BreakevenResult& r, const std::string& dir) {
   std::filesystem::create_directories(dir);
   for (const MetricCurve& c : r.curves) {
-    plot::Chart chart;
-    chart.title = fmt::format("{}: {} vs all-MLA", to_string(c.metric), r.spec.deployment.model.name);
-    chart.x_label = "prompt tokens (log10)";
-    chart.y_label = unit_of(c.metric);
-    plot::Series hybrid{"hybrid", {}, plot::SeriesStyle::line_and_markers};
-    plot::Series mla{"all-MLA", {}, plot::SeriesStyle::line_and_markers};
-    for (std::size_t i = 0; i < c.input_tokens.size(); ++i) {
-      const double x = std::log10(double(c.input_tokens[i]));
-      hybrid.points.emplace_back(x, c.values[i].hybrid);  // non-finite points (nothing fits) are skipped
-      mla.points.emplace_back(x, c.values[i].all_mla);
-    }
-    chart.series = {hybrid, mla};
+    const plot::Chart chart = plot::breakeven_chart(r, c);
     for (const char* ext : {"svg", "png"}) {
-      if (std::string(ext) == "png" && !plot::png_supported()) continue;
       const std::string path = fmt::format("{}/breakeven-{}.{}", dir, to_string(c.metric), ext);
       plot::write_chart(chart, path);
       fmt::print(stderr, "wrote {}\n", path);
@@ -57,7 +44,7 @@ void add_breakeven_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("file", o->file, "break-even YAML (docs/breakeven.md)")->required();
   cmd->add_option("--set", o->sets, "override a key of the deployment scenario (repeatable)")->allow_extra_args(false);
   cmd->add_option("--csv", o->csv_path, "write the curves as CSV");
-  cmd->add_option("--plot-dir", o->plot_dir, "write one chart per metric (SVG, and PNG where supported)");
+  cmd->add_option("--plot-dir", o->plot_dir, "write one chart per metric (SVG and PNG)");
   cmd->add_option("--trace", o->trace, "an Azure LLM inference trace (CSV): share of its prompts on the losing side");
   cmd->callback([o, &global] {
     const BreakevenResult r =

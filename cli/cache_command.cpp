@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/scenario.h"
 #include "core/yaml_reader.h"
-#include "plot/chart.h"
+#include "plot/views/sim_charts.h"
 #include "sim/cache/cache_metrics.h"
 #include "sim/cache/prefix_cache.h"
 #include "sim/workload/azure_reader.h"
@@ -17,8 +17,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-
-#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -132,18 +130,7 @@ void run(CacheOptions& o, const GlobalOptions& global) {
       fmt::print(stderr, "wrote {}\n", o.curve_csv_path);
     }
     if (!o.plot_path.empty()) {
-      plot::Chart chart;
-      chart.title = fmt::format("Token hit rate vs {} capacity: {} ({})", o.config.tiers[0].name, label, model.name);
-      chart.x_label = "log10 of the capacity in tokens of KV";
-      chart.y_label = "token hit rate (%)";
-      plot::Series hybrid{"hybrid: KV and KDA state at the same boundary", {}, plot::SeriesStyle::line_and_markers};
-      plot::Series kv_only{"KV only (a hit needing no state)", {}, plot::SeriesStyle::line_and_markers};
-      for (const cache::CurvePoint& p : curve) {
-        hybrid.points.emplace_back(std::log10(p.capacity_tokens), 100.0 * p.token_hit_rate);
-        kv_only.points.emplace_back(std::log10(p.capacity_tokens), 100.0 * p.kv_only_hit_rate);
-      }
-      chart.series = {hybrid, kv_only};
-      plot::write_chart(chart, o.plot_path);
+      plot::write_chart(plot::cache_curve_chart(curve, o.config.tiers[0].name, label, model.name), o.plot_path);
       fmt::print(stderr, "wrote {}\n", o.plot_path);
     }
   }
