@@ -4,6 +4,7 @@
 #include "gui/views/timeline_view.h"
 #include "gui/views/compare_view.h"
 #include "gui/views/profile_view.h"
+#include "gui/views/serving_view.h"
 
 #include <QLabel>
 
@@ -14,6 +15,7 @@ const std::vector<ViewInfo>& views() {
       {"timeline", "Timeline", [](Document* d, QWidget* parent) -> QWidget* { return new TimelineView(d, parent); }},
       {"compare", "Compare", [](Document* d, QWidget* parent) -> QWidget* { return new CompareView(d, parent); }},
       {"profile", "Profile", [](Document* d, QWidget* parent) -> QWidget* { return new ProfileView(d, parent); }},
+      {"serving", "Serving", [](Document* d, QWidget* parent) -> QWidget* { return new ServingView(d, parent); }},
   };
   return list;
 }
