@@ -36,6 +36,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
 }
 
 std::string tick_label(double value, double step) {
+  if (value == 0) return "0";  // not "0K"
   const double a = std::abs(step);
   const char* suffix = "";
   double scale = 1;

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 namespace k3::plot {
@@ -108,6 +111,19 @@ Chart breakeven_chart(const BreakevenResult& r, const MetricCurve& curve) {
     mla.points.emplace_back(x, curve.values[i].all_mla);
   }
   c.series = {hybrid, mla};
+  // A log y axis when the values are positive and span more than two decades (memory and cost grow
+  // from near nothing), so the crossing stays readable.
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  bool positive = true;
+  for (const MetricPair& v : curve.values) {
+    for (double y : {v.hybrid, v.all_mla}) {
+      if (!std::isfinite(y)) continue;
+      positive = positive && y > 0;
+      lo = std::min(lo, y);
+      hi = std::max(hi, y);
+    }
+  }
+  c.y_log = positive && hi > 100 * lo;
   for (const Crossing& x : curve.crossings) {
     const MetricPair at = evaluate_breakeven_metric(r.spec, curve.metric, x.input_tokens);
     c.markers.push_back(

@@ -29,7 +29,7 @@ Chart spec_speedup_chart(const Scenario& base, const std::vector<SpecSweepRow>& 
 Chart cache_curve_chart(const std::vector<cache::CurvePoint>& curve, const std::string& tier, const std::string& source,
                         const std::string& model);
 // One metric of a break-even result against prompt tokens (log axis): hybrid and all-MLA, with each
-// crossing marked and labelled with its prompt length.
+// crossing marked and labelled with its prompt length; log y too when the values span > 2 decades.
 Chart breakeven_chart(const BreakevenResult& r, const MetricCurve& curve);
 
 }  // namespace k3::plot

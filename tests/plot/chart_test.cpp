@@ -27,6 +27,7 @@ TEST(PlotTicks, CoverTheRangeAtOneTwoOrFive) {
 TEST(PlotTicks, LabelsAreShort) {
   EXPECT_EQ(tick_label(1500, 500), "1500");
   EXPECT_EQ(tick_label(15000, 5000), "15K");
+  EXPECT_EQ(tick_label(0, 5000), "0");
   EXPECT_EQ(tick_label(2500, 2500), "2.5K");
   EXPECT_EQ(tick_label(2e6, 1e6), "2M");
   EXPECT_EQ(tick_label(0.25, 0.05), "0.25");
@@ -59,6 +60,14 @@ TEST(PlotColors, SeriesTakeTheirOwnColourOrThePalettes) {
 TEST(PlotFiles, RefuseAnUnknownExtension) {
   test::expect_input_error([] { write_chart(Chart{}, "plot.jpg"); }, {"plot.jpg", ".svg or .png"});
 }
+
+#ifndef K3PERF_HAVE_QT
+TEST(PlotFiles, SayWhatToInstallWithoutQt) {
+  for (const char* path : {"plot.svg", "plot.png"}) {
+    test::expect_input_error([&] { write_chart(Chart{}, path); }, {"Qt 6", "qt6-base-dev", "qt6-svg-dev"});
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace k3::plot
