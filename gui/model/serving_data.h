@@ -104,7 +104,6 @@ class ServingData : public QObject {
   ClaimsTableModel* claims() { return &claims_; }
   // Why the part's last computation failed; empty when it succeeded.
   const std::string& error(ServingPart part) const { return errors_[std::size_t(part)]; }
-  const std::vector<std::string>& edits() const { return sets_; }
 
  signals:
   void changed(k3::gui::ServingPart part);  // its result or its error
