@@ -11,11 +11,15 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QTabWidget>
+#include <QThread>
 
 #include <cstdio>
 
 namespace {
+
+constexpr qint64 kMaxWaitMs = 300'000;  // the slowest background view (plan, verify) on a 2-core machine
 
 // Renders the window, each tab and the what-if panel; returns the number of files written.
 int write_screenshots(k3::gui::MainWindow& window, const QString& dir) {
@@ -25,6 +29,13 @@ int write_screenshots(k3::gui::MainWindow& window, const QString& dir) {
   int written = 0;
   const auto save = [&](QWidget* w, const QString& name) {
     QApplication::processEvents();
+    // A view that computes in the background says so with a "busy" property; wait for its content.
+    QElapsedTimer waited;
+    waited.start();
+    while (w->property("busy").toBool() && waited.elapsed() < kMaxWaitMs) {
+      QApplication::processEvents(QEventLoop::AllEvents, 100);
+      QThread::msleep(20);
+    }
     const QString path = QDir(dir).filePath(name + ".png");
     if (w->grab().save(path)) {
       std::printf("wrote %s\n", path.toStdString().c_str());
