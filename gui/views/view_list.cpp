@@ -7,6 +7,7 @@
 #include "gui/views/serving_view.h"
 
 #include <QLabel>
+#include "gui/views/whatif_panel.h"
 
 namespace k3::gui {
 
@@ -21,9 +22,8 @@ const std::vector<ViewInfo>& views() {
 }
 
 const ViewInfo& whatif_panel() {
-  static const ViewInfo info{"whatif", "What-if", [](Document* d, QWidget* parent) -> QWidget* {
-                               return new QLabel(QString::fromStdString(d->scenario_origin()), parent);
-                             }};
+  static const ViewInfo info{"whatif", "What-if",
+                             [](Document* d, QWidget* parent) -> QWidget* { return new WhatifPanel(d, parent); }};
   return info;
 }
 
