@@ -97,6 +97,24 @@ std::string shown_value(const ScenarioField& field, const Document& document) {
   return value;
 }
 
+void FieldValues::refresh(const Document& document) {
+  if (document.edits().empty()) scenario_values_.clear();
+}
+
+std::string FieldValues::shown(const ScenarioField& field, const Document& document) {
+  std::string value;
+  if (auto edit = document.edits().find(field.key); edit != document.edits().end()) {
+    value = edit->second;
+  } else {
+    auto [it, inserted] = scenario_values_.emplace(field.key, "");
+    if (inserted) it->second = document.value_of(field.key);  // no edit of this key: the YAML's value
+    value = it->second;
+  }
+  if (value.empty() && document.prediction()) value = echoed_value(field.key, *document.prediction());
+  if (field.kind == FieldKind::boolean && !value.empty()) value = is_true(value) ? "true" : "false";
+  return value;
+}
+
 std::vector<std::pair<std::string, std::string>> edits_for(const ScenarioField& field, const std::string& value,
                                                            const std::vector<ScenarioField>& fields,
                                                            const Document& document) {

@@ -5,6 +5,7 @@
 
 #include "core/data_paths.h"
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,18 @@ std::string echoed_value(const std::string& key, const PredictionData& p);
 
 // What a field shows: Document::value_of(key), else the echoed value of the current prediction.
 std::string shown_value(const ScenarioField& field, const Document& document);
+
+// shown_value for every field of a refresh, reading the scenario YAML once per scenario: Document::value_of
+// parses it on each call, and the scenario's own values change only with set_scenario (which clears the
+// edits), so they are re-read whenever there are no edits.
+class FieldValues {
+ public:
+  void refresh(const Document& document);  // call first on each refresh
+  std::string shown(const ScenarioField& field, const Document& document);
+
+ private:
+  std::map<std::string, std::string> scenario_values_;  // key -> the scenario YAML's value ("" if absent)
+};
 
 // The `--set` edits that setting `field` to `value` makes, in order: the edit itself, preceded, for a
 // phase change, by removing the edits of fields that do not belong to the new phase (the reader rejects

@@ -7,6 +7,7 @@
 #include "gui/views/serving_view.h"
 
 #include <QLabel>
+#include "gui/views/breakdown_view.h"
 #include "gui/views/whatif_panel.h"
 
 namespace k3::gui {
@@ -17,6 +18,7 @@ const std::vector<ViewInfo>& views() {
       {"compare", "Compare", [](Document* d, QWidget* parent) -> QWidget* { return new CompareView(d, parent); }},
       {"profile", "Profile", [](Document* d, QWidget* parent) -> QWidget* { return new ProfileView(d, parent); }},
       {"serving", "Serving", [](Document* d, QWidget* parent) -> QWidget* { return new ServingView(d, parent); }},
+      {"breakdown", "Breakdown", [](Document* d, QWidget* parent) -> QWidget* { return new BreakdownView(d, parent); }},
   };
   return list;
 }

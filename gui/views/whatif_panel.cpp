@@ -164,7 +164,8 @@ void WhatifPanel::apply(const ScenarioField& field, const std::string& value) {
 }
 
 void WhatifPanel::refresh_fields() {
-  const std::string phase = shown_value(widgets_.at("phase").field, *document_);
+  values_.refresh(*document_);
+  const std::string phase = values_.shown(widgets_.at("phase").field, *document_);
   const std::string& error = document_->error();
   bool error_placed = error.empty();
   for (auto& [key, w] : widgets_) {
@@ -173,7 +174,7 @@ void WhatifPanel::refresh_fields() {
     w.label->setVisible(visible);
     w.editor->setVisible(visible);
     w.editor->setEnabled(document_->has_scenario());
-    const std::string value = shown_value(f, *document_);
+    const std::string value = values_.shown(f, *document_);
     if (auto* box = qobject_cast<QCheckBox*>(w.editor)) {
       const QSignalBlocker block(box);
       box->setChecked(is_true(value));

@@ -51,6 +51,7 @@ class WhatifPanel : public QWidget {
   Document* document_;
   std::vector<ScenarioField> fields_;
   std::map<std::string, FieldWidgets> widgets_;
+  FieldValues values_;
   QLabel* other_error_ = nullptr;  // an error no visible field names
   QPushButton* pin_ = nullptr;
   QPushButton* clear_baseline_ = nullptr;

@@ -116,6 +116,25 @@ class ScenarioFieldsTest : public QObject {
     QCOMPARE(k3::gui::echoed_value("overrides.attention", *d.prediction()), std::string("all_mla"));
   }
 
+  void cached_values_are_shown_values() {
+    Document d(data());
+    d.set_scenario(k3::cli::kDefaultScenarioYaml, "<default>");
+    const std::vector<ScenarioField> fields = k3::gui::scenario_fields(data());
+    k3::gui::FieldValues values;
+    const std::vector<std::pair<std::string, std::string>> edits = {
+        {"workload.batch", "64"}, {"overrides.attnres", "no"}, {"workload.batch", ""}, {"parallelism.tp", "7"}};
+    for (const auto& [key, value] : edits) {
+      d.set_edit(key, value);
+      values.refresh(d);
+      for (const ScenarioField& f : fields) QCOMPARE(values.shown(f, d), k3::gui::shown_value(f, d));
+    }
+    QCOMPARE(values.shown(field(fields, "workload.batch"), d), std::string("8"));  // the edit removed: the YAML's
+    d.set_scenario("model: kimi-k3\nhardware: h200-sxm\nworkload:\n  batch: 2\n", "<other>");
+    values.refresh(d);
+    QCOMPARE(values.shown(field(fields, "hardware"), d), std::string("h200-sxm"));
+    QCOMPARE(values.shown(field(fields, "workload.batch"), d), std::string("2"));
+  }
+
   void a_phase_change_drops_the_edits_of_the_old_phase() {
     Document d(data());
     d.set_scenario(k3::cli::kDefaultScenarioYaml, "<default>");
