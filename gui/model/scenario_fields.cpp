@@ -69,6 +69,9 @@ std::vector<ScenarioField> scenario_fields(const DataPaths& data) {
 }
 
 std::string echoed_value(const std::string& key, const PredictionData& p) {
+  // An opened prediction file records display names only ("kimi-k3", "H200 SXM").
+  if (key == "model") return p.model;
+  if (key == "hardware") return p.hardware;
   if (key == "gpus") return std::to_string(p.gpus);
   if (key == "parallelism.tp") return std::to_string(p.tp);
   if (key == "parallelism.ep") return std::to_string(p.ep);

@@ -8,6 +8,7 @@
 
 #include <QLabel>
 #include "gui/views/breakdown_view.h"
+#include "gui/views/roofline_view.h"
 #include "gui/views/whatif_panel.h"
 
 namespace k3::gui {
@@ -19,6 +20,7 @@ const std::vector<ViewInfo>& views() {
       {"profile", "Profile", [](Document* d, QWidget* parent) -> QWidget* { return new ProfileView(d, parent); }},
       {"serving", "Serving", [](Document* d, QWidget* parent) -> QWidget* { return new ServingView(d, parent); }},
       {"breakdown", "Breakdown", [](Document* d, QWidget* parent) -> QWidget* { return new BreakdownView(d, parent); }},
+      {"roofline", "Roofline", [](Document* d, QWidget* parent) -> QWidget* { return new RooflineView(d, parent); }},
   };
   return list;
 }

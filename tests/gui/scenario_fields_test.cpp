@@ -135,6 +135,16 @@ class ScenarioFieldsTest : public QObject {
     QCOMPARE(values.shown(field(fields, "workload.batch"), d), std::string("2"));
   }
 
+  void an_opened_prediction_shows_its_echo() {
+    Document d(data());
+    d.open(kSource + "/bench/results/2026-12-01-h200-engine-traces-9/pred_decode_b1_ctx8192.json");
+    QVERIFY(!d.has_scenario());
+    const std::vector<ScenarioField> fields = k3::gui::scenario_fields(data());
+    QCOMPARE(k3::gui::shown_value(field(fields, "model"), d), d.prediction()->model);
+    QCOMPARE(k3::gui::shown_value(field(fields, "hardware"), d), std::string("H200 SXM"));
+    QCOMPARE(k3::gui::shown_value(field(fields, "workload.context_tokens"), d), std::string("8192"));
+  }
+
   void a_phase_change_drops_the_edits_of_the_old_phase() {
     Document d(data());
     d.set_scenario(k3::cli::kDefaultScenarioYaml, "<default>");

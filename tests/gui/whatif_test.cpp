@@ -131,7 +131,7 @@ class WhatifTest : public QObject {
 
   // A what-if edit on full K3 (the default scenario) until every view of the window has updated and
   // repainted. The budget is 50 ms for all of it; the prediction's part is the Document's (a bare
-  // Document makes the same edits for comparison), the views' part is checked here against 25 ms, on the
+  // Document makes the same edits for comparison), the views' part is checked here against 30 ms, on the
   // fastest of the edits (the least disturbed). Times are this thread's CPU time, so other processes on a
   // shared machine count only through the caches they share.
   void an_edit_updates_every_view_within_budget() {
@@ -179,7 +179,7 @@ class WhatifTest : public QObject {
         "views %.1f ms); wall: Document::last_predict_ms %.1f ms, edit to repainted %.1f ms (medians of %zu)",
         d.prediction()->model.c_str(), d.prediction()->ops.size(), predict, total, fastest_predict, fastest_total,
         views, median(predict_wall_ms), median(wall_ms), total_ms.size());
-    QVERIFY2(views <= 25.0, qPrintable(QString("the views took %1 ms of CPU").arg(views)));
+    QVERIFY2(views <= 30.0, qPrintable(QString("the views took %1 ms of CPU").arg(views)));
   }
 };
 
