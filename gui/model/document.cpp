@@ -150,12 +150,12 @@ void Document::repredict() {
   try {
     Scenario s = parse_scenario(scenario_yaml_, scenario_origin_, data_, sets);
     validate(s);
-    const Prediction p = predict(s);
-    nlohmann::ordered_json j = to_json(p);
-    PredictionData d = prediction_from_json(j, scenario_origin_);
+    auto live = std::make_shared<const Prediction>(predict(s));
+    PredictionData d = prediction_data(*live, scenario_origin_);
     last_predict_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     error_.clear();
-    set_prediction(std::move(d), std::move(j), s.hardware);
+    live_ = std::move(live);
+    set_prediction(std::move(d), nlohmann::ordered_json(), s.hardware);
   } catch (const Error& e) {
     error_ = e.what();
     emit prediction_changed();
@@ -168,6 +168,11 @@ void Document::set_prediction(PredictionData p, nlohmann::ordered_json json, std
   hardware_ = std::move(hw);
   if (!comparison_opened_) recompare();
   emit prediction_changed();
+}
+
+const nlohmann::ordered_json& Document::prediction_json() const {
+  if (prediction_json_.is_null() && live_) prediction_json_ = to_json(*live_);
+  return prediction_json_;
 }
 
 void Document::pin_baseline() {
@@ -198,7 +203,7 @@ void Document::recompare() {
     return;
   }
   // compare() reads the prediction as `k3perf compare` does: from the prediction JSON.
-  const profiler::PredictionFile file = profiler::parse_prediction(prediction_json_.dump(), prediction_->origin);
+  const profiler::PredictionFile file = profiler::parse_prediction(prediction_json().dump(), prediction_->origin);
   try {
     comparison_ = profiler::to_json(profiler::compare(file, *trace_, *hardware_));
     comparison_origin_ = "computed from " + trace_origin_ + " and " + prediction_->origin;
@@ -243,6 +248,7 @@ void Document::open_prediction_file(const std::string& path) {
   edits_.clear();
   error_.clear();
   std::optional<Hardware> hw = hardware_named(data_, p.hardware);
+  live_.reset();
   set_prediction(std::move(p), std::move(j), std::move(hw));
 }
 

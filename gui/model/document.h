@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+namespace k3 {
+struct Prediction;
+}
+
 namespace k3::gui {
 
 // What a file holds, from its name and first bytes.
@@ -49,7 +53,8 @@ class Document : public QObject {
   // The last prediction that succeeded (nullopt before the first); after a failing edit it stays, and
   // error() says why the current edits do not predict, error_key() which edit was made last.
   const std::optional<PredictionData>& prediction() const { return prediction_; }
-  const nlohmann::ordered_json& prediction_json() const { return prediction_json_; }
+  // `k3perf predict --json` of the prediction (written on first use for a live one).
+  const nlohmann::ordered_json& prediction_json() const;
   const std::string& error() const { return error_; }
   const std::string& error_key() const { return error_key_; }
   // The hardware of the prediction (the scenario's, or for an opened prediction file the hardware file
@@ -101,7 +106,8 @@ class Document : public QObject {
   std::string scenario_yaml_, scenario_origin_;
   std::map<std::string, std::string> edits_;
   std::optional<PredictionData> prediction_, baseline_;
-  nlohmann::ordered_json prediction_json_;  // what prediction_ was read from
+  std::shared_ptr<const Prediction> live_;          // the live prediction behind prediction_, if any
+  mutable nlohmann::ordered_json prediction_json_;  // an opened file's JSON, or live_'s once asked for
   std::optional<Hardware> hardware_;
   std::string error_, error_key_;
   double last_predict_ms_ = 0;

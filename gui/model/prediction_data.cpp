@@ -1,6 +1,8 @@
 #include "gui/model/prediction_data.h"
 
 #include "core/error.h"
+#include "core/op_names.h"
+#include "sim/predict.h"
 
 #include <fmt/format.h>
 
@@ -107,6 +109,83 @@ int PredictionData::find(const std::string& op_name) const {
     if (ops[i].name == op_name) return static_cast<int>(i);
   }
   return -1;
+}
+
+PredictionData prediction_data(const Prediction& pr, const std::string& origin) {
+  const Scenario& s = pr.scenario;
+  const Phase& ph = pr.graph.phase;
+  PredictionData p;
+  p.origin = origin;
+  p.name = s.name;
+  p.model = s.model.name;
+  p.hardware = s.hardware.name;
+  p.phase = to_string(ph.kind);
+  p.gpus = s.parallelism.gpus();
+  p.tp = s.parallelism.tp;
+  p.attention_dp = s.parallelism.attention_dp;
+  p.ep = s.parallelism.ep;
+  p.pp = s.parallelism.pp;
+  p.weights = to_string(s.precision.weights);
+  p.routed_experts = to_string(s.precision.routed_experts);
+  p.kv_cache = to_string(s.precision.kv_cache);
+  p.kda_state = to_string(s.precision.kda_state);
+  p.gemm_compute = to_string(s.precision.gemm_compute);
+  p.batch = ph.batch;
+  p.context_tokens = ph.context_tokens;
+  p.new_tokens = ph.new_tokens;
+  p.cuda_graphs = s.runtime.cuda_graphs;
+  p.overrides = s.overrides;
+  p.step_us = pr.step.step_us;
+  p.tokens_per_s = pr.tokens_per_s();
+  p.tokens_per_s_per_gpu = pr.tokens_per_s_per_gpu();
+  const MemoryBreakdown& m = pr.memory;
+  p.weights_bytes = m.weights_bytes;
+  p.kv_bytes = m.kv_bytes;
+  p.kda_state_bytes = m.kda_state_bytes;
+  p.activation_bytes = m.activation_bytes;
+  p.reserved_bytes = m.reserved_bytes;
+  p.total_bytes = m.total_bytes;
+  p.usable_bytes = m.usable_bytes;
+  p.fits = m.fits();
+  p.max_batch_at_context = max_batch(s, ph.context_tokens);
+  const auto rows = [](const std::vector<GroupTotal>& groups) {
+    std::vector<GroupRow> out;
+    for (const GroupTotal& g : groups) out.push_back({g.group, g.count, g.time_us, g.flops, g.bytes});
+    return out;
+  };
+  p.by_layer_kind = rows(pr.by_layer_kind());
+  p.by_module = rows(pr.by_module());
+  p.by_bound = rows(pr.by_bound());
+  p.ops.reserve(pr.graph.ops.size());
+  for (std::size_t i = 0; i < pr.graph.ops.size(); ++i) {
+    const Op& op = pr.graph.ops[i];
+    const OpTime& t = pr.step.ops[i];
+    PredictedOpRow row;
+    row.name = op.name();
+    row.kind = to_string(op.kind);
+    row.layer = op.layer + 1;
+    row.compute = to_string(op.compute);
+    row.flops = op.flops;
+    row.bytes = op.bytes();
+    row.intensity_flops_per_byte = op.intensity_flops_per_byte();
+    row.kernels = op.kernels;
+    row.bound = to_string(t.bound);
+    row.compute_us = t.compute_us;
+    row.memory_us = t.memory_us;
+    row.communication_us = t.communication_us;
+    row.overhead_us = t.overhead_us;
+    row.time_us = t.time_us;
+    row.exposed_us = t.exposed_us;
+    if (op.collective) {
+      row.collective_bytes = op.collective->bytes;
+      row.group_size = op.collective->group_size;
+    }
+    if (op.runs_inside) row.runs_inside = op_name(*op.runs_inside, op.layer);
+    row.module = module_from_name(row.name, row.collective());
+    p.ops.push_back(std::move(row));
+  }
+  for (const OpRef& r : pr.graph.engine_only) p.engine_only_ops.push_back(r.name());
+  return p;
 }
 
 PredictionData prediction_from_json(const nlohmann::ordered_json& j, const std::string& origin) {

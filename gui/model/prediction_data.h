@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace k3 {
+struct Prediction;
+}
+
 namespace k3::gui {
 
 struct PredictedOpRow {
@@ -66,6 +70,9 @@ struct PredictionData {
   int find(const std::string& name) const;
 };
 
+// The rows of a live prediction, field for field what prediction_from_json(to_json(p)) reads, without the
+// JSON round trip (a what-if edit on full K3 must stay under 50 ms).
+PredictionData prediction_data(const Prediction& p, const std::string& origin);
 // Reads a prediction JSON; InputError naming `origin` and the key when it is not one.
 PredictionData prediction_from_json(const nlohmann::ordered_json& j, const std::string& origin);
 
