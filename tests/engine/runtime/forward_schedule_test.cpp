@@ -1,5 +1,5 @@
 // The engine's forward (engine/runtime/forward_schedule.h, the list GpuModel iterates) names the op graph's ops:
-// for each model and phase, the schedule's ops are build_op_graph's at tp = 1 — collectives dropped, each op the
+// for each model, phase and layout, the schedule's ops are build_op_graph's — collectives included, each op the
 // engine fuses (Op::runs_inside) under its host — and its engine-only ranges are the graph's OpGraph::engine_only.
 // A name changed on one side only (core/op_names.h, core/op_graph.cpp, forward_schedule.cpp) fails here.
 #include "engine/runtime/forward_schedule.h"
@@ -31,12 +31,11 @@ struct Sides {
   std::vector<std::string> ordered, beside, engine_only;
 };
 
-Sides graph_side(const ModelConfig& m, const Phase& phase) {
-  const OpGraph g = build_op_graph(m, phase, Parallelism{}, Precision{});
+Sides graph_side(const ModelConfig& m, const Phase& phase, const Parallelism& par) {
+  const OpGraph g = build_op_graph(m, phase, par, Precision{});
   Sides s;
   std::vector<OpRef> ordered;
   for (const Op& op : g.ops) {
-    if (op.kind == OpKind::collective) continue;  // one GPU: none (and none at tp = 1 anyway)
     const OpRef ref{op.layer, op.runs_inside.value_or(op.id)};
     if (op.concurrent_with >= 0) {
       s.beside.push_back(ref.name());
@@ -50,9 +49,10 @@ Sides graph_side(const ModelConfig& m, const Phase& phase) {
   return s;
 }
 
-Sides engine_side(const ModelConfig& m, const ForwardPass& pass, const std::vector<std::string>& beside) {
+Sides engine_side(const ModelConfig& m, const ForwardPass& pass, const Parallelism& par,
+                  const std::vector<std::string>& beside) {
   Sides s;
-  for (const OpRef& op : forward_schedule(m, pass, /*tapped=*/false)) {
+  for (const OpRef& op : forward_schedule(m, pass, /*tapped=*/false, par)) {
     const std::string name = op.name();
     if (op_info(op.id).engine_only) {
       s.engine_only.push_back(name);
@@ -66,7 +66,14 @@ Sides engine_side(const ModelConfig& m, const ForwardPass& pass, const std::vect
   return s;
 }
 
-void expect_same_names(const std::string& model_name) {
+Parallelism layout_of(int tp, int ep) {
+  Parallelism p;
+  p.tp = tp;
+  p.ep = ep;
+  return p;
+}
+
+void expect_same_names(const std::string& model_name, const Parallelism& par = {}) {
   const ModelConfig m = model(model_name);
   ForwardPass decode;
   decode.tokens = 4;
@@ -80,9 +87,9 @@ void expect_same_names(const std::string& model_name) {
     ForwardPass engine;
   } cases[] = {{"decode", Phase::decode(4, 1000), decode}, {"prefill", Phase::prefill(1, 64, 0, 4096), prefill}};
   for (const auto& c : cases) {
-    SCOPED_TRACE(model_name + " " + c.phase);
-    const Sides graph = graph_side(m, c.graph);
-    const Sides engine = engine_side(m, c.engine, graph.beside);
+    SCOPED_TRACE(model_name + " " + c.phase + " tp " + std::to_string(par.tp) + " ep " + std::to_string(par.ep));
+    const Sides graph = graph_side(m, c.graph, par);
+    const Sides engine = engine_side(m, c.engine, par, graph.beside);
     EXPECT_EQ(engine.ordered, graph.ordered);
     EXPECT_EQ(engine.beside, graph.beside);
     EXPECT_EQ(engine.engine_only, graph.engine_only);
@@ -93,6 +100,37 @@ void expect_same_names(const std::string& model_name) {
 TEST(ForwardSchedule, K3TwinNamesTheGraphsOps) { expect_same_names("k3-twin"); }
 TEST(ForwardSchedule, KimiK3NamesTheGraphsOps) { expect_same_names("kimi-k3"); }
 TEST(ForwardSchedule, KimiLinearNamesTheGraphsOps) { expect_same_names("kimi-linear-48b-a3b"); }
+TEST(ForwardSchedule, KimiK3Tp16Ep16NamesTheGraphsOpsAndCollectives) {
+  expect_same_names("kimi-k3", layout_of(16, 16));
+}
+TEST(ForwardSchedule, K3TwinTp2Ep2NamesTheGraphsOpsAndCollectives) { expect_same_names("k3-twin", layout_of(2, 2)); }
+
+// Where a rank's collectives sit, on K3's first two layers at TP16/EP16 (layer 1 dense, layer 2 MoE): after the
+// row-parallel outputs, around the experts, after the lm_head; and that each is a collective of the op table.
+TEST(ForwardSchedule, K3Tp16Ep16CollectivePositions) {
+  const ModelConfig m = model("kimi-k3");
+  ForwardPass pass;
+  pass.tokens = 4;
+  pass.decode = true;
+  std::vector<std::string> collectives;
+  const std::vector<OpRef> ops = forward_schedule(m, pass, false, layout_of(16, 16));
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (op_info(ops[i].id).kind != OpKind::collective) continue;
+    if (ops[i].layer >= 2) continue;
+    collectives.push_back(ops[i - 1].name() + " > " + ops[i].name());
+  }
+  EXPECT_EQ(collectives, (std::vector<std::string>{
+                             "embed.lookup > embed.all_reduce",
+                             "L001.kda.o_proj > L001.attn.all_reduce",
+                             "L001.mlp.down_proj > L001.mlp.all_reduce",
+                             "L002.kda.o_proj > L002.attn.all_reduce",
+                             "L002.moe.latent_down > L002.moe.dispatch",
+                             "L002.moe.experts > L002.moe.combine",
+                             "L002.moe.shared > L002.mlp.all_reduce",
+                             "head.lm_head > head.all_gather",
+                         }));
+  EXPECT_EQ(ops.end()[-3].name(), "head.all_gather");
+}
 
 // What the comparison rests on, stated once on the twin's decode step: AttnRes fuses every norm into its mixer,
 // the first layer's mixer is the engine's alone, and the out gate runs beside the MLA attention.
