@@ -93,6 +93,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--page-tokens", f->knobs.page_tokens, "MLA cache page size")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", f->knobs.prompt_seed, "seed of the random prompt token ids");
+  cmd->add_option("--rank", f->knobs.rank,
+                  "with parallelism.tp/ep > 1: the rank of the layout this GPU runs, its shards and collectives "
+                  "emulated (docs/engine.md#parallel-layouts-and-rank-emulation)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--eager", f->eager, "decode without a CUDA graph (runtime.cuda_graphs=false)");
   cmd->add_option("--expert-layout", f->expert_layout,
                   "MXFP4 experts as the checkpoint orders them, or tiled for the decode GEMV (kernels/mxfp4_tiled.h; "

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "core/model_config.h"
+#include "core/scenario.h"
 #include "engine/runtime/memory_plan.h"
 
 #include <cstdint>
@@ -35,6 +36,10 @@ struct RunOptions {
   bool use_cuda_graph = true;
   bool tile_experts = true;  // MXFP4 experts in the tiled layout (DeviceWeights::tile_experts) where they allow it
   uint64_t prompt_seed = 1;
+  // One rank of a TP/EP deployment (engine/parallel/rank_shape.h): its shards, its share of the work and every
+  // collective of the op graph, recorded by the single-GPU emulated communicator. The default is one GPU.
+  Parallelism parallelism;
+  int rank = 0;
   std::function<void(const std::string&)> progress;  // progress lines (may be empty)
   // Called right before the first decode step and right after the last (e.g. to start and stop a
   // profiler: the window holds the eager step, the graph capture and every replay). May be empty.

@@ -1,6 +1,7 @@
 #include "engine/session/run_plan.h"
 
 #include "core/error.h"
+#include "engine/parallel/rank_shape.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -18,14 +19,43 @@ namespace {
   throw InputError(fmt::format("{}: key '{}': {}: {}", s.source, key, value, why));
 }
 
-void check_parallelism(const Scenario& s) {
+// The engine runs one rank of a TP/EP layout within one attention group; the rest is out of its reach.
+void check_parallelism(const Scenario& s, const EngineKnobs& k) {
   const Parallelism& p = s.parallelism;
-  const std::string why = "the engine runs on one GPU (tp, attention_dp, ep and pp 1)";
-  if (p.tp != 1) unsupported(s, "parallelism.tp", std::to_string(p.tp), why);
-  if (p.attention_dp != 1) unsupported(s, "parallelism.attention_dp", std::to_string(p.attention_dp), why);
-  if (p.ep != 1) unsupported(s, "parallelism.ep", std::to_string(p.ep), why);
-  if (p.pp != 1) unsupported(s, "parallelism.pp", std::to_string(p.pp), why);
-  if (p.sequence_parallel) unsupported(s, "parallelism.sequence_parallel", "true", why);
+  if (p.pp != 1) unsupported(s, "parallelism.pp", std::to_string(p.pp), "the engine has no pipeline stages (give 1)");
+  if (p.sequence_parallel && p.tp > 1) {
+    unsupported(s, "parallelism.sequence_parallel", "true", "the engine's ranks run no sequence parallelism");
+  }
+  if (p.attention_dp != 1) {
+    unsupported(s, "parallelism.attention_dp", std::to_string(p.attention_dp),
+                "the engine emulates one attention group (the attention-DP all-to-all is not there; give 1)");
+  }
+  if (p.ep > 1 && p.moe_tp() > 1) {
+    unsupported(
+        s, "parallelism.ep", std::to_string(p.ep),
+        fmt::format("the engine splits experts over ranks, not within one (moe_tp {}; give ep = tp)", p.moe_tp()));
+  }
+  if (p.gpus() == 1) return;
+  if (k.weights.rfind("random", 0) != 0) {
+    unsupported(
+        s, "parallelism.tp", std::to_string(p.tp),
+        fmt::format("a rank of a {}-GPU layout runs its shards of random[:seed] weights, not {}", p.gpus(), k.weights));
+  }
+}
+
+// What the rank holds, in the simulator's terms: its shards, the latent cache of its attention group's sequences
+// and the KDA state of its heads (engine/parallel/sharding.h), for `sequences` sequences of `tokens` tokens.
+runtime::MemoryPlan rank_memory(const Scenario& s, const parallel::RankShape& shape, int64_t sequences,
+                                int64_t tokens) {
+  const parallel::RankState st = parallel::rank_state(s.model, s.precision, shape.layout);
+  const std::string who = shape.single_gpu() ? "the model's" : fmt::format("rank {}'s", shape.layout.rank);
+  return runtime::MemoryPlan{{
+      {fmt::format("weights ({} checkpoint shards)", who), uint64_t(shape.weight_bytes)},
+      {fmt::format("MLA latent cache ({} sequences x {} tokens)", sequences, tokens),
+       uint64_t(st.mla_cache_bytes_per_token * double(sequences * tokens))},
+      {fmt::format("KDA state ({} sequences)", sequences),
+       uint64_t((st.kda_state_bytes_per_sequence + st.kda_conv_bytes_per_sequence) * double(sequences))},
+  }};
 }
 
 // The engine's formats: bf16 weights outside the experts, the experts as the checkpoint stores
@@ -64,7 +94,7 @@ int as_int(const Scenario& s, const char* key, long long v) {
 }  // namespace
 
 RunPlan plan_run(const Scenario& s, const EngineKnobs& k) {
-  check_parallelism(s);
+  check_parallelism(s, k);
   check_precision(s);
   check_overrides(s);
   if (k.decode_tokens < 2) throw InputError(fmt::format("decode tokens {}: the run needs at least 2", k.decode_tokens));
@@ -82,7 +112,12 @@ RunPlan plan_run(const Scenario& s, const EngineKnobs& k) {
   o.page_tokens = k.page_tokens;
   o.prompt_seed = k.prompt_seed;
   o.tile_experts = k.tile_experts;
-  o.use_cuda_graph = s.runtime.cuda_graphs;
+  // A rank's expert-parallel dispatch reads its row counts on the host: its decode steps run eagerly.
+  o.use_cuda_graph = s.runtime.cuda_graphs && s.parallelism.ep == 1;
+  o.parallelism = s.parallelism;
+  o.rank = k.rank;
+  const parallel::RankShape shape =
+      parallel::rank_shape(s.model, parallel::rank_layout(s.parallelism, k.rank, s.model.num_layers));
   const Phase& ph = s.phase;
   switch (ph.kind) {
     case PhaseKind::verify:
@@ -115,12 +150,21 @@ RunPlan plan_run(const Scenario& s, const EngineKnobs& k) {
       break;
   }
   plan.decode = s;
+  plan.decode.runtime.cuda_graphs = o.use_cuda_graph;
   plan.decode.phase = Phase::decode(o.batch, std::max(o.context_tokens, o.prompt_tokens));
   plan.prefill = s;
   plan.prefill.runtime.cuda_graphs = false;  // the engine prefills eagerly
   plan.prefill.phase = Phase::prefill(1, o.prompt_tokens, 0, o.chunk_tokens);
   validate(plan.decode);
   validate(plan.prefill);
+  plan.memory = rank_memory(s, shape, o.batch, std::max(o.context_tokens, o.prompt_tokens) + o.decode_tokens);
+  const double capacity_bytes = s.hardware.hbm_capacity_bytes;
+  if (!shape.single_gpu() && double(plan.memory.total_bytes()) > capacity_bytes) {
+    unsupported(s, "parallelism.tp", std::to_string(s.parallelism.tp),
+                fmt::format("{} needs {:.3f} GiB, more than the {:.3f} GiB of a {}:\n{}", shape.layout.describe(),
+                            plan.memory.total_bytes() / double(1ull << 30), capacity_bytes / double(1ull << 30),
+                            s.hardware.name, plan.memory.describe()));
+  }
   return plan;
 }
 

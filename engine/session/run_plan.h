@@ -7,9 +7,14 @@
 //                     prefix (engine/runtime/run_loop.h); CUDA graphs as runtime.cuda_graphs;
 //   prefill scenario  one sequence's prompt of workload.new_tokens in chunks of
 //                     workload.prefill_chunk_tokens, from an empty cache, then a few decode steps;
-//   overrides.layers  the engine keeps the same first N layers the prediction keeps.
-// What the engine cannot run (tp > 1, a verify phase, an fp8 cache, ...) is an InputError naming
-// the scenario key and its value.
+//   overrides.layers  the engine keeps the same first N layers the prediction keeps;
+//   parallelism       tp / ep > 1: the GPU runs rank knobs.rank of the layout (engine/parallel/rank_shape.h),
+//                     its shards of random weights, its heads, experts and token share, with every collective
+//                     of the op graph recorded by the emulated communicator; `memory` is its memory plan.
+//                     At ep > 1 the dispatch reads its row counts on the host, so decode runs eagerly (and
+//                     is predicted so).
+// What the engine cannot run (pp > 1, sequence parallelism, attention_dp > 1, a verify phase, an fp8
+// cache, ...) is an InputError naming the scenario key and its value.
 #pragma once
 
 #include "core/scenario.h"
@@ -30,6 +35,7 @@ struct EngineKnobs {
   int page_tokens = 64;            // MLA cache page size
   uint64_t prompt_seed = 1;
   bool tile_experts = true;  // MXFP4 experts in the tiled decode layout where they allow it
+  int rank = 0;              // the rank of the scenario's layout that this GPU runs (--rank)
 };
 
 enum class RunPhase { decode, prefill };
@@ -41,6 +47,9 @@ struct RunPlan {
   RunPhase subject = RunPhase::decode;  // the phase the scenario asks about
   Scenario decode;                      // predicted beside the decode steps: the first step's batch and context
   Scenario prefill;                     // predicted beside one sequence's prefill (the engine prefills eagerly)
+  // The rank's weights (its checkpoint shards), MLA latent cache and KDA state as the simulator counts them, for
+  // the sequences and tokens the run holds (the device plan adds the layout's alignment and the workspace).
+  runtime::MemoryPlan memory;
   const Scenario& prediction_for(RunPhase p) const { return p == RunPhase::prefill ? prefill : decode; }
 };
 

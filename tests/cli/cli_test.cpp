@@ -220,7 +220,9 @@ TEST_F(CliTest, RunDryRunMapsTheShorthandFlags) {
 TEST_F(CliTest, RunScenarioTheEngineCannotRunNamesTheKey) {
   const CommandResult r = run("run " + kScenario + " --weights random");
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("key 'parallelism.tp': 8: the engine runs on one GPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("key 'parallelism.attention_dp': 2: the engine emulates one attention group"),
+            std::string::npos)
+      << r.output;
   // The same scenario edited to one GPU plans, with the scenario's own prediction.
   const CommandResult one = run("run " + kScenario +
                                 " --weights random --set parallelism.tp=1 --set parallelism.ep=1 "

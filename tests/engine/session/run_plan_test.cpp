@@ -4,9 +4,11 @@
 #include "engine/session/run_plan.h"
 
 #include "core/atomic_file.h"
+#include "core/op_graph.h"
 #include "engine/session/run_session.h"
 #include "engine/weights/synthetic_checkpoint.h"
 #include "expect_input_error.h"
+#include "sim/memory.h"
 #include "sim/predict.h"
 
 #include <gtest/gtest.h>
@@ -130,9 +132,11 @@ TEST(RunPlan, LayerSliceEqualsTheEngines) {
 
 TEST(RunPlan, WhatTheEngineCannotRunNamesTheKey) {
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
-      {{"parallelism.tp=8", "gpus=8"}, {"parallelism.tp", "8", "one GPU"}},
-      {{"parallelism.tp=2", "parallelism.attention_dp=2", "parallelism.ep=4", "gpus=4"}, {"parallelism.tp", "2"}},
-      {{"parallelism.pp=2", "gpus=2"}, {"parallelism.pp", "2"}},
+      {{"parallelism.tp=2", "parallelism.attention_dp=2", "parallelism.ep=4", "gpus=4"},
+       {"parallelism.attention_dp", "2", "one attention group"}},
+      {{"parallelism.pp=2", "gpus=2"}, {"parallelism.pp", "2", "pipeline"}},
+      {{"parallelism.tp=8", "parallelism.sequence_parallel=true", "gpus=8"}, {"parallelism.sequence_parallel", "true"}},
+      {{"parallelism.tp=8", "parallelism.ep=2", "gpus=8"}, {"parallelism.ep", "2", "moe_tp 4"}},
       {{"precision.kv_cache=fp8"}, {"precision.kv_cache", "fp8", "bf16"}},
       {{"precision.routed_experts=bf16"}, {"precision.routed_experts", "bf16", "mxfp4"}},
       {{"precision.kda_state=bf16"}, {"precision.kda_state", "bf16", "fp32"}},
@@ -157,6 +161,50 @@ TEST(RunPlan, WhatTheEngineCannotRunNamesTheKey) {
       for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
     }
   }
+}
+
+// K3 at TP16/EP16 (the 16-GPU scenario with one attention group), rank 0: the plan runs the rank's share, and its
+// memory is the simulator's per-GPU weights, KV and state (the weights less the 28672 bytes of layer 1's
+// pre-attention AttnRes norm and query that the op graph leaves out, docs/parallel.md).
+TEST(RunPlan, K3Tp16Rank0MemoryIsTheSimulatorsPerGpu) {
+  const std::string file = kData + "/k3-h200x16-decode-128k.yaml";
+  const Scenario s = load_run_scenario(file, "", "", data(), {"parallelism.tp=16", "parallelism.attention_dp=1"});
+  EngineKnobs k;
+  k.decode_tokens = 2;  // the cache then holds context + 2 tokens per sequence
+  const RunPlan p = plan_run(s, k);
+  EXPECT_EQ(p.options.parallelism.tp, 16);
+  EXPECT_EQ(p.options.parallelism.ep, 16);
+  EXPECT_EQ(p.options.rank, 0);
+  EXPECT_FALSE(p.options.use_cuda_graph);  // the dispatch reads its counts on the host
+  EXPECT_FALSE(p.decode.runtime.cuda_graphs);
+  ASSERT_EQ(p.memory.items.size(), 3u);
+  const MemoryBreakdown sim = estimate_memory(s, build_op_graph(s.model, s.phase, s.parallelism, s.precision));
+  const double weights = double(p.memory.items[0].bytes), kv = double(p.memory.items[1].bytes),
+               state = double(p.memory.items[2].bytes);
+  EXPECT_GE(weights, sim.weights_bytes);
+  EXPECT_LE(weights - sim.weights_bytes, 28672.0);
+  // The simulator's KV holds context + 1 tokens per sequence, the run's cache context + decode tokens.
+  EXPECT_DOUBLE_EQ(kv, sim.kv_bytes / double(s.phase.context_tokens + 1) * double(s.phase.context_tokens + 2));
+  EXPECT_DOUBLE_EQ(state, sim.kda_state_bytes);
+  EXPECT_EQ(sim.sequences, 4);
+  EXPECT_NE(p.memory.items[0].what.find("rank 0's"), std::string::npos) << p.memory.items[0].what;
+  // Rank 15 holds as much; rank 16 is outside the layout.
+  k.rank = 15;
+  EXPECT_EQ(plan_run(s, k).memory.total_bytes(), p.memory.total_bytes());
+  k.rank = 16;
+  expect_input_error([&] { plan_run(s, k); }, {"rank 16", "16 GPUs"});
+}
+
+TEST(RunPlan, RankRunsThatCannotBeNameTheKey) {
+  const std::string file = kData + "/k3-h200x16-decode-128k.yaml";
+  EngineKnobs k;
+  // TP8/EP8: 2 x 56 experts per GPU do not fit in an H200.
+  const Scenario tp8 = load_run_scenario(
+      file, "", "", data(), {"parallelism.tp=8", "parallelism.attention_dp=1", "parallelism.ep=8", "gpus=8"});
+  expect_input_error([&] { plan_run(tp8, k); }, {file, "parallelism.tp", "8", "rank 0 of 8", "GiB", "weights"});
+  const Scenario tp16 = load_run_scenario(file, "", "", data(), {"parallelism.tp=16", "parallelism.attention_dp=1"});
+  k.weights = "/some/checkpoint";
+  expect_input_error([&] { plan_run(tp16, k); }, {file, "parallelism.tp", "random[:seed]", "/some/checkpoint"});
 }
 
 TEST(RunPlan, KnobErrors) {
@@ -187,9 +235,9 @@ TEST(RunScenario, FlagsEditAScenarioFile) {
       file, "", "h200-sxm", data(), {"parallelism.tp=1", "parallelism.ep=1", "parallelism.attention_dp=1", "gpus=1"});
   EXPECT_EQ(s.source, file);
   EXPECT_EQ(s.parallelism.gpus(), 1);
-  // The shipped 16-GPU scenario as it is: the engine says why not.
+  // The shipped 16-GPU scenario as it is (two attention groups): the engine says why not.
   expect_input_error([&] { plan_run(load_run_scenario(file, "", "", data(), {}), EngineKnobs{}); },
-                     {file, "parallelism."});
+                     {file, "parallelism.attention_dp"});
 }
 
 TEST(RunSession, OutputsThatCannotGoTogether) {
