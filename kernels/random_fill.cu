@@ -28,6 +28,31 @@ __global__ void fill_uniform_f32_kernel(float* out, int64_t n, float lo, float h
   }
 }
 
+__global__ void fill_normal_bf16_window_kernel(__nv_bfloat16* out, int64_t n, RandomWindow w, float mean, float stddev,
+                                               uint64_t key) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = __float2bfloat16_rn(mean + stddev * random_normal(key, w.index(i)));
+  }
+}
+
+__global__ void fill_normal_f32_window_kernel(float* out, int64_t n, RandomWindow w, float mean, float stddev,
+                                              uint64_t key) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = mean + stddev * random_normal(key, w.index(i));
+  }
+}
+
+__global__ void fill_uniform_f32_window_kernel(float* out, int64_t n, RandomWindow w, float lo, float hi,
+                                               uint64_t key) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = lo + (hi - lo) * random_uniform(key, w.index(i));
+  }
+}
+
+bool valid(int64_t n, const void* out, RandomWindow w) {
+  return n >= 0 && (n == 0 || out != nullptr) && w.block > 0 && w.stride >= w.block && w.base >= 0;
+}
+
 // E2M1 magnitude code by midpoints, ties to the even code (as mx_format's encoder).
 __device__ uint8_t e2m1_code(float v) {
   const float a = fabsf(v);
@@ -72,6 +97,30 @@ cudaError_t fill_normal_bf16(__nv_bfloat16* out, int64_t n, float mean, float st
   if (n < 0 || (n > 0 && out == nullptr)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   fill_normal_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, n, mean, stddev, key);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_normal_bf16_window(__nv_bfloat16* out, int64_t n, RandomWindow window, float mean, float stddev,
+                                    uint64_t key, cudaStream_t stream) {
+  if (!valid(n, out, window)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  fill_normal_bf16_window_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, n, window, mean, stddev, key);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_normal_f32_window(float* out, int64_t n, RandomWindow window, float mean, float stddev, uint64_t key,
+                                   cudaStream_t stream) {
+  if (!valid(n, out, window)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  fill_normal_f32_window_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, n, window, mean, stddev, key);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_uniform_f32_window(float* out, int64_t n, RandomWindow window, float lo, float hi, uint64_t key,
+                                    cudaStream_t stream) {
+  if (!valid(n, out, window)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  fill_uniform_f32_window_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, n, window, lo, hi, key);
   return cudaGetLastError();
 }
 

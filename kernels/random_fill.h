@@ -11,6 +11,9 @@
 //   mxfp4_fill_normal: rows × cols normals (stddev) quantised to MXFP4 as engine/weights/mx_format
 //   does (per 32-element block: scale 2^(⌊log2 max|v|⌋ − 2), E2M1 by midpoints, RNE), one thread per block;
 //   packed [rows, cols/2], scales [rows, cols/32]; cols a multiple of 32.
+// A shard of a tensor (one rank's rows or columns, engine/parallel/sharding.h) is filled with the whole tensor's
+// values at their indices through a RandomWindow: element e of the shard is element
+// (e / block) · stride + base + e % block of the tensor — so the shards of every rank are the one tensor's pieces.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,8 +46,22 @@ __host__ __device__ inline float random_normal(uint64_t key, uint64_t index) {
   return sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
 }
 
+// The tensor's indices of a shard's elements: a split of dimension d holding `length` of its `extent` indices from
+// `offset`, with `inner` elements per index (the product of the later dimensions), is block = length · inner,
+// stride = extent · inner, base = offset · inner.
+struct RandomWindow {
+  int64_t block = 0, stride = 0, base = 0;
+  __host__ __device__ uint64_t index(int64_t e) const { return uint64_t((e / block) * stride + base + e % block); }
+};
+
 cudaError_t fill_normal_bf16(__nv_bfloat16* out, int64_t n, float mean, float stddev, uint64_t key,
                              cudaStream_t stream);
+cudaError_t fill_normal_bf16_window(__nv_bfloat16* out, int64_t n, RandomWindow window, float mean, float stddev,
+                                    uint64_t key, cudaStream_t stream);
+cudaError_t fill_normal_f32_window(float* out, int64_t n, RandomWindow window, float mean, float stddev, uint64_t key,
+                                   cudaStream_t stream);
+cudaError_t fill_uniform_f32_window(float* out, int64_t n, RandomWindow window, float lo, float hi, uint64_t key,
+                                    cudaStream_t stream);
 cudaError_t fill_normal_f32(float* out, int64_t n, float mean, float stddev, uint64_t key, cudaStream_t stream);
 cudaError_t fill_uniform_f32(float* out, int64_t n, float lo, float hi, uint64_t key, cudaStream_t stream);
 cudaError_t mxfp4_fill_normal(uint8_t* packed, uint8_t* scales, int64_t rows, int64_t cols, float stddev, uint64_t key,

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <unordered_map>
 
 namespace k3::runtime {
@@ -71,34 +72,70 @@ void DeviceWeights::check_supported(const ModelConfig& c) {
 }
 
 uint64_t DeviceWeights::device_bytes(const ModelConfig& config) {
-  check_supported(config);
-  DeviceWeights measuring_only(config, /*allocate=*/false);
+  return device_bytes(config, parallel::rank_shape(config, parallel::rank_layout(Parallelism{}, 0, config.num_layers)));
+}
+
+uint64_t DeviceWeights::device_bytes(const ModelConfig& model, const parallel::RankShape& rank) {
+  check_supported(model);
+  DeviceWeights measuring_only(model, rank, /*allocate=*/false);
   return measuring_only.bytes();
 }
 
-DeviceWeights::DeviceWeights(const ModelConfig& config, bool allocate)
-    : config_(config), layout_(weights::checkpoint_layout(config)), arena_(DeviceArena::measuring()) {
-  check_supported(config_);
+DeviceWeights::DeviceWeights(const ModelConfig& model, const parallel::RankShape& rank, bool allocate)
+    : config_(rank.local),
+      rank_(rank),
+      layout_(weights::checkpoint_layout(model)),
+      shards_(parallel::shard_checkpoint(model, layout_, rank.layout)),
+      arena_(DeviceArena::measuring()) {
+  check_supported(model);
+  shard_of_.assign(layout_.tensors.size(), nullptr);
+  for (const parallel::TensorShard& shard : shards_.shards) shard_of_[shard.tensor] = &shard;
   DeviceArena measure = DeviceArena::measuring();
   lay_out(measure);
   if (!allocate) {
     arena_ = std::move(measure);
     return;
   }
-  arena_ = DeviceArena(measure.used_bytes(), fmt::format("the weights of {}", config_.name));
+  const std::string who = rank.single_gpu() ? "" : fmt::format(" (rank {})", rank.layout.rank);
+  arena_ = DeviceArena(measure.used_bytes(), fmt::format("the weights of {}{}", config_.name, who));
   slots_.clear();
   lay_out(arena_);
 }
 
-DeviceWeights::DeviceWeights(const ModelConfig& config) : DeviceWeights(config, true) {}
+DeviceWeights::DeviceWeights(const ModelConfig& config)
+    : DeviceWeights(config, parallel::rank_shape(config, parallel::rank_layout(Parallelism{}, 0, config.num_layers)),
+                    true) {}
+
+DeviceWeights::DeviceWeights(const ModelConfig& model, const parallel::RankShape& rank)
+    : DeviceWeights(model, rank, true) {}
 
 void DeviceWeights::lay_out(DeviceArena& arena) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
+  // One lookup per tensor: a whole K3 has half a million (its experts').
+  std::unordered_map<std::string_view, std::size_t> index_of;
+  index_of.reserve(layout_.tensors.size());
+  for (std::size_t i = 0; i < layout_.tensors.size(); ++i) index_of.emplace(layout_.tensors[i].name, i);
   auto place = [&](const std::string& name, void* ptr, TensorDtype dtype, int64_t elements, int64_t keep = -1) {
-    const TensorSpec* spec = layout_.find(name);
-    K3_CHECK(spec != nullptr, "the checkpoint layout of {} has no tensor {}", config_.name, name);
-    slots_.push_back({spec, ptr, dtype, elements, keep});
+    const auto found = index_of.find(name);
+    K3_CHECK(found != index_of.end(), "the checkpoint layout of {} has no tensor {}", config_.name, name);
+    const TensorSpec& spec = layout_.tensors[found->second];
+    const parallel::TensorShard* shard = shard_of_[found->second];
+    K3_CHECK(shard != nullptr, "{}: rank {} holds no piece of {}", config_.name, rank_.layout.rank, name);
+    kernels::RandomWindow window{elements, elements, 0};
+    if (shard->dim >= 0) {
+      int64_t inner = 1;
+      for (std::size_t d = std::size_t(shard->dim) + 1; d < spec.shape.size(); ++d) inner *= spec.shape[d];
+      window = {shard->length * inner, spec.shape[std::size_t(shard->dim)] * inner, shard->offset * inner};
+    }
+    int64_t stored = 1;
+    for (int64_t d : spec.shape) stored *= d;
+    const bool packed = dtype == TensorDtype::u8;  // MXFP4 bytes: whole experts only (moe_tp 1)
+    K3_CHECK(
+        packed ? shard->length == shard->extent || shard->dim < 0 : stored / window.stride * window.block == elements,
+        "{}: the device holds {} elements of the rank's piece (dim {}, {} of {})", name, elements, shard->dim,
+        shard->length, shard->extent);
+    slots_.push_back({&spec, ptr, dtype, elements, keep, window});
   };
   auto bf = [&](const std::string& name, int64_t n) {
     bf16* p = arena.take_n<bf16>(n);
@@ -130,7 +167,8 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
   };
 
   const std::string& p0 = layout_.prefix;
-  embed = bf(p0 + "embed_tokens.weight", int64_t(c.vocab_size) * h);
+  const int64_t V = rank_.vocab_rows;  // the rank's vocabulary rows
+  embed = bf(p0 + "embed_tokens.weight", V * h);
   layers.assign(c.num_layers, {});
   for (int l = 0; l < c.num_layers; ++l) {
     LayerDeviceWeights& L = layers[l];
@@ -189,21 +227,22 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
       L.dense.down = bf(p + "mlp.down_proj.weight", h * I);
     } else {
       const MoeSpec& e = *c.moe;
+      // The router scores all E experts; the rank holds experts [x0, x0 + E_held).
       const int64_t E = e.num_experts, I = e.expert_intermediate, z = e.expert_input_dim(c.hidden_size);
-      const int64_t S = e.shared_intermediate;
+      const int64_t S = e.shared_intermediate, x0 = rank_.first_expert, E_held = rank_.experts;
       MoeDeviceWeights& w = L.moe;
       const std::string q = p + "block_sparse_moe.";
       w.router = bf(q + "gate.weight", E * h);
       if (e.score_correction_bias) w.correction_bias = f32(q + "gate.e_score_correction_bias", E);
       if (c.routed_expert_format == StorageFormat::mxfp4) {
         // w1 | w3 of each expert as one [2I, z] matrix; w2 [z, I]; packed bytes and block scales alike.
-        w.w13_packed = arena.take_n<uint8_t>(E * 2 * I * z / 2);
-        w.w13_scales = arena.take_n<uint8_t>(E * 2 * I * z / 32);
-        w.w2_packed = arena.take_n<uint8_t>(E * z * I / 2);
-        w.w2_scales = arena.take_n<uint8_t>(E * z * I / 32);
+        w.w13_packed = arena.take_n<uint8_t>(E_held * 2 * I * z / 2);
+        w.w13_scales = arena.take_n<uint8_t>(E_held * 2 * I * z / 32);
+        w.w2_packed = arena.take_n<uint8_t>(E_held * z * I / 2);
+        w.w2_scales = arena.take_n<uint8_t>(E_held * z * I / 32);
         auto at = [](uint8_t* base, int64_t offset) { return base ? base + offset : nullptr; };
-        for (int64_t x = 0; x < E; ++x) {
-          const std::string ex = fmt::format("{}experts.{}.", q, x);
+        for (int64_t x = 0; x < E_held; ++x) {
+          const std::string ex = fmt::format("{}experts.{}.", q, x0 + x);
           for (int part = 0; part < 2; ++part) {
             const std::string name = ex + (part == 0 ? "w1" : "w3");
             place(name + kPackedSuffix, at(w.w13_packed, (x * 2 + part) * I * z / 2), TensorDtype::u8, I * z / 2);
@@ -214,11 +253,11 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
         }
       } else {
         // bf16 experts at hidden width: w1 | w3 of each expert as one [2I, z] matrix, w2 [z, I].
-        w.w13 = arena.take_n<bf16>(E * 2 * I * z);
-        w.w2 = arena.take_n<bf16>(E * z * I);
+        w.w13 = arena.take_n<bf16>(E_held * 2 * I * z);
+        w.w2 = arena.take_n<bf16>(E_held * z * I);
         auto at = [](bf16* base, int64_t offset) { return base ? base + offset : nullptr; };
-        for (int64_t x = 0; x < E; ++x) {
-          const std::string ex = fmt::format("{}experts.{}.", q, x);
+        for (int64_t x = 0; x < E_held; ++x) {
+          const std::string ex = fmt::format("{}experts.{}.", q, x0 + x);
           place(ex + "w1.weight", at(w.w13, (x * 2 + 0) * I * z), TensorDtype::bf16, I * z);
           place(ex + "w3.weight", at(w.w13, (x * 2 + 1) * I * z), TensorDtype::bf16, I * z);
           place(ex + "w2.weight", at(w.w2, x * z * I), TensorDtype::bf16, z * I);
@@ -244,10 +283,10 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
     lm_head = embed;
   } else {
     const std::string head_prefix = p0.substr(0, p0.size() - std::strlen("model."));
-    lm_head = bf(head_prefix + "lm_head.weight", int64_t(c.vocab_size) * h);
+    lm_head = bf(head_prefix + "lm_head.weight", V * h);
   }
-  K3_CHECK(slots_.size() == layout_.tensors.size(), "{}: {} of the layout's {} tensors have a place on the GPU", c.name,
-           slots_.size(), layout_.tensors.size());
+  K3_CHECK(slots_.size() == shards_.shards.size(), "{}: {} of the rank's {} tensors have a place on the GPU", c.name,
+           slots_.size(), shards_.shards.size());
 }
 
 void DeviceWeights::fill_random(uint64_t seed) {
@@ -258,11 +297,17 @@ void DeviceWeights::fill_random(uint64_t seed) {
     const TensorSpec& t = *s.spec;
     const uint64_t key = seed ^ fnv1a(t.name);
     const float inv_sqrt_fan_in = float(1.0 / std::sqrt(double(t.fan_in > 0 ? t.fan_in : t.shape.back())));
+    // A rank's piece of a tensor: the whole tensor's values at its indices (kernels/random_fill.h).
+    const bool whole = s.window.base == 0 && s.window.block == s.elements;
     auto normal = [&](float mean, float stddev) {
       if (s.device_dtype == TensorDtype::bf16) {
-        CUDA_CHECK(kernels::fill_normal_bf16(static_cast<bf16*>(s.ptr), s.elements, mean, stddev, key, nullptr));
+        auto* out = static_cast<bf16*>(s.ptr);
+        CUDA_CHECK(whole ? kernels::fill_normal_bf16(out, s.elements, mean, stddev, key, nullptr)
+                         : kernels::fill_normal_bf16_window(out, s.elements, s.window, mean, stddev, key, nullptr));
       } else {
-        CUDA_CHECK(kernels::fill_normal_f32(static_cast<float*>(s.ptr), s.elements, mean, stddev, key, nullptr));
+        auto* out = static_cast<float*>(s.ptr);
+        CUDA_CHECK(whole ? kernels::fill_normal_f32(out, s.elements, mean, stddev, key, nullptr)
+                         : kernels::fill_normal_f32_window(out, s.elements, s.window, mean, stddev, key, nullptr));
       }
     };
     switch (t.role) {
@@ -277,13 +322,18 @@ void DeviceWeights::fill_random(uint64_t seed) {
       }
       case TensorRole::a_log: {
         std::vector<float> values(s.elements);
-        for (int64_t i = 0; i < s.elements; ++i) values[i] = std::log(1.0f + 15.0f * kernels::random_uniform(key, i));
+        for (int64_t i = 0; i < s.elements; ++i) {
+          values[i] = std::log(1.0f + 15.0f * kernels::random_uniform(key, s.window.index(i)));
+        }
         CUDA_CHECK(cudaMemcpy(s.ptr, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
         break;
       }
-      case TensorRole::dt_bias:
-        CUDA_CHECK(kernels::fill_uniform_f32(static_cast<float*>(s.ptr), s.elements, -1.0f, 1.0f, key, nullptr));
+      case TensorRole::dt_bias: {
+        auto* out = static_cast<float*>(s.ptr);
+        CUDA_CHECK(whole ? kernels::fill_uniform_f32(out, s.elements, -1.0f, 1.0f, key, nullptr)
+                         : kernels::fill_uniform_f32_window(out, s.elements, s.window, -1.0f, 1.0f, key, nullptr));
         break;
+      }
       case TensorRole::embedding: normal(0.0f, 1.0f); break;
       case TensorRole::norm: normal(1.0f, 0.1f); break;
       case TensorRole::attnres_query: normal(0.0f, float(1.0 / std::sqrt(double(c.hidden_size)))); break;
@@ -296,6 +346,12 @@ void DeviceWeights::fill_random(uint64_t seed) {
 
 void DeviceWeights::load(const weights::Checkpoint& checkpoint,
                          const std::function<void(const std::string&)>& progress) {
+  if (!rank_.single_gpu()) {
+    throw InputError(
+        fmt::format("{}: a rank of a {}-GPU layout generates its shards (random[:seed]); loading "
+                    "them from {} is not there",
+                    config_.name, rank_.layout.parallelism.gpus(), checkpoint.source()));
+  }
   const weights::LayoutProblems problems = weights::check_layout(layout_, checkpoint);
   if (!problems.ok()) {
     throw InputError(
@@ -338,7 +394,7 @@ int DeviceWeights::tile_experts() {
   const ModelConfig& c = config_;
   if (!c.moe || c.routed_expert_format != StorageFormat::mxfp4) return 0;
   const MoeSpec& e = *c.moe;
-  const int64_t E = e.num_experts, I = e.expert_intermediate, z = e.expert_input_dim(c.hidden_size);
+  const int64_t E = rank_.experts, I = e.expert_intermediate, z = e.expert_input_dim(c.hidden_size);
   if (!kernels::mxfp4_tiled_supported(2 * I, z) || !kernels::mxfp4_tiled_supported(z, I)) return 0;
   // One expert's matrix at a time through a scratch of w13's size (w2's is half of it), copied back in place.
   const int64_t packed_bytes = 2 * I * z / 2, scale_bytes = 2 * I * z / 32;

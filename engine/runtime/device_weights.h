@@ -10,17 +10,22 @@
 //     permuted: the decode GEMV reads them faster, the prefill GEMM and the dequantised path read them as well).
 // Filled from a checkpoint (any float dtype converted to the device dtype; MXFP4 copied packed) or
 // from seeded random values generated on the GPU (kernels/random_fill.h: make-checkpoint's
-// distributions and scaling). The GPU runtime runs K3 (Block AttnRes, SiTU, full-rank KDA output gate,
-// MLA with q_lora and output gate, latent MoE with MXFP4 experts) and Kimi Linear (plain residuals, SiLU,
-// low-rank KDA output gate, MLA with a direct q_proj, MoE at hidden width with bf16 experts) at the
-// kernels' per-head widths; other configs are refused with the reason.
+// distributions and scaling).
+// One rank of a TP/EP layout (engine/parallel/rank_shape.h) holds its shards only, laid out as above for its local
+// model (its heads, columns and routed experts; embedding and lm_head its vocabulary rows); random shards are the
+// whole tensors' values at their indices, so the ranks' pieces are those of one model. The GPU runtime runs K3 (Block
+// AttnRes, SiTU, full-rank KDA output gate, MLA with q_lora and output gate, latent MoE with MXFP4 experts) and Kimi
+// Linear (plain residuals, SiLU, low-rank KDA output gate, MLA with a direct q_proj, MoE at hidden width with bf16
+// experts) at the kernels' per-head widths; other configs are refused with the reason.
 #pragma once
 
 #include "core/model_config.h"
+#include "engine/parallel/rank_shape.h"
 #include "engine/runtime/device_arena.h"
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/tensor_layout.h"
 #include "kernels/mxfp4_grouped.h"
+#include "kernels/random_fill.h"
 
 #include <cuda_bf16.h>
 
@@ -102,18 +107,21 @@ class DeviceWeights {
   static void check_supported(const ModelConfig& config);
   // Bytes of device memory the layout needs (a measuring pass of the same code).
   static uint64_t device_bytes(const ModelConfig& config);
+  static uint64_t device_bytes(const ModelConfig& model, const parallel::RankShape& rank);
 
   explicit DeviceWeights(const ModelConfig& config);  // allocates; values are undefined until filled
+  DeviceWeights(const ModelConfig& model, const parallel::RankShape& rank);  // rank r's shards of `model`
   void fill_random(uint64_t seed);
-  // Every tensor of the layout must be present with its shape (check_layout's problems otherwise).
+  // One GPU only. Every tensor of the layout must be present with its shape (check_layout's problems otherwise).
   void load(const weights::Checkpoint& checkpoint, const std::function<void(const std::string&)>& progress = {});
   // After fill_random or load: the MXFP4 experts of every MoE layer whose shapes allow it (kernels/mxfp4_tiled.h)
   // permuted in place into the tiled layout, which the decode GEMV reads faster; returns the layers tiled.
   int tile_experts();
 
-  const ModelConfig& config() const { return config_; }
-  bf16* embed = nullptr;           // [V, h]
-  bf16* lm_head = nullptr;         // [V, h]
+  const ModelConfig& config() const { return config_; }  // the rank's local model (rank_shape.h)
+  const parallel::RankShape& rank() const { return rank_; }
+  bf16* embed = nullptr;           // [V, h]: the rank's rows [first_vocab_row, + vocab_rows)
+  bf16* lm_head = nullptr;         // [V, h]: the same rows
   bf16* final_norm = nullptr;      // [h]
   AttnResDeviceWeights final_res;  // Block AttnRes only
   std::vector<LayerDeviceWeights> layers;
@@ -121,19 +129,23 @@ class DeviceWeights {
 
  private:
   // Where a stored tensor goes: `ptr` (device), its device dtype, its element count (packed bytes for
-  // MXFP4), and for A_log how many leading values are kept.
+  // MXFP4), for A_log how many leading values are kept, and the tensor's indices of its elements.
   struct Slot {
     const weights::TensorSpec* spec = nullptr;
     void* ptr = nullptr;
     weights::TensorDtype device_dtype = weights::TensorDtype::bf16;
     int64_t elements = 0;
     int64_t keep_values = -1;
+    kernels::RandomWindow window;  // block = elements: the whole tensor
   };
-  DeviceWeights(const ModelConfig& config, bool allocate);
+  DeviceWeights(const ModelConfig& model, const parallel::RankShape& rank, bool allocate);
   void lay_out(DeviceArena& arena);
 
   ModelConfig config_;
-  weights::CheckpointLayout layout_;
+  parallel::RankShape rank_;
+  weights::CheckpointLayout layout_;                    // the whole model's
+  std::vector<const parallel::TensorShard*> shard_of_;  // per layout tensor: this rank's piece, or null
+  parallel::RankShards shards_;
   DeviceArena arena_;
   std::vector<Slot> slots_;
 };
