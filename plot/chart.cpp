@@ -73,7 +73,8 @@ std::vector<double> log_ticks(double lo, double hi, bool with_2_and_5) {
 }
 
 std::string log_tick_label(double value) {
-  static const std::pair<double, const char*> kSuffixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "K"}};
+  static const std::pair<double, const char*> kSuffixes[] = {{1e18, "E"}, {1e15, "P"}, {1e12, "T"},
+                                                             {1e9, "G"},  {1e6, "M"},  {1e3, "K"}};
   for (auto [scale, suffix] : kSuffixes) {
     if (value >= scale * (1 - 1e-9)) return fmt::format("{:.3g}{}", value / scale, suffix);  // < 1000: no exponent
   }

@@ -43,8 +43,10 @@ TEST(PlotLogTicks, PowersOfTenAndTwoAndFiveOnShortRanges) {
 
 TEST(PlotLogTicks, LabelsUseSuffixesNeverExponents) {
   std::vector<std::string> got;
-  for (double v : {0.01, 0.5, 1.0, 10.0, 100.0, 1e3, 1e4, 5e4, 1e6, 2e7, 1e9, 1e12}) got.push_back(log_tick_label(v));
-  const std::vector<std::string> want = {"0.01", "0.5", "1", "10", "100", "1K", "10K", "50K", "1M", "20M", "1G", "1T"};
+  for (double v : {0.01, 0.5, 1.0, 10.0, 100.0, 1e3, 1e4, 5e4, 1e6, 2e7, 1e9, 1e12, 2e15, 1e18})
+    got.push_back(log_tick_label(v));
+  const std::vector<std::string> want = {"0.01", "0.5", "1",   "10", "100", "1K", "10K",
+                                         "50K",  "1M",  "20M", "1G", "1T",  "2P", "1E"};
   EXPECT_EQ(got, want);
 }
 
