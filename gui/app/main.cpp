@@ -1,6 +1,6 @@
-// k3perf-gui [files or folders…]: the window, opened on the embedded default scenario and then on each
-// argument in turn. --screenshot DIR renders every view to DIR/<view>.png and exits (no display needed:
-// QT_QPA_PLATFORM=offscreen).
+// k3perf-gui [files or folders…] [--baseline] [--set key=value…]: the window, opened on the embedded default
+// scenario and then on each argument in turn; --baseline pins that as the baseline before the --set edits. --screenshot
+// DIR renders every view to DIR/<view>.png and exits (no display needed: QT_QPA_PLATFORM=offscreen).
 #include "cli/default_scenario.h"
 #include "core/data_paths.h"
 #include "core/error.h"
@@ -67,6 +67,10 @@ int main(int argc, char** argv) {
   parser.addHelpOption();
   QCommandLineOption screenshot("screenshot", "render every view to DIR/<view>.png and exit", "DIR");
   QCommandLineOption data_dir("data-dir", "scenarios folder (models/, hardware/, claims/)", "DIR");
+  QCommandLineOption set("set", "a what-if edit, as predict's --set (repeatable)", "KEY=VALUE");
+  QCommandLineOption baseline("baseline", "pin the scenario as the baseline before the --set edits");
+  parser.addOption(set);
+  parser.addOption(baseline);
   parser.addOption(screenshot);
   parser.addOption(data_dir);
   parser.addPositionalArgument("files", "scenario YAML, prediction JSON, trace, compare JSON or folder", "[files…]");
@@ -79,6 +83,19 @@ int main(int argc, char** argv) {
     k3::gui::MainWindow window(&document);
     bool all_opened = true;
     for (const QString& path : parser.positionalArguments()) all_opened = window.open_path(path) && all_opened;
+    if (parser.isSet(baseline)) document.pin_baseline();
+    for (const QString& edit : parser.values(set)) {
+      const qsizetype eq = edit.indexOf('=');
+      if (eq <= 0) {
+        std::fprintf(stderr, "k3perf-gui: --set %s: expected KEY=VALUE\n", edit.toStdString().c_str());
+        return 2;
+      }
+      document.set_edit(edit.left(eq).toStdString(), edit.mid(eq + 1).toStdString());
+      // An edit the library refuses stays, as in the editor: the window shows why beside the field.
+      if (!document.error().empty()) {
+        std::fprintf(stderr, "k3perf-gui: --set %s: %s\n", edit.toStdString().c_str(), document.error().c_str());
+      }
+    }
     if (parser.isSet(screenshot)) {
       if (!all_opened) return 2;
       return write_screenshots(window, parser.value(screenshot)) > 0 ? 0 : 1;
