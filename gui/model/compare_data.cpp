@@ -1,6 +1,7 @@
 #include "gui/model/compare_data.h"
 
 #include "core/error.h"
+#include "gui/model/json_fields.h"
 
 #include <fmt/format.h>
 
@@ -11,38 +12,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Checked reads: a missing key or a value of the wrong type names the origin and the key path.
-struct Reader {
-  const std::string& origin;
-  const Json& at(const Json& object, const std::string& key, const std::string& path) const {
-    if (!object.is_object() || !object.contains(key)) {
-      throw InputError(fmt::format("{}: key '{}{}' is missing: not a `k3perf compare --json` file", origin, path, key));
-    }
-    return object[key];
-  }
-  template <typename T>
-  T get(const Json& object, const std::string& key, const std::string& path = "") const {
-    const Json& v = at(object, key, path);
-    try {
-      return v.get<T>();
-    } catch (const nlohmann::json::exception&) {
-      throw InputError(fmt::format("{}: key '{}{}': unexpected value {}", origin, path, key, v.dump().substr(0, 80)));
-    }
-  }
-  // A number or null (compare writes null for "none").
-  std::optional<double> optional_number(const Json& object, const std::string& key, const std::string& path) const {
-    const Json& v = at(object, key, path);
-    if (v.is_null()) return std::nullopt;
-    return get<double>(object, key, path);
-  }
-  const Json& array(const Json& object, const std::string& key) const {
-    const Json& v = at(object, key, "");
-    if (!v.is_array()) throw InputError(fmt::format("{}: key '{}': expected an array", origin, key));
-    return v;
-  }
-};
-
-std::vector<CompareGroupRow> groups(const Reader& r, const Json& j, const std::string& key) {
+std::vector<CompareGroupRow> groups(const JsonFields& r, const Json& j, const std::string& key) {
   std::vector<CompareGroupRow> out;
   const std::string path = key + "[].";
   for (const Json& g : r.array(j, key)) {
@@ -54,7 +24,7 @@ std::vector<CompareGroupRow> groups(const Reader& r, const Json& j, const std::s
 }
 
 // The counter comparison under "counters": its totals into `d`, its ops onto d.ops by name.
-void join_counters(const Reader& r, const Json& c, CompareData& d) {
+void join_counters(const JsonFields& r, const Json& c, CompareData& d) {
   d.has_counters = true;
   d.counters_origin = r.get<std::string>(c, "counters", "counters.");
   d.counters_predicted_bytes = r.get<double>(c, "predicted_bytes", "counters.");
@@ -95,7 +65,7 @@ double CompareData::median_step_measured_us() const {
 }
 
 CompareData compare_from_json(const nlohmann::ordered_json& j, const std::string& origin) {
-  const Reader r{origin};
+  const JsonFields r{origin, "k3perf compare --json"};
   CompareData d;
   d.prediction_origin = r.get<std::string>(j, "prediction");
   if (j.contains("trace_metadata") && j["trace_metadata"].is_object()) {

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/op_names.h"
+#include "gui/model/json_fields.h"
 #include "sim/predict.h"
 
 #include <fmt/format.h>
@@ -13,31 +14,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Checked reads: a missing key or a value of the wrong type names the origin and the key path.
-struct Reader {
-  const std::string& origin;
-  const Json& at(const Json& object, const std::string& key, const std::string& path) const {
-    if (!object.is_object() || !object.contains(key)) {
-      throw InputError(fmt::format("{}: key '{}{}' is missing: not a `k3perf predict --json` file", origin, path, key));
-    }
-    return object[key];
-  }
-  template <typename T>
-  T get(const Json& object, const std::string& key, const std::string& path = "") const {
-    const Json& v = at(object, key, path);
-    try {
-      return v.get<T>();
-    } catch (const nlohmann::json::exception&) {
-      throw InputError(fmt::format("{}: key '{}{}': unexpected value {}", origin, path, key, v.dump().substr(0, 80)));
-    }
-  }
-  template <typename T>
-  T get_or(const Json& object, const std::string& key, T fallback) const {
-    return object.is_object() && object.contains(key) ? get<T>(object, key) : fallback;
-  }
-};
-
-std::vector<GroupRow> groups(const Reader& r, const Json& j, const std::string& key) {
+std::vector<GroupRow> groups(const JsonFields& r, const Json& j, const std::string& key) {
   std::vector<GroupRow> out;
   if (!j.contains(key)) return out;
   for (const Json& g : j[key]) {
@@ -189,7 +166,7 @@ PredictionData prediction_data(const Prediction& pr, const std::string& origin) 
 }
 
 PredictionData prediction_from_json(const nlohmann::ordered_json& j, const std::string& origin) {
-  const Reader r{origin};
+  const JsonFields r{origin, "k3perf predict --json"};
   PredictionData p;
   p.origin = origin;
   const Json& s = r.at(j, "scenario", "");
