@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -232,3 +233,16 @@ TEST_F(CliTest, RunScenarioTheEngineCannotRunNamesTheKey) {
 }
 
 }  // namespace
+
+#ifdef K3PERF_TEST_GUI_BUILT
+// `k3perf gui` hands its files and flags to k3perf-gui: a file that is no k3perf file is refused by name
+// (exit 2, nothing rendered).
+TEST_F(CliTest, GuiVerbStartsTheGuiWithItsArguments) {
+  setenv("QT_QPA_PLATFORM", "offscreen", 1);  // no display here
+  const fs::path readme = fs::path(K3PERF_SOURCE_DIR) / "README.md";
+  CommandResult r = run("gui " + readme.string() + " --screenshot " + (dir_ / "refused").string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("README.md: not a scenario"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "refused" / "whatif.png"));
+}
+#endif
