@@ -139,10 +139,20 @@ std::int64_t TimelineCanvas::to_ns(double x_px) const {
   return t0_ns_ + std::llround((x_px - kLabelWidthPx) / plot_width() * static_cast<double>(t1_ns_ - t0_ns_));
 }
 
-double TimelineCanvas::row_top(int track) const { return kRulerHeightPx + 4 + track * (kRowHeightPx + kRowGapPx); }
+double TimelineCanvas::row_top(int track) const {
+  return kRulerHeightPx + 4 + track * (kRowHeightPx + kRowGapPx) - scroll_px_;
+}
+
+void TimelineCanvas::scroll_rows(double rows) {
+  const int tracks = index_ ? static_cast<int>(index_->tracks().size()) : 0;
+  const double content = 4 + tracks * (kRowHeightPx + kRowGapPx);
+  const double max_px = std::max(0.0, content - (height() - kRulerHeightPx));
+  scroll_px_ = std::clamp(scroll_px_ + rows * (kRowHeightPx + kRowGapPx), 0.0, max_px);
+  update();
+}
 
 int TimelineCanvas::track_at(double y_px) const {
-  if (!index_ || y_px < row_top(0)) return -1;
+  if (!index_ || y_px < row_top(0) || y_px < kRulerHeightPx) return -1;
   const int t = static_cast<int>((y_px - row_top(0)) / (kRowHeightPx + kRowGapPx));
   return t < static_cast<int>(index_->tracks().size()) && y_px < row_top(t) + kRowHeightPx ? t : -1;
 }
@@ -168,8 +178,11 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
                "to see its kernels, ops and steps beside the predicted ones.");
     return;
   }
+  last_first_track_ = -1;
   for (int t = 0; t < static_cast<int>(index_->tracks().size()); ++t) {
     if (row_top(t) > height()) break;
+    if (row_top(t) < kRulerHeightPx) continue;  // scrolled up under the ruler
+    if (last_first_track_ < 0) last_first_track_ = t;
     paint_track(p, t, row_top(t));
   }
   paint_marks(p);
@@ -178,6 +191,7 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
   p.fillRect(QRectF(0, 0, kLabelWidthPx, height()), QColor(0xf4, 0xf5, 0xf7));
   p.setPen(QColor(0x22, 0x22, 0x22));
   for (int t = 0; t < static_cast<int>(labels_.size()); ++t) {
+    if (row_top(t) < kRulerHeightPx) continue;
     const QRectF r(8, row_top(t), kLabelWidthPx - 12, kRowHeightPx);
     p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, p.fontMetrics().elidedText(labels_[t], Qt::ElideRight, r.width()));
   }
@@ -325,6 +339,10 @@ void TimelineCanvas::keyPressEvent(QKeyEvent* event) {
     case Qt::Key_D: pan(0.1); break;
     case Qt::Key_0:
     case Qt::Key_Home: show_all(); break;
+    case Qt::Key_Up: scroll_rows(-1); break;  // more tracks than fit: rows scroll under the ruler
+    case Qt::Key_Down: scroll_rows(1); break;
+    case Qt::Key_PageUp: scroll_rows(-8); break;
+    case Qt::Key_PageDown: scroll_rows(8); break;
     case Qt::Key_Escape:
       range_.reset();
       update();
@@ -336,7 +354,11 @@ void TimelineCanvas::keyPressEvent(QKeyEvent* event) {
 
 void TimelineCanvas::wheelEvent(QWheelEvent* event) {
   if (!index_) return;
-  zoom(std::pow(0.999, event->angleDelta().y()), event->position().x());  // one notch (120) zooms by 11 %
+  if (event->modifiers() & (Qt::AltModifier | Qt::ControlModifier)) {
+    scroll_rows(-event->angleDelta().y() / 120.0);  // Alt/Ctrl + wheel scrolls the rows
+  } else {
+    zoom(std::pow(0.999, event->angleDelta().y()), event->position().x());  // one notch (120) zooms by 11 %
+  }
   event->accept();
 }
 

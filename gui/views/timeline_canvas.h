@@ -39,11 +39,16 @@ class TimelineCanvas : public QWidget {
   // Zooms by `factor` (< 1 in) keeping the time under x = `anchor_px` in place; pans by a fraction of the window.
   void zoom(double factor, double anchor_px);
   void pan(double fraction);
+  // Scrolls the track rows by `rows` (negative: up), within what the tracks need; Up/Down, PageUp/PageDown and
+  // Alt/Ctrl + wheel call it.
+  void scroll_rows(double rows);
+  double scroll_px() const { return scroll_px_; }
   std::optional<std::pair<std::int64_t, std::int64_t>> selected_range() const { return range_; }
 
   // What the last paint drew, for tests: the track labels and the number of spans (runs count once).
   const std::vector<QString>& track_labels() const { return labels_; }
   std::size_t last_drawn_spans() const { return last_drawn_; }
+  int last_first_track() const { return last_first_track_; }  // the topmost track drawn, -1 for none
   QSize sizeHint() const override { return {1100, 600}; }
 
  signals:
@@ -82,6 +87,8 @@ class TimelineCanvas : public QWidget {
   std::size_t last_drawn_ = 0;
   // Mouse: a drag that pans, or one that selects a range.
   enum class Drag { none, pan, range } drag_ = Drag::none;
+  double scroll_px_ = 0;  // rows scrolled up under the ruler
+  int last_first_track_ = -1;
   QPointF press_pos_;
   std::int64_t press_t0_ns_ = 0, press_t1_ns_ = 0;
   bool moved_ = false;

@@ -30,7 +30,9 @@ TimelineView::TimelineView(Document* document, QWidget* parent) : QWidget(parent
   search_->setMinimumWidth(320);
   search_count_ = new QLabel(this);
   auto* keys = new QLabel(
-      "W/S zoom · A/D pan · wheel zooms at the cursor · drag pans · shift-drag selects a range · 0 shows all", this);
+      "W/S zoom · A/D pan · wheel zooms at the cursor · drag pans · shift-drag selects a range · 0 shows all · "
+      "↑/↓ scroll tracks",
+      this);
   keys->setStyleSheet("color: #555");
   bar->addWidget(search_);
   bar->addWidget(search_count_);

@@ -5,6 +5,7 @@
 #include "cli/default_scenario.h"
 #include "core/data_paths.h"
 #include "gui/model/document.h"
+#include "gui/model/timeline_index.h"
 #include "gui/model/timeline_tree_model.h"
 #include "gui/views/timeline_canvas.h"
 #include "gui/views/timeline_distribution.h"
@@ -44,6 +45,30 @@ class TimelineViewTest : public QObject {
     QVERIFY(view.canvas()->track_labels().empty());
     QVERIFY(view.stats_text().contains("No trace"));
     QCOMPARE(view.tree_model()->rowCount(), 0);
+  }
+
+  void rows_that_do_not_fit_scroll_under_the_ruler() {
+    k3::gui::Document d(k3::DataPaths::under(kSource + "/scenarios"));
+    d.open(kRun + "/trace_decode_b1_ctx131072.json.gz");
+    TimelineCanvas standalone;
+    TimelineCanvas* canvas = &standalone;
+    canvas->set_index(std::make_shared<const k3::gui::TimelineIndex>(d.trace_ptr(), nullptr));
+    canvas->setMinimumSize(0, 0);
+    canvas->resize(800, 90);  // room for two or three of the four tracks
+    QImage image(800, 90, QImage::Format_ARGB32_Premultiplied);
+    canvas->render(&image);
+    QCOMPARE(canvas->last_first_track(), 0);
+    canvas->scroll_rows(1);
+    canvas->render(&image);
+    QCOMPARE(canvas->last_first_track(), 1);
+    canvas->scroll_rows(100);  // clamped: the last track stays in view
+    const double bottom = canvas->scroll_px();
+    canvas->render(&image);
+    QVERIFY(canvas->last_first_track() >= 1 && canvas->last_first_track() <= 3);
+    canvas->scroll_rows(1);
+    QCOMPARE(canvas->scroll_px(), bottom);
+    canvas->scroll_rows(-100);
+    QCOMPARE(canvas->scroll_px(), 0.0);
   }
 
   void a_recorded_trace_draws_its_tracks_and_follows_the_selection() {
