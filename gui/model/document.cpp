@@ -202,9 +202,9 @@ void Document::recompare() {
     }
     return;
   }
-  // compare() reads the prediction as `k3perf compare` does: from the prediction JSON.
-  const profiler::PredictionFile file = profiler::parse_prediction(prediction_json().dump(), prediction_->origin);
   try {
+    // compare() reads the prediction as `k3perf compare` does: from the prediction JSON.
+    const profiler::PredictionFile file = profiler::parse_prediction(prediction_json().dump(), prediction_->origin);
     comparison_ = profiler::to_json(profiler::compare(file, *trace_, *hardware_));
     comparison_origin_ = "computed from " + trace_origin_ + " and " + prediction_->origin;
   } catch (const Error& e) {
