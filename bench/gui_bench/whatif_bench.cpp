@@ -6,7 +6,8 @@
 //   repaint   the visible tab and the what-if panel painted into images afterwards;
 // and, apart, a 10^4-point scatter chart through the plot painter. Medians over the edits, as JSON.
 // Target (k3perf issue 26): an edit to all views updated ≤ 50 ms for full K3.
-//   k3perf_bench_gui_whatif [rounds]
+// With a trace, every edit also re-compares the prediction with it (the comparison follows the what-ifs).
+//   k3perf_bench_gui_whatif [rounds] [trace.json.gz]
 #include "cli/default_scenario.h"
 #include "core/data_paths.h"
 #include "gui/model/document.h"
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
 
   k3::gui::Document document(k3::DataPaths::resolve());
   document.set_scenario(k3::cli::kDefaultScenarioYaml, "<embedded default>");
+  if (argc > 2) document.open(argv[2]);
   k3::gui::MainWindow window(&document);
   window.resize(1600, 1000);
   window.show();
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
 
   nlohmann::ordered_json out;
   out["ops"] = document.prediction()->ops.size();
+  out["trace"] = argc > 2 ? argv[2] : "";
   out["views"] = window.tabs()->count();
   out["edits"] = views_ms.size();
   out["predict"] = stats(predict_ms);

@@ -155,24 +155,20 @@ void Document::repredict() {
     last_predict_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     error_.clear();
     live_ = std::move(live);
-    set_prediction(std::move(d), nlohmann::ordered_json(), s.hardware);
+    set_prediction(std::move(d), std::nullopt, s.hardware);
   } catch (const Error& e) {
     error_ = e.what();
     emit prediction_changed();
   }
 }
 
-void Document::set_prediction(PredictionData p, nlohmann::ordered_json json, std::optional<Hardware> hw) {
+void Document::set_prediction(PredictionData p, std::optional<profiler::PredictionFile> file,
+                              std::optional<Hardware> hw) {
   prediction_ = std::move(p);
-  prediction_json_ = std::move(json);
+  prediction_file_ = std::move(file);
   hardware_ = std::move(hw);
   if (!comparison_opened_) recompare();
   emit prediction_changed();
-}
-
-const nlohmann::ordered_json& Document::prediction_json() const {
-  if (prediction_json_.is_null() && live_) prediction_json_ = to_json(*live_);
-  return prediction_json_;
 }
 
 void Document::pin_baseline() {
@@ -203,8 +199,9 @@ void Document::recompare() {
     return;
   }
   try {
-    // compare() reads the prediction as `k3perf compare` does: from the prediction JSON.
-    const profiler::PredictionFile file = profiler::parse_prediction(prediction_json().dump(), prediction_->origin);
+    // An opened file as `k3perf compare` reads it; a live prediction's ops as that reading would give them.
+    const profiler::PredictionFile file =
+        prediction_file_ ? *prediction_file_ : prediction_file(*live_, prediction_->origin);
     comparison_ = profiler::to_json(profiler::compare(file, *trace_, *hardware_));
     comparison_origin_ = "computed from " + trace_origin_ + " and " + prediction_->origin;
   } catch (const Error& e) {
@@ -236,20 +233,22 @@ std::vector<std::string> Document::open(const std::string& path) {
 }
 
 void Document::open_prediction_file(const std::string& path) {
+  const std::string text = read_file(path);
   nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(read_file(path));
+    j = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: not JSON: {}", path, e.what()));
   }
   PredictionData p = prediction_from_json(j, path);
-  scenario_yaml_.clear();  // a prediction file has no scenario to edit
+  profiler::PredictionFile file = profiler::parse_prediction(text, path);  // what compare reads, checked now
+  scenario_yaml_.clear();                                                  // a prediction file has no scenario to edit
   scenario_origin_.clear();
   edits_.clear();
   error_.clear();
   std::optional<Hardware> hw = hardware_named(data_, p.hardware);
   live_.reset();
-  set_prediction(std::move(p), std::move(j), std::move(hw));
+  set_prediction(std::move(p), std::move(file), std::move(hw));
 }
 
 void Document::open_comparison_file(const std::string& path) {

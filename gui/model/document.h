@@ -8,6 +8,7 @@
 #include "core/data_paths.h"
 #include "core/hardware.h"
 #include "gui/model/prediction_data.h"
+#include "profiler/compare/prediction_file.h"
 #include "profiler/trace/trace.h"
 
 #include <QObject>
@@ -53,8 +54,6 @@ class Document : public QObject {
   // The last prediction that succeeded (nullopt before the first); after a failing edit it stays, and
   // error() says why the current edits do not predict, error_key() which edit was made last.
   const std::optional<PredictionData>& prediction() const { return prediction_; }
-  // `k3perf predict --json` of the prediction (written on first use for a live one).
-  const nlohmann::ordered_json& prediction_json() const;
   const std::string& error() const { return error_; }
   const std::string& error_key() const { return error_key_; }
   // The hardware of the prediction (the scenario's, or for an opened prediction file the hardware file
@@ -95,7 +94,8 @@ class Document : public QObject {
 
  private:
   void repredict();
-  void set_prediction(PredictionData p, nlohmann::ordered_json json, std::optional<Hardware> hw);
+  // `file`: an opened prediction as compare reads it; nullopt for a live one (built from live_ when compared).
+  void set_prediction(PredictionData p, std::optional<profiler::PredictionFile> file, std::optional<Hardware> hw);
   void recompare();
   void open_prediction_file(const std::string& path);
   void open_comparison_file(const std::string& path);
@@ -106,8 +106,8 @@ class Document : public QObject {
   std::string scenario_yaml_, scenario_origin_;
   std::map<std::string, std::string> edits_;
   std::optional<PredictionData> prediction_, baseline_;
-  std::shared_ptr<const Prediction> live_;          // the live prediction behind prediction_, if any
-  mutable nlohmann::ordered_json prediction_json_;  // an opened file's JSON, or live_'s once asked for
+  std::shared_ptr<const Prediction> live_;                   // the live prediction behind prediction_, if any
+  std::optional<profiler::PredictionFile> prediction_file_;  // an opened prediction file, as compare reads it
   std::optional<Hardware> hardware_;
   std::string error_, error_key_;
   double last_predict_ms_ = 0;

@@ -165,6 +165,31 @@ PredictionData prediction_data(const Prediction& pr, const std::string& origin) 
   return p;
 }
 
+profiler::PredictionFile prediction_file(const Prediction& pr, const std::string& origin) {
+  profiler::PredictionFile f;
+  f.origin = origin;
+  f.hardware = pr.scenario.hardware.name;
+  f.cuda_graphs = pr.scenario.runtime.cuda_graphs;
+  f.records_engine = true;  // a live prediction always lists the engine's own ranges
+  f.ops.reserve(pr.graph.ops.size());
+  for (std::size_t i = 0; i < pr.graph.ops.size(); ++i) {
+    const Op& op = pr.graph.ops[i];
+    profiler::PredictedOp o;
+    o.name = op.name();
+    o.kind = op.kind;
+    o.compute = op.compute;
+    o.flops = op.flops;
+    o.bytes = op.bytes();
+    o.kernels = op.kernels;
+    o.bound = to_string(pr.step.ops[i].bound);
+    o.time_us = pr.step.ops[i].time_us;
+    if (op.runs_inside) o.runs_inside = op_name(*op.runs_inside, op.layer);
+    f.ops.push_back(std::move(o));
+  }
+  for (const OpRef& r : pr.graph.engine_only) f.engine_only.push_back(r.name());
+  return f;
+}
+
 PredictionData prediction_from_json(const nlohmann::ordered_json& j, const std::string& origin) {
   const JsonFields r{origin, "k3perf predict --json"};
   PredictionData p;

@@ -3,6 +3,8 @@
 // bench/results prediction shows exactly as a live one. UI-free.
 #pragma once
 
+#include "profiler/compare/prediction_file.h"
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -73,6 +75,8 @@ struct PredictionData {
 // The rows of a live prediction, field for field what prediction_from_json(to_json(p)) reads, without the
 // JSON round trip (a what-if edit on full K3 must stay under 50 ms).
 PredictionData prediction_data(const Prediction& p, const std::string& origin);
+// The prediction as `k3perf compare` reads it from the JSON (profiler::parse_prediction), straight from the ops.
+profiler::PredictionFile prediction_file(const Prediction& p, const std::string& origin);
 // Reads a prediction JSON; InputError naming `origin` and the key when it is not one.
 PredictionData prediction_from_json(const nlohmann::ordered_json& j, const std::string& origin);
 

@@ -1,5 +1,6 @@
 // The rows of a live prediction are what the prediction JSON says: prediction_data(p) against
-// prediction_from_json(to_json(p)), field by field, for decode, prefill and a multi-GPU layout.
+// prediction_from_json(to_json(p)), and prediction_file(p) against parse_prediction of the same JSON, field by
+// field, for decode, prefill and a multi-GPU layout.
 #include "gui/model/prediction_data.h"
 #include "cli/default_scenario.h"
 #include "core/data_paths.h"
@@ -64,6 +65,26 @@ void compare_rows(const PredictionData& live, const PredictionData& json) {
   }
 }
 
+// What compare reads: the live ops against profiler::parse_prediction of the JSON.
+void compare_files(const k3::profiler::PredictionFile& live, const k3::profiler::PredictionFile& json) {
+  QCOMPARE(live.hardware, json.hardware);
+  QCOMPARE(live.cuda_graphs, json.cuda_graphs);
+  QCOMPARE(live.records_engine, json.records_engine);
+  QCOMPARE(live.engine_only, json.engine_only);
+  QCOMPARE(live.ops.size(), json.ops.size());
+  for (std::size_t i = 0; i < live.ops.size(); ++i) {
+    QCOMPARE(live.ops[i].name, json.ops[i].name);
+    QVERIFY(live.ops[i].kind == json.ops[i].kind);
+    QVERIFY(live.ops[i].compute == json.ops[i].compute);
+    QCOMPARE(live.ops[i].flops, json.ops[i].flops);
+    QCOMPARE(live.ops[i].bytes, json.ops[i].bytes);
+    QCOMPARE(live.ops[i].kernels, json.ops[i].kernels);
+    QCOMPARE(live.ops[i].bound, json.ops[i].bound);
+    QCOMPARE(live.ops[i].time_us, json.ops[i].time_us);
+    QCOMPARE(live.ops[i].runs_inside, json.ops[i].runs_inside);
+  }
+}
+
 }  // namespace
 
 class PredictionDataTest : public QObject {
@@ -88,6 +109,7 @@ class PredictionDataTest : public QObject {
                                           : k3::load_scenario(path.toStdString(), data, edits);
     const k3::Prediction p = k3::predict(s);
     compare_rows(k3::gui::prediction_data(p, "x"), k3::gui::prediction_from_json(k3::to_json(p), "x"));
+    compare_files(k3::gui::prediction_file(p, "x"), k3::profiler::parse_prediction(k3::to_json(p).dump(), "x"));
   }
 };
 
