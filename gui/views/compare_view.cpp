@@ -182,7 +182,11 @@ void CompareView::on_comparison_changed() {
   kind_table_->sortByColumn(kind_model_->column_of(CompareGroupModel::Column::error_us), Qt::DescendingOrder);
   step_table_->sortByColumn(0, Qt::AscendingOrder);
   leftover_table_->sortByColumn(CompareLeftoverModel::what_column, Qt::AscendingOrder);
-  for (QTableView* t : {op_table_, kind_table_, step_table_, leftover_table_}) t->resizeColumnsToContents();
+  // Fitting the columns costs tens of ms: once per comparison source, not on each what-if re-comparison of it.
+  if (document_->comparison_origin() != sized_for_) {
+    for (QTableView* t : {op_table_, kind_table_, step_table_, leftover_table_}) t->resizeColumnsToContents();
+    sized_for_ = document_->comparison_origin();
+  }
   pages_->setCurrentIndex(1);
   on_selection_changed();
 }

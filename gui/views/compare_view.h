@@ -7,6 +7,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <string>
 
 class QComboBox;
 class QLabel;
@@ -47,6 +48,7 @@ class CompareView : public QWidget {
 
   Document* document_;
   std::shared_ptr<const CompareData> data_;
+  std::string sized_for_;  // the comparison origin the columns were last fitted to
   QStackedWidget* pages_;
   QLabel* message_;
   QLabel* summary_;
