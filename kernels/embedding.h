@@ -19,4 +19,12 @@ cudaError_t embedding_gather_bf16(const __nv_bfloat16* table, int64_t table_row_
                                   const int32_t* ids, int64_t tokens, __nv_bfloat16* y, int64_t y_row_stride,
                                   int64_t width, int* error_flag, cudaStream_t stream);
 
+// One rank's rows of a vocabulary-parallel table: `table` holds rows [first_row, first_row + rows) of a vocabulary of
+// `vocab`; an id in range but outside those rows writes a zero row (another rank holds it: the ranks' outputs are
+// summed), and only an id outside [0, vocab) raises the flag.
+cudaError_t embedding_gather_rows_bf16(const __nv_bfloat16* table, int64_t table_row_stride, int64_t vocab,
+                                       int64_t first_row, int64_t rows, const int32_t* ids, int64_t tokens,
+                                       __nv_bfloat16* y, int64_t y_row_stride, int64_t width, int* error_flag,
+                                       cudaStream_t stream);
+
 }  // namespace k3::kernels

@@ -22,4 +22,15 @@ struct UniformRouting {
 std::vector<int64_t> uniform_rows_to(const UniformRouting& routing, int ep, int dest, int layer,
                                      int64_t tokens_per_peer);
 
+// Everything rank `rank` of the group sends and receives in one layer's dispatch when peer p routes tokens_of_peer[p]
+// tokens (the same draws as uniform_rows_to): rows it sends each peer (its own tokens' choices), rows it receives from
+// each, and the local expert (expert − first expert of the rank) of every received row, in arrival order (peer by
+// peer, each peer's rows by expert, as the sender sorts them).
+struct UniformExchange {
+  std::vector<int64_t> send_rows, recv_rows;  // [ep], peer order
+  std::vector<int32_t> recv_local_expert;     // [Σ recv_rows]
+};
+UniformExchange uniform_exchange(const UniformRouting& routing, int ep, int rank, int layer,
+                                 const std::vector<int64_t>& tokens_of_peer);
+
 }  // namespace k3::parallel

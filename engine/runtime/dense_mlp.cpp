@@ -6,7 +6,7 @@
 
 namespace k3::runtime {
 
-void GluScratch::lay_out(const ModelConfig& c, int64_t T, DeviceArena& a) {
+void GluScratch::lay_out(const ModelConfig& c, int64_t T, int64_t expert_slots, DeviceArena& a) {
   int64_t intermediate = c.dense_intermediate;
   if (!c.moe) {
     gate_up = a.take_n<float>(T * 2 * intermediate);
@@ -14,7 +14,7 @@ void GluScratch::lay_out(const ModelConfig& c, int64_t T, DeviceArena& a) {
     return;
   }
   const MoeSpec& e = *c.moe;
-  const int64_t slots = T * e.top_k;
+  const int64_t slots = expert_slots;
   intermediate = std::max<int64_t>(intermediate, std::max<int64_t>(e.expert_intermediate, e.shared_intermediate));
   gate_up = a.take_n<float>(std::max(slots * 2 * e.expert_intermediate, T * 2 * intermediate));
   act = a.take_n<bf16>(std::max(slots * e.expert_intermediate, T * intermediate));

@@ -10,11 +10,12 @@
 namespace k3::runtime {
 
 // gate|up rows (fp32) and their activation (bf16), sized for every MLP of the model at T tokens: the dense
-// MLP's [T, 2I] and, with MoE, the routed slots' [T·top_k, 2I_expert] (and T rows of every intermediate).
+// MLP's [T, 2I] and, with MoE, the routed slots' [expert_slots, 2I_expert] (T·top_k on one GPU; the rows that may
+// arrive under expert parallelism) and T rows of every intermediate.
 struct GluScratch {
   float* gate_up = nullptr;
   bf16* act = nullptr;
-  void lay_out(const ModelConfig& config, int64_t tokens, DeviceArena& arena);
+  void lay_out(const ModelConfig& config, int64_t tokens, int64_t expert_slots, DeviceArena& arena);
 };
 
 class DenseMlp {

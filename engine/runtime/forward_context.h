@@ -4,6 +4,8 @@
 #pragma once
 
 #include "core/op_names.h"
+#include "engine/parallel/communicator.h"
+#include "engine/parallel/uniform_routing.h"
 #include "engine/runtime/device_weights.h"
 #include "engine/runtime/gemm_cublaslt.h"
 #include "engine/runtime/gpu_cache.h"
@@ -39,12 +41,24 @@ struct SublayerIo {
   bool accumulate = false;
 };
 
+// The groups one rank of a TP/EP layout talks to (null on one GPU): the attention group (embedding, attention, MLP and
+// lm_head collectives) and the expert-parallel group (dispatch and combine), and the seeded uniform router that
+// assigns the routed rows of an expert-parallel dispatch (moe_layer.h).
+struct RankComms {
+  parallel::Communicator* tp = nullptr;
+  parallel::Communicator* ep = nullptr;
+  parallel::UniformRouting routing;
+};
+
 struct ForwardContext {
   const DeviceWeights& weights;
   const ModelConfig& config;
   GpuCache& cache;
   cudaStream_t stream;
   GemmRunner& gemm_runner;
+  RankComms comms;
+
+  const parallel::RankShape& rank() const { return weights.rank(); }
 
   // y[m, n] = x[m, k] · w[n, k]ᵀ (+ beta · y), bf16 out.
   void gemm(const bf16* x, int64_t x_stride, const bf16* w, bf16* y, int64_t y_stride, int64_t m, int64_t n, int64_t k,

@@ -33,7 +33,9 @@ std::optional<Sublayer> sublayer_of(OpId id) {
     case OpId::moe_latent_norm:
     case OpId::moe_weighted_sum:
     case OpId::moe_latent_up:
-    case OpId::moe_shared: return Sublayer::mlp;
+    case OpId::moe_shared:
+    case OpId::moe_dispatch:  // a rank's MoE exchange runs inside its sublayer (moe_layer.h)
+    case OpId::moe_combine: return Sublayer::mlp;
     default: return std::nullopt;
   }
 }

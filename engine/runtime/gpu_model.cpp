@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string_view>
 
 namespace k3::runtime {
@@ -38,12 +39,14 @@ struct GpuModel::Workspace {
   GluScratch glu;
   MoeWorkspace moe;
   float* logits = nullptr;  // [max_batch, V]
+  // tp > 1: the rank's vocabulary rows of the logits [max_batch, V / tp] and the group's, gathered [tp, max_batch, V / tp]
+  float *logits_local = nullptr, *logits_gathered = nullptr;
 
   int64_t iota_count(const ModelConfig& c, const ModelRunShape& s) const {
     return std::max<int64_t>(T * std::max(c.moe ? c.moe->top_k : 1, 1), s.max_batch);
   }
 
-  void lay_out(const ModelConfig& c, const ModelRunShape& s, DeviceArena& a) {
+  void lay_out(const ModelConfig& c, const parallel::RankShape& rank, const ModelRunShape& s, DeviceArena& a) {
     const int64_t h = c.hidden_size;
     T = std::max<int64_t>(s.max_chunk_tokens, s.max_batch);
     token_ids = a.take_n<int32_t>(T);
@@ -56,9 +59,13 @@ struct GpuModel::Workspace {
     sub_out = a.take_n<bf16>(T * h);
     if (c.kda) kda.lay_out(c, s, T, a);
     if (c.count_layers(AttentionKind::mla) > 0) mla.lay_out(c, s, T, a);
-    glu.lay_out(c, T, a);
-    if (c.moe) moe.lay_out(c, T, a);
+    glu.lay_out(c, T, c.moe ? MoeWorkspace::expert_slots(c, rank, T) : 0, a);
+    if (c.moe) moe.lay_out(c, rank, T, a);
     logits = a.take_n<float>(int64_t(s.max_batch) * c.vocab_size);
+    if (rank.tp() > 1) {
+      logits_local = a.take_n<float>(int64_t(s.max_batch) * rank.vocab_rows);
+      logits_gathered = a.take_n<float>(int64_t(s.max_batch) * rank.vocab_rows * rank.tp());
+    }
   }
 };
 
@@ -76,9 +83,14 @@ struct GpuModel::ResidualStream {
 };
 
 uint64_t GpuModel::workspace_bytes(const ModelConfig& config, const ModelRunShape& shape) {
+  return workspace_bytes(config, parallel::rank_shape(config, parallel::rank_layout({}, 0, config.num_layers)), shape);
+}
+
+uint64_t GpuModel::workspace_bytes(const ModelConfig& config, const parallel::RankShape& rank,
+                                   const ModelRunShape& shape) {
   Workspace w;
   DeviceArena measuring = DeviceArena::measuring();
-  w.lay_out(config, shape, measuring);
+  w.lay_out(config, rank, shape, measuring);
   return measuring.used_bytes() + (32ull << 20);  // + the GEMM runner's workspace
 }
 
@@ -90,8 +102,12 @@ bool GpuModel::decode_capturable(const ModelConfig& config) {
   return !(config.moe && config.count_layers(MlpKind::moe) > 0 && config.routed_expert_format != StorageFormat::mxfp4);
 }
 
-GpuModel::GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRunShape& shape)
+GpuModel::GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRunShape& shape, RankComms comms)
     : weights_(weights), config_(weights.config()), cache_(cache), shape_(shape), arena_(DeviceArena::measuring()) {
+  const parallel::RankShape& rank = weights.rank();
+  K3_CHECK(rank.tp() == 1 || comms.tp != nullptr, "a rank of tp {} needs its attention group's communicator", rank.tp());
+  K3_CHECK(rank.ep() == 1 || (comms.ep != nullptr && config_.moe && config_.moe->latent_dim > 0),
+           "a rank of ep {} needs its expert group's communicator and latent MoE layers (K3)", rank.ep());
   K3_CHECK(shape.max_batch <= cache.shape().max_sequences, "decode batch {} exceeds the cache's {} sequence slots",
            shape.max_batch, cache.shape().max_sequences);
   K3_CHECK(
@@ -103,11 +119,11 @@ GpuModel::GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRun
   {
     Workspace measuring_ws;
     DeviceArena measuring = DeviceArena::measuring();
-    measuring_ws.lay_out(config_, shape_, measuring);
+    measuring_ws.lay_out(config_, rank, shape_, measuring);
     arena_ = DeviceArena(measuring.used_bytes(), "the activation workspace");
   }
-  ws_->lay_out(config_, shape_, arena_);
-  context_ = std::make_unique<ForwardContext>(ForwardContext{weights_, config_, cache_, stream_, *gemm_});
+  ws_->lay_out(config_, rank, shape_, arena_);
+  context_ = std::make_unique<ForwardContext>(ForwardContext{weights_, config_, cache_, stream_, *gemm_, comms});
   parts_ =
       std::make_unique<Parts>(Parts{KdaLayer(*context_, ws_->kda), MlaLayer(*context_, ws_->mla, ws_->iota),
                                     DenseMlp(*context_, ws_->glu), MoeLayer(*context_, ws_->moe, ws_->glu, ws_->iota)});
@@ -222,7 +238,7 @@ void GpuModel::launch_decode() {
 // first op and after its last ("attention_in" … "attention_out"); a tapped forward never folds the residual add,
 // so the tap sees f(x).
 void GpuModel::forward(const ForwardPass& pass) {
-  const std::vector<OpRef> schedule = forward_schedule(config_, pass, bool(tap_));
+  const std::vector<OpRef> schedule = forward_schedule(config_, pass, bool(tap_), weights_.rank().layout.parallelism);
   auto sublayer_at = [&](std::size_t i, int layer) -> std::optional<Sublayer> {
     if (i >= schedule.size() || schedule[i].layer != layer) return std::nullopt;
     return sublayer_of(schedule[i].id);
@@ -244,7 +260,7 @@ void GpuModel::forward(const ForwardPass& pass) {
 }
 
 SublayerIo GpuModel::sublayer_io(int layer, Sublayer sublayer) const {
-  const bool fold = folds_residual(config_, layer, sublayer, bool(tap_));
+  const bool fold = folds_residual(config_, layer, sublayer, bool(tap_), weights_.rank().tp() > 1);
   return SublayerIo{ws_->normed, fold ? ws_->pool[0] : ws_->sub_out, fold};
 }
 
@@ -268,7 +284,11 @@ void GpuModel::run(const ForwardPass& pass, const OpRef& op, ResidualStream& res
   Workspace& w = *ws_;
   const int64_t T = pass.tokens, h = c.hidden_size;
   const int l = op.layer;
-  OpRange range(op);
+  const parallel::RankShape& rank = weights_.rank();
+  // A collective opens its own range (engine/parallel/communicator.h); what its rows need is computed in the ops
+  // around it.
+  std::optional<OpRange> range;
+  if (op_info(op.id).kind != OpKind::collective) range.emplace(op);
   if (const std::optional<Sublayer> sublayer = sublayer_of(op.id)) {
     const SublayerIo io = sublayer_io(l, *sublayer);
     const std::string_view name = op_info(op.id).suffix;  // "<module>.<op>": the module picks the part
@@ -284,11 +304,20 @@ void GpuModel::run(const ForwardPass& pass, const OpRef& op, ResidualStream& res
     return;
   }
   switch (op.id) {
-    case OpId::embed_lookup:
-      check(kernels::embedding_gather_bf16(weights_.embed, h, c.vocab_size, w.token_ids, T, w.pool[0], h, h,
-                                           w.embed_error, stream_),
+    case OpId::embed_lookup:  // the rank's vocabulary rows (all of them on one GPU)
+      check(kernels::embedding_gather_rows_bf16(weights_.embed, h, c.vocab_size, rank.first_vocab_row, rank.vocab_rows,
+                                                w.token_ids, T, w.pool[0], h, h, w.embed_error, stream_),
             "embedding");
       return;
+    case OpId::embed_all_reduce:
+      context_->comms.tp->all_reduce(op, w.pool[0], T * h, weights::TensorDtype::bf16, stream_);
+      return;
+    case OpId::attn_all_reduce:
+    case OpId::mlp_all_reduce: {
+      const SublayerIo io = sublayer_io(l, op.id == OpId::attn_all_reduce ? Sublayer::attention : Sublayer::mlp);
+      context_->comms.tp->all_reduce(op, io.out, T * h, weights::TensorDtype::bf16, stream_);
+      return;
+    }
     case OpId::attnres_pre_attn:
       mixer(weights_.layers[l].attn_res, weights_.layers[l].input_norm, residual.blocks, T, "AttnRes mixer");
       if (l % c.attn_res_block_layers == 0) {  // close a block: p becomes blocks[n]
@@ -324,6 +353,7 @@ void GpuModel::run(const ForwardPass& pass, const OpRef& op, ResidualStream& res
     case OpId::head_attnres:
     case OpId::head_norm:
     case OpId::head_lm_head:
+    case OpId::head_all_gather:
     case OpId::head_sample: head(pass, op.id, residual.blocks); return;
     case OpId::decode_advance:
       check(kernels::increment_i32(cache_.step_positions(), int(2 * T), stream_), "advance positions");
@@ -335,28 +365,35 @@ void GpuModel::run(const ForwardPass& pass, const OpRef& op, ResidualStream& res
 void GpuModel::head(const ForwardPass& pass, OpId op, int blocks) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
+  const parallel::RankShape& rank = weights_.rank();
   const int64_t T = pass.tokens, h = c.hidden_size, V = c.vocab_size;
-  // Decode: every row's logits; prefill: the chunk's last token's, in the sequence's row.
-  float* row = pass.decode ? w.logits : w.logits + int64_t(pass.sequence) * V;
+  const bool tp = rank.tp() > 1;
+  const int64_t Vr = rank.vocab_rows;      // the rank's rows of lm_head (V on one GPU)
+  const int64_t rows = pass.decode ? T : 1;  // decode: every row's logits; prefill: the chunk's last token's
+  const bf16* last = pass.decode ? w.normed : w.normed + (T - 1) * h;
+  float* row = pass.decode ? w.logits : w.logits + int64_t(pass.sequence) * V;  // the full logits, [rows, V]
   switch (op) {
     case OpId::head_norm:
       check(kernels::rmsnorm_bf16(w.pool[0], h, weights_.final_norm, float(c.rms_norm_eps), w.normed, h, T, h, stream_),
             "final RMSNorm");
       return;
     case OpId::head_attnres: mixer(weights_.final_res, weights_.final_norm, blocks, T, "final AttnRes mixer"); return;
-    case OpId::head_lm_head:
-      if (pass.decode) {
-        context_->gemm_f32(w.normed, h, weights_.lm_head, w.logits, V, T, V, h);
-      } else {
-        context_->gemm_f32(w.normed + (T - 1) * h, h, weights_.lm_head, row, V, 1, V, h);
-      }
+    case OpId::head_lm_head: context_->gemm_f32(last, h, weights_.lm_head, tp ? w.logits_local : row, Vr, rows, Vr, h);
+      return;
+    case OpId::head_all_gather:
+      context_->comms.tp->all_gather({-1, op}, w.logits_local, w.logits_gathered, rows * Vr, weights::TensorDtype::f32,
+                                     stream_);
       return;
     case OpId::head_sample:
-      if (pass.decode) {
-        check(kernels::sample_greedy(w.logits, int(T), int(V), w.next_tokens, stream_), "sampling");
-      } else {
-        check(kernels::sample_greedy(row, 1, int(V), w.next_tokens + pass.sequence, stream_), "sampling");
+      if (tp) {  // [tp, rows, V / tp] gathered → [rows, V]: rank r's block into columns [r·V/tp, (r+1)·V/tp)
+        for (int r = 0; r < rank.tp(); ++r) {
+          CUDA_CHECK(cudaMemcpy2DAsync(row + r * Vr, V * sizeof(float), w.logits_gathered + r * rows * Vr,
+                                       Vr * sizeof(float), Vr * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_));
+        }
       }
+      check(kernels::sample_greedy(row, int(rows), int(V), pass.decode ? w.next_tokens : w.next_tokens + pass.sequence,
+                                   stream_),
+            "sampling");
       return;
     default: throw Error(fmt::format("{} is no head op", op_name(op, -1)));
   }

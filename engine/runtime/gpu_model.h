@@ -49,11 +49,14 @@ using ForwardTap =
 
 class GpuModel {
  public:
-  GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRunShape& shape);
+  // One rank of a TP/EP layout (weights.rank()) issues the schedule's collectives through `comms`.
+  GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRunShape& shape, RankComms comms = {});
   ~GpuModel();
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
   static uint64_t workspace_bytes(const ModelConfig& config, const ModelRunShape& shape);
+  static uint64_t workspace_bytes(const ModelConfig& config, const parallel::RankShape& rank,
+                                  const ModelRunShape& shape);
   // False when a decode step synchronises with the host (MoE layers with bf16 routed experts).
   static bool decode_capturable(const ModelConfig& config);
   // True when a prefill call of `tokens` tokens runs the MXFP4 routed experts by dequantising each active expert to

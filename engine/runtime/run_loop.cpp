@@ -1,5 +1,8 @@
 #include "engine/runtime/run_loop.h"
 
+#include "engine/parallel/emulated_communicator.h"
+#include "engine/parallel/rank_shape.h"
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "engine/runtime/cuda_check.h"
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 
 namespace k3::runtime {
 
@@ -49,8 +53,17 @@ ModelConfig load_config(const RunOptions& o, const WeightsSource& w) {
     if (w.random) throw InputError("--weights random needs --model <config.json>");
     path = (std::filesystem::path(w.dir) / "config.json").string();
   }
-  if (o.layers > 0) return parse_model_config(weights::slice_config_json(read_file(path), path, o.layers), path);
-  return load_model_config(path);
+  ModelConfig c = o.layers > 0 ? parse_model_config(weights::slice_config_json(read_file(path), path, o.layers), path)
+                                : load_model_config(path);
+  if (o.attention == "as_published") return c;
+  if (o.attention != "all_mla" && o.attention != "all_kda") {
+    throw InputError(fmt::format("attention '{}': expected as_published, all_mla or all_kda", o.attention));
+  }
+  if (!w.random) {
+    throw InputError(fmt::format("attention {}: a counterfactual model has no checkpoint; run it with --weights random",
+                                 o.attention));
+  }
+  return with_all_attention(c, o.attention == "all_mla" ? AttentionKind::mla : AttentionKind::kda);
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -100,6 +113,19 @@ RunSummary run_engine(const RunOptions& o) {
   const WeightsSource source = parse_weights(o.weights);
   const ModelConfig config = load_config(o, source);
   DeviceWeights::check_supported(config);
+  // The rank this GPU runs (the whole model on one GPU) and its groups, emulated: each collective is recorded as the
+  // rank would issue it (engine/parallel/emulated_communicator.h).
+  const parallel::RankShape rank =
+      parallel::rank_shape(config, parallel::rank_layout(o.parallelism, o.rank, config.num_layers));
+  const parallel::UniformRouting routing{config.moe ? int(config.moe->num_experts) : 0,
+                                         config.moe ? config.moe->top_k : 0, o.prompt_seed};
+  std::unique_ptr<parallel::Communicator> tp_group, ep_group;
+  if (rank.tp() > 1)
+    tp_group = std::make_unique<parallel::EmulatedCommunicator>("tp", rank.layout.tp_rank, rank.tp(), routing);
+  if (rank.ep() > 1)
+    ep_group = std::make_unique<parallel::EmulatedCommunicator>("ep", rank.layout.ep_rank, rank.ep(), routing);
+  const RankComms comms{tp_group.get(), ep_group.get(), routing};
+  const ModelConfig& local = rank.local;
   if (o.use_cuda_graph && !GpuModel::decode_capturable(config)) {
     throw InputError(
         fmt::format("{}: the decode step of a model with {} routed experts synchronises with the host once "
@@ -113,6 +139,7 @@ RunSummary run_engine(const RunOptions& o) {
   summary.model = config.name;
   summary.config = config;
   summary.layers = config.num_layers;
+  summary.rank = rank.single_gpu() ? "" : rank.layout.describe();
 
   CacheShape cache_shape;
   cache_shape.max_sequences = o.batch;
@@ -139,18 +166,20 @@ RunSummary run_engine(const RunOptions& o) {
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   summary.free_bytes_before = free_bytes;
   summary.memory.items = {
-      {"weights (device layout, MXFP4 experts packed)", DeviceWeights::device_bytes(config)},
+      {rank.single_gpu() ? "weights (device layout, MXFP4 experts packed)"
+                         : fmt::format("weights of rank {} (its shards, device layout)", o.rank),
+       DeviceWeights::device_bytes(config, rank)},
       {fmt::format("MLA pages and KDA state slots ({} sequences x {} tokens)", o.batch, cache_shape.max_context_tokens),
-       GpuCache::device_bytes(config, cache_shape)},
+       GpuCache::device_bytes(local, cache_shape)},
       {fmt::format("activation workspace ({}-token chunks, batch {})", run_shape.max_chunk_tokens, o.batch),
-       GpuModel::workspace_bytes(config, run_shape)},
+       GpuModel::workspace_bytes(local, rank, run_shape)},
   };
   require_fits(summary.memory, free_bytes, prop.name);
   say(o, fmt::format("memory plan on {}:\n{}", prop.name, summary.memory.describe()));
 
   // 2. Weights.
   const auto t0 = std::chrono::steady_clock::now();
-  DeviceWeights weights(config);
+  DeviceWeights weights(config, rank);
   if (source.random) {
     say(o, fmt::format("generating random weights (seed {}) on the GPU", source.seed));
     weights.fill_random(source.seed);
@@ -167,8 +196,22 @@ RunSummary run_engine(const RunOptions& o) {
   summary.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   say(o, fmt::format("weights: {:.2f} GiB in {:.1f} s", weights.bytes() / 1073741824.0, summary.weights_seconds));
 
-  GpuCache cache(config, cache_shape);
-  GpuModel model(weights, cache, run_shape);
+  GpuCache cache(local, cache_shape);
+  GpuModel model(weights, cache, run_shape, comms);
+  // One call's collectives, as the rank issued them (none on one GPU).
+  auto clear_collectives = [&] {
+    for (parallel::Communicator* g : {tp_group.get(), ep_group.get()}) {
+      if (g) g->clear_records();
+    }
+  };
+  auto take_collectives = [&] {
+    std::vector<parallel::CollectiveRecord> all;
+    for (parallel::Communicator* g : {tp_group.get(), ep_group.get()}) {
+      if (g) all.insert(all.end(), g->records().begin(), g->records().end());
+    }
+    clear_collectives();
+    return all;
+  };
 
   // 3. Prefill each sequence's prompt, after one untimed prefill of the first prompt (it builds the GEMM
   //    plans of every prefill shape and loads the kernels; its state is then dropped).
@@ -189,6 +232,7 @@ RunSummary run_engine(const RunOptions& o) {
   }
   double prefill_total_ms = 0;
   if (o.before_prefill) o.before_prefill();
+  clear_collectives();
   for (int s = 0; s < o.batch; ++s) {
     cache.admit(s, cache_shape.max_context_tokens);
     const std::vector<int32_t> prompt = prompt_of(s);
@@ -196,6 +240,7 @@ RunSummary run_engine(const RunOptions& o) {
     model.prefill(s, prompt, 0);
     summary.prefill_ms.push_back(timer.stop_ms());
     prefill_total_ms += summary.prefill_ms.back();
+    if (s == 0) summary.prefill_collectives = take_collectives();
     say(o, fmt::format("prefill sequence {}/{}: {} tokens in {:.2f} ms", s + 1, o.batch, o.prompt_tokens,
                        summary.prefill_ms.back()));
   }
@@ -244,11 +289,13 @@ RunSummary run_engine(const RunOptions& o) {
     if (o.end_step) o.end_step();
   };
   {
+    clear_collectives();
     EventTimer timer(model.stream());
     begin_step(0);
     model.decode_step(o.batch);
     end_step();
     summary.first_decode_step_ms = timer.stop_ms();
+    summary.decode_collectives = take_collectives();
     collect();
   }
   if (o.use_cuda_graph) model.capture_decode(o.batch);

@@ -14,6 +14,7 @@
 
 #include "core/model_config.h"
 #include "core/scenario.h"
+#include "engine/parallel/communicator.h"
 #include "engine/runtime/memory_plan.h"
 
 #include <cstdint>
@@ -27,6 +28,9 @@ struct RunOptions {
   std::string model_path;          // config.json (published form); empty: the checkpoint's config.json
   std::string weights = "random";  // a checkpoint directory, or random[:seed]
   int layers = 0;                  // 0 = every layer of the config; N keeps layers [0, N)
+  // "as_published", or "all_mla" / "all_kda": every layer of that attention kind (the simulator's
+  // overrides.attention counterfactual, core/model_config.h with_all_attention), random weights only.
+  std::string attention = "as_published";
   int64_t prompt_tokens = 128;
   int decode_tokens = 16;  // ≥ 2: one eager step, then graph replays
   int batch = 1;
@@ -55,8 +59,12 @@ struct RunOptions {
 struct RunSummary {
   std::string gpu;
   std::string model;
-  ModelConfig config;  // as run (sliced to `layers`)
+  ModelConfig config;  // as run (sliced to `layers`): the whole model, of which a rank runs its share
   int layers = 0;
+  std::string rank;  // RankLayout::describe() of a rank of a TP/EP layout; empty on one GPU
+  // The collectives one call issued, as recorded by the emulated communicator (not executed): the eager first decode
+  // step's and the first timed prefill's (empty on one GPU).
+  std::vector<parallel::CollectiveRecord> decode_collectives, prefill_collectives;
   RunOptions options;
   MemoryPlan memory;  // as allocated
   uint64_t free_bytes_before = 0;
@@ -75,6 +83,7 @@ struct RunSummary {
   std::string predicted_hardware;
   double predicted_step_ms = 0;
   double predicted_prefill_ms = 0;
+  double predicted_decode_comm_ms = 0, predicted_prefill_comm_ms = 0;  // their collectives' exposed time
 };
 
 // The summary's JSON and text are engine/session/run_session.h's (they need no GPU).

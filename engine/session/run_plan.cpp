@@ -79,10 +79,12 @@ void check_precision(const Scenario& s) {
 
 void check_overrides(const Scenario& s) {
   for (const std::string& o : s.overrides) {
-    if (o.rfind("layers:", 0) == 0) continue;  // the engine keeps the same layers
+    if (o.rfind("layers:", 0) == 0) continue;     // the engine keeps the same layers
+    if (o.rfind("attention:", 0) == 0) continue;  // and the same attention kinds (RunOptions::attention)
     const std::size_t colon = o.find(':');
     unsupported(s, "overrides." + o.substr(0, colon), o.substr(colon + 2),
-                "the engine runs the model's layers as published (only overrides.layers applies)");
+                "the engine runs the model's layers as published (only overrides.layers and overrides.attention "
+                "apply)");
   }
 }
 
@@ -108,12 +110,14 @@ RunPlan plan_run(const Scenario& s, const EngineKnobs& k) {
   const bool sliced = std::any_of(s.overrides.begin(), s.overrides.end(),
                                   [](const std::string& e) { return e.rfind("layers:", 0) == 0; });
   o.layers = sliced ? s.model.num_layers : 0;
+  for (const std::string& e : s.overrides) {
+    if (e.rfind("attention:", 0) == 0) o.attention = e.substr(e.find(':') + 2);
+  }
   o.decode_tokens = k.decode_tokens;
   o.page_tokens = k.page_tokens;
   o.prompt_seed = k.prompt_seed;
   o.tile_experts = k.tile_experts;
-  // A rank's expert-parallel dispatch reads its row counts on the host: its decode steps run eagerly.
-  o.use_cuda_graph = s.runtime.cuda_graphs && s.parallelism.ep == 1;
+  o.use_cuda_graph = s.runtime.cuda_graphs;
   o.parallelism = s.parallelism;
   o.rank = k.rank;
   const parallel::RankShape shape =

@@ -11,8 +11,6 @@
 //   parallelism       tp / ep > 1: the GPU runs rank knobs.rank of the layout (engine/parallel/rank_shape.h),
 //                     its shards of random weights, its heads, experts and token share, with every collective
 //                     of the op graph recorded by the emulated communicator; `memory` is its memory plan.
-//                     At ep > 1 the dispatch reads its row counts on the host, so decode runs eagerly (and
-//                     is predicted so).
 // What the engine cannot run (pp > 1, sequence parallelism, attention_dp > 1, a verify phase, an fp8
 // cache, ...) is an InputError naming the scenario key and its value.
 #pragma once

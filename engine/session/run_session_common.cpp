@@ -11,12 +11,48 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 
 namespace k3::session {
 
+namespace {
+
+double communication_ms(const Prediction& p) {
+  double us = 0;
+  for (const GroupTotal& g : p.by_bound()) {
+    if (g.group == "communication") us += g.time_us;
+  }
+  return us / 1000.0;
+}
+
+// One call's collectives: count, bytes and the groups, e.g. "339 collectives, 1.95 GB (tp 246, ep 93)".
+nlohmann::ordered_json collectives_json(const std::vector<parallel::CollectiveRecord>& records) {
+  nlohmann::ordered_json j;
+  int64_t bytes = 0;
+  std::map<std::string, int> per_group;
+  for (const parallel::CollectiveRecord& r : records) {
+    bytes += r.bytes;
+    ++per_group[fmt::format("{} ({} GPUs)", r.group, r.group_size)];
+  }
+  j["count"] = records.size();
+  j["bytes"] = bytes;
+  j["per_group"] = per_group;
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (const parallel::CollectiveRecord& r : records) {
+    calls.push_back({{"name", r.name}, {"kind", to_string(r.kind)}, {"bytes", r.bytes}, {"group", r.group}});
+  }
+  j["calls"] = calls;
+  return j;
+}
+
+}  // namespace
+
 void predict_beside(const RunPlan& plan, runtime::RunSummary& summary) {
-  summary.predicted_step_ms = predict(plan.decode).step_ms();
-  summary.predicted_prefill_ms = predict(plan.prefill).step_ms();
+  const Prediction decode = predict(plan.decode), prefill = predict(plan.prefill);
+  summary.predicted_step_ms = decode.step_ms();
+  summary.predicted_prefill_ms = prefill.step_ms();
+  summary.predicted_decode_comm_ms = communication_ms(decode);
+  summary.predicted_prefill_comm_ms = communication_ms(prefill);
   summary.predicted_hardware = plan.scenario.hardware.name;
 }
 
@@ -40,6 +76,13 @@ std::string summary_json(const runtime::RunSummary& s) {
   j["gpu"] = s.gpu;
   j["model"] = s.model;
   j["layers"] = s.layers;
+  if (!s.rank.empty()) {
+    // Rank emulation: the GPU ran this rank's compute; its collectives were recorded, not executed.
+    j["rank"] = {{"layout", s.rank},
+                 {"collectives", "emulated"},
+                 {"decode_step_collectives", collectives_json(s.decode_collectives)},
+                 {"prefill_collectives", collectives_json(s.prefill_collectives)}};
+  }
   j["weights"] = s.options.weights;
   j["batch"] = s.options.batch;
   j["prompt_tokens"] = s.options.prompt_tokens;
@@ -70,6 +113,21 @@ std::string summary_json(const runtime::RunSummary& s) {
         {"prefill_ms_per_sequence", s.predicted_prefill_ms},
         {"measured_over_predicted_step", s.median_step_ms / s.predicted_step_ms},
         {"measured_over_predicted_prefill", s.prefill_ms.empty() ? 0.0 : s.median_prefill_ms / s.predicted_prefill_ms}};
+    if (!s.rank.empty()) {
+      // The rank measured its compute only: set it beside the predicted compute, and add the predicted
+      // communication to compare with the predicted step.
+      const double step_compute = s.predicted_step_ms - s.predicted_decode_comm_ms;
+      const double prefill_compute = s.predicted_prefill_ms - s.predicted_prefill_comm_ms;
+      nlohmann::ordered_json& p = j["predicted"];
+      p["step_communication_ms"] = s.predicted_decode_comm_ms;
+      p["step_compute_ms"] = step_compute;
+      p["measured_over_predicted_step_compute"] = s.median_step_ms / step_compute;
+      p["measured_plus_predicted_communication_over_predicted_step"] =
+          (s.median_step_ms + s.predicted_decode_comm_ms) / s.predicted_step_ms;
+      p["prefill_communication_ms"] = s.predicted_prefill_comm_ms;
+      p["prefill_compute_ms"] = prefill_compute;
+      p["measured_over_predicted_prefill_compute"] = s.prefill_ms.empty() ? 0.0 : s.median_prefill_ms / prefill_compute;
+    }
   }
   return j.dump(2) + "\n";
 }
@@ -85,11 +143,35 @@ std::string summary_text(const runtime::RunSummary& s) {
                      s.options.use_cuda_graph ? " (CUDA graph)" : " (eager)");
   out += fmt::format("  first step     {:10.3f} ms (eager, warms the GEMM plans)\n", s.first_decode_step_ms);
   out += fmt::format("  decode         {:10.1f} tokens/s\n", s.decode_tokens_per_s);
-  if (!s.predicted_hardware.empty()) {
+  if (!s.predicted_hardware.empty() && s.rank.empty()) {
     out += fmt::format(
         "  predicted on {}: decode step {:.3f} ms (measured {:.2f}x), prefill {:.3f} ms (measured {:.2f}x)\n",
         s.predicted_hardware, s.predicted_step_ms, s.median_step_ms / s.predicted_step_ms, s.predicted_prefill_ms,
         s.median_prefill_ms / s.predicted_prefill_ms);
+  }
+  if (!s.rank.empty()) {
+    auto bytes = [](const std::vector<parallel::CollectiveRecord>& r) {
+      double b = 0;
+      for (const parallel::CollectiveRecord& c : r) b += double(c.bytes);
+      return b / 1e6;
+    };
+    out += fmt::format("  {}: collectives emulated (recorded, not run): {} per decode step ({:.2f} MB), {} in the "
+                       "first prefill ({:.1f} MB)\n",
+                       s.rank, s.decode_collectives.size(), bytes(s.decode_collectives), s.prefill_collectives.size(),
+                       bytes(s.prefill_collectives));
+    if (!s.predicted_hardware.empty()) {
+      const double step_compute = s.predicted_step_ms - s.predicted_decode_comm_ms;
+      const double prefill_compute = s.predicted_prefill_ms - s.predicted_prefill_comm_ms;
+      out += fmt::format(
+          "  predicted on {}: decode step {:.3f} ms = compute {:.3f} + communication {:.3f}; measured compute {:.2f}x "
+          "the predicted; measured + predicted communication {:.2f}x the predicted step\n",
+          s.predicted_hardware, s.predicted_step_ms, step_compute, s.predicted_decode_comm_ms,
+          s.median_step_ms / step_compute, (s.median_step_ms + s.predicted_decode_comm_ms) / s.predicted_step_ms);
+      out += fmt::format("  predicted prefill {:.3f} ms = compute {:.3f} + communication {:.3f}; measured {:.2f}x the "
+                         "predicted compute\n",
+                         s.predicted_prefill_ms, prefill_compute, s.predicted_prefill_comm_ms,
+                         s.median_prefill_ms / prefill_compute);
+    }
   }
   return out;
 }

@@ -14,6 +14,11 @@ TEST(GpuEmbedding, RejectsBadArguments) {
   EXPECT_EQ(kernels::embedding_gather_bf16(table, 4, 8, ids, 1, y, 8, 8, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(kernels::embedding_gather_bf16(table, 8, 8, ids, -1, y, 8, 8, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(kernels::embedding_gather_bf16(table, 8, 8, ids, 0, y, 8, 8, nullptr, nullptr), cudaSuccess);
+  // A shard must lie inside the vocabulary.
+  EXPECT_EQ(kernels::embedding_gather_rows_bf16(table, 8, 8, 4, 5, ids, 1, y, 8, 8, nullptr, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::embedding_gather_rows_bf16(table, 8, 8, 2, 0, ids, 1, y, 8, 8, nullptr, nullptr),
+            cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -46,10 +46,41 @@ TEST(UniformRouting, AWorldOfOneGetsEveryAssignment) {
   EXPECT_EQ(uniform_rows_to(kK3, 1, 0, 0, 10), (std::vector<int64_t>{160}));
 }
 
+// What rank a sends b in the exchange is what b receives from a, each token sends top_k rows, and every received
+// row names one of the receiver's experts, in expert order within each peer's rows.
+TEST(UniformRouting, ExchangesAgreeAcrossTheGroup) {
+  const int ep = 16;
+  std::vector<int64_t> tokens(ep);
+  for (int p = 0; p < ep; ++p) tokens[p] = (p * 7) % 5;  // uneven, some peers route nothing (a decode step's split)
+  std::vector<UniformExchange> x;
+  for (int r = 0; r < ep; ++r) x.push_back(uniform_exchange(kK3, ep, r, 3, tokens));
+  for (int a = 0; a < ep; ++a) {
+    int64_t sent = 0;
+    for (int b = 0; b < ep; ++b) {
+      EXPECT_EQ(x[a].send_rows[b], x[b].recv_rows[a]) << a << " -> " << b;
+      sent += x[a].send_rows[b];
+    }
+    EXPECT_EQ(sent, tokens[a] * kK3.top_k) << "rank " << a;
+    std::size_t at = 0;
+    for (int p = 0; p < ep; ++p) {
+      for (int64_t i = 0; i < x[a].recv_rows[p]; ++i, ++at) {
+        ASSERT_LT(at, x[a].recv_local_expert.size());
+        const int32_t e = x[a].recv_local_expert[at];
+        EXPECT_TRUE(e >= 0 && e < 896 / ep) << e;
+        if (i > 0) EXPECT_LE(x[a].recv_local_expert[at - 1], e) << "rows of peer " << p << " by expert";
+      }
+    }
+    EXPECT_EQ(at, x[a].recv_local_expert.size());
+  }
+  // With equal counts the exchange's receive side is uniform_rows_to's.
+  EXPECT_EQ(uniform_exchange(kK3, ep, 3, 3, std::vector<int64_t>(ep, 4)).recv_rows, uniform_rows_to(kK3, ep, 3, 3, 4));
+}
+
 TEST(UniformRouting, BadSizesAreInputErrors) {
   test::expect_input_error([] { uniform_rows_to(kK3, 5, 0, 0, 1); }, {"ep 5", "896 experts"});
   test::expect_input_error([] { uniform_rows_to({8, 9, 0}, 2, 0, 0, 1); }, {"top_k 9"});
   test::expect_input_error([] { uniform_rows_to(kK3, 16, 16, 0, 1); }, {"rank 16"});
+  test::expect_input_error([] { uniform_exchange(kK3, 16, 0, 0, {1, 2}); }, {"2 token counts", "group of 16"});
 }
 
 }  // namespace

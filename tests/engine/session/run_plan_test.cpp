@@ -113,6 +113,14 @@ runtime: {cuda_graphs: false}
   EXPECT_EQ(p.decode.phase.context_tokens, 32768);
 }
 
+// The all-MLA counterfactual (CLAIMS P5/P6) runs as the simulator predicts it: every layer MLA.
+TEST(RunPlan, AllMlaCounterfactualRunsEveryLayerMla) {
+  const RunPlan p = plan_run(scenario(kDecode, {"overrides.attention=all_mla"}), EngineKnobs{});
+  EXPECT_EQ(p.options.attention, "all_mla");
+  EXPECT_EQ(p.decode.model.count_layers(AttentionKind::mla), p.decode.model.num_layers);
+  EXPECT_EQ(plan_run(scenario(kDecode, {}), EngineKnobs{}).options.attention, "as_published");
+}
+
 // The slice the scenario predicts is the one the engine runs: overrides.layers equals the engine's
 // slice of the config.json.
 TEST(RunPlan, LayerSliceEqualsTheEngines) {
@@ -142,7 +150,6 @@ TEST(RunPlan, WhatTheEngineCannotRunNamesTheKey) {
       {{"precision.kda_state=bf16"}, {"precision.kda_state", "bf16", "fp32"}},
       {{"precision.weights=fp8"}, {"precision.weights", "fp8"}},
       {{"precision.gemm_compute=fp8"}, {"precision.gemm_compute", "fp8"}},
-      {{"overrides.attention=all_mla"}, {"overrides.attention", "all_mla"}},
       {{"overrides.attnres=false"}, {"overrides.attnres", "false"}},
       {{"phase=verify", "workload.draft_tokens=3"}, {"'phase'", "verify", "no verify step"}},
       {{"workload.context_tokens=0"}, {"workload.context_tokens", "0", "prompt"}},
@@ -175,8 +182,8 @@ TEST(RunPlan, K3Tp16Rank0MemoryIsTheSimulatorsPerGpu) {
   EXPECT_EQ(p.options.parallelism.tp, 16);
   EXPECT_EQ(p.options.parallelism.ep, 16);
   EXPECT_EQ(p.options.rank, 0);
-  EXPECT_FALSE(p.options.use_cuda_graph);  // the dispatch reads its counts on the host
-  EXPECT_FALSE(p.decode.runtime.cuda_graphs);
+  EXPECT_TRUE(p.options.use_cuda_graph);  // the dispatch's counts are the uniform router's: known on the host
+  EXPECT_TRUE(p.decode.runtime.cuda_graphs);
   ASSERT_EQ(p.memory.items.size(), 3u);
   const MemoryBreakdown sim = estimate_memory(s, build_op_graph(s.model, s.phase, s.parallelism, s.precision));
   const double weights = double(p.memory.items[0].bytes), kv = double(p.memory.items[1].bytes),

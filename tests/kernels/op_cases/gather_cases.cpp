@@ -74,6 +74,20 @@ OpCase embedding_case() {
       gpu.expect(got.allFinite(), "every row written");
       gpu.expect(got.allFinite() && (got - expected).cwiseAbs().maxCoeff() == 0.0f, "rows copied exactly");
       if (with_flag) gpu.equal("error flag", flag.download()[0], has_invalid_id ? 1 : 0);
+      // One rank's rows of a vocabulary-parallel table, [vocab / 3, 2 vocab / 3): the others' ids give zero rows.
+      const int64_t first = vocab / 3, held = vocab / 3;
+      DeviceBuffer<__nv_bfloat16> dshard(to_bf16(table.middleRows(first, held)));
+      DeviceBuffer<int> shard_flag(std::vector<int>{0});
+      CUDA_CHECK(kernels::embedding_gather_rows_bf16(dshard.get(), table_stride, vocab, first, held, dids.get(), tokens,
+                                                     dy.get(), y_stride, width, shard_flag.get(), nullptr));
+      const ref::Matrix got_shard = from_bf16(dy.download(), tokens, y_stride).leftCols(width);
+      ref::Matrix expected_shard = expected;
+      for (int64_t t = 0; t < tokens; ++t) {
+        if (ids[t] < first || ids[t] >= first + held) expected_shard.row(Eigen::Index(t)).setZero();
+      }
+      gpu.expect(got_shard.allFinite() && (got_shard - expected_shard).cwiseAbs().maxCoeff() == 0.0f,
+                 "a shard's rows copied, the others' zero");
+      gpu.equal("error flag of a shard", shard_flag.download()[0], has_invalid_id ? 1 : 0);
     };
   };
   return c;

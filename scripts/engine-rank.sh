@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One rank of a real deployment on an H200 machine (docs/engine.md#parallel-layouts-and-rank-emulation):
+#   rank   K3, rank 0 of 16xH200 at TP16/EP16, all 93 layers (its shards of random weights, ~101 GiB), decode
+#          at batch 1/8/64 and context 8K/128K/1M where the memory plan allows (it refuses the others), CUDA
+#          graphs; prefill of 8K and 32K; and rank 0 of the 8-GPU TP8/EP8 layout (refused: it does not fit);
+#   claims Kimi Linear 48B and its all-MLA counterfactual (overrides.attention: all_mla): decode at batch 1 at
+#          128K/512K/1M (CLAIMS P5) and prefill of 32K and 128K (P6 is at 512K and 1M: see the loop).
+# Each run beside `k3perf predict` of the same scenario on h200-validated; one JSON summary per run and a log.
+# Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-rank.sh [rank | claims | all]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-programs.sh
+k3perf="$bin/k3perf"
+status=0
+run() {  # name, then k3perf run arguments
+  local name="$1"
+  shift
+  echo "== $name: k3perf run $*"
+  "$k3perf" --data-dir scenarios run "$@" --json "$out/engine_$name.json" 2>&1 | grep -v "^decode step" || status=1
+}
+rank=(--model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=16 --set parallelism.tp=16
+      --set parallelism.ep=16 --rank 0)
+prefill=(--set phase=prefill --set workload.context_tokens=0 --decode-tokens 2)
+what="${1:-all}"
+if [ "$what" = rank ] || [ "$what" = all ]; then
+  for batch in 1 8 64; do
+    for context in 8192 131072 1048512; do  # 1048512 + 64 decode tokens = 2^20
+      run "k3_tp16_rank0_decode_b${batch}_ctx${context}" "${rank[@]}" --batch "$batch" --prompt-tokens 256 \
+        --context "$context" --decode-tokens 64
+    done
+  done
+  for prompt in 8192 32768; do
+    run "k3_tp16_rank0_prefill_${prompt}" "${rank[@]}" "${prefill[@]}" --set workload.new_tokens="$prompt" \
+      --prompt-tokens "$prompt" --chunk-tokens 8192
+  done
+  run k3_tp8_rank0_decode_b1_ctx131072 --model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=8 \
+    --set parallelism.tp=8 --set parallelism.ep=8 --rank 0 --batch 1 --context 131072 --decode-tokens 16
+fi
+if [ "$what" = claims ] || [ "$what" = all ]; then
+  for attention in as_published all_mla; do
+    kl=(--model kimi-linear-48b-a3b --weights random:7 --hardware h200-validated --eager
+        --set overrides.attention="$attention")
+    for context in 131072 524288 1048512; do
+      run "kl_${attention}_decode_b1_ctx${context}" "${kl[@]}" --batch 1 --prompt-tokens 256 --context "$context" \
+        --decode-tokens 32
+    done
+    for prompt in 32768 131072; do  # all-MLA prefill at 512K is ~6 min, at 1M ~25 min of a GPU
+      run "kl_${attention}_prefill_${prompt}" "${kl[@]}" "${prefill[@]}" --set workload.new_tokens="$prompt" \
+        --prompt-tokens "$prompt" --chunk-tokens 8192
+    done
+  done
+fi
+exit $status
