@@ -39,7 +39,8 @@ struct GpuModel::Workspace {
   GluScratch glu;
   MoeWorkspace moe;
   float* logits = nullptr;  // [max_batch, V]
-  // tp > 1: the rank's vocabulary rows of the logits [max_batch, V / tp] and the group's, gathered [tp, max_batch, V / tp]
+  // tp > 1: the rank's vocabulary rows of the logits [max_batch, V / tp] and the group's, gathered [tp, max_batch, V /
+  // tp]
   float *logits_local = nullptr, *logits_gathered = nullptr;
 
   int64_t iota_count(const ModelConfig& c, const ModelRunShape& s) const {
@@ -105,7 +106,8 @@ bool GpuModel::decode_capturable(const ModelConfig& config) {
 GpuModel::GpuModel(const DeviceWeights& weights, GpuCache& cache, const ModelRunShape& shape, RankComms comms)
     : weights_(weights), config_(weights.config()), cache_(cache), shape_(shape), arena_(DeviceArena::measuring()) {
   const parallel::RankShape& rank = weights.rank();
-  K3_CHECK(rank.tp() == 1 || comms.tp != nullptr, "a rank of tp {} needs its attention group's communicator", rank.tp());
+  K3_CHECK(rank.tp() == 1 || comms.tp != nullptr, "a rank of tp {} needs its attention group's communicator",
+           rank.tp());
   K3_CHECK(rank.ep() == 1 || (comms.ep != nullptr && config_.moe && config_.moe->latent_dim > 0),
            "a rank of ep {} needs its expert group's communicator and latent MoE layers (K3)", rank.ep());
   K3_CHECK(shape.max_batch <= cache.shape().max_sequences, "decode batch {} exceeds the cache's {} sequence slots",
@@ -368,7 +370,7 @@ void GpuModel::head(const ForwardPass& pass, OpId op, int blocks) {
   const parallel::RankShape& rank = weights_.rank();
   const int64_t T = pass.tokens, h = c.hidden_size, V = c.vocab_size;
   const bool tp = rank.tp() > 1;
-  const int64_t Vr = rank.vocab_rows;      // the rank's rows of lm_head (V on one GPU)
+  const int64_t Vr = rank.vocab_rows;        // the rank's rows of lm_head (V on one GPU)
   const int64_t rows = pass.decode ? T : 1;  // decode: every row's logits; prefill: the chunk's last token's
   const bf16* last = pass.decode ? w.normed : w.normed + (T - 1) * h;
   float* row = pass.decode ? w.logits : w.logits + int64_t(pass.sequence) * V;  // the full logits, [rows, V]
@@ -378,7 +380,8 @@ void GpuModel::head(const ForwardPass& pass, OpId op, int blocks) {
             "final RMSNorm");
       return;
     case OpId::head_attnres: mixer(weights_.final_res, weights_.final_norm, blocks, T, "final AttnRes mixer"); return;
-    case OpId::head_lm_head: context_->gemm_f32(last, h, weights_.lm_head, tp ? w.logits_local : row, Vr, rows, Vr, h);
+    case OpId::head_lm_head:
+      context_->gemm_f32(last, h, weights_.lm_head, tp ? w.logits_local : row, Vr, rows, Vr, h);
       return;
     case OpId::head_all_gather:
       context_->comms.tp->all_gather({-1, op}, w.logits_local, w.logits_gathered, rows * Vr, weights::TensorDtype::f32,
@@ -388,7 +391,8 @@ void GpuModel::head(const ForwardPass& pass, OpId op, int blocks) {
       if (tp) {  // [tp, rows, V / tp] gathered → [rows, V]: rank r's block into columns [r·V/tp, (r+1)·V/tp)
         for (int r = 0; r < rank.tp(); ++r) {
           CUDA_CHECK(cudaMemcpy2DAsync(row + r * Vr, V * sizeof(float), w.logits_gathered + r * rows * Vr,
-                                       Vr * sizeof(float), Vr * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_));
+                                       Vr * sizeof(float), Vr * sizeof(float), rows, cudaMemcpyDeviceToDevice,
+                                       stream_));
         }
       }
       check(kernels::sample_greedy(row, int(rows), int(V), pass.decode ? w.next_tokens : w.next_tokens + pass.sequence,

@@ -289,8 +289,8 @@ const MoeLayer::Exchange& MoeLayer::exchange(int l, int64_t T) {
   Exchange x;
   x.rows = parallel::uniform_exchange(ctx_.comms.routing, ep, rank.layout.ep_rank, l, tokens_of_peer);
   for (int64_t r : x.rows.recv_rows) x.received += r;
-  K3_CHECK(x.received <= w_.recv_capacity, "layer {}: {} routed rows arrive at {} tokens, the workspace holds {}", l + 1,
-           x.received, T, w_.recv_capacity);
+  K3_CHECK(x.received <= w_.recv_capacity, "layer {}: {} routed rows arrive at {} tokens, the workspace holds {}",
+           l + 1, x.received, T, w_.recv_capacity);
   x.expert_offsets.assign(static_cast<std::size_t>(rank.experts) + 1, 0);
   for (int32_t e : x.rows.recv_local_expert) ++x.expert_offsets[static_cast<std::size_t>(e) + 1];
   for (std::size_t e = 1; e < x.expert_offsets.size(); ++e) x.expert_offsets[e] += x.expert_offsets[e - 1];
@@ -347,8 +347,7 @@ void MoeLayer::ep_experts(const ForwardPass& pass, int l) {
   const kernels::Mxfp4ExpertWeights w13 = mxfp4_experts(W, e, local, true), w2 = mxfp4_experts(W, e, local, false);
   if (!pass.decode && w.gathered != nullptr && R >= int64_t(kernels::kMxfp4DequantizedMinAverageSlots) * local) {
     // Long prefill: each active expert dequantised to bf16, one GEMM per expert (offsets known on the host).
-    check(kernels::gather_rows_bf16(w.dispatch_recv, z, R, w.recv_buckets.slot_token, R, w.gathered, z, z,
-                                    ctx_.stream),
+    check(kernels::gather_rows_bf16(w.dispatch_recv, z, R, w.recv_buckets.slot_token, R, w.gathered, z, z, ctx_.stream),
           "MoE gather");
     const int64_t scratch = 2 * I * z;
     check(kernels::mxfp4_grouped_dequantized_bf16_to_f32(ctx_.gemm_runner, w13, x.expert_offsets.data(), w.gathered, z,
@@ -360,13 +359,16 @@ void MoeLayer::ep_experts(const ForwardPass& pass, int l) {
           "MoE experts down (dequantised)");
   } else {
     const int max_active = int(std::min<int64_t>(local, R));
-    const kernels::ExpertRouting by_row{w.recv_buckets.expert_offsets, w.recv_buckets.slot_token,
-                                        w.recv_buckets.active_experts, w.recv_buckets.active_count,
-                                        int(R),                        max_active};
+    const kernels::ExpertRouting by_row{w.recv_buckets.expert_offsets,
+                                        w.recv_buckets.slot_token,
+                                        w.recv_buckets.active_experts,
+                                        w.recv_buckets.active_count,
+                                        int(R),
+                                        max_active};
     check(kernels::mxfp4_grouped_bf16_to_f32(w13, by_row, w.dispatch_recv, z, R, glu_.gate_up, 2 * I, ctx_.stream),
           "MoE experts gate|up");
     ctx_.glu(glu_.gate_up, 2 * I, glu_.act, R, I, "MoE expert GLU");
-    const kernels::ExpertRouting by_slot{w.recv_buckets.expert_offsets, iota_, w.recv_buckets.active_experts,
+    const kernels::ExpertRouting by_slot{w.recv_buckets.expert_offsets, iota_,  w.recv_buckets.active_experts,
                                          w.recv_buckets.active_count,   int(R), max_active};
     check(kernels::mxfp4_grouped_bf16_to_f32(w2, by_slot, glu_.act, I, R, w.expert_out, z, ctx_.stream),
           "MoE experts down");
@@ -383,8 +385,8 @@ void MoeLayer::ep_combine(const ForwardPass& pass, int l) {
   const MoeWorkspace& w = w_;
   const Exchange& x = exchange(l, pass.tokens);
   const int64_t z = e.latent_dim;
-  ctx_.comms.ep->all_to_all({l, OpId::moe_combine}, w.combine_send, x.rows.recv_rows, w.combine_recv,
-                            x.rows.send_rows, z * int64_t(sizeof(bf16)), ctx_.stream);
+  ctx_.comms.ep->all_to_all({l, OpId::moe_combine}, w.combine_send, x.rows.recv_rows, w.combine_recv, x.rows.send_rows,
+                            z * int64_t(sizeof(bf16)), ctx_.stream);
 }
 
 }  // namespace k3::runtime

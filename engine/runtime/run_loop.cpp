@@ -54,7 +54,7 @@ ModelConfig load_config(const RunOptions& o, const WeightsSource& w) {
     path = (std::filesystem::path(w.dir) / "config.json").string();
   }
   ModelConfig c = o.layers > 0 ? parse_model_config(weights::slice_config_json(read_file(path), path, o.layers), path)
-                                : load_model_config(path);
+                               : load_model_config(path);
   if (o.attention == "as_published") return c;
   if (o.attention != "all_mla" && o.attention != "all_kda") {
     throw InputError(fmt::format("attention '{}': expected as_published, all_mla or all_kda", o.attention));

@@ -155,10 +155,11 @@ std::string summary_text(const runtime::RunSummary& s) {
       for (const parallel::CollectiveRecord& c : r) b += double(c.bytes);
       return b / 1e6;
     };
-    out += fmt::format("  {}: collectives emulated (recorded, not run): {} per decode step ({:.2f} MB), {} in the "
-                       "first prefill ({:.1f} MB)\n",
-                       s.rank, s.decode_collectives.size(), bytes(s.decode_collectives), s.prefill_collectives.size(),
-                       bytes(s.prefill_collectives));
+    out += fmt::format(
+        "  {}: collectives emulated (recorded, not run): {} per decode step ({:.2f} MB), {} in the "
+        "first prefill ({:.1f} MB)\n",
+        s.rank, s.decode_collectives.size(), bytes(s.decode_collectives), s.prefill_collectives.size(),
+        bytes(s.prefill_collectives));
     if (!s.predicted_hardware.empty()) {
       const double step_compute = s.predicted_step_ms - s.predicted_decode_comm_ms;
       const double prefill_compute = s.predicted_prefill_ms - s.predicted_prefill_comm_ms;
@@ -167,10 +168,10 @@ std::string summary_text(const runtime::RunSummary& s) {
           "the predicted; measured + predicted communication {:.2f}x the predicted step\n",
           s.predicted_hardware, s.predicted_step_ms, step_compute, s.predicted_decode_comm_ms,
           s.median_step_ms / step_compute, (s.median_step_ms + s.predicted_decode_comm_ms) / s.predicted_step_ms);
-      out += fmt::format("  predicted prefill {:.3f} ms = compute {:.3f} + communication {:.3f}; measured {:.2f}x the "
-                         "predicted compute\n",
-                         s.predicted_prefill_ms, prefill_compute, s.predicted_prefill_comm_ms,
-                         s.median_prefill_ms / prefill_compute);
+      out += fmt::format(
+          "  predicted prefill {:.3f} ms = compute {:.3f} + communication {:.3f}; measured {:.2f}x the "
+          "predicted compute\n",
+          s.predicted_prefill_ms, prefill_compute, s.predicted_prefill_comm_ms, s.median_prefill_ms / prefill_compute);
     }
   }
   return out;
