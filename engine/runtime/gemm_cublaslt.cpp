@@ -46,6 +46,14 @@ struct PlanKey {
     return std::tie(m, n, k, x_row_stride, y_row_stride, out_type, bias_alignment) <
            std::tie(o.m, o.n, o.k, o.x_row_stride, o.y_row_stride, o.out_type, o.bias_alignment);
   }
+  // Rows of y start this many bytes apart modulo 16: a narrow output (n < 8, e.g. one rank's 6 KDA beta heads) has
+  // rows on 8- or 4-byte boundaries, and cuBLASLt is asked for kernels that need no more.
+  uint32_t y_alignment() const {
+    const int64_t row_bytes = y_row_stride * (out_type == CUDA_R_32F ? 4 : 2);
+    uint32_t alignment = kMinAlignmentBytes;
+    while (row_bytes % alignment != 0) alignment /= 2;
+    return alignment;
+  }
   std::string describe() const {
     return fmt::format("m={} n={} k={} x_row_stride={} y_row_stride={} y={} bias={}", m, n, k, x_row_stride,
                        y_row_stride, out_type == CUDA_R_32F ? "fp32" : "bf16", bias_alignment > 0 ? "yes" : "no");
@@ -122,12 +130,14 @@ struct GemmRunner::Impl {
     const uint64_t max_workspace = workspace_bytes;
     cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                  &max_workspace, sizeof(max_workspace));
-    for (const cublasLtMatmulPreferenceAttributes_t attribute :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    const uint32_t y_alignment = key.y_alignment();
+    for (const auto& [attribute, alignment] :
+         {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, kMinAlignmentBytes},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, kMinAlignmentBytes},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, y_alignment},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, y_alignment}}) {
       if (status == CUBLAS_STATUS_SUCCESS) {
-        status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &kMinAlignmentBytes,
-                                                      sizeof(kMinAlignmentBytes));
+        status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof(alignment));
       }
     }
     cublasLtMatmulHeuristicResult_t result{};
@@ -149,13 +159,12 @@ struct GemmRunner::Impl {
                   float alpha, float beta, void* y, int64_t y_row_stride, int64_t m, int64_t n, int64_t k,
                   cudaDataType_t out_type, size_t out_bytes, cudaStream_t stream) {
     const PlanKey key{m, n, k, x_row_stride, y_row_stride, out_type, bias != nullptr ? alignment_of(bias) : 0};
-    if (m < 0 || n < 1 || k < 1 || n % 8 != 0 || k % 8 != 0) {
-      return fail(cudaErrorInvalidValue, "GEMM needs m ≥ 0 and n, k positive multiples of 8: " + key.describe());
+    if (m < 0 || n < 1 || k < 1 || k % 8 != 0) {
+      return fail(cudaErrorInvalidValue, "GEMM needs m ≥ 0, n ≥ 1 and k a positive multiple of 8: " + key.describe());
     }
-    if (x_row_stride < k || x_row_stride % 8 != 0 || y_row_stride < n ||
-        (y_row_stride * int64_t(out_bytes)) % 16 != 0) {
+    if (x_row_stride < k || x_row_stride % 8 != 0 || y_row_stride < n) {
       return fail(cudaErrorInvalidValue,
-                  "GEMM row strides must cover the rows and be multiples of 16 bytes: " + key.describe());
+                  "GEMM row strides must cover the rows, x's a multiple of 16 bytes: " + key.describe());
     }
     if (x == nullptr || weight == nullptr || y == nullptr || !aligned16(x) || !aligned16(weight) || !aligned16(y) ||
         (bias != nullptr && !aligned16(bias))) {

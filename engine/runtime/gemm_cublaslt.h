@@ -5,12 +5,13 @@
 // never reads y. bias is optional (null = none) and has y's element type (cuBLASLt's bias epilogue takes the
 // output type: bf16 for bf16_to_bf16, fp32 for bf16_to_f32).
 // Alignment rule (checked; a violation returns cudaErrorInvalidValue and names the rule in last_error()): x, W, y
-// and bias start on 16-byte boundaries; n and k are multiples of 8; x_row_stride is a multiple of 8 and ≥ k;
-// y_row_stride·sizeof(y element) is a multiple of 16 and y_row_stride ≥ n. m is any size ≥ 0 (0 does nothing).
+// and bias start on 16-byte boundaries; k is a multiple of 8 (n any ≥ 1); x_row_stride is a multiple of 8 and ≥ k;
+// y_row_stride ≥ n. m is any size ≥ 0 (0 does nothing). y's rows may sit on 4- or 8-byte boundaries (one rank's
+// 6 beta heads: n = y_row_stride = 6); cuBLASLt is then asked for kernels with that output alignment.
 // Row-major y = x·Wᵀ is column-major yᵀ = W_cm^T · x_cm, so the call is cuBLASLt's "TN" GEMM with A = W
 // ([k, n] column-major, transposed), B = x ([k, m] column-major), D = y ([n, m] column-major).
 // Versions: gemm_cublaslt_heuristic — the first algorithm of cublasLtMatmulAlgoGetHeuristic for the shape, with
-// 16-byte minimum alignments and the runner's workspace; chosen once per (m, n, k, strides, output type, bias)
+// 16-byte minimum alignments (y's: what its row stride allows) and the runner's workspace; chosen once per (m, n, k, strides, output type, bias)
 // and cached with its descriptors.
 // GemmRunner owns the cuBLASLt handle (for the device current at construction) and the workspace; after a shape has
 // run once its run is graph-capturable (warm every shape before capture: the first run of a shape builds its plan

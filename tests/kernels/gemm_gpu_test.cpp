@@ -46,8 +46,8 @@ TEST(GpuGemm, RefusesShapesOutsideTheAlignmentRule) {
     int x_offset;
     const char* rule;
   };
-  const Bad bad[] = {{12, 16, 12, 0, "multiples of 8"},
-                     {16, 20, 16, 0, "multiples of 8"},
+  const Bad bad[] = {{12, 16, 12, 0, "multiple of 8"},
+                     {16, 0, 16, 0, "n ≥ 1"},
                      {20, 16, 16, 0, "row strides"},
                      {16, 16, 16, 1, "16-byte aligned"}};
   for (const Bad& b : bad) {

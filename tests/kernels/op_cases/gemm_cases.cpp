@@ -1,6 +1,7 @@
 // Dense GEMM through cuBLASLt (engine/runtime/gemm_cublaslt.h) against a CPU fp64 product: y = alpha · x Wᵀ + beta · y
-// (+ bias) with x, W in bf16 and y in bf16 or fp32 (the variants), m = 1, 3, 17 over n, k multiples of 8 (the
-// router's 896 × 7168 among them), strided rows; beta = 0 never reading the (NaN-poisoned) y.
+// (+ bias) with x, W in bf16 and y in bf16 or fp32 (the variants), m = 1, 3, 17 over k multiples of 8 (the
+// router's 896 × 7168 among them, and narrow outputs: one TP16 rank's 6 beta heads, n = 5 rows on 2-byte
+// boundaries), strided rows; beta = 0 never reading the (NaN-poisoned) y.
 #include "engine/runtime/gemm_cublaslt.h"
 #include "tests/kernels/op_cases/cases.h"
 #include "tests/kernels/op_cases/gemm_data.h"
@@ -13,10 +14,11 @@ namespace gemm {
 double f32_tolerance(int64_t k) { return tolerance_for<float>() * std::max(1.0, std::sqrt(double(k) / 2048.0)); }
 
 std::vector<Shape> shapes() {
-  // m, n, k, x_pad, y_pad (extra elements per row, multiples of 8), bias, alpha and beta in thousandths
+  // m, n, k, x_pad (a multiple of 8), y_pad (extra elements per row), bias, alpha and beta in thousandths
   const int64_t dims[][8] = {
       {1, 40, 72, 0, 0, 0, 1000, 0},     {3, 264, 1032, 8, 8, 1, 1000, 0}, {17, 896, 2048, 0, 0, 0, 1000, 0},
       {17, 40, 72, 16, 8, 1, 1500, 500}, {3, 896, 7168, 0, 0, 0, 1000, 0}, {1, 1024, 512, 0, 8, 1, -500, 1000},
+      {17, 6, 7168, 0, 0, 0, 1000, 0},   {3, 5, 72, 8, 0, 1, 1000, 500},
   };
   std::vector<Shape> out;
   for (const auto& d : dims) {
