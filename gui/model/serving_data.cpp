@@ -111,8 +111,9 @@ QVariant ClaimsTableModel::data(const QModelIndex& index, int role) const {
       QStringList lines;
       for (const ComparedValue& v : r.values) {
         lines << QString::fromStdString(fmt::format(
-            "{}: {} vs {}{}", v.reported.key, v.predicted ? fmt::format("{:.4g}", *v.predicted) : std::string("-"),
-            v.reported.describe(), v.predicted && !v.within ? "  (outside)" : ""));
+            "{}: {} vs {}{}{}", v.reported.key, v.predicted ? fmt::format("{:.4g}", *v.predicted) : std::string("-"),
+            v.reported.describe(), v.predicted && !v.within ? "  (outside)" : "",
+            v.measured ? fmt::format("; measured {:.4g} on {}", v.measured->value, v.measured->hardware) : ""));
       }
       return lines.join('\n');
     }

@@ -30,6 +30,53 @@ std::string ReportedValue::describe() const {
                      max ? fmt::format("{:.4g}", *max) : "inf", u);
 }
 
+std::string MeasuredValue::describe() const {
+  return fmt::format("{:.4g} on {} ({})", value, hardware, source);
+}
+
+const MeasuredValue* Claim::measured_for(const std::string& key) const {
+  for (const MeasuredValue& m : measured) {
+    if (m.key == key) return &m;
+  }
+  return nullptr;
+}
+
+namespace {
+
+std::vector<MeasuredValue> load_measured(const YamlNode& measured, const std::vector<ReportedValue>& reported) {
+  std::vector<MeasuredValue> out;
+  for (const std::string& key : measured.keys()) {
+    const YamlNode m = measured[key];
+    if (std::none_of(reported.begin(), reported.end(), [&](const ReportedValue& r) { return r.key == key; })) {
+      m.fail("a measured figure needs a reported figure of the same key");
+    }
+    for (const std::string& field : m.keys()) {
+      static const std::vector<std::string> known = {"value", "hardware", "source", "command", "date", "commit", "note"};
+      if (std::find(known.begin(), known.end(), field) == known.end()) {
+        m[field].fail("unknown key; expected value, hardware, source, command, date, commit or note");
+      }
+    }
+    MeasuredValue v;
+    v.key = key;
+    v.value = m["value"].as_double();
+    v.hardware = m["hardware"].as_string();
+    v.source = m["source"].as_string();
+    v.command = m["command"].as_string();
+    v.date = m["date"].as_string();
+    v.commit = m["commit"].as_string();
+    if (auto note = m.find("note")) v.note = note->as_string();
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::optional<MeasuredValue> measured_of(const Claim& claim, const std::string& key) {
+  if (const MeasuredValue* m = claim.measured_for(key)) return *m;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Claim load_claim(const std::string& path) {
   const YamlNode y = YamlNode::load_file(path);
   Claim c;
@@ -59,6 +106,7 @@ Claim load_claim(const std::string& path) {
       c.reported.push_back(v);
     }
   }
+  if (auto measured = y.find("measured")) c.measured = load_measured(*measured, c.reported);
   return c;
 }
 
@@ -88,7 +136,7 @@ ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
   ClaimResult r;
   r.claim = claim;
   if (claim.evaluator == "none") {
-    for (const ReportedValue& v : claim.reported) r.values.push_back({v, std::nullopt, false});
+    for (const ReportedValue& v : claim.reported) r.values.push_back({v, std::nullopt, false, measured_of(claim, v.key)});
     r.verdict = Verdict::not_modelled;
     return r;
   }
@@ -113,7 +161,7 @@ void compare_with_reported(ClaimResult& r) {
   bool all_within = true;
   for (const ReportedValue& v : claim.reported) {
     const double predicted = value_of(r.evaluation.predicted, v.key);
-    r.values.push_back({v, predicted, v.accepts(predicted)});
+    r.values.push_back({v, predicted, v.accepts(predicted), measured_of(claim, v.key)});
     all_within = all_within && r.values.back().within;
   }
   if (all_within) {

@@ -34,6 +34,16 @@ struct ReportedValue {
   std::string describe() const;  // "2.2 ±10%" or "[0, 2]"
 };
 
+// A figure measured on real kernels (the engine on a GPU), kept in the claim file with its provenance: the
+// bench/results folder, the command, the date, the commit and the GPU. Shown beside the prediction; the
+// verdict stays the prediction's.
+struct MeasuredValue {
+  std::string key;  // a reported key
+  double value = 0;
+  std::string hardware, source, command, date, commit, note;
+  std::string describe() const;  // "1.93 on 1x H200 SXM (bench/results/…)"
+};
+
 // What an evaluator may read: the claim's id and file (for messages) and its params. No reported
 // figure is reachable from here (params is the `params` subtree alone).
 struct ClaimInputs {
@@ -49,7 +59,9 @@ struct Claim {
   std::string evaluator;  // registered evaluator name, or "none"
   std::string file;
   std::vector<ReportedValue> reported;
-  std::optional<YamlNode> params;  // evaluator-specific inputs
+  std::vector<MeasuredValue> measured;  // never seen by the evaluator
+  std::optional<YamlNode> params;       // evaluator-specific inputs
+  const MeasuredValue* measured_for(const std::string& key) const;
   ClaimInputs inputs() const { return {id, file, params}; }
 };
 
@@ -90,6 +102,8 @@ struct ComparedValue {
   ReportedValue reported;
   std::optional<double> predicted;
   bool within = false;
+  std::optional<MeasuredValue> measured;  // when the claim file has one for this key
+  bool measured_within() const { return measured && reported.accepts(measured->value); }
 };
 
 // How one alternative fares against the reported figures (the search step of check_claim).

@@ -84,12 +84,25 @@ std::string format_claims_markdown(const std::vector<ClaimResult>& results) {
     out += fmt::format("\n## {}\n\n**{}** — {}\n\nSource: {}\n\n", r.claim.id, to_string(r.verdict),
                        cell(r.claim.title), cell(r.claim.source));
     if (!r.values.empty()) {
-      out += "| figure | reported | predicted | within |\n| --- | --- | --- | --- |\n";
+      const bool measured = !r.claim.measured.empty();
+      out += measured ? "| figure | reported | predicted | within | measured | within |\n"
+                        "| --- | --- | --- | --- | --- | --- |\n"
+                      : "| figure | reported | predicted | within |\n| --- | --- | --- | --- |\n";
       for (const ComparedValue& v : r.values) {
-        out += fmt::format("| `{}` | {} | {} | {} |\n", v.reported.key, cell(v.reported.describe()),
+        out += fmt::format("| `{}` | {} | {} | {} |", v.reported.key, cell(v.reported.describe()),
                            v.predicted ? value(*v.predicted) : "-", v.predicted ? (v.within ? "yes" : "no") : "-");
+        if (measured) {
+          out += v.measured ? fmt::format(" {} | {} |", value(v.measured->value), v.measured_within() ? "yes" : "no")
+                            : std::string(" - | - |");
+        }
+        out += "\n";
       }
       out += "\n";
+      for (const MeasuredValue& m : r.claim.measured) {
+        out += fmt::format("Measured `{}`: {} on {}, {} (`{}`, commit {}, {}){}\n\n", m.key, value(m.value),
+                           cell(m.hardware), cell(m.source), cell(m.command), m.commit, m.date,
+                           m.note.empty() ? "" : ". " + cell(m.note));
+      }
     }
     out += explain_verdict(r) + "\n";
     if (!r.evaluation.breakdown.empty()) {

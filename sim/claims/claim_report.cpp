@@ -16,6 +16,11 @@ std::string format_claim_results(const std::vector<ClaimResult>& results) {
     for (const ComparedValue& v : r.values) {
       out += fmt::format("     {:<34} reported {:<22} predicted {}\n", v.reported.key, v.reported.describe(),
                          v.predicted ? fmt::format("{:.4g}{}", *v.predicted, v.within ? "" : "  (outside)") : "-");
+      if (v.measured) {
+        out += fmt::format("     {:<34} measured {}{}\n", "", v.measured->describe(),
+                           v.measured_within() ? "" : "  (outside)");
+        if (!v.measured->note.empty()) out += fmt::format("     {:<34}   {}\n", "", v.measured->note);
+      }
     }
     for (const std::string& line : r.evaluation.breakdown) out += fmt::format("       {}\n", line);
     auto values_of = [](const Alternative& alt) {
@@ -54,6 +59,12 @@ nlohmann::ordered_json to_json(const std::vector<ClaimResult>& results) {
       if (v.predicted) {
         jv["predicted"] = *v.predicted;
         jv["within_tolerance"] = v.within;
+      }
+      if (const auto& m = v.measured) {
+        jv["measured"] = {{"value", m->value},     {"within_tolerance", v.measured_within()},
+                          {"hardware", m->hardware}, {"source", m->source},
+                          {"command", m->command},   {"date", m->date},
+                          {"commit", m->commit},     {"note", m->note}};
       }
       values.push_back(jv);
     }

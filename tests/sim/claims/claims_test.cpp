@@ -150,6 +150,41 @@ TEST(Claims, UnknownOrMalformedParamsNameTheKey) {
   std::filesystem::remove_all(dir);
 }
 
+// A measured figure rides beside the prediction: it never changes the verdict, and it is judged against the
+// reported figure on its own.
+TEST(Claims, MeasuredFiguresSitBesideThePrediction) {
+  const auto dir = std::filesystem::temp_directory_path() / "k3perf_claims_measured";
+  std::filesystem::create_directories(dir);
+  const auto file = (dir / "m.yaml").string();
+  std::ofstream(file) << "id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n"
+                         "  a: {value: 2, relative_tolerance: 0.1}\n  b: {value: 3, relative_tolerance: 0.1}\n"
+                         "measured:\n  a: {value: 1.5, hardware: 1x H200, source: bench/results/x, command: run, "
+                         "date: 2026-12-02, commit: abc}\n";
+  const ClaimResult r = check_claim(load_claim(file), test::data());
+  ASSERT_EQ(r.values.size(), 2u);
+  ASSERT_TRUE(r.values[0].measured.has_value());
+  EXPECT_DOUBLE_EQ(r.values[0].measured->value, 1.5);
+  EXPECT_FALSE(r.values[0].measured_within());  // 1.5 is outside 2 ±10 %
+  EXPECT_EQ(r.values[0].measured->source, "bench/results/x");
+  EXPECT_FALSE(r.values[1].measured.has_value());
+  EXPECT_EQ(r.verdict, Verdict::not_modelled);
+  std::filesystem::remove_all(dir);
+}
+
+// Every measured figure of a shipped claim names results that are in the repository.
+TEST(Claims, ShippedMeasuredFiguresPointAtCommittedResults) {
+  int measured = 0;
+  for (const Claim& c : load_claims(test::data().claims_dir)) {
+    for (const MeasuredValue& m : c.measured) {
+      ++measured;
+      EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(K3PERF_SOURCE_DIR) / m.source))
+          << c.file << ": measured." << m.key << ".source " << m.source;
+      EXPECT_FALSE(m.commit.empty() || m.date.empty() || m.command.empty()) << c.file << ": " << m.key;
+    }
+  }
+  EXPECT_GE(measured, 1) << "P5/P6 carry the engine's measured speedups";
+}
+
 TEST(Claims, BadClaimFilesNameFileAndKey) {
   const auto dir = std::filesystem::temp_directory_path() / "k3perf_claims_bad";
   std::filesystem::create_directories(dir);
@@ -169,6 +204,12 @@ TEST(Claims, BadClaimFilesNameFileAndKey) {
   expect_error("id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {value: 1}\n", "relative_tolerance");
   expect_error("id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {unit: x}\n", "reported.a");
   expect_error("id: [1\n", "YAML");
+  const std::string with_reported = "id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {value: 1, "
+                                    "relative_tolerance: 0.1}\nmeasured:\n";
+  const std::string provenance = "hardware: h, source: s, command: c, date: d, commit: e";
+  expect_error(with_reported + "  b: {value: 1, " + provenance + "}\n", "measured.b");
+  expect_error(with_reported + "  a: {value: 1, hardware: h}\n", "measured.a.source");
+  expect_error(with_reported + "  a: {value: 1, gpu: x, " + provenance + "}\n", "measured.a.gpu");
   std::filesystem::remove_all(dir);
 }
 
