@@ -59,6 +59,10 @@ void add_run_metadata(const runtime::RunSummary& summary, const std::string& com
   const char* commit = std::getenv("K3PERF_COMMIT");  // set by the scripts that run a bundle built elsewhere
   metadata["commit"] = commit && *commit ? commit : "unknown";
   metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
+  if (!summary.rank.empty()) {  // a rank on one GPU: its collectives are recorded, not run (profiler/compare)
+    metadata["rank"] = summary.rank;
+    metadata["collectives"] = "emulated";
+  }
   metadata["shape"] =
       prefill ? fmt::format("prefill of {} x {} tokens in chunks of {}", o.batch, o.prompt_tokens, o.chunk_tokens)
               : fmt::format("batch {}, context {}, {} decode steps, {}", o.batch,

@@ -149,9 +149,19 @@ Comparison compare(const PredictionFile& prediction, const Trace& trace, const H
     c.kernel_time_on_predicted_ops_us += kernel_us_of[op];
   }
 
+  const auto collectives = trace.metadata.find("collectives");
+  c.split.emulated = collectives != trace.metadata.end() && collectives->second == "emulated";
   for (const PredictedOp* joined_op : joined) {
     const PredictedOp& p = *joined_op;
     const auto it = spans.find(p.name);
+    if (c.split.emulated && p.collective()) {
+      std::vector<double> copies;
+      if (it != spans.end()) {
+        for (const auto& [instance, list] : it->second) copies.push_back(union_us(list));
+      }
+      c.emulated.push_back({&p, median(copies)});
+      continue;
+    }
     if (it == spans.end()) {
       c.not_measured.push_back(p.name);
       continue;
@@ -185,6 +195,22 @@ Comparison compare(const PredictionFile& prediction, const Trace& trace, const H
                    [](const UnattributedKernel& a, const UnattributedKernel& b) { return a.total_us > b.total_us; });
 
   // Summaries.
+  for (const OpComparison& o : c.ops) {
+    if (o.predicted->collective()) {
+      ++c.split.collectives;
+      c.split.predicted_communication_us += o.predicted->time_us;
+      c.split.measured_communication_us = c.split.measured_communication_us.value_or(0) + o.measured_us;
+    } else {
+      ++c.split.compute_ops;
+      c.split.predicted_compute_us += o.predicted->time_us;
+      c.split.measured_compute_us += o.measured_us;
+    }
+  }
+  for (const EmulatedCollective& e : c.emulated) {
+    ++c.split.collectives;
+    c.split.predicted_communication_us += e.predicted->time_us;
+  }
+  if (c.split.emulated) c.split.measured_communication_us.reset();
   std::vector<double> all_errors;
   std::map<std::string, std::size_t> kind_index;
   std::vector<std::vector<double>> kind_errors;
@@ -250,6 +276,19 @@ nlohmann::ordered_json to_json(const Comparison& c) {
                   {"kernel_time_on_predicted_ops_us", c.kernel_time_on_predicted_ops_us},
                   {"coverage_percent", c.coverage_percent()},
                   {"median_abs_error_percent", c.median_abs_error_percent}};
+  const ComputeCommunication& s = c.split;
+  j["compute_and_communication"] = {
+      {"collectives", s.emulated ? "emulated" : "measured"},
+      {"compute_ops", s.compute_ops},
+      {"collective_ops", s.collectives},
+      {"predicted_compute_us", s.predicted_compute_us},
+      {"measured_compute_us", s.measured_compute_us},
+      {"predicted_communication_us", s.predicted_communication_us},
+      {"measured_communication_us",
+       s.measured_communication_us ? nlohmann::ordered_json(*s.measured_communication_us) : nullptr},
+      {"predicted_step_us", s.predicted_step_us()},
+      {"step_us", s.step_us()},
+      {"step_is", s.emulated ? "measured compute + predicted communication" : "measured compute + communication"}};
   j["by_kind"] = groups_json(c.by_kind);
   j["by_step"] = groups_json(c.by_step);
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
@@ -271,6 +310,14 @@ nlohmann::ordered_json to_json(const Comparison& c) {
                    {"roofline_percent", o.roofline_percent ? nlohmann::ordered_json(*o.roofline_percent) : nullptr}});
   }
   j["ops"] = std::move(ops);
+  nlohmann::ordered_json emulated = nlohmann::ordered_json::array();
+  for (const EmulatedCollective& e : c.emulated) {
+    emulated.push_back({{"name", e.predicted->name},
+                        {"predicted_us", e.predicted->time_us},
+                        {"bytes", e.predicted->bytes},
+                        {"emulation_us", e.emulation_us}});
+  }
+  j["emulated_collectives"] = std::move(emulated);
   j["not_measured"] = c.not_measured;
   j["fused"] = c.fused;
   nlohmann::ordered_json extra = nlohmann::ordered_json::array();
@@ -312,6 +359,19 @@ std::string to_text(const Comparison& c, int top_ops) {
   const auto meta = c.trace_metadata.find("dropped_records");
   if (meta != c.trace_metadata.end() && meta->second != "0")
     line(fmt::format("CUPTI dropped {} records", meta->second));
+  const ComputeCommunication& s = c.split;
+  if (s.collectives > 0) {
+    line(fmt::format("compute {:.1f} us measured vs {:.1f} predicted ({} ops); communication {} ({} collectives{})",
+                     s.measured_compute_us, s.predicted_compute_us, s.compute_ops,
+                     s.measured_communication_us ? fmt::format("{:.1f} us measured vs {:.1f} predicted",
+                                                               *s.measured_communication_us,
+                                                               s.predicted_communication_us)
+                                                 : fmt::format("{:.1f} us predicted", s.predicted_communication_us),
+                     s.collectives, s.emulated ? ", emulated: recorded, not executed" : ""));
+    line(fmt::format("step {:.1f} us ({}) vs {:.1f} us predicted ({:+.1f}%)", s.step_us(),
+                     s.emulated ? "measured compute + predicted communication" : "measured",
+                     s.predicted_step_us(), error_percent(s.predicted_step_us(), s.step_us())));
+  }
   line("");
   line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by op kind", "ops", "predicted us", "measured us",
                    "median |err|"));

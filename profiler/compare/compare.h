@@ -14,6 +14,11 @@
 // none (the first layer's norm, whose mixer the op graph does not predict); the comparison lists each such
 // fusion. Measured ops the prediction lacks are listed with whether the prediction names them as the
 // engine's own ranges (engine_only_ops: residual adds, sampling, decode.advance).
+// Compute and communication apart: collective ops are summed apart from the rest. A rank run on one GPU
+// (trace metadata `collectives: emulated`, engine/parallel/emulated_communicator.h) records its collectives
+// without executing them; their ranges hold only the emulation's copies, so they are listed as emulated
+// (predicted time, the copies' time beside it) and never compared, and the step is measured compute +
+// predicted communication against the predicted step.
 #pragma once
 
 #include "core/hardware.h"
@@ -63,11 +68,30 @@ struct GroupError {  // per op kind, or per step
   double median_abs_error_percent = 0;
 };
 
+struct EmulatedCollective {  // recorded by a rank run on one GPU, not executed
+  const PredictedOp* predicted = nullptr;
+  double emulation_us = 0;  // median time of the emulation's own copies in its range (not communication)
+};
+
+// Per step (sums of the per-op medians): compute ops and collectives apart.
+struct ComputeCommunication {
+  bool emulated = false;  // the trace's collectives were recorded, not executed
+  std::size_t compute_ops = 0, collectives = 0;
+  double predicted_compute_us = 0, measured_compute_us = 0;
+  double predicted_communication_us = 0;
+  std::optional<double> measured_communication_us;  // none when emulated
+  double predicted_step_us() const { return predicted_compute_us + predicted_communication_us; }
+  // Measured compute + measured communication, or + predicted communication when it was emulated.
+  double step_us() const { return measured_compute_us + measured_communication_us.value_or(predicted_communication_us); }
+};
+
 struct Comparison {
   std::string prediction_origin;
   bool records_engine = false;  // the prediction lists the engine's own ranges (PredictionFile::records_engine)
   std::map<std::string, std::string> trace_metadata;
   std::vector<OpComparison> ops;   // measured ops, in prediction order
+  std::vector<EmulatedCollective> emulated;  // in prediction order (collectives: emulated)
+  ComputeCommunication split;
   std::vector<std::string> fused;  // "L001.norm.attn_in -> L001.attnres.pre_attn", ...
   std::shared_ptr<const std::vector<PredictedOp>> fused_predictions;  // what ops[i].predicted may point to
   std::vector<std::string> not_measured;                              // predicted, no kernel attributed
