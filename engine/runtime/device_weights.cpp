@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "engine/runtime/cuda_check.h"
 #include "engine/weights/synthetic_checkpoint.h"
+#include "engine/weights/tensor_decode.h"
 #include "kernels/mxfp4_tiled.h"
 #include "kernels/random_fill.h"
 
@@ -346,31 +347,40 @@ void DeviceWeights::fill_random(uint64_t seed) {
 
 void DeviceWeights::load(const weights::Checkpoint& checkpoint,
                          const std::function<void(const std::string&)>& progress) {
-  if (!rank_.single_gpu()) {
-    throw InputError(
-        fmt::format("{}: a rank of a {}-GPU layout generates its shards (random[:seed]); loading "
-                    "them from {} is not there",
-                    config_.name, rank_.layout.parallelism.gpus(), checkpoint.source()));
-  }
   const weights::LayoutProblems problems = weights::check_layout(layout_, checkpoint);
   if (!problems.ok()) {
     throw InputError(
         fmt::format("{} does not match the layout of {}:\n{}", checkpoint.source(), config_.name, problems.describe()));
   }
+  // Each slot's piece is `elements / block` runs of `block` stored elements, `stride` apart from `offset` (the whole
+  // tensor on one GPU: one run). Only those runs are read from the mapped shards: a rank never touches the other
+  // ranks' bytes (beyond the pages its runs share with them).
   uint64_t copied = 0, next_report = 1ull << 30;
   for (const Slot& s : slots_) {
     const std::string& name = s.spec->name;
     const weights::TensorInfo& info = *checkpoint.find(name);
+    const auto raw = checkpoint.bytes(name);
+    const kernels::RandomWindow& w = s.window;
+    const int64_t runs = s.elements / w.block;
+    const int64_t stored_size = int64_t(weights::element_size_bytes(info.dtype));
+    K3_CHECK(
+        runs * w.block == s.elements && (runs - 1) * w.stride + w.base + w.block <= int64_t(raw.size()) / stored_size,
+        "{}: the rank's piece ({} runs of {} from {}, stride {}) lies outside its {} stored bytes", name, runs, w.block,
+        w.base, w.stride, raw.size());
     uint64_t bytes = 0;
-    if (s.device_dtype == TensorDtype::u8 || (s.device_dtype == info.dtype && s.keep_values < 0)) {
-      const auto raw = checkpoint.bytes(name);
-      bytes = raw.size();
-      CUDA_CHECK(cudaMemcpy(s.ptr, raw.data(), bytes, cudaMemcpyHostToDevice));
+    if (s.device_dtype == TensorDtype::u8 || s.device_dtype == info.dtype) {
+      const int64_t run_bytes = w.block * stored_size;
+      bytes = uint64_t(runs * run_bytes);
+      CUDA_CHECK(cudaMemcpy2D(s.ptr, size_t(run_bytes), raw.data() + w.base * stored_size,
+                              size_t(w.stride * stored_size), size_t(run_bytes), size_t(runs), cudaMemcpyHostToDevice));
     } else {
-      std::vector<float> values = checkpoint.to_float(name);
-      if (s.keep_values >= 0) values.resize(s.keep_values);
-      K3_CHECK(int64_t(values.size()) == s.elements, "{}: {} values, the GPU layout expects {}", name, values.size(),
-               s.elements);
+      std::vector<float> values;
+      values.reserve(size_t(s.elements));
+      for (int64_t r = 0; r < runs; ++r) {
+        const auto run = raw.subspan(size_t((r * w.stride + w.base) * stored_size), size_t(w.block * stored_size));
+        const std::vector<float> decoded = weights::decode_to_float(info.dtype, run);
+        values.insert(values.end(), decoded.begin(), decoded.end());
+      }
       if (s.device_dtype == TensorDtype::f32) {
         bytes = values.size() * sizeof(float);
         CUDA_CHECK(cudaMemcpy(s.ptr, values.data(), bytes, cudaMemcpyHostToDevice));

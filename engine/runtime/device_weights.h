@@ -112,7 +112,8 @@ class DeviceWeights {
   explicit DeviceWeights(const ModelConfig& config);  // allocates; values are undefined until filled
   DeviceWeights(const ModelConfig& model, const parallel::RankShape& rank);  // rank r's shards of `model`
   void fill_random(uint64_t seed);
-  // One GPU only. Every tensor of the layout must be present with its shape (check_layout's problems otherwise).
+  // Every tensor of the layout must be present with its shape (check_layout's problems otherwise); a rank reads
+  // only its pieces' bytes from the mapped shards (one strided copy per tensor).
   void load(const weights::Checkpoint& checkpoint, const std::function<void(const std::string&)>& progress = {});
   // After fill_random or load: the MXFP4 experts of every MoE layer whose shapes allow it (kernels/mxfp4_tiled.h)
   // permuted in place into the tiled layout, which the decode GEMV reads faster; returns the layers tiled.

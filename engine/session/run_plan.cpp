@@ -35,12 +35,6 @@ void check_parallelism(const Scenario& s, const EngineKnobs& k) {
         s, "parallelism.ep", std::to_string(p.ep),
         fmt::format("the engine splits experts over ranks, not within one (moe_tp {}; give ep = tp)", p.moe_tp()));
   }
-  if (p.gpus() == 1) return;
-  if (k.weights.rfind("random", 0) != 0) {
-    unsupported(
-        s, "parallelism.tp", std::to_string(p.tp),
-        fmt::format("a rank of a {}-GPU layout runs its shards of random[:seed] weights, not {}", p.gpus(), k.weights));
-  }
 }
 
 // What the rank holds, in the simulator's terms: its shards, the latent cache of its attention group's sequences

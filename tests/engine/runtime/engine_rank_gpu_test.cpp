@@ -1,7 +1,8 @@
 // One rank of a TP/EP layout on one GPU (engine/parallel, rank emulation), on the wide K3 twin at TP2/EP2:
 //   - every attention sublayer's and the dense MLP's output on the two ranks, fed the one-GPU model's inputs, sums to
 //     the one-GPU output (the ranks' heads and columns are the whole model's, split as the published layout splits
-//     them, and their partial sums are what the all-reduce adds);
+//     them, and their partial sums are what the all-reduce adds), with random shards generated on the GPU and with
+//     each rank's slices loaded from a make-checkpoint checkpoint;
 //   - the collectives a rank issues in a decode step are the op graph's, in its order, with its kinds and bytes;
 //   - the rank's decode step is captured as a CUDA graph and replays to the eager step's tokens.
 #include "core/op_graph.h"
@@ -10,7 +11,8 @@
 #include "engine/runtime/device_weights.h"
 #include "engine/runtime/gpu_cache.h"
 #include "engine/runtime/gpu_model.h"
-#include "kernels/gpu_harness.h"
+#include "engine/weights/checkpoint.h"
+#include "engine_test_support.h"
 
 #include <fmt/format.h>
 
@@ -50,7 +52,9 @@ struct Engine {
   std::unique_ptr<runtime::GpuCache> cache;
   std::unique_ptr<runtime::GpuModel> model;
 
-  Engine(const ModelConfig& m, const Parallelism& par, int r, int max_batch, int64_t context) {
+  // `checkpoint`: load the rank's slices from it; null: random shards of kSeed.
+  Engine(const ModelConfig& m, const Parallelism& par, int r, int max_batch, int64_t context,
+         const weights::Checkpoint* checkpoint = nullptr) {
     rank = parallel::rank_shape(m, parallel::rank_layout(par, r, m.num_layers));
     const parallel::UniformRouting routing{int(m.moe->num_experts), m.moe->top_k, 3};
     if (rank.tp() > 1) tp = std::make_unique<parallel::EmulatedCommunicator>("tp", rank.layout.tp_rank, rank.tp());
@@ -58,7 +62,11 @@ struct Engine {
       ep = std::make_unique<parallel::EmulatedCommunicator>("ep", rank.layout.ep_rank, rank.ep(), routing);
     }
     weights = std::make_unique<runtime::DeviceWeights>(m, rank);
-    weights->fill_random(kSeed);
+    if (checkpoint != nullptr) {
+      weights->load(*checkpoint);
+    } else {
+      weights->fill_random(kSeed);
+    }
     runtime::CacheShape cs;
     cs.max_sequences = max_batch;
     cs.max_context_tokens = context;
@@ -81,14 +89,14 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-TEST(EngineRank, TwoRanksPartialSumsAreTheOneGpuSublayers) {
+void expect_partial_sums_are_the_one_gpu_sublayers(const weights::Checkpoint* checkpoint) {
   const ModelConfig m = load_model_config(kTwin);
   const int64_t n = 40, h = m.hidden_size;
   const std::vector<int32_t> tokens = prompt(n, m.vocab_size);
   // The one-GPU model's sublayer inputs and outputs.
   std::map<std::string, std::vector<float>> one;
   {
-    Engine e(m, Parallelism{}, 0, 1, 64);
+    Engine e(m, Parallelism{}, 0, 1, 64, checkpoint);
     e.model->set_tap([&](const std::string& what, int layer, const bf16* d, int64_t rows, int64_t cols) {
       one[fmt::format("{}.{}", what, layer)] = download(d, rows * cols);
     });
@@ -100,7 +108,7 @@ TEST(EngineRank, TwoRanksPartialSumsAreTheOneGpuSublayers) {
   par.ep = 2;
   std::map<std::string, std::vector<float>> sum;
   for (int r = 0; r < 2; ++r) {
-    Engine e(m, par, r, 1, 64);
+    Engine e(m, par, r, 1, 64, checkpoint);
     EXPECT_EQ(e.rank.local.mla.num_heads, m.mla.num_heads / 2);
     EXPECT_EQ(e.rank.experts, m.moe->num_experts / 2);
     // Each sublayer reads the one-GPU model's input (the rank's own residual stream holds only its shares).
@@ -134,6 +142,16 @@ TEST(EngineRank, TwoRanksPartialSumsAreTheOneGpuSublayers) {
     }
   }
   EXPECT_EQ(checked, m.num_layers + m.count_layers(MlpKind::dense));
+}
+
+TEST(EngineRank, TwoRanksPartialSumsAreTheOneGpuSublayers) { expect_partial_sums_are_the_one_gpu_sublayers(nullptr); }
+
+// The same with every rank's slices read from a checkpoint in the published layout (DeviceWeights::load).
+TEST(EngineRank, RankSlicesOfACheckpointAreTheWholeModelsPieces) {
+  const std::string dir = write_test_checkpoint(kTwin, "rank-slices", 5);
+  const weights::Checkpoint checkpoint = weights::Checkpoint::open(dir);
+  expect_partial_sums_are_the_one_gpu_sublayers(&checkpoint);
+  std::filesystem::remove_all(dir);
 }
 
 // The names, kinds and bytes of a rank's collectives in one decode step of batch 2 at TP2/EP2, against the op graph

@@ -202,7 +202,7 @@ TEST(RunPlan, K3Tp16Rank0MemoryIsTheSimulatorsPerGpu) {
   expect_input_error([&] { plan_run(s, k); }, {"rank 16", "16 GPUs"});
 }
 
-TEST(RunPlan, RankRunsThatCannotBeNameTheKey) {
+TEST(RunPlan, RankRunsThatCannotBeNameTheKeyAndCheckpointsAreAccepted) {
   const std::string file = kData + "/k3-h200x16-decode-128k.yaml";
   EngineKnobs k;
   // TP8/EP8: 2 x 56 experts per GPU do not fit in an H200.
@@ -210,8 +210,9 @@ TEST(RunPlan, RankRunsThatCannotBeNameTheKey) {
       file, "", "", data(), {"parallelism.tp=8", "parallelism.attention_dp=1", "parallelism.ep=8", "gpus=8"});
   expect_input_error([&] { plan_run(tp8, k); }, {file, "parallelism.tp", "8", "rank 0 of 8", "GiB", "weights"});
   const Scenario tp16 = load_run_scenario(file, "", "", data(), {"parallelism.tp=16", "parallelism.attention_dp=1"});
+  // A rank loads its slices of a published-layout checkpoint as well as it generates random shards.
   k.weights = "/some/checkpoint";
-  expect_input_error([&] { plan_run(tp16, k); }, {file, "parallelism.tp", "random[:seed]", "/some/checkpoint"});
+  EXPECT_EQ(plan_run(tp16, k).options.weights, "/some/checkpoint");
 }
 
 TEST(RunPlan, KnobErrors) {
