@@ -3,10 +3,13 @@
 #   rank   K3, rank 0 of 16xH200 at TP16/EP16, all 93 layers (its shards of random weights, ~101 GiB), decode
 #          at batch 1/8/64 and context 8K/128K/1M where the memory plan allows (it refuses the others), CUDA
 #          graphs; prefill of 8K and 32K; and rank 0 of the 8-GPU TP8/EP8 layout (refused: it does not fit);
+#   traces the TP16 rank traced (CUPTI) beside its prediction, then `k3perf compare`: decode at batch 1 and 8 at
+#          128K (8 steps) and one 8K-token prefill; compute and the emulated collectives apart;
 #   claims Kimi Linear 48B and its all-MLA counterfactual (overrides.attention: all_mla): decode at batch 1 at
-#          128K/512K/1M (CLAIMS P5) and prefill of 32K and 128K (P6 is at 512K and 1M: see the loop).
+#          128K/512K/1M (CLAIMS P5) and prefill of 32K and 128K;
+#   claims-long  the same pair's prefill of 512K (P6; 1M all-MLA is ~25 min of a GPU, more than one call).
 # Each run beside `k3perf predict` of the same scenario on h200-validated; one JSON summary per run and a log.
-# Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-rank.sh [rank | claims | all]
+# Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-rank.sh [rank | traces | claims | claims-long | all]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-programs.sh
@@ -36,6 +39,22 @@ if [ "$what" = rank ] || [ "$what" = all ]; then
   run k3_tp8_rank0_decode_b1_ctx131072 --model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=8 \
     --set parallelism.tp=8 --set parallelism.ep=8 --rank 0 --batch 1 --context 131072 --decode-tokens 16
 fi
+if [ "$what" = traces ] || [ "$what" = all ]; then
+  traced() {  # name, then k3perf run arguments: a trace and its prediction, compared
+    local name="$1"
+    shift
+    run "$name" "$@" --trace "$out/trace_$name.json.gz" --prediction-json "$out/prediction_$name.json"
+    "$k3perf" --data-dir scenarios compare --prediction "$out/prediction_$name.json" --trace "$out/trace_$name.json.gz" \
+      --hardware h200-validated --json "$out/compare_$name.json" --top 15 >"$out/compare_$name.txt" 2>&1 || status=1
+    head -8 "$out/compare_$name.txt"
+  }
+  for batch in 1 8; do
+    traced "k3_tp16_rank0_decode_b${batch}_ctx131072_traced" "${rank[@]}" --batch "$batch" --prompt-tokens 256 \
+      --context 131072 --decode-tokens 8
+  done
+  traced k3_tp16_rank0_prefill_8192_traced "${rank[@]}" "${prefill[@]}" --set workload.new_tokens=8192 \
+    --prompt-tokens 8192 --chunk-tokens 8192 --trace-phase prefill
+fi
 if [ "$what" = claims ] || [ "$what" = all ]; then
   for attention in as_published all_mla; do
     kl=(--model kimi-linear-48b-a3b --weights random:7 --hardware h200-validated --eager
@@ -44,10 +63,17 @@ if [ "$what" = claims ] || [ "$what" = all ]; then
       run "kl_${attention}_decode_b1_ctx${context}" "${kl[@]}" --batch 1 --prompt-tokens 256 --context "$context" \
         --decode-tokens 32
     done
-    for prompt in 32768 131072; do  # all-MLA prefill at 512K is ~6 min, at 1M ~25 min of a GPU
+    for prompt in 32768 131072; do
       run "kl_${attention}_prefill_${prompt}" "${kl[@]}" "${prefill[@]}" --set workload.new_tokens="$prompt" \
         --prompt-tokens "$prompt" --chunk-tokens 8192
     done
+  done
+fi
+if [ "$what" = claims-long ]; then
+  for attention in as_published all_mla; do
+    run "kl_${attention}_prefill_524288" --model kimi-linear-48b-a3b --weights random:7 --hardware h200-validated \
+      --eager --set overrides.attention="$attention" "${prefill[@]}" --set workload.new_tokens=524288 \
+      --prompt-tokens 524288 --chunk-tokens 8192
   done
 fi
 exit $status
