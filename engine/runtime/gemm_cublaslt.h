@@ -11,16 +11,15 @@
 // Row-major y = x·Wᵀ is column-major yᵀ = W_cm^T · x_cm, so the call is cuBLASLt's "TN" GEMM with A = W
 // ([k, n] column-major, transposed), B = x ([k, m] column-major), D = y ([n, m] column-major).
 // Versions: gemm_cublaslt_heuristic — the first algorithm of cublasLtMatmulAlgoGetHeuristic for the shape, with
-// 16-byte minimum alignments (y's: what its row stride allows) and the runner's workspace; chosen once per (m, n, k, strides, output type, bias)
-// and cached with its descriptors.
-// GemmRunner owns the cuBLASLt handle (for the device current at construction) and the workspace; after a shape has
-// run once its run is graph-capturable (warm every shape before capture: the first run of a shape builds its plan
-// on the host). One runner serves one stream at a time (the workspace is shared) and one host thread.
-// Errors: cuBLAS statuses map to cudaError_t (INVALID_VALUE → cudaErrorInvalidValue, NOT_SUPPORTED or no
-// algorithm → cudaErrorNotSupported, ALLOC_FAILED → cudaErrorMemoryAllocation, EXECUTION_FAILED →
-// cudaErrorLaunchFailure, ARCH_MISMATCH → cudaErrorNoKernelImageForDevice, others → cudaErrorUnknown) and
-// last_error() keeps the cuBLAS call, its status name and the shape; the constructor throws k3::Error naming the
-// cuBLAS or CUDA status.
+// 16-byte minimum alignments (y's: what its row stride allows) and the runner's workspace; chosen once per (m, n, k,
+// strides, output type, bias) and cached with its descriptors. GemmRunner owns the cuBLASLt handle (for the device
+// current at construction) and the workspace; after a shape has run once its run is graph-capturable (warm every shape
+// before capture: the first run of a shape builds its plan on the host). One runner serves one stream at a time (the
+// workspace is shared) and one host thread. Errors: cuBLAS statuses map to cudaError_t (INVALID_VALUE →
+// cudaErrorInvalidValue, NOT_SUPPORTED or no algorithm → cudaErrorNotSupported, ALLOC_FAILED →
+// cudaErrorMemoryAllocation, EXECUTION_FAILED → cudaErrorLaunchFailure, ARCH_MISMATCH →
+// cudaErrorNoKernelImageForDevice, others → cudaErrorUnknown) and last_error() keeps the cuBLAS call, its status name
+// and the shape; the constructor throws k3::Error naming the cuBLAS or CUDA status.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -363,14 +363,14 @@ std::string to_text(const Comparison& c, int top_ops) {
   if (s.collectives > 0) {
     line(fmt::format("compute {:.1f} us measured vs {:.1f} predicted ({} ops); communication {} ({} collectives{})",
                      s.measured_compute_us, s.predicted_compute_us, s.compute_ops,
-                     s.measured_communication_us ? fmt::format("{:.1f} us measured vs {:.1f} predicted",
-                                                               *s.measured_communication_us,
-                                                               s.predicted_communication_us)
-                                                 : fmt::format("{:.1f} us predicted", s.predicted_communication_us),
+                     s.measured_communication_us
+                         ? fmt::format("{:.1f} us measured vs {:.1f} predicted", *s.measured_communication_us,
+                                       s.predicted_communication_us)
+                         : fmt::format("{:.1f} us predicted", s.predicted_communication_us),
                      s.collectives, s.emulated ? ", emulated: recorded, not executed" : ""));
     line(fmt::format("step {:.1f} us ({}) vs {:.1f} us predicted ({:+.1f}%)", s.step_us(),
-                     s.emulated ? "measured compute + predicted communication" : "measured",
-                     s.predicted_step_us(), error_percent(s.predicted_step_us(), s.step_us())));
+                     s.emulated ? "measured compute + predicted communication" : "measured", s.predicted_step_us(),
+                     error_percent(s.predicted_step_us(), s.step_us())));
   }
   line("");
   line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by op kind", "ops", "predicted us", "measured us",

@@ -82,14 +82,16 @@ struct ComputeCommunication {
   std::optional<double> measured_communication_us;  // none when emulated
   double predicted_step_us() const { return predicted_compute_us + predicted_communication_us; }
   // Measured compute + measured communication, or + predicted communication when it was emulated.
-  double step_us() const { return measured_compute_us + measured_communication_us.value_or(predicted_communication_us); }
+  double step_us() const {
+    return measured_compute_us + measured_communication_us.value_or(predicted_communication_us);
+  }
 };
 
 struct Comparison {
   std::string prediction_origin;
   bool records_engine = false;  // the prediction lists the engine's own ranges (PredictionFile::records_engine)
   std::map<std::string, std::string> trace_metadata;
-  std::vector<OpComparison> ops;   // measured ops, in prediction order
+  std::vector<OpComparison> ops;             // measured ops, in prediction order
   std::vector<EmulatedCollective> emulated;  // in prediction order (collectives: emulated)
   ComputeCommunication split;
   std::vector<std::string> fused;  // "L001.norm.attn_in -> L001.attnres.pre_attn", ...

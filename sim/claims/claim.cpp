@@ -30,9 +30,7 @@ std::string ReportedValue::describe() const {
                      max ? fmt::format("{:.4g}", *max) : "inf", u);
 }
 
-std::string MeasuredValue::describe() const {
-  return fmt::format("{:.4g} on {} ({})", value, hardware, source);
-}
+std::string MeasuredValue::describe() const { return fmt::format("{:.4g} on {} ({})", value, hardware, source); }
 
 const MeasuredValue* Claim::measured_for(const std::string& key) const {
   for (const MeasuredValue& m : measured) {
@@ -51,7 +49,8 @@ std::vector<MeasuredValue> load_measured(const YamlNode& measured, const std::ve
       m.fail("a measured figure needs a reported figure of the same key");
     }
     for (const std::string& field : m.keys()) {
-      static const std::vector<std::string> known = {"value", "hardware", "source", "command", "date", "commit", "note"};
+      static const std::vector<std::string> known = {"value", "hardware", "source", "command",
+                                                     "date",  "commit",   "note"};
       if (std::find(known.begin(), known.end(), field) == known.end()) {
         m[field].fail("unknown key; expected value, hardware, source, command, date, commit or note");
       }
@@ -136,7 +135,8 @@ ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
   ClaimResult r;
   r.claim = claim;
   if (claim.evaluator == "none") {
-    for (const ReportedValue& v : claim.reported) r.values.push_back({v, std::nullopt, false, measured_of(claim, v.key)});
+    for (const ReportedValue& v : claim.reported)
+      r.values.push_back({v, std::nullopt, false, measured_of(claim, v.key)});
     r.verdict = Verdict::not_modelled;
     return r;
   }

@@ -61,7 +61,7 @@ nlohmann::ordered_json to_json(const std::vector<ClaimResult>& results) {
         jv["within_tolerance"] = v.within;
       }
       if (const auto& m = v.measured) {
-        jv["measured"] = {{"value", m->value},     {"within_tolerance", v.measured_within()},
+        jv["measured"] = {{"value", m->value},       {"within_tolerance", v.measured_within()},
                           {"hardware", m->hardware}, {"source", m->source},
                           {"command", m->command},   {"date", m->date},
                           {"commit", m->commit},     {"note", m->note}};

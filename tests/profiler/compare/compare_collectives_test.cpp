@@ -49,7 +49,7 @@ struct Fixture {
     for (int step = 0; step < 3; ++step) {
       event(trace, EventKind::kernel, "L001.kda.o_proj", 25, step, &clock);
       event(trace, EventKind::kernel, "L001.attn.all_reduce", 10, step, &clock);  // NCCL's kernel, or nothing
-      event(trace, EventKind::memcpy, "L002.moe.dispatch", 3, step, &clock);     // the emulation's copy
+      event(trace, EventKind::memcpy, "L002.moe.dispatch", 3, step, &clock);      // the emulation's copy
       event(trace, EventKind::kernel, "L002.moe.experts", 100, step, &clock);
     }
     trace.sort();
@@ -71,8 +71,7 @@ TEST(CompareCollectives, MeasuredCollectivesAreSummedApartFromCompute) {
   EXPECT_DOUBLE_EQ(*c.split.measured_communication_us, 13);
   EXPECT_DOUBLE_EQ(c.split.step_us(), 138);
   EXPECT_DOUBLE_EQ(c.split.predicted_step_us(), 172);
-  EXPECT_NE(to_text(c, 0).find("communication 13.0 us measured vs 52.0 predicted"), std::string::npos)
-      << to_text(c, 0);
+  EXPECT_NE(to_text(c, 0).find("communication 13.0 us measured vs 52.0 predicted"), std::string::npos) << to_text(c, 0);
 }
 
 TEST(CompareCollectives, EmulatedCollectivesAreListedNotCompared) {

@@ -204,8 +204,9 @@ TEST(Claims, BadClaimFilesNameFileAndKey) {
   expect_error("id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {value: 1}\n", "relative_tolerance");
   expect_error("id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {unit: x}\n", "reported.a");
   expect_error("id: [1\n", "YAML");
-  const std::string with_reported = "id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {value: 1, "
-                                    "relative_tolerance: 0.1}\nmeasured:\n";
+  const std::string with_reported =
+      "id: X\nclaim: c\nsource: s\nevaluator: none\nreported:\n  a: {value: 1, "
+      "relative_tolerance: 0.1}\nmeasured:\n";
   const std::string provenance = "hardware: h, source: s, command: c, date: d, commit: e";
   expect_error(with_reported + "  b: {value: 1, " + provenance + "}\n", "measured.b");
   expect_error(with_reported + "  a: {value: 1, hardware: h}\n", "measured.a.source");
