@@ -90,6 +90,7 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
 }
 
 void expect_partial_sums_are_the_one_gpu_sublayers(const weights::Checkpoint* checkpoint) {
+  K3_REQUIRE_GPU();
   const ModelConfig m = load_model_config(kTwin);
   const int64_t n = 40, h = m.hidden_size;
   const std::vector<int32_t> tokens = prompt(n, m.vocab_size);
@@ -148,6 +149,7 @@ TEST(EngineRank, TwoRanksPartialSumsAreTheOneGpuSublayers) { expect_partial_sums
 
 // The same with every rank's slices read from a checkpoint in the published layout (DeviceWeights::load).
 TEST(EngineRank, RankSlicesOfACheckpointAreTheWholeModelsPieces) {
+  K3_REQUIRE_GPU();
   const std::string dir = write_test_checkpoint(kTwin, "rank-slices", 5);
   const weights::Checkpoint checkpoint = weights::Checkpoint::open(dir);
   expect_partial_sums_are_the_one_gpu_sublayers(&checkpoint);
@@ -158,6 +160,7 @@ TEST(EngineRank, RankSlicesOfACheckpointAreTheWholeModelsPieces) {
 // of the same step: all-reduces and the gather exactly; the dispatch exactly (each rank routes one token: top_k rows);
 // the combine returns the rows that arrived (the uniform router's count, the graph's mean).
 TEST(EngineRank, DecodeCollectivesAreTheOpGraphs) {
+  K3_REQUIRE_GPU();
   const ModelConfig m = load_model_config(kTwin);
   Parallelism par;
   par.tp = 2;
@@ -198,6 +201,7 @@ TEST(EngineRank, DecodeCollectivesAreTheOpGraphs) {
 }
 
 TEST(EngineRank, CapturedDecodeReplaysTheEagerStep) {
+  K3_REQUIRE_GPU();
   const ModelConfig m = load_model_config(kTwin);
   Parallelism par;
   par.tp = 2;
