@@ -81,6 +81,9 @@ QString ClaimsTableModel::breakdown(int row) const {
   const ClaimResult& r = results_.at(std::size_t(row));
   QString text = QString::fromStdString(r.claim.id + "  " + r.claim.title + "\nsource: " + r.claim.source + "\n");
   for (const std::string& line : r.evaluation.breakdown) text += QString::fromStdString(line) + "\n";
+  for (const ComparedValue& v : r.values) {
+    if (v.measured) text += QString::fromStdString("measured " + v.reported.key + ": " + v.measured->describe() + "\n");
+  }
   if (const Alternative* alt = r.explained_by()) {
     text += QString::fromStdString("why: reproduced " + alt->assumption + "\n");
   } else if (r.verdict == Verdict::contradicted) {
@@ -113,7 +116,7 @@ QVariant ClaimsTableModel::data(const QModelIndex& index, int role) const {
         lines << QString::fromStdString(fmt::format(
             "{}: {} vs {}{}{}", v.reported.key, v.predicted ? fmt::format("{:.4g}", *v.predicted) : std::string("-"),
             v.reported.describe(), v.predicted && !v.within ? "  (outside)" : "",
-            v.measured ? fmt::format("; measured {:.4g} on {}", v.measured->value, v.measured->hardware) : ""));
+            v.measured ? fmt::format("; measured {:.4g}", v.measured->value) : ""));
       }
       return lines.join('\n');
     }
