@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One rank of a real deployment on an H200 machine (docs/engine.md#parallel-layouts-and-rank-emulation):
-#   rank   K3, rank 0 of 16xH200 at TP16/EP16, all 93 layers (its shards of random weights, ~101 GiB), decode
+#   rank   K3, rank $RANK (default 15) of 16xH200 at TP16/EP16, all 93 layers (its shards of random weights, ~101 GiB), decode
 #          at batch 1/8/64 and context 8K/128K/1M where the memory plan allows (it refuses the others), CUDA
-#          graphs; prefill of 8K and 32K; and rank 0 of the 8-GPU TP8/EP8 layout (refused: it does not fit);
+#          graphs; prefill of 8K and 32K; and that rank of the 8-GPU TP8/EP8 layout (refused: it does not fit).
+#          Rank 15, the last of its group, routes the most tokens at T < tp (ceil(T/16)): the slowest rank, which sets
+#          a synchronous deployment's step; rank 0 routes none at batch 1 and 8 (bench/results/2026-12-02-h200-rank);
 #   traces the TP16 rank traced (CUPTI) beside its prediction, then `k3perf compare`: decode at batch 1 and 8 at
 #          128K (8 steps) and one 8K-token prefill; compute and the emulated collectives apart;
 #   claims Kimi Linear 48B and its all-MLA counterfactual (overrides.attention: all_mla): decode at batch 1 at
@@ -15,6 +17,7 @@ cd "$(dirname "$0")/.."
 source scripts/gpu-programs.sh
 k3perf="$bin/k3perf"
 status=0
+r="${RANK:-15}"
 run() {  # name, then k3perf run arguments
   local name="$1"
   shift
@@ -22,22 +25,22 @@ run() {  # name, then k3perf run arguments
   "$k3perf" --data-dir scenarios run "$@" --json "$out/engine_$name.json" 2>&1 | grep -v "^decode step" || status=1
 }
 rank=(--model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=16 --set parallelism.tp=16
-      --set parallelism.ep=16 --rank 0)
+      --set parallelism.ep=16 --rank "$r")
 prefill=(--set phase=prefill --set workload.context_tokens=0 --decode-tokens 2)
 what="${1:-all}"
 if [ "$what" = rank ] || [ "$what" = all ]; then
   for batch in 1 8 64; do
     for context in 8192 131072 1048512; do  # 1048512 + 64 decode tokens = 2^20
-      run "k3_tp16_rank0_decode_b${batch}_ctx${context}" "${rank[@]}" --batch "$batch" --prompt-tokens 256 \
+      run "k3_tp16_rank${r}_decode_b${batch}_ctx${context}" "${rank[@]}" --batch "$batch" --prompt-tokens 256 \
         --context "$context" --decode-tokens 64
     done
   done
   for prompt in 8192 32768; do
-    run "k3_tp16_rank0_prefill_${prompt}" "${rank[@]}" "${prefill[@]}" --set workload.new_tokens="$prompt" \
+    run "k3_tp16_rank${r}_prefill_${prompt}" "${rank[@]}" "${prefill[@]}" --set workload.new_tokens="$prompt" \
       --prompt-tokens "$prompt" --chunk-tokens 8192
   done
-  run k3_tp8_rank0_decode_b1_ctx131072 --model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=8 \
-    --set parallelism.tp=8 --set parallelism.ep=8 --rank 0 --batch 1 --context 131072 --decode-tokens 16
+  run "k3_tp8_rank$((r % 8))_decode_b1_ctx131072" --model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=8 \
+    --set parallelism.tp=8 --set parallelism.ep=8 --rank "$((r % 8))" --batch 1 --context 131072 --decode-tokens 16
 fi
 if [ "$what" = traces ] || [ "$what" = all ]; then
   traced() {  # name, then k3perf run arguments: a trace and its prediction, compared
@@ -49,10 +52,10 @@ if [ "$what" = traces ] || [ "$what" = all ]; then
     head -8 "$out/compare_$name.txt"
   }
   for batch in 1 8; do
-    traced "k3_tp16_rank0_decode_b${batch}_ctx131072_traced" "${rank[@]}" --batch "$batch" --prompt-tokens 256 \
+    traced "k3_tp16_rank${r}_decode_b${batch}_ctx131072_traced" "${rank[@]}" --batch "$batch" --prompt-tokens 256 \
       --context 131072 --decode-tokens 8
   done
-  traced k3_tp16_rank0_prefill_8192_traced "${rank[@]}" "${prefill[@]}" --set workload.new_tokens=8192 \
+  traced k3_tp16_rank${r}_prefill_8192_traced "${rank[@]}" "${prefill[@]}" --set workload.new_tokens=8192 \
     --prompt-tokens 8192 --chunk-tokens 8192 --trace-phase prefill
 fi
 if [ "$what" = claims ] || [ "$what" = all ]; then

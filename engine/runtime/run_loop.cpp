@@ -140,6 +140,10 @@ RunSummary run_engine(const RunOptions& o) {
   summary.config = config;
   summary.layers = config.num_layers;
   summary.rank = rank.single_gpu() ? "" : rank.layout.describe();
+  if (rank.ep() > 1) {
+    summary.decode_routed_tokens = rank.routed_count(o.batch);
+    summary.decode_routed_tokens_max = (o.batch + rank.tp() - 1) / rank.tp();
+  }
 
   CacheShape cache_shape;
   cache_shape.max_sequences = o.batch;

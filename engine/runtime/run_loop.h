@@ -62,6 +62,9 @@ struct RunSummary {
   ModelConfig config;  // as run (sliced to `layers`): the whole model, of which a rank runs its share
   int layers = 0;
   std::string rank;  // RankLayout::describe() of a rank of a TP/EP layout; empty on one GPU
+  // At ep > 1: the decode step's tokens this rank routes (its T / tp share) and the most any rank routes. A rank
+  // with fewer (rank 0 at batch 1 of TP16) idles through the latent MoE GEMMs that the slowest rank runs.
+  int64_t decode_routed_tokens = 0, decode_routed_tokens_max = 0;
   // The collectives one call issued, as recorded by the emulated communicator (not executed): the eager first decode
   // step's and the first timed prefill's (empty on one GPU).
   std::vector<parallel::CollectiveRecord> decode_collectives, prefill_collectives;

@@ -20,7 +20,7 @@ namespace {
 }
 
 // The engine runs one rank of a TP/EP layout within one attention group; the rest is out of its reach.
-void check_parallelism(const Scenario& s, const EngineKnobs& k) {
+void check_parallelism(const Scenario& s) {
   const Parallelism& p = s.parallelism;
   if (p.pp != 1) unsupported(s, "parallelism.pp", std::to_string(p.pp), "the engine has no pipeline stages (give 1)");
   if (p.sequence_parallel && p.tp > 1) {
@@ -90,7 +90,7 @@ int as_int(const Scenario& s, const char* key, long long v) {
 }  // namespace
 
 RunPlan plan_run(const Scenario& s, const EngineKnobs& k) {
-  check_parallelism(s, k);
+  check_parallelism(s);
   check_precision(s);
   check_overrides(s);
   if (k.decode_tokens < 2) throw InputError(fmt::format("decode tokens {}: the run needs at least 2", k.decode_tokens));

@@ -80,6 +80,8 @@ std::string summary_json(const runtime::RunSummary& s) {
     // Rank emulation: the GPU ran this rank's compute; its collectives were recorded, not executed.
     j["rank"] = {{"layout", s.rank},
                  {"collectives", "emulated"},
+                 {"decode_routed_tokens", s.decode_routed_tokens},
+                 {"decode_routed_tokens_max", s.decode_routed_tokens_max},
                  {"decode_step_collectives", collectives_json(s.decode_collectives)},
                  {"prefill_collectives", collectives_json(s.prefill_collectives)}};
   }
@@ -160,6 +162,13 @@ std::string summary_text(const runtime::RunSummary& s) {
         "first prefill ({:.1f} MB)\n",
         s.rank, s.decode_collectives.size(), bytes(s.decode_collectives), s.prefill_collectives.size(),
         bytes(s.prefill_collectives));
+    if (s.decode_routed_tokens < s.decode_routed_tokens_max) {
+      out += fmt::format(
+          "  note: this rank routes {} of the decode step's {} tokens, the busiest rank {}: its latent MoE GEMMs idle "
+          "where the slowest rank's run, so its step is below a synchronous deployment's (the last rank of the group "
+          "routes the most)\n",
+          s.decode_routed_tokens, s.options.batch, s.decode_routed_tokens_max);
+    }
     if (!s.predicted_hardware.empty()) {
       const double step_compute = s.predicted_step_ms - s.predicted_decode_comm_ms;
       const double prefill_compute = s.predicted_prefill_ms - s.predicted_prefill_comm_ms;
