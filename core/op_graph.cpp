@@ -339,13 +339,15 @@ void moe_mlp(GraphBuilder& g, const Step& s, int l, double* distinct_out) {
   ex.read.activations = assignments * (z_dim + 2 * I + I) * s.act();
   ex.written.activations = assignments * (2 * I + I + z_dim) * s.act();
   ex.resident_weight_bytes = experts_here * expert_params * expert_b;
-  if (moe_tp > 1) {
-    Op& ar = g.add(l, OpId::moe_expert_all_reduce);
-    ar.collective = Collective{CollectiveKind::all_reduce, routed_here * e.top_k * z_dim * s.act(), moe_tp};
-  }
   if (ep > 1) {
     Op& c = g.add(l, OpId::moe_combine);
     c.collective = Collective{CollectiveKind::all_to_all, routed_here * e.top_k * z_dim * s.act(), ep};
+  }
+  if (moe_tp > 1) {
+    // The moe_tp slices of an expert give partial outputs. The weighted sum over a token's k experts is linear, so
+    // each GPU sums its partials first and the group reduces one z-wide row per token, not k of them.
+    Op& ar = g.add(l, OpId::moe_expert_all_reduce);
+    ar.collective = Collective{CollectiveKind::all_reduce, routed_here * z_dim * s.act(), moe_tp};
   }
   // Weighted sum of the top-k outputs (+ RMSNorm on the latent in Stable LatentMoE).
   Op& sum = g.add(l, e.latent_norm ? OpId::moe_latent_norm : OpId::moe_weighted_sum);

@@ -83,8 +83,10 @@ void mlp_ops(const ModelConfig& c, const Parallelism& par, int l, std::vector<Op
   auto experts = [&] {
     if (par.ep > 1) add(OpId::moe_dispatch);
     add(OpId::moe_experts);
-    if (par.moe_tp() > 1) add(OpId::moe_expert_all_reduce);
     if (par.ep > 1) add(OpId::moe_combine);
+    // Each expert's intermediate split over moe_tp GPUs gives partial outputs; the weighted sum over a token's k
+    // experts is linear, so the partial sums are reduced once per token (the op graph's R·z payload).
+    if (par.moe_tp() > 1) add(OpId::moe_expert_all_reduce);
   };
   add(OpId::moe_router);
   if (e.latent_dim <= 0) {  // Kimi Linear: bf16 experts at hidden width, no latent projections

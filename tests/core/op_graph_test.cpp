@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -134,6 +135,26 @@ TEST(OpGraph, TensorAndExpertParallelismSplitWorkAndAddCollectives) {
   const OpGraph dp2 = build_op_graph(m, Phase::decode(4, 100), Parallelism{1, 2, 2, 1}, k3_precision());
   EXPECT_EQ(dp2.sequences_per_gpu, 2);
   EXPECT_DOUBLE_EQ(op(dp2, "L004.mla.attn_decode").read.kv, op(one, "L004.mla.attn_decode").read.kv / 2);
+}
+
+// moe_tp 2 (TP 2 without EP): each GPU runs all 4 tokens against half of every expert. The weighted sum over the
+// top-2 is linear, so each GPU sums its partial outputs first and the all-reduce moves one latent row per token:
+// 4 tokens x 64 values x 2 bytes, not top-2 times that; it follows the weighted sum's inputs, after the experts.
+TEST(OpGraph, ExpertTensorParallelReducesOneRowPerToken) {
+  const ModelConfig m = test::model("k3-twin");
+  const OpGraph g = build_op_graph(m, Phase::decode(4, 100), Parallelism{2, 1, 1, 1}, k3_precision());
+  const Op& ar = op(g, "L002.moe.expert_all_reduce");
+  ASSERT_TRUE(ar.collective);
+  EXPECT_EQ(ar.collective->kind, CollectiveKind::all_reduce);
+  EXPECT_DOUBLE_EQ(ar.collective->bytes, 4.0 * 64 * 2);
+  EXPECT_EQ(ar.collective->group_size, 2);
+  std::vector<std::string> order;
+  for (const Op& o : g.ops) {
+    if (o.layer == 1 && o.name().find(".moe.") != std::string::npos) order.push_back(o.name());
+  }
+  const auto at = [&](const std::string& name) { return std::find(order.begin(), order.end(), name) - order.begin(); };
+  EXPECT_LT(at("L002.moe.experts"), at("L002.moe.expert_all_reduce"));
+  EXPECT_EQ(at("L002.moe.expert_all_reduce") + 1, at("L002.moe.latent_norm"));
 }
 
 TEST(OpGraph, ChunkedPrefillSumsChunksExactly) {
