@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 #include "cli/default_scenario.h"
 #include "core/atomic_file.h"
+#include "core/engine_sources.h"
 #include "core/scenario.h"
 #include "sim/predict.h"
 #include "sim/text_report.h"
@@ -46,6 +47,7 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--top", opts->top, "how many ops to list by time")->check(CLI::NonNegativeNumber);
   cmd->callback([opts, &global] {
     const Scenario s = load_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
+    if (const auto stale = calibration_staleness(s.hardware)) fmt::print(stderr, "warning: {}\n", *stale);
     const Prediction p = predict(s);
     fmt::print("{}", format_prediction(p, opts->top));
     write_outputs(p, *opts);

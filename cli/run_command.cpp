@@ -2,6 +2,7 @@
 // is asked (engine/session/run_plan.h); today's shape flags are shorthands for --set assignments.
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/engine_sources.h"
 #include "core/error.h"
 #include "core/scenario.h"
 #include "engine/session/run_session.h"
@@ -139,6 +140,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
     }
     const Scenario scenario = session::load_run_scenario(o.scenario, model, hardware, data, shorthand_sets(o, *cmd));
     const session::RunPlan plan = session::plan_run(scenario, o.knobs);
+    if (const auto stale = calibration_staleness(scenario.hardware)) fmt::print(stderr, "warning: {}\n", *stale);
     o.outputs.trace_phase = o.trace_phase.empty()        ? plan.subject
                             : o.trace_phase == "prefill" ? session::RunPhase::prefill
                                                          : session::RunPhase::decode;

@@ -64,13 +64,22 @@ class HardwareParser {
   explicit HardwareParser(const YamlNode& root) : root_(root) {}
 
   Hardware parse() {
-    root_.expect_keys(
-        {"name", "sources", "gpu", "interconnect", "overheads", "efficiency", "collectives", "kernel_latency_us"});
+    root_.expect_keys({"name", "sources", "calibrated_on", "gpu", "interconnect", "overheads", "efficiency",
+                       "collectives", "kernel_latency_us"});
     Hardware hw;
     hw.source_file = root_.file();
     hw.name = root_["name"].as_string();
     if (hw.name.empty()) root_["name"].fail("expected a non-empty name");
     parse_sources(root_["sources"], &hw);
+    if (auto c = root_.find("calibrated_on")) {
+      c->expect_keys({"engine_sources", "commit"});
+      hw.calibrated_engine_sources = (*c)["engine_sources"].as_string();
+      if (hw.calibrated_engine_sources.size() != 16 ||
+          hw.calibrated_engine_sources.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        (*c)["engine_sources"].fail("expected 16 lowercase hex digits (scripts/engine-sources-hash.sh)");
+      }
+      if (auto commit = c->find("commit")) hw.calibrated_commit = commit->as_string();
+    }
     parse_gpu(root_["gpu"], &hw);
     parse_interconnect(root_["interconnect"], &hw);
     parse_overheads(root_["overheads"], &hw);

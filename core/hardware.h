@@ -69,6 +69,9 @@ struct Hardware {
   std::string name;                            // e.g. "H200 SXM"
   std::string source_file;                     // where it was loaded from
   std::map<std::string, std::string> sources;  // source id -> citation, as in the file
+  // A calibrated file's engine (optional `calibrated_on` block, written by `k3perf calibrate`): the content hash of
+  // the engine sources that ran the traces it was fitted on, and their commit (core/engine_sources.h).
+  std::string calibrated_engine_sources, calibrated_commit;
 
   // Compute and memory of one GPU.
   int sm_count = 0;

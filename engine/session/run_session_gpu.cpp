@@ -1,8 +1,11 @@
 // run_session on the GPU: the engine, with the CUPTI collector or the Range Profiler around one phase.
 #include "engine/session/run_session.h"
+
+#include "core/engine_sources.h"
 #include "engine/session/run_session_internal.h"
 
 #include "core/atomic_file.h"
+#include "core/engine_sources.h"
 #include "core/error.h"
 #include "engine/runtime/op_range_listener.h"
 #include "profiler/attribution/attribute.h"
@@ -58,6 +61,7 @@ void add_run_metadata(const runtime::RunSummary& summary, const std::string& com
   metadata["date"] = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
   const char* commit = std::getenv("K3PERF_COMMIT");  // set by the scripts that run a bundle built elsewhere
   metadata["commit"] = commit && *commit ? commit : "unknown";
+  metadata["engine_sources"] = engine_sources_hash();  // which kernels ran (core/engine_sources.h)
   metadata["model"] = fmt::format("{} ({} layers)", summary.model, summary.layers);
   if (!summary.rank.empty()) {  // a rank on one GPU: its collectives are recorded, not run (profiler/compare)
     metadata["rank"] = summary.rank;

@@ -201,6 +201,17 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
     cal.training_runs.push_back(r.name);
   }
   for (const RunSamples& r : test_runs) cal.held_out_runs.push_back(r.name);
+  const auto meta = [](const CalibrationRun& r, const char* key) {
+    const auto it = r.trace.metadata.find(key);
+    return it == r.trace.metadata.end() ? std::string() : it->second;
+  };
+  cal.engine_sources = meta(training.front(), "engine_sources");
+  cal.commit = meta(training.front(), "commit");
+  for (const CalibrationRun& r : training) {
+    if (meta(r, "engine_sources") != cal.engine_sources) cal.engine_sources.clear();
+    if (meta(r, "commit") != cal.commit) cal.commit.clear();
+  }
+  if (cal.engine_sources.empty()) cal.commit.clear();
 
   // u = 1/η - 1 per class and bound, λ per kind; bounds from the current η.
   std::vector<double> base_u_memory(kClasses), base_u_compute(kClasses), latency(kKinds, 0.0);
@@ -403,13 +414,15 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
   if (!latency_carried.empty()) {
     citation += fmt::format(" Kernel latencies carried over from {}: {}.", base_name, join(latency_carried, ", "));
   }
-  return derived_hardware_yaml(base.source_file, {name,
-                                                  source_id,
-                                                  citation,
-                                                  {{"efficiency", block}, {"kernel_latency_us", latency}},
-                                                  "k3perf calibrate",
-                                                  "measured runs",
-                                                  "docs/profile.md"});
+  std::vector<std::pair<std::string, YAML::Node>> blocks = {{"efficiency", block}, {"kernel_latency_us", latency}};
+  if (!c.engine_sources.empty()) {
+    YAML::Node on;
+    on["engine_sources"] = c.engine_sources;
+    on["commit"] = c.commit;
+    blocks.insert(blocks.begin(), {"calibrated_on", on});
+  }
+  return derived_hardware_yaml(
+      base.source_file, {name, source_id, citation, blocks, "k3perf calibrate", "measured runs", "docs/profile.md"});
 }
 
 nlohmann::ordered_json to_json(const Calibration& c) {

@@ -94,6 +94,9 @@ struct Calibration {
   FitCheck held_out;
   std::vector<std::string> training_runs;  // "prediction + trace (commit c, date d)"
   std::vector<std::string> held_out_runs;
+  // The engine the training traces ran (their metadata's engine_sources and commit) when every one names the same;
+  // written as the calibrated file's `calibrated_on` (core/engine_sources.h). Empty otherwise.
+  std::string engine_sources, commit;
 };
 
 // Throws InputError when no training run is given or a run has no measured op. Unknowns the ops do not

@@ -289,6 +289,14 @@ TEST(HardwareErrors, EfficiencyBlockNeedsListedSource) {
                      {"efficiency.source", "elsewhere"});
 }
 
+TEST(HardwareErrors, CalibratedOnNamesItsKeys) {
+  const std::string name = "name: Test GPU\n";
+  expect_input_error(with(name, name + "calibrated_on: {engine_sources: 12ab}\n"),
+                     {"calibrated_on.engine_sources", "16 lowercase hex"});
+  expect_input_error(with(name, name + "calibrated_on: {engine_sources: 0123456789abcdef, gpu: x}\n"),
+                     {"calibrated_on"});
+}
+
 TEST(HardwareErrors, MalformedYaml) {
   expect_input_error(with("  nvlink:\n", "  nvlink: [unclosed\n"), {"YAML syntax error"});
 }

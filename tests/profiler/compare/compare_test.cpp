@@ -173,6 +173,16 @@ TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
   EXPECT_DOUBLE_EQ(hw.kernel_launch_overhead_us, base.kernel_launch_overhead_us);
   const std::string citation = hw.sources.at("k3perf-calibration");
   EXPECT_NE(citation.find("commit fixture-calib_engine"), std::string::npos);
+  // The fixture traces name no engine, so the file records none; traces that do (every `k3perf run --trace` writes
+  // its engine_sources) give the file its calibrated_on.
+  EXPECT_TRUE(hw.calibrated_engine_sources.empty());
+  Calibration named = c;
+  named.engine_sources = "0123456789abcdef";
+  named.commit = "abc1234";
+  write_file_atomically(path, calibrated_hardware_yaml(base, named, "H200 SXM (validated)", "k3perf-calibration"));
+  const Hardware on = load_hardware(path);
+  EXPECT_EQ(on.calibrated_engine_sources, "0123456789abcdef");
+  EXPECT_EQ(on.calibrated_commit, "abc1234");
   EXPECT_NE(citation.find("Held out: calib_heldout_prediction.json"), std::string::npos);
   EXPECT_EQ(citation.find(K3PERF_SOURCE_DIR), std::string::npos);  // no machine paths
   std::filesystem::remove_all(dir);
