@@ -117,7 +117,7 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
   std::unordered_map<std::string_view, std::size_t> index_of;
   index_of.reserve(layout_.tensors.size());
   for (std::size_t i = 0; i < layout_.tensors.size(); ++i) index_of.emplace(layout_.tensors[i].name, i);
-  auto place = [&](const std::string& name, void* ptr, TensorDtype dtype, int64_t elements, int64_t keep = -1) {
+  auto place = [&](const std::string& name, void* ptr, TensorDtype dtype, int64_t elements) {
     const auto found = index_of.find(name);
     K3_CHECK(found != index_of.end(), "the checkpoint layout of {} has no tensor {}", config_.name, name);
     const TensorSpec& spec = layout_.tensors[found->second];
@@ -136,16 +136,16 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
         packed ? shard->length == shard->extent || shard->dim < 0 : stored / window.stride * window.block == elements,
         "{}: the device holds {} elements of the rank's piece (dim {}, {} of {})", name, elements, shard->dim,
         shard->length, shard->extent);
-    slots_.push_back({&spec, ptr, dtype, elements, keep, window});
+    slots_.push_back({&spec, ptr, dtype, elements, window});
   };
   auto bf = [&](const std::string& name, int64_t n) {
     bf16* p = arena.take_n<bf16>(n);
     place(name, p, TensorDtype::bf16, n);
     return p;
   };
-  auto f32 = [&](const std::string& name, int64_t n, int64_t keep = -1) {
+  auto f32 = [&](const std::string& name, int64_t n) {
     float* p = arena.take_n<float>(n);
-    place(name, p, TensorDtype::f32, n, keep);
+    place(name, p, TensorDtype::f32, n);
     return p;
   };
   // Matrices stacked row-wise in one buffer: each part `rows[i]` × `cols`.
@@ -200,7 +200,7 @@ void DeviceWeights::lay_out(DeviceArena& arena) {
         const char* x = i == 0 ? "q" : i == 1 ? "k" : "v";
         place(a + x + "_conv1d.weight", w.conv ? w.conv + i * P * K : nullptr, TensorDtype::f32, P * K);
       }
-      w.a_log = f32(a + "A_log", H, H);
+      w.a_log = f32(a + "A_log", H);  // K3 stores 128 values for 96 heads: the window keeps the heads
       w.dt_bias = f32(a + "dt_bias", P);
       w.o_norm = f32(a + "o_norm.weight", k.head_dim);
       w.o_proj = bf(a + "o_proj.weight", h * P);
@@ -352,7 +352,7 @@ void DeviceWeights::load(const weights::Checkpoint& checkpoint,
     throw InputError(
         fmt::format("{} does not match the layout of {}:\n{}", checkpoint.source(), config_.name, problems.describe()));
   }
-  // Each slot's piece is `elements / block` runs of `block` stored elements, `stride` apart from `offset` (the whole
+  // Each slot's piece is `elements / block` runs of `block` stored elements, `stride` apart from `base` (the whole
   // tensor on one GPU: one run). Only those runs are read from the mapped shards: a rank never touches the other
   // ranks' bytes (beyond the pages its runs share with them).
   uint64_t copied = 0, next_report = 1ull << 30;

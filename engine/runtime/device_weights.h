@@ -136,7 +136,6 @@ class DeviceWeights {
     void* ptr = nullptr;
     weights::TensorDtype device_dtype = weights::TensorDtype::bf16;
     int64_t elements = 0;
-    int64_t keep_values = -1;
     kernels::RandomWindow window;  // block = elements: the whole tensor
   };
   DeviceWeights(const ModelConfig& model, const parallel::RankShape& rank, bool allocate);
