@@ -210,7 +210,6 @@ Comparison compare(const PredictionFile& prediction, const Trace& trace, const H
     ++c.split.collectives;
     c.split.predicted_communication_us += e.predicted->time_us;
   }
-  if (c.split.emulated) c.split.measured_communication_us.reset();
   std::vector<double> all_errors;
   std::map<std::string, std::size_t> kind_index;
   std::vector<std::vector<double>> kind_errors;

@@ -32,11 +32,11 @@ std::string ReportedValue::describe() const {
 
 std::string MeasuredValue::describe() const { return fmt::format("{:.4g} on {} ({})", value, hardware, source); }
 
-const MeasuredValue* Claim::measured_for(const std::string& key) const {
+std::optional<MeasuredValue> Claim::measured_for(const std::string& key) const {
   for (const MeasuredValue& m : measured) {
-    if (m.key == key) return &m;
+    if (m.key == key) return m;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 namespace {
@@ -48,13 +48,7 @@ std::vector<MeasuredValue> load_measured(const YamlNode& measured, const std::ve
     if (std::none_of(reported.begin(), reported.end(), [&](const ReportedValue& r) { return r.key == key; })) {
       m.fail("a measured figure needs a reported figure of the same key");
     }
-    for (const std::string& field : m.keys()) {
-      static const std::vector<std::string> known = {"value", "hardware", "source", "command",
-                                                     "date",  "commit",   "note"};
-      if (std::find(known.begin(), known.end(), field) == known.end()) {
-        m[field].fail("unknown key; expected value, hardware, source, command, date, commit or note");
-      }
-    }
+    m.expect_keys({"value", "hardware", "source", "command", "date", "commit", "note"});
     MeasuredValue v;
     v.key = key;
     v.value = m["value"].as_double();
@@ -67,11 +61,6 @@ std::vector<MeasuredValue> load_measured(const YamlNode& measured, const std::ve
     out.push_back(std::move(v));
   }
   return out;
-}
-
-std::optional<MeasuredValue> measured_of(const Claim& claim, const std::string& key) {
-  if (const MeasuredValue* m = claim.measured_for(key)) return *m;
-  return std::nullopt;
 }
 
 }  // namespace
@@ -136,7 +125,7 @@ ClaimResult check_claim(const Claim& claim, const DataPaths& data) {
   r.claim = claim;
   if (claim.evaluator == "none") {
     for (const ReportedValue& v : claim.reported)
-      r.values.push_back({v, std::nullopt, false, measured_of(claim, v.key)});
+      r.values.push_back({v, std::nullopt, false, claim.measured_for(v.key)});
     r.verdict = Verdict::not_modelled;
     return r;
   }
@@ -161,7 +150,7 @@ void compare_with_reported(ClaimResult& r) {
   bool all_within = true;
   for (const ReportedValue& v : claim.reported) {
     const double predicted = value_of(r.evaluation.predicted, v.key);
-    r.values.push_back({v, predicted, v.accepts(predicted), measured_of(claim, v.key)});
+    r.values.push_back({v, predicted, v.accepts(predicted), claim.measured_for(v.key)});
     all_within = all_within && r.values.back().within;
   }
   if (all_within) {

@@ -61,7 +61,7 @@ struct Claim {
   std::vector<ReportedValue> reported;
   std::vector<MeasuredValue> measured;  // never seen by the evaluator
   std::optional<YamlNode> params;       // evaluator-specific inputs
-  const MeasuredValue* measured_for(const std::string& key) const;
+  std::optional<MeasuredValue> measured_for(const std::string& key) const;
   ClaimInputs inputs() const { return {id, file, params}; }
 };
 
