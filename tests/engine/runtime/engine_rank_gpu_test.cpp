@@ -200,6 +200,8 @@ TEST(EngineRank, DecodeCollectivesAreTheOpGraphs) {
   }
 }
 
+// Both ranks of TP2/EP2 at batch 2: two eager runs agree (no read of memory a step did not write), and the captured
+// step replays to their tokens.
 TEST(EngineRank, CapturedDecodeReplaysTheEagerStep) {
   K3_REQUIRE_GPU();
   const ModelConfig m = load_model_config(kTwin);
@@ -207,8 +209,8 @@ TEST(EngineRank, CapturedDecodeReplaysTheEagerStep) {
   par.tp = 2;
   par.ep = 2;
   const int batch = 2;
-  auto run = [&](bool graph) {
-    Engine e(m, par, 1, batch, 64);
+  auto run = [&](int r, bool graph) {
+    Engine e(m, par, r, batch, 64);
     for (int s = 0; s < batch; ++s) {
       e.cache->admit(s, 64);
       e.model->prefill(s, prompt(20 + s, m.vocab_size), 0);
@@ -217,22 +219,32 @@ TEST(EngineRank, CapturedDecodeReplaysTheEagerStep) {
     std::vector<int32_t> out;
     e.model->decode_step(batch);  // the first step is eager either way (it makes the exchanges)
     if (graph) e.model->capture_decode(batch);
-    for (int step = 0; step < 3; ++step) {
+    for (int step = 0; step < 4; ++step) {
       if (graph) {
         e.model->launch_decode();
       } else {
         e.model->decode_step(batch);
       }
+      // On the model's stream: it does not synchronise with the legacy default stream (cudaStreamNonBlocking), so a
+      // plain cudaMemcpy could read the tokens before a replay has written them.
       std::vector<int32_t> t(batch);
-      CUDA_CHECK(cudaMemcpy(t.data(), e.model->next_tokens(), batch * sizeof(int32_t), cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpyAsync(t.data(), e.model->next_tokens(), batch * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                 e.model->stream()));
+      CUDA_CHECK(cudaStreamSynchronize(e.model->stream()));
       out.insert(out.end(), t.begin(), t.end());
     }
     std::vector<float> logits(std::size_t(batch) * m.vocab_size);
-    CUDA_CHECK(cudaMemcpy(logits.data(), e.model->logits(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpyAsync(logits.data(), e.model->logits(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                               e.model->stream()));
+    CUDA_CHECK(cudaStreamSynchronize(e.model->stream()));
     for (float v : logits) EXPECT_TRUE(std::isfinite(v));
     return out;
   };
-  EXPECT_EQ(run(true), run(false));
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<int32_t> eager = run(r, false);
+    EXPECT_EQ(run(r, false), eager) << "rank " << r << ": two eager runs differ";
+    EXPECT_EQ(run(r, true), eager) << "rank " << r << ": the captured step's replays differ from the eager steps";
+  }
 }
 
 }  // namespace
