@@ -93,6 +93,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--chunk-tokens", f->knobs.chunk_tokens, "prefill chunk (workload.prefill_chunk_tokens)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--page-tokens", f->knobs.page_tokens, "MLA cache page size")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup-tokens", f->knobs.warmup_tokens,
+                  "length of the untimed warm-up prefill before the timed ones (default: the whole first prompt; N: "
+                  "its first N tokens, enough for a long prompt's chunk shapes; 0: none, the first prefill pays)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
   cmd->add_option("--seed", f->knobs.prompt_seed, "seed of the random prompt token ids");
   cmd->add_option("--rank", f->knobs.rank,
                   "with parallelism.tp/ep > 1: the rank of the layout this GPU runs, its shards and collectives "

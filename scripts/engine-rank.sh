@@ -9,7 +9,8 @@
 #          128K (8 steps) and one 8K-token prefill; compute and the emulated collectives apart;
 #   claims Kimi Linear 48B and its all-MLA counterfactual (overrides.attention: all_mla): decode at batch 1 at
 #          128K/512K/1M (CLAIMS P5) and prefill of 32K and 128K;
-#   claims-long  the same pair's prefill of 512K (P6; 1M all-MLA is ~25 min of a GPU, more than one call).
+#   claims-long  the same pair's prefill of $LONG_PROMPTS (default 512K; P6), warmed up on one chunk only
+#          (1M all-MLA is ~25 min of a GPU, more than one call).
 # Each run beside `k3perf predict` of the same scenario on h200-validated; one JSON summary per run and a log.
 # Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-rank.sh [rank | traces | claims | claims-long | all]
 set -uo pipefail
@@ -72,11 +73,13 @@ if [ "$what" = claims ] || [ "$what" = all ]; then
     done
   done
 fi
-if [ "$what" = claims-long ]; then
-  for attention in as_published all_mla; do
-    run "kl_${attention}_prefill_524288" --model kimi-linear-48b-a3b --weights random:7 --hardware h200-validated \
-      --eager --set overrides.attention="$attention" "${prefill[@]}" --set workload.new_tokens=524288 \
-      --prompt-tokens 524288 --chunk-tokens 8192
+if [ "$what" = claims-long ]; then  # LONG_PROMPTS (default 524288): prefill lengths; the warm-up is one chunk
+  for prompt in ${LONG_PROMPTS:-524288}; do
+    for attention in as_published all_mla; do
+      run "kl_${attention}_prefill_${prompt}" --model kimi-linear-48b-a3b --weights random:7 \
+        --hardware h200-validated --eager --set overrides.attention="$attention" "${prefill[@]}" \
+        --set workload.new_tokens="$prompt" --prompt-tokens "$prompt" --chunk-tokens 8192 --warmup-tokens 8192
+    done
   done
 fi
 exit $status

@@ -226,13 +226,16 @@ RunSummary run_engine(const RunOptions& o) {
     }
     return prompt;
   };
-  {
+  if (o.warmup_tokens != 0) {
+    std::vector<int32_t> warmup = prompt_of(0);
+    if (o.warmup_tokens > 0 && o.warmup_tokens < int64_t(warmup.size())) warmup.resize(o.warmup_tokens);
     cache.admit(0, cache_shape.max_context_tokens);
     EventTimer timer(model.stream());
-    model.prefill(0, prompt_of(0), 0);
+    model.prefill(0, warmup, 0);
     summary.warmup_prefill_ms = timer.stop_ms();
     cache.release(0);
-    say(o, fmt::format("warm-up prefill: {:.2f} ms (untimed below)", summary.warmup_prefill_ms));
+    say(o, fmt::format("warm-up prefill: {} tokens in {:.2f} ms (untimed below)", warmup.size(),
+                       summary.warmup_prefill_ms));
   }
   double prefill_total_ms = 0;
   if (o.before_prefill) o.before_prefill();

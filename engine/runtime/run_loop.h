@@ -36,6 +36,9 @@ struct RunOptions {
   int batch = 1;
   int64_t context_tokens = 0;  // 0: decode right after the prompt; C > prompt: synthetic prefix to C
   int chunk_tokens = 4096;     // prefill chunk
+  // The untimed warm-up prefill before the timed ones (GEMM plans, kernel loads): -1 the whole first prompt, N its
+  // first N tokens (a long prompt's chunk shapes, not its whole length again), 0 none (the first prefill pays).
+  int64_t warmup_tokens = -1;
   int page_tokens = 64;
   bool use_cuda_graph = true;
   bool tile_experts = true;  // MXFP4 experts in the tiled layout (DeviceWeights::tile_experts) where they allow it

@@ -110,6 +110,7 @@ RunPlan plan_run(const Scenario& s, const EngineKnobs& k) {
   o.decode_tokens = k.decode_tokens;
   o.page_tokens = k.page_tokens;
   o.prompt_seed = k.prompt_seed;
+  o.warmup_tokens = k.warmup_tokens;
   o.tile_experts = k.tile_experts;
   o.use_cuda_graph = s.runtime.cuda_graphs;
   o.parallelism = s.parallelism;

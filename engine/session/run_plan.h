@@ -30,6 +30,7 @@ struct EngineKnobs {
   int64_t prompt_tokens = 128;     // tokens prefilled for real per sequence (decode scenarios; capped at the context)
   int decode_tokens = 16;          // decode steps per sequence, at least 2
   int chunk_tokens = 4096;         // prefill chunk of a decode scenario's prompts
+  int64_t warmup_tokens = -1;      // the untimed warm-up prefill's length: -1 the whole first prompt, 0 none
   int page_tokens = 64;            // MLA cache page size
   uint64_t prompt_seed = 1;
   bool tile_experts = true;  // MXFP4 experts in the tiled decode layout where they allow it

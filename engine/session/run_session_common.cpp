@@ -91,6 +91,7 @@ std::string summary_json(const runtime::RunSummary& s) {
   j["context_tokens"] = std::max(s.options.context_tokens, s.options.prompt_tokens);
   j["decode_tokens"] = s.options.decode_tokens;
   j["chunk_tokens"] = s.options.chunk_tokens;
+  j["warmup_tokens"] = s.options.warmup_tokens;
   j["cuda_graph"] = s.options.use_cuda_graph;
   j["expert_layout"] = s.tiled_expert_layers > 0 ? "tiled" : "checkpoint";
   nlohmann::ordered_json memory = nlohmann::ordered_json::array();

@@ -45,6 +45,7 @@ TEST(RunPlan, DecodeScenarioSetsTheEngineShape) {
   EXPECT_TRUE(p.options.use_cuda_graph);
   EXPECT_EQ(p.options.weights, "random");
   EXPECT_TRUE(p.options.tile_experts);
+  EXPECT_EQ(p.options.warmup_tokens, -1);  // the whole first prompt
 }
 
 TEST(RunPlan, ThePredictionIsTheScenariosOwn) {
@@ -81,6 +82,7 @@ TEST(RunPlan, KnobsPassThrough) {
   k.page_tokens = 32;
   k.prompt_seed = 9;
   k.tile_experts = false;
+  k.warmup_tokens = 8192;
   const RunPlan p = plan_run(scenario(kDecode), k);
   EXPECT_EQ(p.options.weights, "random:7");
   EXPECT_EQ(p.options.prompt_tokens, 256);
@@ -89,6 +91,7 @@ TEST(RunPlan, KnobsPassThrough) {
   EXPECT_EQ(p.options.page_tokens, 32);
   EXPECT_EQ(p.options.prompt_seed, 9u);
   EXPECT_FALSE(p.options.tile_experts);
+  EXPECT_EQ(p.options.warmup_tokens, 8192);
   EXPECT_EQ(p.prefill.phase.new_tokens, 256);
   EXPECT_EQ(p.prefill.phase.prefill_chunk_tokens, 512);
 }
