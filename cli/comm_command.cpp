@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/hardware_writer.h"
 #include "core/scenario.h"
+#include "sim/collective_time.h"
 #include "sim/comm/collective_fit.h"
 #include "sim/comm/nccl_table.h"
 
@@ -29,12 +30,6 @@ struct CommOptions {
   std::string collective = "all_reduce";
   int group = 8;
 };
-
-double predicted_us(const Hardware& hw, const std::string& collective, int n, double size) {
-  const std::string link = n <= hw.scale_up_domain_gpus ? "nvlink" : "network";
-  if (const MeasuredCollective* m = hw.measured_collective(collective, link, n)) return m->time_us(size);
-  return alpha_beta_time_us(link == "nvlink" ? hw.nvlink : hw.network, collective, n, size);
-}
 
 }  // namespace
 
@@ -77,7 +72,7 @@ void add_comm_command(CLI::App& app, const GlobalOptions& global) {
     fmt::print("{:<15} {:>5} {:>14} {:>12} {:>12} {:>8}\n", "collective", "gpus", "size bytes", "measured us",
                "predicted us", "error");
     for (const NcclSample& s : table) {
-      const double p = predicted_us(hw, s.collective, s.group_size, s.size_bytes);
+      const double p = collective_call_time_us(hw, s.collective, s.group_size, s.size_bytes);
       worst = std::max(worst, std::fabs(p / s.time_us - 1));
       fmt::print("{:<15} {:>5} {:>14.0f} {:>12.2f} {:>12.2f} {:>7.1f}%\n", s.collective, s.group_size, s.size_bytes,
                  s.time_us, p, 100 * (p / s.time_us - 1));
@@ -93,10 +88,13 @@ void add_comm_command(CLI::App& app, const GlobalOptions& global) {
   curve->callback([o, &global] {
     const Hardware hw = load_hardware_by_name(o->hardware, DataPaths::resolve(global.data_dir).hardware_dir);
     const double factor = nccl_bus_factor(o->collective, o->group);
-    fmt::print("{} over {} GPUs of {}\n{:>14} {:>12} {:>12}\n", o->collective, o->group, hw.name, "size bytes",
-               "time us", "busbw GB/s");
+    const CollectiveLatency l = collective_latency(hw, collective_kind(o->collective), o->group);
+    fmt::print(
+        "{} over {} GPUs of {} (model: {:.2f} us per call by {}, unless a measured curve covers the group)\n"
+        "{:>14} {:>12} {:>12}\n",
+        o->collective, o->group, hw.name, l.latency_us, to_string(l.algorithm), "size bytes", "time us", "busbw GB/s");
     for (double s = 4096; s <= double(1u << 30); s *= 4) {
-      const double t = predicted_us(hw, o->collective, o->group, s);
+      const double t = collective_call_time_us(hw, o->collective, o->group, s);
       fmt::print("{:>14.0f} {:>12.2f} {:>12.1f}\n", s, t, s * factor / (t * 1e-6) / 1e9);
     }
   });

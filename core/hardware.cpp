@@ -13,6 +13,9 @@
 
 namespace k3 {
 
+static_assert(static_cast<int>(CollectiveKind::reduce_scatter) + 1 == kCollectiveKindCount,
+              "LinkSpec::base_latency_us has one entry per CollectiveKind");
+
 namespace {
 
 // Defaults for classes a hardware file does not calibrate, all "default, uncalibrated".
@@ -175,11 +178,33 @@ class HardwareParser {
     }
   }
 
+  // latency_us is one {value, source} for every collective (the form before per-step terms) or one per
+  // collective; the optional step terms default to none, so an older file times as it did.
   LinkSpec parse_link(const YamlNode& node, const Hardware& hw) {
-    node.expect_keys({"bandwidth_bytes_per_s", "latency_us", "efficiency"});
+    node.expect_keys({"bandwidth_bytes_per_s", "latency_us", "step_latency_us", "tree_level_latency_us",
+                      "nvls_latency_us", "efficiency"});
     LinkSpec link;
     link.bandwidth_bytes_per_s = sourced(node["bandwidth_bytes_per_s"], Check::positive, hw);
-    link.latency_us = sourced(node["latency_us"], Check::non_negative, hw);
+    const YamlNode latency = node["latency_us"];
+    if (latency.is_map() && !latency.has("value")) {
+      std::vector<std::string> kinds;
+      for (int k = 0; k < kCollectiveKindCount; ++k) kinds.push_back(to_string(static_cast<CollectiveKind>(k)));
+      latency.expect_keys(kinds);
+      for (int k = 0; k < kCollectiveKindCount; ++k) {
+        if (!latency.has(kinds[k])) {
+          latency.fail(fmt::format("missing '{}': give every collective ({}) or one {{value, source}} for all",
+                                   kinds[k], join(kinds)));
+        }
+        link.base_latency_us[k] = sourced(latency[kinds[k]], Check::non_negative, hw);
+      }
+    } else {
+      const double all = sourced(latency, Check::non_negative, hw);
+      for (double& b : link.base_latency_us) b = all;
+    }
+    if (auto step = node.find("step_latency_us")) link.step_latency_us = sourced(*step, Check::non_negative, hw);
+    if (auto tree = node.find("tree_level_latency_us"))
+      link.tree_level_latency_us = sourced(*tree, Check::positive, hw);
+    if (auto nvls = node.find("nvls_latency_us")) link.nvls_latency_us = sourced(*nvls, Check::positive, hw);
     link.efficiency = sourced(node["efficiency"], Check::fraction, hw);
     return link;
   }
@@ -377,6 +402,19 @@ double Hardware::peak(ComputeType c) const {
 const Efficiency& Hardware::efficiency_of(EfficiencyClass c) const {
   const auto it = efficiency.find(c);
   return it != efficiency.end() ? it->second : default_efficiency_ref(c);
+}
+
+double LinkSpec::base_latency_of(CollectiveKind k) const {
+  const int i = static_cast<int>(k);
+  K3_CHECK(i >= 0 && i < kCollectiveKindCount, "collective kind {} out of range", i);
+  return base_latency_us[i];
+}
+
+void LinkSpec::set_flat_latency_us(double us) {
+  for (double& b : base_latency_us) b = us;
+  step_latency_us = 0;
+  tree_level_latency_us.reset();
+  nvls_latency_us.reset();
 }
 
 double Hardware::kernel_latency_of(OpKind k) const {

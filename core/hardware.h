@@ -12,7 +12,9 @@
 
 namespace k3 {
 
-enum class OpKind;  // core/op_graph.h
+enum class OpKind;          // core/op_graph.h
+enum class CollectiveKind;  // core/op_graph.h
+inline constexpr int kCollectiveKindCount = 5;
 
 // Classes of operation that share an achievable fraction of the peak. Every Op maps to one.
 enum class EfficiencyClass {
@@ -38,10 +40,19 @@ struct Efficiency {
 // The documented default for a class ("default, uncalibrated"; basis in hardware.cpp).
 Efficiency default_efficiency(EfficiencyClass c);
 
+// One fabric's collective terms (sim/collective_time.h, docs/comm.md): a call costs its collective's base latency,
+// plus per-step latencies that grow with the group (ring steps, all-to-all peers, tree levels) or NVLS's fixed
+// latency, plus its bytes at the bus bandwidth.
 struct LinkSpec {
-  double bandwidth_bytes_per_s = 0;  // per GPU, one direction
-  double latency_us = 0;             // alpha of the alpha-beta collective model
-  double efficiency = 1.0;           // achievable fraction of bandwidth for collectives (bus bw)
+  double bandwidth_bytes_per_s = 0;                   // per GPU, one direction
+  double efficiency = 1.0;                            // achievable fraction of bandwidth for collectives (bus bw)
+  double base_latency_us[kCollectiveKindCount] = {};  // by CollectiveKind: per call, whatever the group size
+  double step_latency_us = 0;                         // per ring step or all-to-all peer over this link
+  std::optional<double> tree_level_latency_us;        // per tree level over this link; absent = no tree
+  std::optional<double> nvls_latency_us;              // NVLS (NVSwitch multicast) over the base; absent = no NVLS
+
+  double base_latency_of(CollectiveKind k) const;
+  void set_flat_latency_us(double us);  // every collective `us` per call, whatever the group (no step terms)
 };
 
 // A collective measured on this hardware (nccl-tests style), fitted by `k3perf comm fit` (docs/comm.md):

@@ -1,5 +1,7 @@
 #include "sim/roofline.h"
 
+#include "sim/collective_time.h"
+
 #include <algorithm>
 
 namespace k3 {
@@ -55,16 +57,7 @@ struct Rates {
 OpTime time_with(const Op& op, const Rates& r) {
   OpTime t;
   if (op.collective) {
-    const Collective& c = *op.collective;
-    const LinkSpec& link = link_for(*r.hw, c.group_size);
-    t.communication_us = c.calls * link.latency_us + c.bytes * bus_bandwidth_factor(c.kind, c.group_size) /
-                                                         (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
-    // A measured curve for this collective, link and group size replaces the alpha-beta numbers.
-    const char* link_name = c.group_size <= r.hw->scale_up_domain_gpus ? "nvlink" : "network";
-    if (const MeasuredCollective* m = r.hw->measured_collective(to_string(c.kind), link_name, c.group_size)) {
-      const int calls = std::max(1, c.calls);
-      t.communication_us = calls * m->time_us(c.bytes / calls);
-    }
+    t.communication_us = collective_time(*r.hw, *op.collective).time_us;  // or its measured curve
     t.time_us = t.communication_us;
     t.bound = Bound::communication;
     return t;

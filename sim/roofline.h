@@ -2,7 +2,8 @@
 //   GPU op:        time = max(FLOPs / (peak[compute] · η_compute), bytes / (HBM bw · η_memory))
 //                         + kernels · (per-kernel overhead (eager launch, or CUDA-graph replay)
 //                                      + the op kind's fixed kernel latency, 0 unless the hardware file has one)
-//   collective:    time = calls · α + bytes · busbw_factor / (link bw · η_link)  (alpha-beta)
+//   collective:    time = calls · α(fabric, n, algorithm) + bytes · busbw_factor / (link bw · η_link)
+//                  (sim/collective_time.h; a measured curve replaces it)
 //   concurrency:   an op that runs beside another (MLA output gate beside attention) shares the
 //                  GPU: the pair takes max(Σ memory, Σ compute) + the larger overhead.
 // η per efficiency class comes from the hardware file (defaults documented in docs/hardware.md).

@@ -1,6 +1,6 @@
 // P17-style claims: a hand-written collective against NCCL at given message sizes. NCCL's time comes
 // from the hardware file: its measured curve for the collective and group size when it has one
-// (docs/comm.md), else the link's alpha-beta numbers. The hand-written one is modelled as a single
+// (docs/comm.md), else the fabric model (sim/collective_time.h). The hand-written one is modelled as a single
 // kernel that exchanges a flag with its peers and then moves the bytes over NVLink at the link's
 // full rate: custom_latency_us + S·factor / link bandwidth. Predicted: the smallest and largest
 // speedup over the sizes. The breakdown shows NCCL's latency share per size. Alternatives: custom
@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "sim/claims/claim.h"
 #include "sim/claims/claim_scenario.h"
-#include "sim/comm/collective_fit.h"
+#include "sim/collective_time.h"
 
 #include <fmt/format.h>
 
@@ -19,16 +19,15 @@ namespace {
 
 double nccl_time_us(const Hardware& hw, const std::string& collective, int n, double size, std::string* how) {
   const std::string link = n <= hw.scale_up_domain_gpus ? "nvlink" : "network";
-  if (const MeasuredCollective* m = hw.measured_collective(collective, link, n)) {
-    if (how) *how = fmt::format("measured curve (source '{}')", m->source);
-    return m->time_us(size);
+  if (how) {
+    const MeasuredCollective* m = hw.measured_collective(collective, link, n);
+    const LinkSpec& spec = link == "nvlink" ? hw.nvlink : hw.network;
+    const CollectiveLatency l = collective_latency(hw, collective_kind(collective), n);
+    *how = m ? fmt::format("measured curve (source '{}')", m->source)
+             : fmt::format("the fabric model: {:.1f} us ({}) + S / ({:.0f} GB/s x {:.2f})", l.latency_us,
+                           to_string(l.algorithm), spec.bandwidth_bytes_per_s / 1e9, spec.efficiency);
   }
-  if (how)
-    *how = fmt::format("alpha-beta: {:.1f} us + S / ({:.0f} GB/s x {:.2f})",
-                       (link == "nvlink" ? hw.nvlink : hw.network).latency_us,
-                       (link == "nvlink" ? hw.nvlink : hw.network).bandwidth_bytes_per_s / 1e9,
-                       (link == "nvlink" ? hw.nvlink : hw.network).efficiency);
-  return alpha_beta_time_us(link == "nvlink" ? hw.nvlink : hw.network, collective, n, size);
+  return collective_call_time_us(hw, collective, n, size);
 }
 
 class CustomCollectiveEvaluator : public ClaimEvaluator {

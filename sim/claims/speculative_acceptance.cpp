@@ -8,9 +8,12 @@
 #include "sim/claims/claim.h"
 #include "sim/claims/claim_scenario.h"
 #include "sim/claims/spec_params.h"
+#include "sim/collective_time.h"
 #include "sim/spec/speculative.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace k3 {
 namespace {
@@ -87,12 +90,15 @@ class SpeculativeAcceptanceEvaluator : public ClaimEvaluator {
                                   {{task + "_tokens_per_step", required(sc, drafter, rollback).tokens_per_step}}});
       }
     }
+    const int tp = std::max(2, s.parallelism.tp);
+    const double modelled = collective_latency(s.hardware, CollectiveKind::all_reduce, tp).latency_us;
     for (double latency : {5.0, 10.0}) {
-      if (latency >= s.hardware.nvlink.latency_us) continue;
+      if (latency >= modelled) continue;
       Scenario sc = s;
-      sc.hardware.nvlink.latency_us = latency;
-      e.alternatives.push_back({fmt::format("with a {:.0f} us NVLink collective latency instead of {:.0f} us", latency,
-                                            s.hardware.nvlink.latency_us),
+      sc.hardware.nvlink.set_flat_latency_us(latency);
+      e.alternatives.push_back({fmt::format("with a flat {:.0f} us NVLink collective latency instead of the modelled "
+                                            "{:.0f} us of a TP{} all-reduce",
+                                            latency, modelled, tp),
                                 {{task + "_tokens_per_step", required(sc, drafter, rollback).tokens_per_step}}});
     }
     return e;

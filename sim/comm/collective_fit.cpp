@@ -27,10 +27,6 @@ double max_relative_error(const MeasuredCollective& curve, const std::vector<Ncc
   return worst;
 }
 
-double alpha_beta_time_us(const LinkSpec& link, const std::string& collective, int n, double size) {
-  return link.latency_us + size * nccl_bus_factor(collective, n) / (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
-}
-
 MeasuredCollective fit_collective(const std::vector<NcclSample>& samples, const std::string& link, double target) {
   if (samples.empty()) throw InputError("fit_collective: no samples");
   const std::string& name = samples.front().collective;

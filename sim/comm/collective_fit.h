@@ -22,8 +22,6 @@ MeasuredCollective fit_collective(const std::vector<NcclSample>& samples, const 
                                   double target_relative_error = 0.05);
 // Largest |predicted / measured − 1| over the samples.
 double max_relative_error(const MeasuredCollective& curve, const std::vector<NcclSample>& samples);
-// The alpha-beta time of a link spec for the same call (what hardware files without curves use).
-double alpha_beta_time_us(const LinkSpec& link, const std::string& collective, int group_size, double size_bytes);
 
 // Fits every (collective, group size) in the table; link = nvlink when the group fits in the base
 // hardware's scale-up domain, else network.

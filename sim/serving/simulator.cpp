@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/op_graph.h"
+#include "sim/collective_time.h"
 #include "sim/memory.h"
 #include "sim/roofline.h"
 
@@ -30,7 +31,7 @@ ReplicaModel::ReplicaModel(const Scenario& s, int64_t max_batched_tokens) : step
   capacity_bytes = m.usable_bytes - m.weights_bytes - m.reserved_bytes - pm.activation_bytes;
   // A hand-off goes from every GPU of a prefill replica to its peer in a decode replica, all at once.
   const LinkSpec& link = link_for(s.hardware, 2 * gpus);
-  transfer_latency_us = link.latency_us;
+  transfer_latency_us = collective_latency(s.hardware, CollectiveKind::send_recv, 2 * gpus).latency_us;
   transfer_us_per_byte = 1e6 / (link.bandwidth_bytes_per_s * link.efficiency);
 }
 

@@ -2,6 +2,7 @@
 // fails with an InputError that names the file and the key.
 #include "core/hardware.h"
 #include "core/error.h"
+#include "core/op_graph.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
 
 #ifndef K3PERF_SOURCE_DIR
 #error "tests/CMakeLists.txt defines K3PERF_SOURCE_DIR as the repository root"
@@ -145,7 +148,7 @@ TEST(Hardware, H200MatchesDatasheetAndMeasurement) {
   EXPECT_FALSE(hw.supports(ComputeType::fp4));
   EXPECT_EQ(hw.scale_up_domain_gpus, 8);
   EXPECT_DOUBLE_EQ(hw.nvlink.bandwidth_bytes_per_s, 450e9);
-  EXPECT_DOUBLE_EQ(hw.nvlink.latency_us, 15);
+  EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(CollectiveKind::all_reduce), 14.2);
   EXPECT_DOUBLE_EQ(hw.network.bandwidth_bytes_per_s, 50e9);
   // Measured ceilings (device copy 3.97 of 4.8 TB/s, cuBLAS 789 of 989.4 TFLOP/s on random operands).
   EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::gemm).compute, 0.80);
@@ -169,6 +172,98 @@ TEST(Hardware, BlackwellSpotChecks) {
   EXPECT_DOUBLE_EQ(gb300.peak(ComputeType::fp4), 15e15);
   EXPECT_DOUBLE_EQ(gb300.hbm_bandwidth_bytes_per_s, 8e12);
   EXPECT_DOUBLE_EQ(gb300.network.bandwidth_bytes_per_s, 100e9);
+}
+
+// The collective latency terms (sim/collective_time.h): per-collective bases measured on 2 H200s over NVLink
+// (bench/results/2026-11-30-h200x2-nccl/sweep.csv) in the H200 files and carried to the others, per-step terms from
+// NCCL's tuning model, NVLS on every NVSwitch fabric, a tree only over the network.
+TEST(Hardware, CollectiveLatencyTermsPerFabric) {
+  const std::pair<CollectiveKind, double> bases[] = {
+      {CollectiveKind::all_reduce, 14.2}, {CollectiveKind::all_gather, 19.4}, {CollectiveKind::reduce_scatter, 20.0},
+      {CollectiveKind::all_to_all, 18.0}, {CollectiveKind::send_recv, 18.0},
+  };
+  for (const std::string& name : list_hardware_names(kHardwareDir)) {
+    SCOPED_TRACE(name);
+    const Hardware hw = load_hardware_by_name(name, kHardwareDir);
+    for (const auto& [kind, us] : bases) {
+      EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(kind), us) << to_string(kind);
+      EXPECT_DOUBLE_EQ(hw.network.base_latency_of(kind), us) << to_string(kind);
+    }
+    EXPECT_DOUBLE_EQ(hw.nvlink.step_latency_us, 0.6);
+    EXPECT_DOUBLE_EQ(hw.network.step_latency_us, 2.7);
+    EXPECT_EQ(hw.nvlink.nvls_latency_us, std::optional<double>(18.4));
+    EXPECT_FALSE(hw.nvlink.tree_level_latency_us);
+    EXPECT_EQ(hw.network.tree_level_latency_us, std::optional<double>(5.0));
+    EXPECT_FALSE(hw.network.nvls_latency_us);
+    const bool h200 = name.starts_with("h200");
+    EXPECT_EQ(hw.sources.count("k3perf-h200x2-nccl-latency"), h200 ? 1u : 0u);
+    EXPECT_EQ(hw.sources.count("h200x2-nccl-latency-carried"), h200 ? 0u : 1u);
+    if (h200) EXPECT_TRUE(hw.sources.at("k3perf-h200x2-nccl-latency").starts_with("Measured by us"));
+    if (!h200) EXPECT_TRUE(hw.sources.at("h200x2-nccl-latency-carried").starts_with("Carried, not measured"));
+    EXPECT_TRUE(hw.sources.at("network-base-latency-carried").starts_with("Carried, not measured"));
+    EXPECT_NE(hw.sources.at("nccl-tuning-model").find("src/graph/tuning.cc"), std::string::npos);
+  }
+}
+
+// A link with one latency for every collective (the form before per-step terms) still loads and times as before:
+// the same base for all, no steps, no tree, no NVLS.
+TEST(Hardware, SingleLatencyLinkLoadsFlat) {
+  TempDir tmp;
+  const Hardware hw = load_hardware(tmp.write("old.yaml", kValid));
+  for (int k = 0; k < kCollectiveKindCount; ++k) {
+    EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(static_cast<CollectiveKind>(k)), 10.0);
+  }
+  EXPECT_DOUBLE_EQ(hw.nvlink.step_latency_us, 0.0);
+  EXPECT_FALSE(hw.nvlink.nvls_latency_us);
+  EXPECT_FALSE(hw.network.tree_level_latency_us);
+}
+
+const std::string kPerCollectiveLatency =
+    "latency_us:\n      all_reduce: {value: 12, source: test-sheet}\n      all_gather: {value: 13, source: "
+    "test-sheet}\n      reduce_scatter: {value: 14, source: test-sheet}\n      all_to_all: {value: 15, source: "
+    "test-sheet}\n      send_recv: {value: 16, source: test-sheet}\n    step_latency_us: {value: 0.5, source: "
+    "test-sheet}\n    nvls_latency_us: {value: 20, source: test-sheet}";
+
+TEST(Hardware, PerCollectiveLatencyAndStepTerms) {
+  TempDir tmp;
+  const Hardware hw =
+      load_hardware(tmp.write("new.yaml", with("latency_us: {value: 10, source: test-sheet}", kPerCollectiveLatency)));
+  EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(CollectiveKind::all_reduce), 12);
+  EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(CollectiveKind::all_gather), 13);
+  EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(CollectiveKind::reduce_scatter), 14);
+  EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(CollectiveKind::all_to_all), 15);
+  EXPECT_DOUBLE_EQ(hw.nvlink.base_latency_of(CollectiveKind::send_recv), 16);
+  EXPECT_DOUBLE_EQ(hw.nvlink.step_latency_us, 0.5);
+  EXPECT_EQ(hw.nvlink.nvls_latency_us, std::optional<double>(20));
+  Hardware flat = hw;
+  flat.nvlink.set_flat_latency_us(5);
+  EXPECT_DOUBLE_EQ(flat.nvlink.base_latency_of(CollectiveKind::all_gather), 5);
+  EXPECT_DOUBLE_EQ(flat.nvlink.step_latency_us, 0);
+  EXPECT_FALSE(flat.nvlink.nvls_latency_us);
+}
+
+TEST(HardwareErrors, CollectiveLatencyTermsNameFileKeyAndValue) {
+  const std::string per = with("latency_us: {value: 10, source: test-sheet}", kPerCollectiveLatency);
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = per;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  expect_input_error(replaced("      send_recv: {value: 16, source: test-sheet}\n", ""),
+                     {"interconnect.nvlink.latency_us", "missing 'send_recv'"});
+  expect_input_error(replaced("all_gather:", "allgather:"), {"interconnect.nvlink.latency_us.allgather"});
+  expect_input_error(replaced("all_to_all: {value: 15", "all_to_all: {value: -15"),
+                     {"interconnect.nvlink.latency_us.all_to_all.value", "-15"});
+  expect_input_error(replaced("step_latency_us: {value: 0.5", "step_latency_us: {value: .nan"),
+                     {"interconnect.nvlink.step_latency_us.value", "expected a number", ".nan"});
+  expect_input_error(replaced("step_latency_us: {value: 0.5", "step_latency_us: {value: -0.5"),
+                     {"interconnect.nvlink.step_latency_us.value", "-0.5"});
+  expect_input_error(replaced("nvls_latency_us: {value: 20", "nvls_latency_us: {value: 0"),
+                     {"interconnect.nvlink.nvls_latency_us.value", "positive", "'0'"});
+  expect_input_error(replaced("nvls_latency_us: {value: 20, source: test-sheet}", "nvls_latency_us: 20"),
+                     {"interconnect.nvlink.nvls_latency_us", "source"});
+  expect_input_error(with("scale_up_domain_gpus: {value: 8", "scale_up_domain_gpus: {value: 0"),
+                     {"interconnect.scale_up_domain_gpus.value", "positive integer", "'0'"});
 }
 
 TEST(Hardware, RidgePoint) {
@@ -200,7 +295,7 @@ TEST(Hardware, AbsentEfficiencyBlockGivesDocumentedDefaults) {
   }
   EXPECT_DOUBLE_EQ(default_efficiency(EfficiencyClass::attention).compute, 0.67);
   EXPECT_DOUBLE_EQ(default_efficiency(EfficiencyClass::attention).memory, 0.90);
-  EXPECT_DOUBLE_EQ(hw.network.latency_us, 0);  // zero latency is allowed
+  EXPECT_DOUBLE_EQ(hw.network.base_latency_of(CollectiveKind::all_reduce), 0);  // zero latency is allowed
 }
 
 TEST(Hardware, PartialEfficiencyBlockNamesDefaultedClasses) {

@@ -5,6 +5,14 @@
 namespace k3 {
 namespace {
 
+LinkSpec flat_link(double bandwidth_bytes_per_s, double latency_us, double efficiency) {
+  LinkSpec link;
+  link.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
+  link.efficiency = efficiency;
+  link.set_flat_latency_us(latency_us);
+  return link;
+}
+
 Hardware toy_hardware() {
   Hardware hw;
   hw.name = "toy";
@@ -13,8 +21,8 @@ Hardware toy_hardware() {
   hw.hbm_bandwidth_bytes_per_s = 1e12;
   hw.hbm_capacity_bytes = 80e9;
   hw.scale_up_domain_gpus = 8;
-  hw.nvlink = LinkSpec{100e9, 5.0, 0.5};
-  hw.network = LinkSpec{10e9, 20.0, 1.0};
+  hw.nvlink = flat_link(100e9, 5.0, 0.5);
+  hw.network = flat_link(10e9, 20.0, 1.0);
   hw.kernel_launch_overhead_us = 4;
   hw.graph_kernel_overhead_us = 1;
   for (EfficiencyClass c : {EfficiencyClass::gemm, EfficiencyClass::grouped_gemm, EfficiencyClass::attention,

@@ -96,7 +96,7 @@ TEST(CollectiveFit, DesignFiguresAsSanityCheck) {
                                      {"all_reduce", 2, 67108864, 250}, {"all_reduce", 2, 268435456, 900}};
   const MeasuredCollective c = fit_collective(s, "nvlink");
   EXPECT_LE(max_relative_error(c, s), 0.05);
-  EXPECT_GT(std::fabs(alpha_beta_time_us({300e9, 15, 1.0}, "all_reduce", 2, 4194304) / 34 - 1), 0.14);
+  EXPECT_GT(std::fabs((15 + 4194304 * nccl_bus_factor("all_reduce", 2) / 300e9 * 1e6) / 34 - 1), 0.14);
   test::expect_input_error([&] { fit_collective({s[0], s[0]}, "nvlink"); }, {"two samples at 4096 bytes"});
   test::expect_input_error([&] { fit_collective({s[0], {"all_gather", 2, 8192, 15}}, "nvlink"); }, {"mix"});
 }
@@ -123,7 +123,8 @@ TEST(CollectiveFit, HardwareFileRoundTripAndRooflineUse) {
   ASSERT_NE(ar, nullptr);
   EXPECT_LE(max_relative_error(*ar, select_samples(table, "all_reduce", 2)), 0.05 + 1e-3);
   ASSERT_EQ(ar->measured_sizes_bytes.size(), 19u);
-  // The roofline times a 2-GPU all-reduce with the curve, an 8-GPU one with the link's alpha-beta.
+  // The roofline times a 2-GPU all-reduce with the curve, an 8-GPU one with the fabric model: the base, 2·7 ring
+  // steps, the bytes.
   Op op;
   op.kind = OpKind::collective;
   op.collective = Collective{CollectiveKind::all_reduce, 3 * 1048576.0, 2, 3};
@@ -131,7 +132,7 @@ TEST(CollectiveFit, HardwareFileRoundTripAndRooflineUse) {
   op.collective->group_size = 8;
   EXPECT_NEAR(
       time_op(op, hw, Runtime{}).communication_us,
-      3 * hw.nvlink.latency_us + 3 * 1048576.0 * 1.75 / (hw.nvlink.bandwidth_bytes_per_s * hw.nvlink.efficiency) * 1e6,
+      3 * (14.2 + 14 * 0.6) + 3 * 1048576.0 * 1.75 / (hw.nvlink.bandwidth_bytes_per_s * hw.nvlink.efficiency) * 1e6,
       1e-9);
   std::filesystem::remove_all(dir);
 }
