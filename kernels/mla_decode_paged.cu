@@ -457,7 +457,8 @@ MlaDecodeAlgorithm resolved(MlaDecodeAlgorithm algorithm, const MlaDecodeShape& 
   if (algorithm != MlaDecodeAlgorithm::automatic) return algorithm;
   int device = 0;
   const bool hopper = cudaGetDevice(&device) == cudaSuccess && mla_decode_wgmma_supported(device);
-  const bool cluster = hopper && shape.heads <= kMlaDecodeClusterMaxHeads && mla_decode_wgmma_cluster_runs(device);
+  const bool cluster = hopper && shape.heads > kMlaDecodeAlternatingMaxHeads &&
+                       shape.heads <= kMlaDecodeClusterMaxHeads && mla_decode_wgmma_cluster_runs(device);
   return cluster  ? MlaDecodeAlgorithm::wgmma_cluster
          : hopper ? MlaDecodeAlgorithm::wgmma_alternating
                   : MlaDecodeAlgorithm::register_q;

@@ -1,6 +1,7 @@
 // mla_bench: MLA attention kernels of kernels/ against the speed of light on the GPU it runs on (method and output:
 // bench/gpu/bench_harness.h).
-//   decode  mla_decode_paged_bf16, 96 heads, batch {1, 2, 4, 8} × context {8K, 32K, 128K, 1M}, the cache in scattered
+//   decode  mla_decode_paged_bf16, 96 heads, batch {1, 2, 4, 8} × context {8K, 32K, 128K, 1M}, and a TP16 … TP2 rank's
+//           6, 12, 24 and 48 heads at batch {1, 8} × context {128K, 1M}, the cache in scattered
 //           64-token pages; per cached token and head (576 + 512)·2 FLOPs, per cached token 1152 bytes. Each shape
 //           is timed with every MlaDecodeAlgorithm: "mla_decode_register_q" is register_q (the default off compute
 //           capability 9.0), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same buffers; each
@@ -91,13 +92,27 @@ int main(int argc, char** argv) {
   if (k3::kernels::mla_decode_wgmma_supported(device))
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster, "mla_decode_wgmma_cluster");
   std::mt19937 rng(20261214);
+  struct DecodeShape {
+    int heads, batch;
+    int64_t context;
+  };
+  std::vector<DecodeShape> decode_shapes;
   for (int64_t context : {int64_t(8) << 10, int64_t(32) << 10, int64_t(128) << 10, int64_t(1) << 20}) {
-    for (int batch : {1, 2, 4, 8}) {
+    for (int batch : {1, 2, 4, 8}) decode_shapes.push_back({kHeads, batch, context});
+  }
+  // A TP16 / TP8 / TP4 / TP2 rank's heads (6, 12, 24, 48 of 96): the same cache bytes, fewer FLOPs.
+  for (int heads : {6, 12, 24, 48}) {
+    for (int64_t context : {int64_t(128) << 10, int64_t(1) << 20}) {
+      for (int batch : {1, 8}) decode_shapes.push_back({heads, batch, context});
+    }
+  }
+  {
+    for (const auto& [heads, batch, context] : decode_shapes) {
       const int pages_per_sequence = int(context / kPageTokens);
-      const k3::kernels::MlaDecodeShape shape{batch, kHeads, kPageTokens, pages_per_sequence, context};
+      const k3::kernels::MlaDecodeShape shape{batch, heads, kPageTokens, pages_per_sequence, context};
       const double cache_bytes = double(batch) * context * kCacheBytesPerToken;
-      const double bytes = cache_bytes + double(batch) * kHeads * (576.0 * 2 + 512.0 * 4);
-      const double flops = double(batch) * context * kHeads * kDecodeFlopsPerTokenHead;
+      const double bytes = cache_bytes + double(batch) * heads * (576.0 * 2 + 512.0 * 4);
+      const double flops = double(batch) * context * heads * kDecodeFlopsPerTokenHead;
       const int sets = session.rotation_for(bytes);
       const size_t pages = size_t(batch) * pages_per_sequence;
       const size_t workspace_bytes = k3::kernels::mla_decode_workspace_bytes(shape);
@@ -110,8 +125,8 @@ int main(int argc, char** argv) {
       std::vector<Set> set(sets);
       for (Set& s : set) {
         s.cache = device_normal_bf16(pages * kPageTokens * 576, 0.0f, 1.0f, 0xC0FFEEu + (&s - set.data()));
-        s.q = device_normal_bf16(size_t(batch) * kHeads * 576, 0.0f, 1.0f, 0xBEEFu + (&s - set.data()));
-        s.out = device_alloc<float>(size_t(batch) * kHeads * 512, 0);
+        s.q = device_normal_bf16(size_t(batch) * heads * 576, 0.0f, 1.0f, 0xBEEFu + (&s - set.data()));
+        s.out = device_alloc<float>(size_t(batch) * heads * 512, 0);
         s.workspace = device_alloc<uint8_t>(workspace_bytes, 0);
         std::vector<int32_t> ids(pages);  // scattered pages, as a paged cache holds them
         std::iota(ids.begin(), ids.end(), 0);
@@ -124,7 +139,7 @@ int main(int argc, char** argv) {
       }
       for (const auto& [algorithm, kernel] : algorithms) {
         const int splits = k3::kernels::mla_decode_algorithm_splits(shape, algorithm);
-        Result r{fmt::format("{} heads 96 batch {} context {} splits {}", kernel, batch, context, splits), bytes,
+        Result r{fmt::format("{} heads {} batch {} context {} splits {}", kernel, heads, batch, context, splits), bytes,
                  flops};
         if (!session.wants(r.name)) continue;
         r.cls = EfficiencyClass::attention;
@@ -157,11 +172,12 @@ int main(int argc, char** argv) {
       // what a kernel that only reads the cache's pages through the page table takes (bench/gpu/read_floor.h), and
       // wgmma_cluster with every page-table entry in 16 pages, so that its tiles come from the L2 and the time is
       // its on-chip work alone (tensor cores, shared memory, softmax, hand-offs).
+      // (The cache's bytes do not depend on the heads: the 96-head rows' floors serve the rank's heads too.)
       uint32_t* sink = device_alloc<uint32_t>(size_t(k3::bench::read_floor_blocks()), 0);
       Result floor_row{fmt::format("cache_read_floor heads 96 batch {} context {}, per launch of {} in a CUDA graph",
                                    batch, context, kGraphLaunches),
                        cache_bytes, 0.0};
-      if (session.wants(floor_row.name)) {
+      if (heads == kHeads && session.wants(floor_row.name)) {
         int next = 0;
         floor_row.median_us = k3::bench::graph_us_per_launch(
             [&](cudaStream_t stream) {
@@ -181,7 +197,7 @@ int main(int argc, char** argv) {
                                   "pages), per launch of {} in a CUDA graph",
                                   batch, context, kResidentPages, kGraphLaunches),
                       bytes, flops};
-      if (k3::kernels::mla_decode_wgmma_cluster_runs(device) && session.wants(resident.name)) {
+      if (heads == kHeads && k3::kernels::mla_decode_wgmma_cluster_runs(device) && session.wants(resident.name)) {
         std::vector<int32_t> ids(pages);
         for (size_t i = 0; i < pages; ++i) ids[i] = int32_t(i % kResidentPages);
         int32_t* resident_table = device_alloc<int32_t>(pages, 0);
