@@ -24,11 +24,11 @@
 //   wgmma_alternating — kernels/mla_decode_wgmma_alternating.h (Hopper's warpgroup MMA, sm_90a, compute capability 9.0
 //                only): heads as the wgmma M in blocks of 64, score tiles of 32 tokens alternating between two
 //                warpgroups so one's softmax overlaps the other's tensor work; the choice on compute capability 9.0
-//                up to 12 heads (a TP16 / TP8 rank's 6 or 12), above 96 or where wgmma_cluster's clusters do not fit.
+//                up to 64 heads (a TP16 … TP2 rank's 6 … 48), above 96 or where wgmma_cluster's clusters do not fit.
 //   wgmma_cluster — kernels/mla_decode_wgmma_cluster.h (sm_90a, compute capability 9.0 only, at most 96 heads): cached
 //                tokens as the wgmma M and the heads as N, each split shared by the two blocks of a cluster (48 heads
 //                each, no padding), each 64-token tile copied by TMA into both blocks at once (multicast); the choice
-//                on compute capability 9.0 from 13 to 96 heads (K3's 96), the fastest at every measured 96-head shape.
+//                on compute capability 9.0 from 65 to 96 heads (K3's 96), the fastest at every measured 96-head shape.
 // Each split writes its unnormalised output with its running max and sum; a combine pass merges them per
 // (sequence, head). The number of splits depends only on the shape (batch, heads, max_context_tokens) and the
 // device's SM count, so a captured launch serves every length; the tokens of a sequence are divided over the splits
@@ -49,7 +49,7 @@ inline constexpr int kMlaDecodeLatentDim = 512;  // c: kv_lora_rank
 inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
-// automatic: on a compute capability 9.0 device wgmma_cluster from 13 to 96 heads where its clusters fit
+// automatic: on a compute capability 9.0 device wgmma_cluster from 65 to 96 heads where its clusters fit
 // (mla_decode_wgmma_cluster_runs), else wgmma_alternating; register_q elsewhere.
 enum class MlaDecodeAlgorithm { register_q, wgmma_alternating, wgmma_cluster, automatic };
 

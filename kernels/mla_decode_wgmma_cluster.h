@@ -40,10 +40,11 @@
 namespace k3::kernels {
 
 inline constexpr int kMlaDecodeClusterMaxHeads = 96;
-// Up to this many heads (a TP16 / TP8 rank's 6 or 12) most of the cluster's 48-wide N idles, and wgmma_alternating
-// (one 64-head block per split) is faster at every measured shape: batch 1 and 8, 128K and 1M, by 8-22 %
-// (bench/results/2026-12-02-h200-rank-2, mla_bench). Larger head counts below 96 are not measured yet.
-inline constexpr int kMlaDecodeAlternatingMaxHeads = 12;
+// Up to this many heads (one wgmma_alternating block: a TP16 … TP2 rank's 6, 12, 24 or 48) wgmma_alternating is
+// faster than wgmma_cluster at every measured shape, batch 1 and 8, 128K and 1M, by 8-22 % (at 6-48 heads the
+// cluster's N idles and its one wave of clusters gives 8 splits at batch 8 against alternating's 16;
+// bench/results/2026-12-02-h200-rank-2, mla_bench).
+inline constexpr int kMlaDecodeAlternatingMaxHeads = 64;
 
 // Whether `device` can run the kernel: compute capability 9.0 (mla_decode_wgmma_supported) and at least one two-block
 // cluster with its shared memory resident at once (the occupancy query, cached per device). mla_decode_paged_bf16's
