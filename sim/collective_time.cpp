@@ -72,8 +72,8 @@ CollectiveTime collective_time(const Hardware& hw, const Collective& c) {
   const CollectiveLatency l = collective_latency(hw, c.kind, c.group_size);
   t.algorithm = l.algorithm;
   t.latency_us = c.calls * l.latency_us;
-  t.bandwidth_us = c.bytes * bus_bandwidth_factor(c.kind, c.group_size) /
-                   (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
+  t.bandwidth_us =
+      c.bytes * bus_bandwidth_factor(c.kind, c.group_size) / (link.bandwidth_bytes_per_s * link.efficiency) * 1e6;
   t.time_us = t.latency_us + t.bandwidth_us;
   return t;
 }

@@ -67,9 +67,9 @@ TEST(CollectiveTime, NvlsWinsInALargeNvlinkDomain) {
   const Hardware hw = toy_fabric(72);  // one NVLink domain of 72 GPUs, as an NVL72 rack
   using A = CollectiveAlgorithm;
   expect_latency(hw, CollectiveKind::all_reduce, 8, A::ring, 17);
-  expect_latency(hw, CollectiveKind::all_reduce, 16, A::ring, 25);   // 10 + 30·0.5 < 30
-  expect_latency(hw, CollectiveKind::all_reduce, 32, A::nvls, 30);   // 10 + 62·0.5 = 41 > 30
-  expect_latency(hw, CollectiveKind::all_reduce, 72, A::nvls, 30);   // 10 + 142·0.5 = 81 > 30
+  expect_latency(hw, CollectiveKind::all_reduce, 16, A::ring, 25);    // 10 + 30·0.5 < 30
+  expect_latency(hw, CollectiveKind::all_reduce, 32, A::nvls, 30);    // 10 + 62·0.5 = 41 > 30
+  expect_latency(hw, CollectiveKind::all_reduce, 72, A::nvls, 30);    // 10 + 142·0.5 = 81 > 30
   expect_latency(hw, CollectiveKind::all_gather, 16, A::ring, 18.5);  // 11 + 15·0.5
   expect_latency(hw, CollectiveKind::all_gather, 72, A::nvls, 31);    // 11 + 71·0.5 = 46.5 > 31
   expect_latency(hw, CollectiveKind::reduce_scatter, 72, A::nvls, 32);
@@ -83,15 +83,15 @@ TEST(CollectiveTime, NvlsWinsInALargeNvlinkDomain) {
 TEST(CollectiveTime, GatherScatterAllToAllAndSendRecv) {
   const Hardware hw = toy_fabric(8);
   using A = CollectiveAlgorithm;
-  expect_latency(hw, CollectiveKind::all_gather, 2, A::ring, 11.5);       // 11 + 1·0.5
-  expect_latency(hw, CollectiveKind::all_gather, 8, A::ring, 14.5);       // 11 + 7·0.5
-  expect_latency(hw, CollectiveKind::reduce_scatter, 4, A::ring, 13.5);   // 12 + 3·0.5
-  expect_latency(hw, CollectiveKind::all_gather, 16, A::ring, 40);        // 30 + 14·0.5 + 1·3; no tree for it
-  expect_latency(hw, CollectiveKind::reduce_scatter, 72, A::ring, 85.5);  // 30 + 63·0.5 + 8·3
-  expect_latency(hw, CollectiveKind::all_to_all, 2, A::peers, 13.5);      // 13 + 1·0.5
-  expect_latency(hw, CollectiveKind::all_to_all, 8, A::peers, 16.5);      // 13 + 7·0.5
-  expect_latency(hw, CollectiveKind::all_to_all, 16, A::peers, 57.5);     // 30 + 7·0.5 + 8·3
-  expect_latency(hw, CollectiveKind::send_recv, 2, A::peers, 14.5);       // 14 + 0.5
+  expect_latency(hw, CollectiveKind::all_gather, 2, A::ring, 11.5);           // 11 + 1·0.5
+  expect_latency(hw, CollectiveKind::all_gather, 8, A::ring, 14.5);           // 11 + 7·0.5
+  expect_latency(hw, CollectiveKind::reduce_scatter, 4, A::ring, 13.5);       // 12 + 3·0.5
+  expect_latency(hw, CollectiveKind::all_gather, 16, A::ring, 40);            // 30 + 14·0.5 + 1·3; no tree for it
+  expect_latency(hw, CollectiveKind::reduce_scatter, 72, A::ring, 85.5);      // 30 + 63·0.5 + 8·3
+  expect_latency(hw, CollectiveKind::all_to_all, 2, A::peers, 13.5);          // 13 + 1·0.5
+  expect_latency(hw, CollectiveKind::all_to_all, 8, A::peers, 16.5);          // 13 + 7·0.5
+  expect_latency(hw, CollectiveKind::all_to_all, 16, A::peers, 57.5);         // 30 + 7·0.5 + 8·3
+  expect_latency(hw, CollectiveKind::send_recv, 2, A::peers, 14.5);           // 14 + 0.5
   expect_latency(toy_fabric(1), CollectiveKind::send_recv, 2, A::peers, 33);  // across nodes: 30 + 3
 }
 
@@ -142,9 +142,9 @@ TEST(CollectiveTime, ShippedFabricsNvlinkVersusNetwork) {
   const Hardware gb300 = test::hardware("gb300-nvl72");
   using A = CollectiveAlgorithm;
   for (const Hardware* hw : {&h200, &gb300}) {
-    expect_latency(*hw, CollectiveKind::all_reduce, 2, A::ring, 15.4);  // 14.2 + 2·0.6
-    expect_latency(*hw, CollectiveKind::all_reduce, 4, A::ring, 17.8);  // 14.2 + 6·0.6
-    expect_latency(*hw, CollectiveKind::all_reduce, 8, A::ring, 22.6);  // 14.2 + 14·0.6
+    expect_latency(*hw, CollectiveKind::all_reduce, 2, A::ring, 15.4);   // 14.2 + 2·0.6
+    expect_latency(*hw, CollectiveKind::all_reduce, 4, A::ring, 17.8);   // 14.2 + 6·0.6
+    expect_latency(*hw, CollectiveKind::all_reduce, 8, A::ring, 22.6);   // 14.2 + 14·0.6
     expect_latency(*hw, CollectiveKind::all_to_all, 8, A::peers, 22.2);  // 18.0 + 7·0.6
   }
   // H200, 16 GPUs over InfiniBand: tree 14.2 + 2(7·0.6 + 1·5.0) = 32.6 (ring 14.2 + 28·0.6 + 2·2.7 = 36.4);
