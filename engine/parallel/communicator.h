@@ -15,6 +15,7 @@
 
 #include "core/op_graph.h"
 #include "core/op_names.h"
+#include "engine/parallel/collective_record.h"
 #include "engine/weights/tensor_dtype.h"
 
 #include <cuda_runtime.h>
@@ -24,14 +25,6 @@
 #include <vector>
 
 namespace k3::parallel {
-
-struct CollectiveRecord {
-  std::string name;  // the op's name: "L017.moe.dispatch"
-  CollectiveKind kind = CollectiveKind::all_reduce;
-  int64_t bytes = 0;
-  std::string group;  // the group's label: "tp", "ep", ...
-  int group_size = 1;
-};
 
 class Communicator {
  public:

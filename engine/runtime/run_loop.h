@@ -14,7 +14,7 @@
 
 #include "core/model_config.h"
 #include "core/scenario.h"
-#include "engine/parallel/communicator.h"
+#include "engine/parallel/collective_record.h"
 #include "engine/runtime/memory_plan.h"
 
 #include <cstdint>
