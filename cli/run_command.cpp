@@ -127,7 +127,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--hardware", f->hardware,
                   "hardware file (or name in the data folder) whose roofline prediction is printed beside the "
                   "measurement (default: the scenario's, else h200-sxm); 'none' to skip");
-  cmd->add_flag("--dry-run", f->dry_run, "print what would run and its prediction; no GPU needed");
+  cmd->add_flag("--dry-run", f->dry_run,
+                "print what would run and its prediction (and write --prediction-json); no GPU needed");
   cmd->callback([f, cmd, &global] {
     RunFlags& o = *f;
     if (o.counters_steps > 0 && o.outputs.counters_path.empty()) throw InputError("--counters-steps needs --counters");
@@ -150,6 +151,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
                                                          : session::RunPhase::decode;
     if (o.dry_run) {
       fmt::print("{}", plan_text(plan, o.outputs.predict));
+      session::write_prediction(plan, o.outputs);
       return;
     }
     const session::RunResult r =

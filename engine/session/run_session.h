@@ -40,6 +40,9 @@ RunResult run_session(const RunPlan& plan, const RunOutputs& outputs,
 // The prediction beside a run: the decode step and one sequence's prefill of the plan, on the
 // scenario's hardware (fills summary.predicted_*); no GPU needed.
 void predict_beside(const RunPlan& plan, runtime::RunSummary& summary);
+// outputs.prediction_path, when set: the prediction of the traced phase (what --prediction-json writes; a dry run
+// writes it too, so a trace can be compared with another simulator's prediction without a GPU).
+void write_prediction(const RunPlan& plan, const RunOutputs& outputs);
 
 // The run's summary: JSON (what --json writes) and the lines k3perf run prints.
 std::string summary_json(const runtime::RunSummary& summary);

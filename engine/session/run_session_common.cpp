@@ -67,6 +67,7 @@ void check_outputs(const RunOutputs& outputs) {
 
 void write_prediction(const RunPlan& plan, const RunOutputs& outputs) {
   if (outputs.prediction_path.empty()) return;
+  if (!outputs.predict) throw InputError("--prediction-json needs --hardware");
   write_file_atomically(outputs.prediction_path,
                         to_json(predict(plan.prediction_for(outputs.trace_phase))).dump(2) + "\n");
 }

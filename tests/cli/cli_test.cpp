@@ -1,5 +1,7 @@
 // Runs the built k3perf binary end to end: outputs, exit codes and error messages.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 #include <array>
@@ -216,6 +218,31 @@ TEST_F(CliTest, RunDryRunMapsTheShorthandFlags) {
                              "predicted on H200 SXM: decode step"}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
   }
+}
+
+// A dry run writes the prediction a traced run would write beside its trace (the one it prints).
+TEST_F(CliTest, RunDryRunWritesThePredictionOfTheTracedPhase) {
+  const fs::path pred = dir_ / "pred.json";
+  const CommandResult r =
+      run("run --model kimi-k3 --weights random:7 --layers 4 --batch 8 --prompt-tokens 256 "
+          "--context 8192 --dry-run --prediction-json " +
+          pred.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json got = nlohmann::json::parse(slurp(pred));
+  EXPECT_EQ(got.at("scenario").at("phase"), "decode");
+  EXPECT_EQ(got.at("scenario").at("batch"), 8);
+  EXPECT_EQ(got.at("scenario").at("context_tokens"), 8192);
+  EXPECT_FALSE(got.at("ops").empty());
+  const std::string printed =
+      fmt::format("decode step {:.3f} ms", got.at("step").at("step_time_us").get<double>() / 1000.0);
+  EXPECT_NE(r.output.find(printed), std::string::npos) << printed << "\n" << r.output;
+  const CommandResult none =
+      run("run --model kimi-k3 --weights random:7 --layers 4 --dry-run --hardware none "
+          "--prediction-json " +
+          (dir_ / "none.json").string());
+  EXPECT_EQ(none.status, 2) << none.output;
+  EXPECT_NE(none.output.find("--prediction-json needs --hardware"), std::string::npos) << none.output;
+  EXPECT_FALSE(fs::exists(dir_ / "none.json"));
 }
 
 TEST_F(CliTest, RunScenarioTheEngineCannotRunNamesTheKey) {
