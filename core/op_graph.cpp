@@ -520,7 +520,18 @@ OpGraph build_op_graph(const ModelConfig& m, const Phase& phase, const Paralleli
     graph.ops[i].stage = par.pp - 1;
   }
   if (m.residual == ResidualKind::block_attnres) {
-    for (Op& op : graph.ops) op.runs_inside = op_info(op.id).attnres_host;
+    for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+      Op& op = graph.ops[i];
+      op.runs_inside = op_info(op.id).attnres_host;
+      // Behind its mixer the norm is part of the mixer's kernel (attnres_mix_rmsnorm_bf16): it reads the mix from
+      // registers, not from HBM, and launches nothing. Without a mixer before it (the first layer's) it is a kernel.
+      const bool behind_host =
+          op.runs_inside && i > 0 && graph.ops[i - 1].id == *op.runs_inside && graph.ops[i - 1].layer == op.layer;
+      if (behind_host) {
+        op.read.activations = 0;
+        op.kernels = 0;
+      }
+    }
   }
   graph.engine_only = engine_only_ops(m, phase.kind);
   return graph;

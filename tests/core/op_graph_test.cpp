@@ -113,6 +113,37 @@ TEST(OpGraph, RecordsTheEnginesFusionsAndOwnRanges) {
   EXPECT_EQ(l.engine_only[0].name(), "L002.mlp.residual");  // layer 1 is dense
 }
 
+// The engine runs a mixer and the norm after it as one kernel (attnres_mix_rmsnorm_bf16): the norm reads the mix from
+// registers and launches nothing, so the pair's bytes and per-kernel overhead are counted once. Twin, 2 sequences,
+// hidden 64, bf16: the norm writes 2 · 64 · 2 = 256 B and reads its 64 · 2 = 128 B weight. Layer 1 has no mixer before
+// its attention norm (nothing to mix): that norm is a kernel of its own and reads its input.
+TEST(OpGraph, FusedMixerAndNormCountedOnce) {
+  const ModelConfig twin = test::model("k3-twin");
+  const OpGraph g = build_op_graph(twin, Phase::decode(2, 100), Parallelism{}, k3_precision());
+  for (const char* name : {"L002.norm.attn_in", "L002.norm.mlp_in", "head.norm"}) {
+    SCOPED_TRACE(name);
+    const Op& norm = op(g, name);
+    EXPECT_EQ(norm.kernels, 0);
+    EXPECT_DOUBLE_EQ(norm.read.activations, 0);
+    EXPECT_DOUBLE_EQ(norm.read.weights, 128);
+    EXPECT_DOUBLE_EQ(norm.written.activations, 256);
+    EXPECT_DOUBLE_EQ(norm.bytes(), 384);
+    EXPECT_DOUBLE_EQ(norm.flops, 4.0 * 2 * 64);
+  }
+  EXPECT_EQ(op(g, "L002.attnres.pre_attn").kernels, 1);
+  EXPECT_EQ(g.find("L001.attnres.pre_attn"), nullptr);
+  const Op& first = op(g, "L001.norm.attn_in");
+  EXPECT_EQ(first.kernels, 1);
+  EXPECT_DOUBLE_EQ(first.read.activations, 256);
+  EXPECT_DOUBLE_EQ(first.bytes(), 640);
+  // Plain residuals fuse nothing: every norm reads its input and is a kernel.
+  const OpGraph l =
+      build_op_graph(test::model("kimi-linear-48b-a3b"), Phase::decode(2, 100), Parallelism{}, Precision{});
+  for (const Op& o : l.ops) {
+    if (o.kind == OpKind::rmsnorm) EXPECT_EQ(o.kernels, 1) << o.name();
+  }
+}
+
 TEST(OpGraph, TensorAndExpertParallelismSplitWorkAndAddCollectives) {
   const ModelConfig m = test::model("k3-twin");
   const OpGraph one = build_op_graph(m, Phase::decode(4, 100), Parallelism{}, k3_precision());
@@ -267,7 +298,9 @@ TEST(OpGraph, TwinDecodeEveryOtherOpKindByHand) {
   EXPECT_DOUBLE_EQ(g.find("L004.mla.q_absorb")->resident_weight_bytes, 4 * 32 * 16 * 2);  // all of kv_b
   check("L004.mla.out_gate_proj", OpKind::gemm, 2 * 2 * 64 * 64 + 4 * 2 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 64 * 2);
   check("L004.mla.o_proj", OpKind::gemm, 2 * 2 * 64 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 64 * 2);
-  check("head.norm", OpKind::rmsnorm, 4 * 2 * 64, 2 * 64 * 2, 2 * 64 * 2, 64 * 2);
+  // Fused into the final AttnRes mixer's kernel: the mix comes from registers, and no kernel of its own.
+  check("head.norm", OpKind::rmsnorm, 4 * 2 * 64, 0, 2 * 64 * 2, 64 * 2);
+  EXPECT_EQ(g.find("head.norm")->kernels, 0);
   EXPECT_DOUBLE_EQ(g.find("head.lm_head")->written.activations, 2 * 256 * 4);  // fp32 logits
 }
 
