@@ -68,7 +68,7 @@ class HardwareParser {
 
   Hardware parse() {
     root_.expect_keys({"name", "sources", "calibrated_on", "gpu", "interconnect", "overheads", "efficiency",
-                       "collectives", "kernel_latency_us"});
+                       "collectives", "kernel_latency_us", "ridge"});
     Hardware hw;
     hw.source_file = root_.file();
     hw.name = root_["name"].as_string();
@@ -89,6 +89,13 @@ class HardwareParser {
     parse_efficiency(root_.find("efficiency"), &hw);
     if (auto c = root_.find("collectives")) parse_collectives(*c, &hw);
     if (auto l = root_.find("kernel_latency_us")) parse_kernel_latency(*l, &hw);
+    if (auto r = root_.find("ridge")) {
+      r->expect_keys({"smooth_max_exponent"});
+      const YamlNode p = (*r)["smooth_max_exponent"];
+      hw.ridge_smooth_max_exponent = sourced(p, Check::positive, hw);
+      if (hw.ridge_smooth_max_exponent <= 1)
+        p["value"].fail("expected an exponent above 1 (1 would add the two times)");
+    }
     return hw;
   }
 

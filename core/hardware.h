@@ -115,6 +115,11 @@ struct Hardware {
   std::string kernel_latency_source;         // the block's source id; empty without the block
   double kernel_latency_of(OpKind k) const;  // 0 when absent
 
+  // Optional `ridge` block: an op whose compute and memory times are both near its bound runs slower than the
+  // larger of the two (the board's power limit lowers the SM clock when both run). The roofline then takes the
+  // smooth max (c^p + m^p)^(1/p) of the two times (sim/roofline.h, ridge_max); 0 = the plain max.
+  double ridge_smooth_max_exponent = 0;  // p > 1
+
   bool supports(ComputeType c) const { return peak_flops_per_s.count(c) != 0; }
   double peak(ComputeType c) const;                          // throws k3::Error naming the hardware when unsupported
   const Efficiency& efficiency_of(EfficiencyClass c) const;  // the default when absent

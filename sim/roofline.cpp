@@ -3,6 +3,7 @@
 #include "sim/collective_time.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace k3 {
 
@@ -14,6 +15,12 @@ std::string to_string(Bound b) {
     case Bound::overhead: return "overhead";
   }
   return "?";
+}
+
+double ridge_max(double compute_us, double memory_us, double exponent) {
+  const double hi = std::max(compute_us, memory_us), lo = std::min(compute_us, memory_us);
+  if (exponent <= 0 || hi <= 0) return hi;
+  return hi * std::pow(1 + std::pow(lo / hi, exponent), 1 / exponent);  // scaled: no overflow for large p
 }
 
 double bus_bandwidth_factor(CollectiveKind kind, int n) {
@@ -39,6 +46,7 @@ struct Rates {
   double peak[kComputeTypeCount] = {};  // by ComputeType; 0 = unsupported
   Efficiency eff[6];                    // by EfficiencyClass
   double overhead_us = 0;
+  double ridge_exponent = 0;
   double latency_us[static_cast<int>(OpKind::collective) + 1] = {};  // by OpKind
   const Hardware* hw = nullptr;
 
@@ -47,6 +55,7 @@ struct Rates {
     for (EfficiencyClass c : kAllEfficiencyClasses) eff[static_cast<int>(c)] = h.efficiency_of(c);
     for (const auto& [kind, us] : h.kernel_latency_us) latency_us[static_cast<int>(kind)] = us;
     overhead_us = rt.cuda_graphs ? h.graph_kernel_overhead_us : h.kernel_launch_overhead_us;
+    ridge_exponent = h.ridge_smooth_max_exponent;
   }
   double peak_of(ComputeType c) const {
     const double p = peak[static_cast<int>(c)];
@@ -66,7 +75,7 @@ OpTime time_with(const Op& op, const Rates& r) {
   t.compute_us = op.flops / (r.peak_of(op.compute) * eff.compute) * 1e6;
   t.memory_us = op.bytes() / (r.hw->hbm_bandwidth_bytes_per_s * eff.memory) * 1e6;
   t.overhead_us = op.kernels * (r.overhead_us + r.latency_us[static_cast<int>(op.kind)]);
-  const double roof = std::max(t.compute_us, t.memory_us);
+  const double roof = ridge_max(t.compute_us, t.memory_us, r.ridge_exponent);
   t.time_us = roof + t.overhead_us;
   t.bound = t.overhead_us > roof ? Bound::overhead : t.compute_us >= t.memory_us ? Bound::compute : Bound::memory;
   return t;
@@ -82,14 +91,15 @@ StepTime time_step(const OpGraph& graph, const Hardware& hw, const Runtime& rt) 
   const Rates rates(hw, rt);
   for (const Op& op : graph.ops) step.ops.push_back(time_with(op, rates));
   for (std::size_t i = 0; i < graph.ops.size(); ++i) step.ops[i].exposed_us = step.ops[i].time_us;
-  // A side op shares the GPU with its partner: the pair costs max(Σ memory, Σ compute) + overhead.
+  // A side op shares the GPU with its partner: the pair costs ridge_max(Σ compute, Σ memory) + overhead.
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const int j = graph.ops[i].concurrent_with;
     if (j < 0) continue;
     const OpTime& side = step.ops[i];
     const OpTime& main = step.ops[j];
-    const double pair = std::max(side.memory_us + main.memory_us, side.compute_us + main.compute_us) +
-                        std::max(side.overhead_us, main.overhead_us);
+    const double pair =
+        ridge_max(side.compute_us + main.compute_us, side.memory_us + main.memory_us, rates.ridge_exponent) +
+        std::max(side.overhead_us, main.overhead_us);
     step.ops[i].exposed_us = std::max(0.0, pair - main.exposed_us);
   }
   for (const OpTime& t : step.ops) step.step_us += t.exposed_us;

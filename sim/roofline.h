@@ -1,11 +1,11 @@
 // Roofline timing of an op graph on one GPU type (docs/predict.md):
-//   GPU op:        time = max(FLOPs / (peak[compute] · η_compute), bytes / (HBM bw · η_memory))
+//   GPU op:        time = ridge_max(FLOPs / (peak[compute] · η_compute), bytes / (HBM bw · η_memory))
 //                         + kernels · (per-kernel overhead (eager launch, or CUDA-graph replay)
 //                                      + the op kind's fixed kernel latency, 0 unless the hardware file has one)
 //   collective:    time = calls · α(fabric, n, algorithm) + bytes · busbw_factor / (link bw · η_link)
 //                  (sim/collective_time.h; a measured curve replaces it)
 //   concurrency:   an op that runs beside another (MLA output gate beside attention) shares the
-//                  GPU: the pair takes max(Σ memory, Σ compute) + the larger overhead.
+//                  GPU: the pair takes ridge_max(Σ compute, Σ memory) + the larger overhead.
 // η per efficiency class comes from the hardware file (defaults documented in docs/hardware.md).
 #pragma once
 
@@ -30,6 +30,11 @@ struct OpTime {
   double exposed_us = 0;  // what it adds to the step after overlap
   Bound bound = Bound::memory;
 };
+
+// The time of work that needs `compute_us` of compute and `memory_us` of memory at the ceilings: the smooth max
+// (c^p + m^p)^(1/p) with the hardware's ridge exponent p (Hardware::ridge_smooth_max_exponent), max(c, m) when p
+// is 0. At c = m it is 2^(1/p) · c; far from the ridge it tends to the larger time.
+double ridge_max(double compute_us, double memory_us, double exponent);
 
 // nccl-tests bus-bandwidth factor: all_reduce 2(n-1)/n, all_gather, reduce_scatter and all_to_all (n-1)/n, send 1.
 double bus_bandwidth_factor(CollectiveKind kind, int group_size);

@@ -282,7 +282,7 @@ StepTimeModel::OpCost StepTimeModel::cost(const Row& r, const Features& f) const
   c.compute_us = flops * r.us_per_flop;
   c.memory_us = bytes * r.us_per_byte;
   c.overhead_us = (r.separate_kernels ? kd + kp : std::max(kd, kp)) * r.us_per_kernel;
-  c.time_us = std::max(c.compute_us, c.memory_us) + c.overhead_us;
+  c.time_us = ridge_max(c.compute_us, c.memory_us, hardware_.ridge_smooth_max_exponent) + c.overhead_us;
   return c;
 }
 
@@ -346,9 +346,10 @@ double StepTimeModel::unit_us(const Unit& u, const Features& f) const {
   const OpCost main = cost(u.main, f);
   double t = main.time_us;
   for (const Row& side_row : u.beside) {
-    // As sim/roofline's time_step: the pair takes max(Σ memory, Σ compute) + the larger overhead.
+    // As sim/roofline's time_step: the pair takes ridge_max(Σ compute, Σ memory) + the larger overhead.
     const OpCost side = cost(side_row, f);
-    const double pair = std::max(side.memory_us + main.memory_us, side.compute_us + main.compute_us) +
+    const double pair = ridge_max(side.compute_us + main.compute_us, side.memory_us + main.memory_us,
+                                  hardware_.ridge_smooth_max_exponent) +
                         std::max(side.overhead_us, main.overhead_us);
     t += std::max(0.0, pair - main.time_us);
   }

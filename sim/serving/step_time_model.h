@@ -6,7 +6,7 @@
 // op's FLOPs and bytes are affine in a few batch features (sequences, tokens, cached tokens, causal
 // query-key pairs, KDA chunk boundaries), so a handful of graphs at probe shapes give each op's
 // coefficients exactly. A step then costs one pass over the op units, with identical layers merged:
-//   op time  = max(FLOPs · s/FLOP, bytes · s/byte) + kernels · per-kernel overhead   (as sim/roofline)
+//   op time  = ridge_max(FLOPs · s/FLOP, bytes · s/byte) + kernels · per-kernel overhead   (as sim/roofline)
 //   mixed    = weights read once; decode and prefill FLOPs and activation/KV/state bytes add;
 //              distinct experts from all routed tokens of the step, E·(1 − (1 − k/E)^T)
 // For a batch of only decode or only prefill sequences of one shape it equals time_step(build_op_graph)

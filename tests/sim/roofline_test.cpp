@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace k3 {
 namespace {
 
@@ -66,6 +68,45 @@ TEST(Roofline, ComputeBoundAndOverheadBound) {
   const OpTime t = time_op(tiny, hw, rt);
   EXPECT_EQ(t.bound, Bound::overhead);
   EXPECT_NEAR(t.compute_us, 1e3 / (10e12 * 0.5) * 1e6, 1e-12);  // fp32 peak used
+}
+
+// The ridge term: the smooth max (c^p + m^p)^(1/p) of the two times. At c = m it is 2^(1/p) times either (with the
+// H200's p = 2.82: 2^(1/2.82) = 1.2786, the measured 1.25-1.29x); at c = m/10, 1 + 0.1^2.82 / 2.82 to first order
+// (+0.054 %); p = 0 is the plain max.
+TEST(Roofline, RidgeMaxAtTheRidgeAndFarFromIt) {
+  EXPECT_NEAR(ridge_max(100, 100, 2.82), 127.86, 0.01);
+  EXPECT_NEAR(ridge_max(10, 100, 2.82), 100.0536, 1e-4);
+  EXPECT_NEAR(ridge_max(100, 10, 2.82), 100.0536, 1e-4);  // symmetric
+  EXPECT_DOUBLE_EQ(ridge_max(3, 4, 2), 5);                // sqrt(9 + 16)
+  EXPECT_DOUBLE_EQ(ridge_max(30, 40, 0), 40);             // no ridge term
+  EXPECT_DOUBLE_EQ(ridge_max(0, 40, 2.82), 40);
+  EXPECT_DOUBLE_EQ(ridge_max(0, 0, 2.82), 0);
+}
+
+TEST(Roofline, RidgeTermInAnOpAndAConcurrentPair) {
+  Hardware hw = toy_hardware();
+  hw.ridge_smooth_max_exponent = 2;
+  Op op;
+  op.kind = OpKind::gemm;
+  op.flops = 150e6;         // 150e6 / (100e12 * 0.5) = 3 us
+  op.read.weights = 3.2e6;  // 3.2e6 / (1e12 * 0.8) = 4 us
+  Runtime rt;               // CUDA graphs: 1 us per kernel
+  OpTime t = time_op(op, hw, rt);
+  EXPECT_DOUBLE_EQ(t.compute_us, 3.0);
+  EXPECT_DOUBLE_EQ(t.memory_us, 4.0);
+  EXPECT_DOUBLE_EQ(t.time_us, 5.0 + 1.0);  // sqrt(3^2 + 4^2) + overhead
+  EXPECT_EQ(t.bound, Bound::memory);
+  // Beside it, a memory-only op of 8 us: the pair is sqrt(3^2 + 12^2) + 1 = 13.3693 us; the side op adds 7.3693.
+  OpGraph g;
+  g.ops.push_back(op);
+  Op side;
+  side.kind = OpKind::gemm;
+  side.read.weights = 6.4e6;
+  side.concurrent_with = 0;
+  g.ops.push_back(side);
+  const StepTime s = time_step(g, hw, rt);
+  EXPECT_NEAR(s.ops[1].exposed_us, std::sqrt(9.0 + 144.0) + 1.0 - 6.0, 1e-12);
+  EXPECT_NEAR(s.step_us, std::sqrt(153.0) + 1.0, 1e-12);
 }
 
 TEST(Roofline, CollectiveAlphaBetaWithBusBandwidthFactor) {
