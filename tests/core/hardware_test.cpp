@@ -3,6 +3,7 @@
 #include "core/hardware.h"
 #include "core/error.h"
 #include "core/op_graph.h"
+#include "core/op_names.h"
 
 #include <gtest/gtest.h>
 
@@ -172,6 +173,41 @@ TEST(Hardware, BlackwellSpotChecks) {
   EXPECT_DOUBLE_EQ(gb300.peak(ComputeType::fp4), 15e15);
   EXPECT_DOUBLE_EQ(gb300.hbm_bandwidth_bytes_per_s, 8e12);
   EXPECT_DOUBLE_EQ(gb300.network.bandwidth_bytes_per_s, 100e9);
+}
+
+// Every shipped file has per-kernel floors and the ridge exponent: measured on the H200 (engine traces, bench/results/
+// 2026-12-01-h200-engine-traces-9 and 2026-12-02-h200-rank; wgmma_rate_bench part 5 in 2026-12-01-h200-kernels-22),
+// carried unchanged in microseconds to the other GPUs and marked so in the source text. The calibrated file keeps
+// its fitted latencies.
+TEST(Hardware, FixedCostsMeasuredOnH200AndCarriedElsewhere) {
+  const std::pair<OpKind, double> floors[] = {
+      {OpKind::embedding, 2.46},     {OpKind::rmsnorm, 4.58},         {OpKind::attnres_mix, 6.23},
+      {OpKind::gemm, 4.85},          {OpKind::elementwise, 4.15},     {OpKind::kda_preprocess, 4.82},
+      {OpKind::kda_recurrent, 3.23}, {OpKind::kda_output_norm, 1.32}, {OpKind::mla_attention, 20.41},
+      {OpKind::router, 10.45},       {OpKind::moe_experts, 11.74},
+  };
+  for (const char* name : {"h200-sxm", "h200x2-nccl-measured", "h100-sxm", "b200", "b300", "gb300-nvl72"}) {
+    SCOPED_TRACE(name);
+    const Hardware hw = load_hardware_by_name(name, kHardwareDir);
+    for (const auto& [kind, us] : floors) EXPECT_DOUBLE_EQ(hw.kernel_latency_of(kind), us) << to_string(kind);
+    EXPECT_DOUBLE_EQ(hw.kernel_latency_of(OpKind::kda_chunk), 0.0);  // prefill only: no small-op sample
+    EXPECT_EQ(hw.kernel_latency_source, "k3perf-h200-kernel-floors");
+    EXPECT_DOUBLE_EQ(hw.ridge_smooth_max_exponent, 2.82);
+    const std::string& floors_text = hw.sources.at("k3perf-h200-kernel-floors");
+    const std::string& ridge_text = hw.sources.at("k3perf-h200-ridge");
+    const bool h200 = std::string(name).starts_with("h200");
+    for (const std::string* text : {&floors_text, &ridge_text}) {
+      EXPECT_EQ(text->starts_with("Measured on H200"), h200) << *text;
+      EXPECT_EQ(text->starts_with("Carried from H200"), !h200) << *text;
+    }
+    EXPECT_NE(floors_text.find("bench/results/2026-12-01-h200-engine-traces-9"), std::string::npos);
+    EXPECT_NE(ridge_text.find("bench/results/2026-12-01-h200-kernels-22"), std::string::npos);
+    if (!h200) EXPECT_NE(floors_text.find("unchanged in microseconds"), std::string::npos);
+  }
+  const Hardware validated = load_hardware_by_name("h200-validated", kHardwareDir);
+  EXPECT_EQ(validated.kernel_latency_source, "k3perf-h200-engine-calibration");  // its own fit, not the floors
+  EXPECT_DOUBLE_EQ(validated.kernel_latency_of(OpKind::router), 13.72893);
+  EXPECT_DOUBLE_EQ(validated.ridge_smooth_max_exponent, 2.82);
 }
 
 // The collective latency terms (sim/collective_time.h): per-collective bases measured on 2 H200s over NVLink
@@ -390,6 +426,13 @@ TEST(HardwareErrors, CalibratedOnNamesItsKeys) {
                      {"calibrated_on.engine_sources", "16 lowercase hex"});
   expect_input_error(with(name, name + "calibrated_on: {engine_sources: 0123456789abcdef, gpu: x}\n"),
                      {"calibrated_on"});
+}
+
+TEST(HardwareErrors, RidgeExponentAboveOne) {
+  expect_input_error(kValid + "ridge:\n  smooth_max_exponent: {value: 1, source: test-sheet}\n",
+                     {"ridge.smooth_max_exponent.value", "above 1"});
+  expect_input_error(kValid + "ridge:\n  smooth_max_exponent: 2.8\n", {"ridge.smooth_max_exponent", "source"});
+  expect_input_error(kValid + "ridge:\n  exponent: {value: 2.8, source: test-sheet}\n", {"ridge.exponent"});
 }
 
 TEST(HardwareErrors, MalformedYaml) {

@@ -43,8 +43,9 @@ TEST(Predict, AllMlaCounterfactualIsSlowerAtLongContext) {
   const Prediction hybrid = predict(default_scenario({"workload.batch=1", "workload.context_tokens=524288"}));
   const Prediction all_mla =
       predict(default_scenario({"workload.batch=1", "workload.context_tokens=524288", "overrides.attention=all_mla"}));
-  // 93 instead of 24 layers read KV; the all-reduce and all-to-all costs (a third of the step at TP8) stay.
-  EXPECT_GT(all_mla.step.step_us, 1.3 * hybrid.step.step_us);
+  // 93 instead of 24 layers read KV; the all-reduce and all-to-all costs (a third of the step at TP8) and the
+  // per-kernel floors of both stay.
+  EXPECT_GT(all_mla.step.step_us, 1.2 * hybrid.step.step_us);
   EXPECT_DOUBLE_EQ(all_mla.memory.kv_bytes, 93.0 / 24 * hybrid.memory.kv_bytes);
 }
 

@@ -30,9 +30,12 @@ TEST(ClaimsModelled, EveryOneHasAVerdictAndABreakdown) {
     EXPECT_GE(result.evaluation.breakdown.size(), 3u) << id;
   }
   for (const char* id : {"P10", "P15", "P20"}) EXPECT_EQ(r.at(id).verdict, Verdict::reproduced) << id;
-  // P8: the baselines are within 20 % of the reported 111 and 118 tok/s on the roofline alone.
-  EXPECT_NEAR(r.at("P8").evaluation.predicted.at("tp8_baseline_tok_s") / 111.0, 1.0, 0.2);
-  EXPECT_NEAR(r.at("P8").evaluation.predicted.at("tp16_baseline_tok_s") / 118.0, 1.0, 0.2);
+  // P8: with the per-kernel floors measured on the H200 (carried to the GB300 unchanged) and the collective latency
+  // by group size, our engine's ~2,000 decode kernels put the TP8 / TP16 baselines at a third of the reported 111 and
+  // 118 tok/s: the verdict is contradicted, and the breakdown says so.
+  EXPECT_EQ(r.at("P8").verdict, Verdict::contradicted);
+  EXPECT_LT(r.at("P8").evaluation.predicted.at("tp8_baseline_tok_s") / 111.0, 0.5);
+  EXPECT_LT(r.at("P8").evaluation.predicted.at("tp16_baseline_tok_s") / 118.0, 0.5);
   // P4, P7: the breakdown separates the batch term from the per-sequence bytes that bound it.
   for (const char* id : {"P4", "P7"}) {
     bool ceiling = false;

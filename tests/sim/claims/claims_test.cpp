@@ -59,13 +59,14 @@ TEST(Claims, RequiredClaimsAreReproducedOrExplained) {
   for (const std::string& line : p7.evaluation.breakdown)
     has_ceiling |= line.find("weights fully amortised") != std::string::npos;
   EXPECT_TRUE(has_ceiling);
-  bool unlimited_batch = false;
+  // No pair of batches that fits the GPUs' memory reaches 6.3x.
+  bool batch_pairs = false;
   for (const Alternative& alt : p7.evaluation.alternatives) {
-    if (alt.assumption.find("batch=4096") == std::string::npos) continue;
-    unlimited_batch = true;
+    if (alt.assumption.find("another pair of batches") == std::string::npos) continue;
+    batch_pairs = true;
     EXPECT_FALSE(p7.claim.reported[1].accepts(alt.predicted.at("speedup"))) << alt.assumption;
   }
-  EXPECT_TRUE(unlimited_batch);
+  EXPECT_TRUE(batch_pairs);
   // Every claim is modelled: none is left "not modelled yet".
   for (const auto& [id, r] : results) EXPECT_NE(r.verdict, Verdict::not_modelled) << id;
   // P11, P12 from the prefix-cache model.
