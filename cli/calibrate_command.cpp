@@ -8,6 +8,7 @@
 #include "core/hardware_writer.h"
 #include "core/scenario.h"
 #include "profiler/compare/calibrate.h"
+#include "profiler/compare/calibration_report.h"
 
 #include <fmt/core.h>
 
@@ -22,6 +23,7 @@ struct CalibrateOptions {
   std::string source_id = "k3perf-calibration";
   std::string out;
   std::string json;
+  std::string markdown;
 };
 
 std::vector<profiler::CalibrationRun> load_runs(const std::vector<std::string>& pairs, const char* flag) {
@@ -48,6 +50,8 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--source-id", o->source_id, "source id the fitted numbers cite (kebab-case)");
   cmd->add_option("--out", o->out, "the hardware YAML to write, e.g. scenarios/hardware/h200-validated.yaml");
   cmd->add_option("--json", o->json, "write the fit and its checks as JSON");
+  cmd->add_option("--markdown", o->markdown,
+                  "write the checks as Markdown tables: per run and per op kind, against the goals (docs/fidelity.md)");
   cmd->callback([o, &global] {
     const Hardware base = load_hardware_by_name(o->base, DataPaths::resolve(global.data_dir).hardware_dir);
     const auto training = load_runs(o->runs, "--run");
@@ -57,6 +61,10 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
     if (!o->json.empty()) {
       write_file_atomically(o->json, profiler::to_json(c).dump(1) + "\n");
       fmt::print(stderr, "wrote {}\n", o->json);
+    }
+    if (!o->markdown.empty()) {
+      write_file_atomically(o->markdown, profiler::calibration_markdown(c));
+      fmt::print(stderr, "wrote {}\n", o->markdown);
     }
     if (!o->out.empty()) {
       write_hardware_file(o->out, profiler::calibrated_hardware_yaml(base, c, o->name, o->source_id));

@@ -33,10 +33,12 @@ struct Sample {
   double measured_us = 0;
   bool cuda_graphs = true;  // the run's launch mode
   double overhead_us = 0;   // per kernel, the base file's for that launch mode
+  double weight = 1;        // of its row in the fit: every run weighs 1 (run_weights)
 };
 
 struct RunSamples {
   std::string name;
+  std::string phase;
   Comparison comparison;  // the samples point into it and into the run's prediction
   std::vector<Sample> samples;
 };
@@ -50,9 +52,19 @@ std::string describe(const CalibrationRun& r) {
                      std::filesystem::path(r.trace_path).filename().string(), get("commit"), get("date"));
 }
 
+// The rows of one run weigh 1 together, whatever its op count (a 93-layer rank has 20 times a slice's ops): half
+// spread evenly over its ops (the per-op error the fit is judged on), half by each op's share of the measured step
+// (the step error: a 137 ms expert GEMM counts for more than a 2 us norm).
+void run_weights(std::vector<Sample>& samples) {
+  double total_us = 0;
+  for (const Sample& s : samples) total_us += s.measured_us;
+  for (Sample& s : samples) s.weight = 0.5 / static_cast<double>(samples.size()) + 0.5 * s.measured_us / total_us;
+}
+
 RunSamples samples_of(const CalibrationRun& r, const Hardware& hw) {
   RunSamples out;
   out.name = describe(r);
+  out.phase = r.prediction.phase;
   out.comparison = compare(r.prediction, r.trace, hw);
   for (const OpComparison& o : out.comparison.ops) {
     const PredictedOp& p = *o.predicted;
@@ -73,6 +85,7 @@ RunSamples samples_of(const CalibrationRun& r, const Hardware& hw) {
     throw InputError(
         fmt::format("{} + {}: no measured op to fit (are the kernels attributed?)", r.prediction_path, r.trace_path));
   }
+  run_weights(out.samples);
   return out;
 }
 
@@ -93,10 +106,11 @@ double abs_error_percent(double predicted, double measured) { return 100 * std::
 RunCheck check_run(const RunSamples& run, const Hardware& calibrated) {
   RunCheck rc;
   rc.run = run.name;
+  rc.phase = run.phase;
   std::vector<double> before, after;
   std::size_t steps = std::numeric_limits<std::size_t>::max();
   for (const Sample& s : run.samples) {
-    OpCheck oc{s.op->name, s.measured_us, s.op->time_us, time_with(s, calibrated)};
+    OpCheck oc{s.op->name, s.op->kind, s.measured_us, s.op->time_us, time_with(s, calibrated)};
     before.push_back(abs_error_percent(oc.before_us, oc.measured_us));
     after.push_back(abs_error_percent(oc.after_us, oc.measured_us));
     rc.predicted_step_before_us += oc.before_us;
@@ -144,11 +158,12 @@ struct Unknown {
   }
 };
 
-// The column of `u` for row `s`: the coefficient of the unknown in the relative residual.
-double coefficient(const Unknown& u, const Sample& s, bool compute_bound) {
+// The column of `u` for row `s`: the coefficient of the unknown in the relative residual. `ridge` is the row's
+// factor ridge_max(c, m) / max(c, m) at the current efficiencies (sim/roofline.h), held fixed within one solve.
+double coefficient(const Unknown& u, const Sample& s, bool compute_bound, double ridge) {
   if (u.latency) return s.kind == u.index ? s.op->kernels / s.measured_us : 0.0;
   if (s.cls != u.index || compute_bound != u.compute) return 0.0;
-  return (compute_bound ? s.compute_us_at_peak : s.memory_us_at_peak) / s.measured_us;
+  return ridge * (compute_bound ? s.compute_us_at_peak : s.memory_us_at_peak) / s.measured_us;
 }
 
 // Rank of the columns after scaling each to unit length: columns equal up to rounding (an efficiency
@@ -223,8 +238,19 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
   const auto is_compute_bound = [&](const Sample& s) {
     return s.compute_us_at_peak * (1 + u_compute[s.cls]) > s.memory_us_at_peak * (1 + u_memory[s.cls]);
   };
+  // The ridge term makes the roofline non-linear in u: like the bounds, its factor per row is taken at the current
+  // efficiencies and the fit repeated until both settle.
+  const auto ridge_of = [&](const Sample& s) {
+    const double c = s.compute_us_at_peak * (1 + u_compute[s.cls]), m = s.memory_us_at_peak * (1 + u_memory[s.cls]);
+    const double hi = std::max(c, m);
+    return hi > 0 ? ridge_max(c, m, base.ridge_smooth_max_exponent) / hi : 1.0;
+  };
   std::vector<bool> compute_bound(train.size());
-  for (std::size_t i = 0; i < train.size(); ++i) compute_bound[i] = is_compute_bound(train[i]);
+  std::vector<double> ridge(train.size());
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    compute_bound[i] = is_compute_bound(train[i]);
+    ridge[i] = ridge_of(train[i]);
+  }
 
   std::vector<Unknown> fitted;
   const auto rows = static_cast<Eigen::Index>(train.size());
@@ -242,7 +268,8 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
     for (const Unknown& u : candidates) {
       Eigen::VectorXd col(rows);
       for (Eigen::Index i = 0; i < rows; ++i)
-        col(i) = coefficient(u, train[static_cast<std::size_t>(i)], compute_bound[static_cast<std::size_t>(i)]);
+        col(i) = coefficient(u, train[static_cast<std::size_t>(i)], compute_bound[static_cast<std::size_t>(i)],
+                             ridge[static_cast<std::size_t>(i)]);
       if (col.isZero(0)) continue;  // no samples
       Eigen::MatrixXd grown(rows, a.cols() + 1);
       grown << a, col;
@@ -261,9 +288,13 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
         return !u.latency && u.index == s.cls && u.compute == cb;
       });
       if (!u_fitted) roof *= 1 + (cb ? u_compute : u_memory)[s.cls];  // held at the base value
-      b(i) = (s.measured_us - roof - s.op->kernels * s.overhead_us) / s.measured_us;
+      b(i) = (s.measured_us - (u_fitted ? 1.0 : ridge[static_cast<std::size_t>(i)]) * roof -
+              s.op->kernels * s.overhead_us) /
+             s.measured_us;
     }
-    const Eigen::VectorXd x = least_absolute_deviations(a, b);
+    Eigen::VectorXd w(rows);
+    for (Eigen::Index i = 0; i < rows; ++i) w(i) = train[static_cast<std::size_t>(i)].weight;
+    const Eigen::VectorXd x = least_absolute_deviations(w.asDiagonal() * a, w.asDiagonal() * b);
     u_memory = base_u_memory;
     u_compute = base_u_compute;
     for (Eigen::Index j = 0; j < n; ++j) {
@@ -277,8 +308,10 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
     bool changed = false;
     for (std::size_t i = 0; i < train.size(); ++i) {
       const bool cb = is_compute_bound(train[i]);
-      changed |= cb != compute_bound[i];
+      const double r = ridge_of(train[i]);
+      changed |= cb != compute_bound[i] || std::fabs(r - ridge[i]) > 1e-9 * ridge[i];
       compute_bound[i] = cb;
+      ridge[i] = r;
     }
     if (!changed) break;
   }
@@ -393,8 +426,9 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
   std::string citation = fmt::format(
       "k3perf calibrate (docs/profile.md): least-absolute-deviations fit (relative, non-negative) of per-class "
       "efficiencies and per-op-kind "
-      "kernel latencies (t = max(FLOPs / (peak * eta_compute), bytes / (HBM bw * eta_memory)) + kernels * "
-      "(overhead + latency[kind])) to the per-op medians over steps of the runs {}. Held out: {}. Median |error| per "
+      "kernel latencies (t = ridge_max(FLOPs / (peak * eta_compute), bytes / (HBM bw * eta_memory)) + kernels * "
+      "(overhead + latency[kind])) to the per-op medians over steps of the runs {}, each run weighing 1 (half evenly "
+      "over its ops, half by their shares of its measured step). Held out: {}. Median |error| per "
       "op: training {:.2f}% before, {:.2f}% after ({} ops); held out {:.2f}% before, {:.2f}% after ({} ops). Step "
       "error per run (sum of the ops, before -> after): training {}; held out {}. Fitted: {}.",
       join(c.training_runs, ", "), c.held_out_runs.empty() ? "none" : join(c.held_out_runs, ", "),
@@ -447,10 +481,14 @@ nlohmann::ordered_json to_json(const Calibration& c) {
     for (const RunCheck& r : f.runs) {
       json ops = json::array();
       for (const OpCheck& o : r.ops) {
-        ops.push_back(
-            {{"name", o.name}, {"measured_us", o.measured_us}, {"before_us", o.before_us}, {"after_us", o.after_us}});
+        ops.push_back({{"name", o.name},
+                       {"kind", to_string(o.kind)},
+                       {"measured_us", o.measured_us},
+                       {"before_us", o.before_us},
+                       {"after_us", o.after_us}});
       }
       runs.push_back({{"run", r.run},
+                      {"phase", r.phase},
                       {"median_abs_error_percent_before", r.op_error_before_percent},
                       {"median_abs_error_percent_after", r.op_error_after_percent},
                       {"measured_step_us", r.measured_step_us},

@@ -1,13 +1,13 @@
 // Calibration of the roofline (sim/roofline.h) from measured runs (docs/profile.md):
-//   t_op = max(flops / (peak · η_compute[class]), bytes / (HBM bw · η_memory[class]))
+//   t_op = ridge_max(flops / (peak · η_compute[class]), bytes / (HBM bw · η_memory[class]))
 //          + kernels · (o + λ[kind])
 // o is the base file's per-kernel launch (eager) or replay (CUDA graph) overhead, by each run's launch
 // mode; λ[kind] is the op kind's fixed GPU latency per kernel (what a small kernel costs beyond its
 // bytes and FLOPs). For each op the bound is taken from the current efficiencies; given the bounds the
 // model is linear in u = 1/η - 1 per (class, bound) and in λ per kind, all >= 0 (so η <= 1), fitted by
-// least absolute deviations of the relative residuals (each row divided by the measured time, so small
-// and large ops weigh alike; iteratively reweighted non-negative least squares); the bounds are
-// reassigned and the fit repeated until they settle. An
+// weighted least absolute deviations of the relative residuals (each row divided by the measured time; every run
+// weighs 1, half spread over its ops, half by their shares of its step; iteratively reweighted non-negative least
+// squares); the bounds and ridge factors are reassigned and the fit repeated until they settle. An
 // efficiency the samples cannot separate from its kinds' latencies (all its ops of one size) keeps the
 // base value. Samples are the per-op medians over steps from compare; collectives are left out. The
 // fit is checked per op and per step on the training runs and on held-out runs: before (the
@@ -53,13 +53,15 @@ struct LatencyFit {
 
 struct OpCheck {  // one op of one run
   std::string name;
+  OpKind kind = OpKind::gemm;
   double measured_us = 0;  // median over steps
   double before_us = 0;    // the prediction file's time
   double after_us = 0;     // the calibrated hardware's time
 };
 
 struct RunCheck {
-  std::string run;  // "prediction + trace (commit c, date d)"
+  std::string run;    // "prediction + trace (commit c, date d)"
+  std::string phase;  // the prediction's scenario phase
   std::vector<OpCheck> ops;
   double op_error_before_percent = 0;  // median |error| over its ops
   double op_error_after_percent = 0;

@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_reader.h"
+#include "profiler/trace/gzip.h"
 
 #include <algorithm>
 #include <set>
@@ -53,6 +54,7 @@ PredictionFile parse_prediction(const std::string& text, const std::string& orig
   const JsonNode scenario = root["scenario"];
   p.hardware = scenario["hardware"].as_string();
   p.cuda_graphs = scenario["cuda_graphs"].as_bool();
+  if (const auto phase = scenario.find("phase")) p.phase = phase->as_string();
   const JsonNode ops = root["ops"];
   if (!ops.raw().is_array()) ops.fail("expected an array of ops");
   std::set<std::string> seen;
@@ -94,6 +96,10 @@ PredictionFile parse_prediction(const std::string& text, const std::string& orig
   return p;
 }
 
-PredictionFile load_prediction(const std::string& path) { return parse_prediction(read_file(path), path); }
+PredictionFile load_prediction(const std::string& path) {
+  std::string data = read_file(path);
+  if (is_gzip(data)) data = gzip_decompress(data, path);  // a 93-layer rank's prediction is kept as .json.gz
+  return parse_prediction(data, path);
+}
 
 }  // namespace k3::profiler

@@ -30,6 +30,7 @@ struct PredictedOp {
 struct PredictionFile {
   std::string origin;
   std::string hardware;  // the hardware's display name
+  std::string phase;     // scenario.phase: "decode", "prefill", ...; empty in a file without it
   bool cuda_graphs = true;
   std::vector<PredictedOp> ops;
   bool records_engine = false;           // the file has engine_only_ops (and runs_inside where an op has one)
@@ -37,6 +38,6 @@ struct PredictionFile {
 };
 
 PredictionFile parse_prediction(const std::string& text, const std::string& origin);
-PredictionFile load_prediction(const std::string& path);
+PredictionFile load_prediction(const std::string& path);  // JSON, or JSON gzipped
 
 }  // namespace k3::profiler

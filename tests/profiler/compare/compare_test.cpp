@@ -3,6 +3,7 @@
 #include "profiler/compare/compare.h"
 #include "profiler/compare/calibrate.h"
 #include "profiler/trace/chrome_json.h"
+#include "profiler/trace/gzip.h"
 
 #include "core/atomic_file.h"
 #include "core/hardware.h"
@@ -95,6 +96,22 @@ TEST(Compare, DecodeFixtureByHand) {
   EXPECT_NE(to_text(c, 5).find("coverage 97.2% of kernel time (12 of 17 kernels on predicted ops)"), std::string::npos);
 }
 
+// A gzipped prediction (how a 93-layer rank's is kept) loads as the JSON it holds.
+TEST(Compare, GzippedPredictionLoadsAsItsJson) {
+  const std::string json = read_file(kFixtures + "decode_prediction.json");
+  const std::filesystem::path gz = std::filesystem::temp_directory_path() / "k3perf_compare_prediction.json.gz";
+  write_file_atomically(gz.string(), gzip_compress(json));
+  const PredictionFile a = load_prediction(kFixtures + "decode_prediction.json"), b = load_prediction(gz.string());
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    EXPECT_EQ(a.ops[i].name, b.ops[i].name);
+    EXPECT_EQ(a.ops[i].time_us, b.ops[i].time_us);
+  }
+  write_file_atomically(gz.string(), gzip_compress(json).substr(0, 40));  // truncated: the error names the file
+  test::expect_input_error([&] { load_prediction(gz.string()); }, {gz.string()});
+  std::filesystem::remove(gz);
+}
+
 TEST(Compare, PredictionFileErrorsNameTheKey) {
   using test::expect_input_error;
   expect_input_error([] { parse_prediction("{\"scenario\":{\"hardware\":\"x\",\"cuda_graphs\":true}}", "p.json"); },
@@ -117,9 +134,11 @@ TEST(Compare, PredictionFileErrorsNameTheKey) {
 // The fixture's measured times are built from gemm η (compute 0.70, memory 0.80), attention
 // (0.60, 0.88), elementwise memory 0.75 and 0.6 us per graph-replayed kernel; the median over
 // steps is that time rounded to whole ns. The model keeps the base file's 0.5 us replay overhead, so
-// the fit recovers the efficiencies and a latency of 0.1 us per kernel for each kind, to rounding.
+// the fit recovers the efficiencies and a latency of 0.1 us per kernel for each kind, to rounding. The fixture's times
+// take the plain max of the compute and memory times, so the base here has no ridge term (exponent 0).
 TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
-  const Hardware base = h200();
+  Hardware base = h200();
+  base.ridge_smooth_max_exponent = 0;
   const std::vector<CalibrationRun> training = {
       load_calibration_run(kFixtures + "calib_micro_prediction.json", kFixtures + "calib_micro_trace.json.gz"),
       load_calibration_run(kFixtures + "calib_engine_prediction.json", kFixtures + "calib_engine_trace.json.gz")};
@@ -167,12 +186,19 @@ TEST(Calibrate, RecoversTheFixturesEfficienciesAndChecksHeldOutRuns) {
   EXPECT_EQ(hw.efficiency_of(EfficiencyClass::recurrent).memory, default_efficiency(EfficiencyClass::recurrent).memory);
   EXPECT_NEAR(hw.kernel_latency_of(OpKind::gemm), 0.1, 1e-3);
   EXPECT_NEAR(hw.kernel_latency_of(OpKind::rmsnorm), 0.1, 1e-3);
-  EXPECT_EQ(hw.kernel_latency_of(OpKind::router), 0.0);  // not measured: adds nothing
+  // Kinds the runs do not measure keep the base file's floor, and the base file's ridge block is kept as written.
+  ASSERT_GT(base.kernel_latency_of(OpKind::router), 0.0);
+  EXPECT_DOUBLE_EQ(hw.kernel_latency_of(OpKind::router), base.kernel_latency_of(OpKind::router));
+  const double base_file_ridge = h200().ridge_smooth_max_exponent;  // as written in the base file
+  ASSERT_GT(base_file_ridge, 0.0);
+  EXPECT_DOUBLE_EQ(hw.ridge_smooth_max_exponent, base_file_ridge);
+  EXPECT_EQ(hw.sources.at("k3perf-h200-ridge"), base.sources.at("k3perf-h200-ridge"));
   EXPECT_EQ(hw.kernel_latency_source, "k3perf-calibration");
   EXPECT_DOUBLE_EQ(hw.graph_kernel_overhead_us, base.graph_kernel_overhead_us);
   EXPECT_DOUBLE_EQ(hw.kernel_launch_overhead_us, base.kernel_launch_overhead_us);
   const std::string citation = hw.sources.at("k3perf-calibration");
   EXPECT_NE(citation.find("commit fixture-calib_engine"), std::string::npos);
+  EXPECT_NE(citation.find("Kernel latencies carried over from h200-sxm.yaml: embedding,"), std::string::npos);
   // The fixture traces name no engine, so the file records none; traces that do (every `k3perf run --trace` writes
   // its engine_sources) give the file its calibrated_on.
   EXPECT_TRUE(hw.calibrated_engine_sources.empty());

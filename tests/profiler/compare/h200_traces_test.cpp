@@ -87,11 +87,11 @@ TEST(H200Traces, CalibrationOnBatchOneHeldOutOnBatchEight) {
                                     {load_calibration_run(kDir + "pred_b8.json", kDir + "trace_b8.json.gz")}, h200());
   EXPECT_EQ(cal.undetermined.size(), 4u);
   EXPECT_NEAR(cal.training.before_percent, 43.21, 0.01);
-  EXPECT_NEAR(cal.training.after_percent, 1.69, 0.01);
+  EXPECT_NEAR(cal.training.after_percent, 1.96, 0.01);  // 1.69 with every op weighing alike
   EXPECT_NEAR(cal.held_out.before_percent, 34.54, 0.01);
   EXPECT_NEAR(cal.held_out.after_percent, 6.61, 0.01);
   EXPECT_NEAR(cal.held_out.worst_step_before_percent, 26.96, 0.01);
-  EXPECT_NEAR(cal.held_out.worst_step_after_percent, 15.34, 0.01);
+  EXPECT_NEAR(cal.held_out.worst_step_after_percent, 15.39, 0.01);  // 15.27 with every op weighing alike
 }
 
 }  // namespace
