@@ -11,8 +11,10 @@
 #          128K/512K/1M (CLAIMS P5) and prefill of 32K and 128K;
 #   claims-long  the same pair's prefill of $LONG_PROMPTS (default 512K; P6), warmed up on one chunk only
 #          (1M all-MLA is ~25 min of a GPU, more than one call).
-# Each run beside `k3perf predict` of the same scenario on h200-validated; one JSON summary per run and a log.
+# Each run beside `k3perf predict` of the same scenario on $K3PERF_HARDWARE (default h200-validated); one JSON summary
+# per run and a log.
 # Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-rank.sh [rank | traces | claims | claims-long | all]
+#   traces with K3PERF_PREDICT_ONLY=1 (and K3PERF_BIN): only the traced runs' predictions, by this checkout (no GPU)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-programs.sh
@@ -25,7 +27,8 @@ run() {  # name, then k3perf run arguments
   echo "== $name: k3perf run $*"
   "$k3perf" --data-dir scenarios run "$@" --json "$out/engine_$name.json" 2>&1 | grep -v "^decode step" || status=1
 }
-rank=(--model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=16 --set parallelism.tp=16
+hw="${K3PERF_HARDWARE:-h200-validated}"
+rank=(--model kimi-k3 --weights random:7 --hardware "$hw" --set gpus=16 --set parallelism.tp=16
       --set parallelism.ep=16 --rank "$r")
 prefill=(--set phase=prefill --set workload.context_tokens=0 --decode-tokens 2)
 what="${1:-all}"
@@ -40,16 +43,21 @@ if [ "$what" = rank ] || [ "$what" = all ]; then
     run "k3_tp16_rank${r}_prefill_${prompt}" "${rank[@]}" "${prefill[@]}" --set workload.new_tokens="$prompt" \
       --prompt-tokens "$prompt" --chunk-tokens 8192
   done
-  run "k3_tp8_rank$((r % 8))_decode_b1_ctx131072" --model kimi-k3 --weights random:7 --hardware h200-validated --set gpus=8 \
+  run "k3_tp8_rank$((r % 8))_decode_b1_ctx131072" --model kimi-k3 --weights random:7 --hardware "$hw" --set gpus=8 \
     --set parallelism.tp=8 --set parallelism.ep=8 --rank "$((r % 8))" --batch 1 --context 131072 --decode-tokens 16
 fi
 if [ "$what" = traces ] || [ "$what" = all ]; then
   traced() {  # name, then k3perf run arguments: a trace and its prediction, compared
     local name="$1"
     shift
+    if [ -n "${K3PERF_PREDICT_ONLY:-}" ]; then  # the prediction alone, by this checkout's simulator (no GPU)
+      "$k3perf" --data-dir scenarios run "$@" --dry-run --prediction-json "$out/prediction_$name.json" >/dev/null ||
+        status=1
+      return
+    fi
     run "$name" "$@" --trace "$out/trace_$name.json.gz" --prediction-json "$out/prediction_$name.json"
     "$k3perf" --data-dir scenarios compare --prediction "$out/prediction_$name.json" --trace "$out/trace_$name.json.gz" \
-      --hardware h200-validated --json "$out/compare_$name.json" --top 15 >"$out/compare_$name.txt" 2>&1 || status=1
+      --hardware "$hw" --json "$out/compare_$name.json" --top 15 >"$out/compare_$name.txt" 2>&1 || status=1
     head -8 "$out/compare_$name.txt"
   }
   for batch in 1 8; do
@@ -61,7 +69,7 @@ if [ "$what" = traces ] || [ "$what" = all ]; then
 fi
 if [ "$what" = claims ] || [ "$what" = all ]; then
   for attention in as_published all_mla; do
-    kl=(--model kimi-linear-48b-a3b --weights random:7 --hardware h200-validated --eager
+    kl=(--model kimi-linear-48b-a3b --weights random:7 --hardware "$hw" --eager
         --set overrides.attention="$attention")
     for context in 131072 524288 1048512; do
       run "kl_${attention}_decode_b1_ctx${context}" "${kl[@]}" --batch 1 --prompt-tokens 256 --context "$context" \
@@ -77,7 +85,7 @@ if [ "$what" = claims-long ]; then  # LONG_PROMPTS (default 524288): prefill len
   for prompt in ${LONG_PROMPTS:-524288}; do
     for attention in as_published all_mla; do
       run "kl_${attention}_prefill_${prompt}" --model kimi-linear-48b-a3b --weights random:7 \
-        --hardware h200-validated --eager --set overrides.attention="$attention" "${prefill[@]}" \
+        --hardware "$hw" --eager --set overrides.attention="$attention" "${prefill[@]}" \
         --set workload.new_tokens="$prompt" --prompt-tokens "$prompt" --chunk-tokens 8192 --warmup-tokens 8192
     done
   done

@@ -5,6 +5,7 @@
 # Writes trace_<name>.json.gz, pred_<name>.json, run_traced_<name>.json, run_untraced_<name>.json and
 # compare_<name>.json to $OUT (default bench/results/incoming).
 # Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-traces.sh [name ...]
+#   K3PERF_PREDICT_ONLY=1 (with K3PERF_BIN): only pred_<name>.json, as this checkout's simulator predicts the run
 #   names: decode_b<B>_ctx<C> for the decode matrix below, prefill_<P> for a traced prefill of P tokens
 #   in one chunk (needs --trace-phase prefill); no name: the whole matrix.
 set -uo pipefail
@@ -16,6 +17,11 @@ status=0
 trace_one() {  # name, then k3perf run options
   local name="$1"
   shift
+  if [ -n "${K3PERF_PREDICT_ONLY:-}" ]; then  # the prediction alone, by this checkout's simulator (no GPU)
+    "$k3perf" --data-dir scenarios run "${common[@]}" "$@" --dry-run --prediction-json "$out/pred_$name.json" \
+      >/dev/null || status=1
+    return
+  fi
   echo "== $name: k3perf run ${common[*]} $*"
   "$k3perf" --data-dir scenarios run "${common[@]}" "$@" --trace "$out/trace_$name.json.gz" \
     --prediction-json "$out/pred_$name.json" --json "$out/run_traced_$name.json" 2>&1 | grep -v "^decode step" || status=1

@@ -23,6 +23,8 @@ bundle=build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$build/tests/gpu_tests" "$build/cli/k3perf" "$bundle/bin/"
+# The commit of the build, with "+changes" when the work tree differs from it (traces record it: docs/profile.md).
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo +changes)" > "$bundle/COMMIT"
 if [ "$what" = all ]; then
   cp "$build"/bench/gpu/*_bench "$build/bench/gpu/device_probe" "$bundle/bin/"
   cp "$build"/bench/lab/lab_* "$bundle/bin/"  # the lab's experiments, each checking itself

@@ -2,7 +2,8 @@
 # The whole GPU cycle on an H200 machine: build (or take a bundle from scripts/gpu-bundle.sh), probe
 # the device, run every kernel test against the CPU reference, run them under compute-sanitizer
 # (memcheck, racecheck) where it works (K3PERF_SANITIZERS=0 skips them), and benchmark the kernels
-# against the roofline. Results go
+# against the roofline, then re-trace the engine's fixed run matrix and refit h200-validated.yaml from it
+# (scripts/engine-refit.sh; K3PERF_REFIT=0 skips it), reporting the held-out errors. Results go
 # to $OUT (default bench/results/incoming) as JSON and text; commit the ones you rely on to
 # bench/results/<date>-<gpu>-<what>/ with date, GPU, commit and command.
 # Each step runs under a time limit, so that a kernel that hangs costs one step, not the machine's time:
@@ -66,4 +67,12 @@ for bench in "$bin"/*_bench; do
     status=1
   cat "$out/$name.json"
 done
+if [ "${K3PERF_REFIT:-1}" = 1 ]; then  # the calibration follows the engine: re-trace the fixed matrix and refit
+  echo "== refit (scripts/engine-refit.sh): traces, then h200-validated.yaml refitted with held-out errors"
+  mkdir -p "$out/refit"
+  OUT="$out/refit" scripts/engine-refit.sh trace > "$out/refit/trace.log" 2>&1 || status=1
+  OUT="$out/refit" K3PERF="$bin/k3perf" scripts/engine-refit.sh fit "$out/refit" > "$out/refit/fit.log" 2>&1 ||
+    status=1
+  grep -E -i "held out|median" "$out/refit/fit.log" | head -n 20
+fi
 exit $status

@@ -25,7 +25,7 @@ check() {  # check NAME B_BENCH_BODY: runs gpu-check.sh on the stubs with a 2 s 
   stub "$work/bundle/bin" b_bench "$2"
   rm -rf "$work/out"
   set +e
-  PATH="$work/path:$PATH" OUT="$work/out" K3PERF_GPU_BUNDLE="$work/bundle" K3PERF_SANITIZERS=0 \
+  PATH="$work/path:$PATH" OUT="$work/out" K3PERF_GPU_BUNDLE="$work/bundle" K3PERF_SANITIZERS=0 K3PERF_REFIT=0 \
     K3PERF_BENCH_TIMEOUT_S=2 "$root/scripts/gpu-check.sh" > "$work/$1.txt" 2>&1
   code=$?
   set -e
@@ -42,7 +42,7 @@ grep -q "timed out after 2 s: .*b_bench" "$work/hang.txt" || fail "no timeout re
 grep -q '"b": 2' "$work/out/b_bench.json" && fail "b_bench was not killed" "$work/hang.txt"
 # K3PERF_BENCHES picks drivers by name: the hanging b_bench left out, the run passes and c_bench is not run.
 rm -rf "$work/out"
-PATH="$work/path:$PATH" OUT="$work/out" K3PERF_GPU_BUNDLE="$work/bundle" K3PERF_SANITIZERS=0 \
+PATH="$work/path:$PATH" OUT="$work/out" K3PERF_GPU_BUNDLE="$work/bundle" K3PERF_SANITIZERS=0 K3PERF_REFIT=0 \
   K3PERF_BENCH_TIMEOUT_S=2 K3PERF_BENCHES="a_bench" "$root/scripts/gpu-check.sh" > "$work/pick.txt" 2>&1 ||
   fail "K3PERF_BENCHES=a_bench must pass" "$work/pick.txt"
 [ -e "$work/out/a_bench.json" ] || fail "K3PERF_BENCHES=a_bench did not run a_bench" "$work/pick.txt"
