@@ -54,8 +54,8 @@ TEST(EngineSources, AFileFittedOnOtherSourcesIsStale) {
 
 TEST(EngineSources, TheValidatedFileNamesTheEngineItWasFittedOn) {
   const Hardware hw = load_hardware(kRoot + "/scenarios/hardware/h200-validated.yaml");
-  EXPECT_EQ(hw.calibrated_engine_sources, "00150483a071c17c");  // scripts/engine-sources-hash.sh f6c4889
-  EXPECT_EQ(hw.calibrated_commit, "f6c4889");
+  EXPECT_EQ(hw.calibrated_engine_sources, "7a37fa6bc76e6d7e");  // scripts/engine-sources-hash.sh c42317a
+  EXPECT_EQ(hw.calibrated_commit, "c42317a");
   EXPECT_TRUE(load_hardware(kRoot + "/scenarios/hardware/h200-sxm.yaml").calibrated_engine_sources.empty());
 }
 
