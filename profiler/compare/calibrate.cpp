@@ -183,7 +183,7 @@ Eigen::Index scaled_rank(Eigen::MatrixXd m) {
 // squares from the least-squares start: weights 1 / |residual|, floored at 1e-6 so that a row fitted
 // exactly stays finite; until x moves by less than 1e-12.
 Eigen::VectorXd least_absolute_deviations(const Eigen::MatrixXd& a, const Eigen::VectorXd& b) {
-  constexpr int kMaxSteps = 5000;  // the H200 fit (183 ops, 17 unknowns) settles in about 500
+  constexpr int kMaxSteps = 5000;  // the H200 fit (1,687 ops, 20 unknowns) settles in 160-1,100 per solve
   Eigen::VectorXd x = nnls(a, b);
   for (int step = 0; step < kMaxSteps; ++step) {
     const Eigen::VectorXd w = (a * x - b).cwiseAbs().cwiseMax(1e-6).cwiseInverse().cwiseSqrt();
