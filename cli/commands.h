@@ -4,12 +4,24 @@
 
 #include <CLI/CLI.hpp>
 
+#include <stdexcept>
 #include <string>
 
 namespace k3::cli {
 
 struct GlobalOptions {
   std::string data_dir;  // --data-dir: the scenarios/ folder (models, hardware, claims)
+};
+
+// Thrown by a verb whose work succeeded but whose answer is a failure the caller asked to see in the exit status
+// (predict --require-fit): main prints the message and returns the status.
+class ExitStatus : public std::runtime_error {
+ public:
+  ExitStatus(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
 };
 
 void add_predict_command(CLI::App& app, const GlobalOptions& global);

@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty()) return k3::cli::run_default(global);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const k3::cli::ExitStatus& e) {
+    fmt::print(stderr, "k3perf: {}\n", e.what());
+    return e.status();
   } catch (const k3::InputError& e) {
     fmt::print(stderr, "k3perf: error: {}\n", e.what());
     return 2;

@@ -20,6 +20,8 @@ struct PredictOptions {
   std::string csv_path;
   std::vector<std::string> sets;
   int top = 15;
+  bool by_layer = false;
+  bool require_fit = false;
 };
 
 void write_outputs(const Prediction& p, const PredictOptions& o) {
@@ -44,13 +46,22 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
   // One value per --set, so `--set a=1 scenario.yaml` leaves the scenario path alone.
   cmd->add_option("--set", opts->sets, "override a scenario key, e.g. --set workload.batch=64 (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("--top", opts->top, "how many ops to list by time")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top", opts->top, "how many ops to list by time (summed over layers)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--by-layer", opts->by_layer, "list the top ops one row per layer instead of summed over layers");
+  cmd->add_flag("--require-fit", opts->require_fit,
+                "exit with status 4 when the scenario does not fit the GPUs' memory (the report is printed first)");
   cmd->callback([opts, &global] {
     const Scenario s = load_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
     if (const auto stale = calibration_staleness(s.hardware)) fmt::print(stderr, "warning: {}\n", *stale);
     const Prediction p = predict(s);
-    fmt::print("{}", format_prediction(p, opts->top));
+    fmt::print("{}", format_prediction(p, opts->top, opts->by_layer));
     write_outputs(p, *opts);
+    if (opts->require_fit && !p.memory.fits()) {
+      throw ExitStatus(
+          4, fmt::format("the scenario does not fit: {:.2f} GiB per GPU needed of {:.2f} usable",
+                         p.memory.total_bytes / double(1ull << 30), p.memory.usable_bytes / double(1ull << 30)));
+    }
   });
 }
 

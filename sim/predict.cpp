@@ -31,10 +31,35 @@ std::vector<GroupTotal> collect(const Prediction& p, auto key_of) {
     g.time_us += p.step.ops[i].exposed_us;
     g.flops += op.flops;
     g.bytes += op.bytes();
+    if (op.collective) g.sent_bytes += op.collective->bytes;
   }
   return out;
 }
 }  // namespace
+
+std::vector<OpNameTotal> Prediction::by_op_name() const {
+  std::vector<OpNameTotal> out;
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const Op& op = graph.ops[i];
+    const OpTime& t = step.ops[i];
+    std::string name = op.name();
+    if (op.layer >= 0) name = name.substr(name.find('.') + 1);  // "L004.mla.attn_decode" -> "mla.attn_decode"
+    auto [it, inserted] = index.emplace(name, out.size());
+    if (inserted) out.push_back(OpNameTotal{name, op.kind});
+    OpNameTotal& g = out[it->second];
+    g.count += 1;
+    g.time_us += t.exposed_us;
+    g.flops += op.flops;
+    g.bytes += op.bytes();
+    if (op.collective) g.sent_bytes += op.collective->bytes;
+    if (g.count == 1 || t.exposed_us > g.longest_us) {
+      g.longest_us = t.exposed_us;
+      g.bound = t.bound;
+    }
+  }
+  return out;
+}
 
 std::vector<GroupTotal> Prediction::by_module() const {
   return collect(*this, [](const Op& op, const OpTime&) { return module_of(op); });
@@ -81,8 +106,12 @@ nlohmann::ordered_json bytes_json(const ByteCounts& b) {
 nlohmann::ordered_json groups_json(const std::vector<GroupTotal>& groups) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const GroupTotal& g : groups) {
-    out.push_back(
-        {{"group", g.group}, {"count", g.count}, {"time_us", g.time_us}, {"flops", g.flops}, {"bytes", g.bytes}});
+    out.push_back({{"group", g.group},
+                   {"count", g.count},
+                   {"time_us", g.time_us},
+                   {"flops", g.flops},
+                   {"bytes", g.bytes},
+                   {"sent_bytes", g.sent_bytes}});
   }
   return out;
 }

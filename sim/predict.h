@@ -20,7 +20,21 @@ struct GroupTotal {
   int count = 0;       // ops, or layers for layer kinds
   double time_us = 0;  // exposed time
   double flops = 0;
+  double bytes = 0;       // HBM bytes read and written
+  double sent_bytes = 0;  // collective payload per GPU (Collective::bytes), 0 for GPU ops
+};
+
+// The ops of one name summed over the layers that have it ("mla.attn_decode" over 24 MLA layers).
+struct OpNameTotal {
+  std::string name;  // the op name without its "Lnnn." layer prefix
+  OpKind kind = OpKind::gemm;
+  int count = 0;
+  double time_us = 0;  // exposed
+  double flops = 0;
   double bytes = 0;
+  double sent_bytes = 0;
+  Bound bound = Bound::memory;  // of its longest instance
+  double longest_us = 0;
 };
 
 struct Prediction {
@@ -37,6 +51,7 @@ struct Prediction {
   std::vector<GroupTotal> by_module() const;      // "kda", "mla", "moe", "mlp", "attnres", "norm", "comm", ...
   std::vector<GroupTotal> by_layer_kind() const;  // "KDA layers", "MLA layers", "embed+head"
   std::vector<GroupTotal> by_bound() const;       // compute / memory / communication / overhead
+  std::vector<OpNameTotal> by_op_name() const;    // in graph order of first appearance
   // Exposed time of the ops whose name contains `needle` (e.g. ".attnres.").
   double time_us_matching(const std::string& needle) const;
 };

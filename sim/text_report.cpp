@@ -25,16 +25,55 @@ void group_table(std::string& out, const char* title, std::vector<GroupTotal> gr
   std::sort(groups.begin(), groups.end(), [](const GroupTotal& a, const GroupTotal& b) {
     return a.time_us != b.time_us ? a.time_us > b.time_us : a.group < b.group;
   });
-  out += fmt::format("\n{:<22} {:>6} {:>12} {:>7} {:>12} {:>12}\n", title, count_label, "time (ms)", "share", "TFLOP",
-                     "bytes");
+  out += fmt::format("\n{:<22} {:>6} {:>12} {:>7} {:>12} {:>12} {:>12}\n", title, count_label, "time (ms)", "share",
+                     "TFLOP", "HBM bytes", "sent");
   for (const GroupTotal& g : groups) {
-    out += fmt::format("  {:<20} {:>6} {:>12.3f} {:>6.1f}% {:>12.4f} {:>12}\n", g.group, g.count, g.time_us / 1000,
-                       step_us > 0 ? 100 * g.time_us / step_us : 0.0, g.flops / 1e12, format_bytes(g.bytes));
+    std::string row = fmt::format("  {:<20} {:>6} {:>12.3f} {:>6.1f}% {:>12.4f} {:>12} {:>12}", g.group, g.count,
+                                  g.time_us / 1000, step_us > 0 ? 100 * g.time_us / step_us : 0.0, g.flops / 1e12,
+                                  format_bytes(g.bytes), g.sent_bytes > 0 ? format_bytes(g.sent_bytes) : "");
+    row.erase(row.find_last_not_of(' ') + 1);  // no sent bytes: no trailing blanks
+    out += row + "\n";
+  }
+}
+
+// The top ops one per layer: each op's times and bound.
+void top_single_ops(std::string& out, const Prediction& p, int top_ops) {
+  std::vector<std::size_t> order(p.graph.ops.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return p.step.ops[a].exposed_us > p.step.ops[b].exposed_us; });
+  out += fmt::format("\ntop {} ops by time\n  {:<26} {:<14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", top_ops,
+                     "name", "kind", "time us", "compute us", "memory us", "comm us", "FLOP/B", "sent", "bound");
+  for (int i = 0; i < top_ops && i < static_cast<int>(order.size()); ++i) {
+    const Op& op = p.graph.ops[order[i]];
+    const OpTime& t = p.step.ops[order[i]];
+    out += fmt::format("  {:<26} {:<14} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10}  {}\n", op.name(),
+                       to_string(op.kind), t.exposed_us, t.compute_us, t.memory_us, t.communication_us,
+                       op.intensity_flops_per_byte(), op.collective ? format_bytes(op.collective->bytes) : "",
+                       to_string(t.bound));
+  }
+}
+
+// The top op names summed over their layers: count, total, share of the step, time per op.
+void top_op_names(std::string& out, const Prediction& p, int top_ops) {
+  std::vector<OpNameTotal> names = p.by_op_name();
+  std::stable_sort(names.begin(), names.end(),
+                   [](const OpNameTotal& a, const OpNameTotal& b) { return a.time_us > b.time_us; });
+  out += fmt::format(
+      "\ntop {} ops by time, summed over layers (--by-layer: one row per layer)\n  {:<24} {:<14} {:>5} {:>10} "
+      "{:>7} {:>11} {:>8} {:>10}  {}\n",
+      top_ops, "name", "kind", "ops", "time (ms)", "share", "per op us", "FLOP/B", "sent", "bound");
+  for (int i = 0; i < top_ops && i < static_cast<int>(names.size()); ++i) {
+    const OpNameTotal& g = names[i];
+    out += fmt::format(
+        "  {:<24} {:<14} {:>5} {:>10.3f} {:>6.1f}% {:>11.1f} {:>8.1f} {:>10}  {}\n", g.name, to_string(g.kind), g.count,
+        g.time_us / 1000, p.step.step_us > 0 ? 100 * g.time_us / p.step.step_us : 0.0, g.time_us / g.count,
+        g.bytes > 0 ? g.flops / g.bytes : 0.0, g.sent_bytes > 0 ? format_bytes(g.sent_bytes) : "", to_string(g.bound));
   }
 }
 }  // namespace
 
-std::string format_prediction(const Prediction& p, int top_ops) {
+std::string format_prediction(const Prediction& p, int top_ops, bool by_layer) {
   const Scenario& s = p.scenario;
   const ModelConfig& m = s.model;
   const Phase& ph = p.graph.phase;
@@ -62,6 +101,12 @@ std::string format_prediction(const Prediction& p, int top_ops) {
       to_string(ph.kind), ph.batch, p.graph.sequences_per_gpu, ph.context_tokens, ph.new_tokens);
 
   out += "\n";
+  if (!p.memory.fits()) {
+    out += fmt::format(
+        "  DOES NOT FIT     {} needed of {} usable per GPU: the times below are of a step no GPU of this "
+        "layout can run\n",
+        format_gib(p.memory.total_bytes), format_gib(p.memory.usable_bytes));
+  }
   if (ph.kind == PhaseKind::prefill) {
     out += fmt::format("  TTFT             {:>10.3f} ms  (prefill of {} tokens in chunks of {})\n", p.step_ms(),
                        ph.new_tokens, ph.prefill_chunk_tokens);
@@ -91,18 +136,10 @@ std::string format_prediction(const Prediction& p, int top_ops) {
   group_table(out, "by module", p.by_module(), p.step.step_us, "ops");
   group_table(out, "by bound", p.by_bound(), p.step.step_us, "ops");
 
-  std::vector<std::size_t> order(p.graph.ops.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return p.step.ops[a].exposed_us > p.step.ops[b].exposed_us; });
-  out += fmt::format("\ntop {} ops by time\n  {:<26} {:<14} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", top_ops, "name",
-                     "kind", "time us", "compute us", "memory us", "comm us", "FLOP/B", "bound");
-  for (int i = 0; i < top_ops && i < static_cast<int>(order.size()); ++i) {
-    const Op& op = p.graph.ops[order[i]];
-    const OpTime& t = p.step.ops[order[i]];
-    out += fmt::format("  {:<26} {:<14} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f}  {}\n", op.name(),
-                       to_string(op.kind), t.exposed_us, t.compute_us, t.memory_us, t.communication_us,
-                       op.intensity_flops_per_byte(), to_string(t.bound));
+  if (by_layer) {
+    top_single_ops(out, p, top_ops);
+  } else {
+    top_op_names(out, p, top_ops);
   }
   return out;
 }

@@ -221,6 +221,29 @@ TEST_F(CliTest, RunDryRunMapsTheShorthandFlags) {
 }
 
 // A dry run writes the prediction a traced run would write beside its trace (the one it prints).
+// The top ops summed over layers by default, one row per layer with --by-layer; --require-fit turns "does not fit"
+// into exit status 4 after the report.
+TEST_F(CliTest, PredictTopOpsByNameOrLayerAndRequireFit) {
+  const CommandResult summed = run("predict " + kScenario + " --top 3");
+  ASSERT_EQ(summed.status, 0) << summed.output;
+  EXPECT_NE(summed.output.find("top 3 ops by time, summed over layers"), std::string::npos) << summed.output;
+  EXPECT_NE(summed.output.find("  moe.experts "), std::string::npos) << summed.output;
+  EXPECT_EQ(summed.output.find("L004."), std::string::npos) << summed.output;
+  const CommandResult layers = run("predict " + kScenario + " --top 3 --by-layer");
+  ASSERT_EQ(layers.status, 0) << layers.output;
+  EXPECT_NE(layers.output.find("top 3 ops by time\n"), std::string::npos) << layers.output;
+  EXPECT_NE(layers.output.find("  L0"), std::string::npos) << layers.output;
+  const std::string too_big = "predict " + kScenario + " --set workload.batch=4096 --top 0";
+  const CommandResult marked = run(too_big);
+  EXPECT_EQ(marked.status, 0) << marked.output;
+  EXPECT_NE(marked.output.find("DOES NOT FIT     "), std::string::npos) << marked.output;
+  const CommandResult refused = run(too_big + " --require-fit");
+  EXPECT_EQ(refused.status, 4) << refused.output;
+  EXPECT_NE(refused.output.find("the scenario does not fit"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("step time"), std::string::npos) << "the report comes first:\n" << refused.output;
+  EXPECT_EQ(run("predict " + kScenario + " --top 0 --require-fit").status, 0);
+}
+
 TEST_F(CliTest, RunDryRunWritesThePredictionOfTheTracedPhase) {
   const fs::path pred = dir_ / "pred.json";
   const CommandResult r =

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace k3 {
 namespace {
 
@@ -26,6 +28,46 @@ TEST(Predict, StepIsTheSumOfExposedOpTimes) {
   EXPECT_NEAR(p.step.step_us, sum, 1e-6);
   EXPECT_NEAR(p.step.step_us, modules, 1e-6);
   EXPECT_NEAR(p.tokens_per_s(), 8 / (p.step.step_us * 1e-6), 1e-6);
+}
+
+// By op name: every op in exactly one group, the layers' instances summed; collectives carry their payload.
+TEST(Predict, OpNamesSumTheirLayersAndCollectivesTheirPayload) {
+  const Prediction p = predict(default_scenario());
+  const std::vector<OpNameTotal> names = p.by_op_name();
+  int ops = 0;
+  double time_us = 0;
+  for (const OpNameTotal& g : names) {
+    ops += g.count;
+    time_us += g.time_us;
+  }
+  EXPECT_EQ(ops, static_cast<int>(p.graph.ops.size()));
+  EXPECT_NEAR(time_us, p.step.step_us, 1e-6);
+  const auto find = [&](const std::string& name) {
+    const auto it = std::find_if(names.begin(), names.end(), [&](const OpNameTotal& g) { return g.name == name; });
+    EXPECT_NE(it, names.end()) << name;
+    return *it;
+  };
+  const OpNameTotal mla = find("mla.attn_decode");
+  EXPECT_EQ(mla.count, p.scenario.model.count_layers(AttentionKind::mla));
+  EXPECT_EQ(mla.kind, OpKind::mla_attention);
+  double mla_us = 0, sent = 0, comm_sent = 0;
+  for (std::size_t i = 0; i < p.graph.ops.size(); ++i) {
+    const Op& op = p.graph.ops[i];
+    if (op.layer >= 0 && op.name().ends_with(".mla.attn_decode")) mla_us += p.step.ops[i].exposed_us;
+    if (op.collective && op.name().ends_with(".attn.all_reduce")) sent += op.collective->bytes;
+  }
+  EXPECT_NEAR(mla.time_us, mla_us, 1e-9);
+  EXPECT_EQ(find("attn.all_reduce").sent_bytes, sent);
+  EXPECT_GT(sent, 0);
+  EXPECT_EQ(mla.sent_bytes, 0);
+  EXPECT_EQ(find("embed.lookup").count, 1);  // no layer prefix to strip
+  for (const GroupTotal& g : p.by_module()) {
+    if (g.group == "comm") comm_sent = g.sent_bytes;
+    if (g.group != "comm") EXPECT_EQ(g.sent_bytes, 0) << g.group;
+  }
+  double all_sent = 0;
+  for (const Op& op : p.graph.ops) all_sent += op.collective ? op.collective->bytes : 0.0;
+  EXPECT_NEAR(comm_sent, all_sent, 1e-6 * all_sent);
 }
 
 TEST(Predict, DecodeAtBatchOneIsMemoryBoundAndGrowsWithContext) {
