@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace k3::profiler {
@@ -50,6 +52,24 @@ void append_metadata_event(std::string& out, const char* what, int pid, std::int
 
 }  // namespace
 
+std::vector<int> trace_lanes(const Trace& t) {
+  K3_CHECK(t.is_sorted(), "the trace must be sorted before its lanes are assigned");
+  // Per stream, per lane: when its last event ends. GPU events of one stream never nest; host ranges always do
+  // (NVTX push and pop on one thread) and API calls on a thread follow each other, so host events keep lane 0.
+  std::map<std::pair<int, std::int64_t>, std::vector<std::int64_t>> lane_end;
+  std::vector<int> lane(t.size(), 0);
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (t.kind[i] == EventKind::api || t.kind[i] == EventKind::range) continue;
+    std::vector<std::int64_t>& ends = lane_end[{t.device[i], t.stream[i]}];
+    std::size_t l = 0;
+    while (l < ends.size() && ends[l] > t.start_ns[i]) ++l;
+    if (l == ends.size()) ends.push_back(0);
+    ends[l] = t.end_ns[i];
+    lane[i] = static_cast<int>(l);
+  }
+  return lane;
+}
+
 std::string to_chrome_json(const Trace& t) {
   K3_CHECK(t.is_sorted(), "the trace must be sorted before it is written");
   const std::int64_t base = t.size() ? t.start_ns[0] : 0;
@@ -66,14 +86,24 @@ std::string to_chrome_json(const Trace& t) {
   }
   out += "},\n\"traceEvents\":[\n";
 
-  // Track names: one process per device and for host API calls and op ranges, one thread per
-  // stream or host thread (sorted sets: the same trace gives the same bytes).
+  // Tracks: one process per device and for host API calls and op ranges, one thread per stream or host thread
+  // (sorted sets: the same trace gives the same bytes). Perfetto drops a complete event that starts inside the
+  // previous one on its track and ends after it, as kernels overlap under programmatic dependent launch: such an
+  // event goes to a further lane of its stream (trace_lanes), a thread of its own beside the stream's.
+  const std::vector<int> lane = trace_lanes(t);
+  const auto tid_of = [&](std::size_t i) -> std::int64_t {
+    const EventKind k = t.kind[i];
+    if (k == EventKind::api || k == EventKind::range) return t.thread[i];
+    return t.stream[i] + lane[i] * kLaneTidStride;
+  };
   std::set<int> devices;
   std::set<std::pair<int, std::int64_t>> streams, api_threads, range_threads;
+  std::set<std::tuple<int, std::int64_t, int>> extra_lanes;  // device, stream, lane
   for (std::size_t i = 0; i < t.size(); ++i) {
-    if (t.kind[i] == EventKind::api) {
+    const EventKind k = t.kind[i];
+    if (k == EventKind::api) {
       api_threads.insert({kHostPid, t.thread[i]});
-    } else if (t.kind[i] == EventKind::range) {
+    } else if (k == EventKind::range) {
       range_threads.insert({kOpRangePid, t.thread[i]});
     } else {
       K3_CHECK(t.device[i] >= 0 && t.device[i] < kMaxDevices, "event {} ('{}') has device {}", i, t.name_of(i),
@@ -81,24 +111,30 @@ std::string to_chrome_json(const Trace& t) {
       devices.insert(t.device[i]);
       streams.insert({t.device[i], t.stream[i]});
     }
+    if (lane[i] > 0) extra_lanes.insert({t.device[i], t.stream[i], lane[i]});
   }
   for (int d : devices) append_metadata_event(out, "process_name", d, 0, fmt::format("GPU {}", d));
   if (!api_threads.empty()) append_metadata_event(out, "process_name", kHostPid, 0, "host: CUDA API");
   if (!range_threads.empty()) append_metadata_event(out, "process_name", kOpRangePid, 0, "ops (NVTX ranges)");
-  for (const auto& [pid, tid] : streams)
-    append_metadata_event(out, "thread_name", pid, tid, fmt::format("stream {}", tid));
-  for (const auto& [pid, tid] : api_threads)
-    append_metadata_event(out, "thread_name", pid, tid, fmt::format("thread {}", tid));
+  const auto track_label = [](int pid, std::int64_t tid) {
+    if (pid < kMaxDevices) return fmt::format("stream {}", tid);
+    return pid == kOpRangePid && tid == kStepTrackThread ? std::string("steps") : fmt::format("thread {}", tid);
+  };
+  for (const auto& [pid, tid] : streams) append_metadata_event(out, "thread_name", pid, tid, track_label(pid, tid));
+  for (const auto& [pid, tid] : api_threads) append_metadata_event(out, "thread_name", pid, tid, track_label(pid, tid));
   for (const auto& [pid, tid] : range_threads) {
-    append_metadata_event(out, "thread_name", pid, tid,
-                          tid == kStepTrackThread ? std::string("steps") : fmt::format("thread {}", tid));
+    append_metadata_event(out, "thread_name", pid, tid, track_label(pid, tid));
+  }
+  for (const auto& [pid, tid, l] : extra_lanes) {
+    append_metadata_event(out, "thread_name", pid, tid + l * kLaneTidStride,
+                          fmt::format("{} (overlapping, lane {})", track_label(pid, tid), l + 1));
   }
 
   for (std::size_t i = 0; i < t.size(); ++i) {
     const EventKind k = t.kind[i];
     const bool host = k == EventKind::api || k == EventKind::range;
     const long long pid = k == EventKind::api ? kHostPid : k == EventKind::range ? kOpRangePid : t.device[i];
-    const long long tid = host ? t.thread[i] : t.stream[i];
+    const long long tid = tid_of(i);
     out += i == 0 ? "{\"ph\":\"X\",\"cat\":\"" : ",\n{\"ph\":\"X\",\"cat\":\"";
     out += to_string(k);
     out += "\",\"name\":";

@@ -1,7 +1,8 @@
 // Chrome trace-event JSON for a Trace, as Perfetto, chrome://tracing and HTA open it (Kineto's
 // flavour): every event a complete event ("ph":"X") with `ts` and `dur` in microseconds written
 // with three decimals, so nanoseconds survive; times relative to `baseTimeNanoseconds` so that
-// doubles keep them exact. Tracks: kernels, copies and sets on pid = device, tid = stream; CUDA API
+// doubles keep them exact. Tracks: kernels, copies and sets on pid = device, tid = stream (a kernel that
+// overlaps the one before it on a further lane: kLaneTidStride); CUDA API
 // calls on pid kHostPid, tid = host thread; NVTX op ranges on their own pid kOpRangePid, tid = host
 // thread. Our fields (correlation, graph node, op, op instance, bytes) are in `args`; run metadata
 // is in the top-level object "k3perf". Written by hand for speed; read as a stream (ChromeTraceHandler), so
@@ -11,13 +12,23 @@
 #include "profiler/trace/byte_source.h"
 #include "profiler/trace/trace.h"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace k3::profiler {
 
 inline constexpr int kHostPid = 1000;     // process track of CUDA API calls
 inline constexpr int kOpRangePid = 1001;  // process track of NVTX op ranges
 inline constexpr int kMaxDevices = 1000;  // device ids stay below the host pids
+// A GPU event that overlaps the one before it on its stream (programmatic dependent launch lets a kernel start
+// before the previous one ends) is written on lane k > 0 of the stream, tid = stream + k * kLaneTidStride, so that
+// no viewer drops it (Perfetto drops complete events that overlap without nesting). Readers take the stream from
+// args.stream.
+inline constexpr std::int64_t kLaneTidStride = std::int64_t{1} << 32;
+
+// Per event, its lane (0 for host events and for GPU events that start after the previous one on their stream ends).
+std::vector<int> trace_lanes(const Trace& trace);
 
 // The JSON text; the trace must be sorted (Trace::sort).
 std::string to_chrome_json(const Trace& trace);
