@@ -17,7 +17,18 @@ struct VerifyOptions {
   std::string json_path;
   std::string markdown_path;
   std::vector<std::string> only;
+  std::vector<std::string> fail_on;  // verdicts that make the exit status 4
 };
+
+// "contradicted" -> Verdict::contradicted; "not_modelled" for the verdict printed "not modelled yet".
+Verdict verdict_named(const std::string& name) {
+  for (Verdict v : {Verdict::reproduced, Verdict::explained, Verdict::contradicted, Verdict::not_modelled}) {
+    std::string id = to_string(v) == "not modelled yet" ? "not_modelled" : to_string(v);
+    if (name == id) return v;
+  }
+  throw InputError(
+      fmt::format("--fail-on '{}': expected one of reproduced, explained, contradicted, not_modelled", name));
+}
 }  // namespace
 
 void add_verify_command(CLI::App& app, const GlobalOptions& global) {
@@ -27,7 +38,13 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--markdown", opts->markdown_path, "write the report as Markdown (docs/claims.md is this)");
   cmd->add_option("--claim", opts->only, "check only these claim ids (repeatable), e.g. --claim P5")
       ->allow_extra_args(false);
+  cmd->add_option("--fail-on", opts->fail_on,
+                  "exit with status 4 when a claim gets this verdict (repeatable: contradicted, not_modelled, "
+                  "explained, reproduced), after the report; for CI")
+      ->allow_extra_args(false);
   cmd->callback([opts, &global] {
+    std::vector<Verdict> fail_on;
+    for (const std::string& name : opts->fail_on) fail_on.push_back(verdict_named(name));
     const DataPaths data = DataPaths::resolve(global.data_dir);
     std::vector<ClaimResult> results;
     for (const Claim& c : load_claims(data.claims_dir)) {
@@ -43,6 +60,18 @@ void add_verify_command(CLI::App& app, const GlobalOptions& global) {
     if (!opts->markdown_path.empty()) {
       write_file_atomically(opts->markdown_path, format_claims_markdown(results));
       fmt::print(stderr, "wrote {}\n", opts->markdown_path);
+    }
+    std::vector<std::string> failed;
+    for (const ClaimResult& r : results) {
+      if (std::find(fail_on.begin(), fail_on.end(), r.verdict) != fail_on.end()) {
+        failed.push_back(fmt::format("{} {}", r.claim.id, to_string(r.verdict)));
+      }
+    }
+    if (!failed.empty()) {
+      std::string list;
+      for (const std::string& f : failed) list += (list.empty() ? "" : ", ") + f;
+      throw ExitStatus(
+          4, fmt::format("verify: {} of {} claims have a --fail-on verdict: {}", failed.size(), results.size(), list));
     }
   });
 }

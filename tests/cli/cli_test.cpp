@@ -244,6 +244,21 @@ TEST_F(CliTest, PredictTopOpsByNameOrLayerAndRequireFit) {
   EXPECT_EQ(run("predict " + kScenario + " --top 0 --require-fit").status, 0);
 }
 
+// --fail-on turns chosen verdicts into exit status 4 after the report; a verdict name it does not know is an input
+// error.
+TEST_F(CliTest, VerifyFailOnGivesStatusFourAfterTheReport) {
+  const CommandResult ok = run("verify --claim P1 --claim P6 --fail-on not_modelled");
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  const CommandResult failed = run("verify --claim P1 --claim P6 --fail-on contradicted --fail-on not_modelled");
+  EXPECT_EQ(failed.status, 4) << failed.output;
+  EXPECT_NE(failed.output.find("P1   reproduced"), std::string::npos) << "the report comes first:\n" << failed.output;
+  EXPECT_NE(failed.output.find("verify: 1 of 2 claims have a --fail-on verdict: P6 contradicted"), std::string::npos)
+      << failed.output;
+  const CommandResult bad = run("verify --claim P1 --fail-on wrong");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--fail-on 'wrong': expected one of"), std::string::npos) << bad.output;
+}
+
 TEST_F(CliTest, RunDryRunWritesThePredictionOfTheTracedPhase) {
   const fs::path pred = dir_ / "pred.json";
   const CommandResult r =
