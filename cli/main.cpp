@@ -1,12 +1,13 @@
 // k3perf: predict, run and measure the performance of Kimi K3 and its family.
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/version.h"
 
 #include <fmt/core.h>
 
 int main(int argc, char** argv) {
   CLI::App app{"k3perf: performance of Kimi K3 (Kimi Delta Attention + gated MLA, LatentMoE) and its family"};
-  app.set_version_flag("--version", "k3perf 0.1.0");
+  app.set_version_flag("--version", std::string("k3perf ") + k3::k3perf_version());
   k3::cli::GlobalOptions global;
   app.add_option("--data-dir", global.data_dir,
                  "the scenarios/ folder with models/, hardware/ and claims/ (default: $K3PERF_DATA_DIR, else the "

@@ -1,5 +1,8 @@
 #include "sim/predict.h"
 
+#include "core/engine_sources.h"
+#include "core/version.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -121,6 +124,9 @@ nlohmann::ordered_json to_json(const Prediction& p) {
   const Scenario& s = p.scenario;
   const Phase& ph = p.graph.phase;
   nlohmann::ordered_json j;
+  j["format"] = "k3perf-prediction";
+  j["version"] = 1;
+  j["k3perf"] = {{"version", k3perf_version()}, {"engine_sources", engine_sources_hash()}};
   j["scenario"] = {
       {"name", s.name},
       {"source", s.source},
@@ -144,6 +150,19 @@ nlohmann::ordered_json to_json(const Prediction& p) {
       {"new_tokens", ph.new_tokens},
       {"cuda_graphs", s.runtime.cuda_graphs},
       {"overrides", s.overrides},
+  };
+  const Hardware& hw = s.hardware;
+  nlohmann::ordered_json peaks = nlohmann::ordered_json::object();
+  for (const auto& [type, flops] : hw.peak_flops_per_s) peaks[to_string(type)] = flops;
+  j["hardware"] = {
+      // what the roofline used, so that one can be drawn from this file alone
+      {"name", hw.name},
+      {"peak_flops_per_s", peaks},
+      {"hbm_bandwidth_bytes_per_s", hw.hbm_bandwidth_bytes_per_s},
+      {"hbm_capacity_bytes", hw.hbm_capacity_bytes},
+      {"kernel_launch_overhead_us", hw.kernel_launch_overhead_us},
+      {"graph_kernel_overhead_us", hw.graph_kernel_overhead_us},
+      {"ridge_smooth_max_exponent", hw.ridge_smooth_max_exponent},
   };
   j["step"] = {
       {"step_time_us", p.step.step_us},

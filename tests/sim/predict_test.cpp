@@ -1,5 +1,7 @@
 // Whole predictions: determinism, step accounting, and counterfactuals behaving as physics says.
 #include "sim/predict.h"
+
+#include "core/version.h"
 #include "sim/test_data.h"
 
 #include <gtest/gtest.h>
@@ -68,6 +70,30 @@ TEST(Predict, OpNamesSumTheirLayersAndCollectivesTheirPayload) {
   double all_sent = 0;
   for (const Op& op : p.graph.ops) all_sent += op.collective ? op.collective->bytes : 0.0;
   EXPECT_NEAR(comm_sent, all_sent, 1e-6 * all_sent);
+}
+
+// The JSON says what it is and what wrote it, and carries the peaks and bandwidth the roofline used.
+TEST(Predict, JsonDescribesItselfAndTheHardwareUsed) {
+  const Prediction p = predict(default_scenario());
+  const nlohmann::ordered_json j = to_json(p);
+  EXPECT_EQ(j.at("format"), "k3perf-prediction");
+  EXPECT_EQ(j.at("version"), 1);
+  EXPECT_EQ(j.at("k3perf").at("version"), k3perf_version());
+  EXPECT_EQ(j.at("k3perf").at("engine_sources").get<std::string>().size(), 16u);
+  const Hardware& hw = p.scenario.hardware;
+  const nlohmann::ordered_json& h = j.at("hardware");
+  EXPECT_EQ(h.at("name"), hw.name);
+  EXPECT_EQ(h.at("peak_flops_per_s").size(), hw.peak_flops_per_s.size());
+  EXPECT_EQ(h.at("peak_flops_per_s").at("bf16").get<double>(), hw.peak(ComputeType::bf16));
+  EXPECT_EQ(h.at("hbm_bandwidth_bytes_per_s").get<double>(), hw.hbm_bandwidth_bytes_per_s);
+  EXPECT_EQ(h.at("ridge_smooth_max_exponent").get<double>(), hw.ridge_smooth_max_exponent);
+  // An op's memory time follows from the file alone: its bytes over the bandwidth at its class's efficiency.
+  const Op& op = p.graph.ops.front();
+  EXPECT_NEAR(
+      p.step.ops.front().memory_us,
+      op.bytes() /
+          (h.at("hbm_bandwidth_bytes_per_s").get<double>() * hw.efficiency_of(efficiency_class(op.kind)).memory) * 1e6,
+      1e-9);
 }
 
 TEST(Predict, DecodeAtBatchOneIsMemoryBoundAndGrowsWithContext) {
