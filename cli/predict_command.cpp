@@ -58,9 +58,8 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
     fmt::print("{}", format_prediction(p, opts->top, opts->by_layer));
     write_outputs(p, *opts);
     if (opts->require_fit && !p.memory.fits()) {
-      throw ExitStatus(
-          4, fmt::format("the scenario does not fit: {:.2f} GiB per GPU needed of {:.2f} usable",
-                         p.memory.total_bytes / double(1ull << 30), p.memory.usable_bytes / double(1ull << 30)));
+      throw ExitStatus(4, fmt::format("the scenario does not fit: {} per GPU needed of {} usable",
+                                      format_gib(p.memory.total_bytes), format_gib(p.memory.usable_bytes)));
     }
   });
 }

@@ -101,8 +101,6 @@ double time_with(const Sample& s, const Hardware& hw) {
   return time_op(op, hw, rt).time_us;
 }
 
-double abs_error_percent(double predicted, double measured) { return 100 * std::fabs(predicted - measured) / measured; }
-
 RunCheck check_run(const RunSamples& run, const Hardware& calibrated) {
   RunCheck rc;
   rc.run = run.name;
@@ -111,8 +109,8 @@ RunCheck check_run(const RunSamples& run, const Hardware& calibrated) {
   std::size_t steps = std::numeric_limits<std::size_t>::max();
   for (const Sample& s : run.samples) {
     OpCheck oc{s.op->name, s.op->kind, s.measured_us, s.op->time_us, time_with(s, calibrated)};
-    before.push_back(abs_error_percent(oc.before_us, oc.measured_us));
-    after.push_back(abs_error_percent(oc.after_us, oc.measured_us));
+    before.push_back(std::fabs(error_percent(oc.before_us, oc.measured_us)));
+    after.push_back(std::fabs(error_percent(oc.after_us, oc.measured_us)));
     rc.predicted_step_before_us += oc.before_us;
     rc.predicted_step_after_us += oc.after_us;
     steps = std::min(steps, s.measured->measured_us_by_instance.size());
@@ -134,8 +132,8 @@ FitCheck check(const std::vector<RunSamples>& runs, const Hardware& calibrated) 
   for (const RunSamples& run : runs) {
     RunCheck rc = check_run(run, calibrated);
     for (const OpCheck& o : rc.ops) {
-      before.push_back(abs_error_percent(o.before_us, o.measured_us));
-      after.push_back(abs_error_percent(o.after_us, o.measured_us));
+      before.push_back(std::fabs(error_percent(o.before_us, o.measured_us)));
+      after.push_back(std::fabs(error_percent(o.after_us, o.measured_us)));
     }
     f.worst_step_before_percent = std::max(f.worst_step_before_percent, std::fabs(rc.step_error_before_percent()));
     f.worst_step_after_percent = std::max(f.worst_step_after_percent, std::fabs(rc.step_error_after_percent()));

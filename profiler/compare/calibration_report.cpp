@@ -10,8 +10,6 @@
 namespace k3::profiler {
 namespace {
 
-double abs_error_percent(double predicted, double measured) { return 100 * std::fabs(predicted - measured) / measured; }
-
 // "pred_decode_b1_ctx8192.json + trace_… (commit c, date d)" -> "decode_b1_ctx8192"
 std::string short_name(const std::string& run) {
   std::string file = run.substr(0, run.find(" + "));
@@ -68,8 +66,8 @@ std::string calibration_markdown(const Calibration& c) {
   for (const RunCheck& r : c.held_out.runs) {
     for (const OpCheck& o : r.ops) {
       Kind& k = by_phase[r.phase][to_string(o.kind)];
-      k.before.push_back(abs_error_percent(o.before_us, o.measured_us));
-      k.after.push_back(abs_error_percent(o.after_us, o.measured_us));
+      k.before.push_back(std::fabs(error_percent(o.before_us, o.measured_us)));
+      k.after.push_back(std::fabs(error_percent(o.after_us, o.measured_us)));
       k.measured_us += o.measured_us;
       phase_us[r.phase] += o.measured_us;
     }

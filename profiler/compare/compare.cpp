@@ -10,6 +10,10 @@
 
 namespace k3::profiler {
 
+double error_percent(double predicted, double measured) {
+  return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -37,10 +41,6 @@ double union_us(std::vector<Interval> spans) {
   }
   if (open) total += cur_end - cur_start;
   return static_cast<double>(total) / 1000.0;
-}
-
-double error_percent(double predicted, double measured) {
-  return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
 }
 
 double roofline_us(const PredictedOp& op, const Hardware& hw) {

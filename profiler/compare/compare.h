@@ -111,7 +111,8 @@ struct Comparison {
   double median_abs_error_percent = 0;  // over all measured ops
 };
 
-double median(std::vector<double> values);  // mean of the middle two for even counts; 0 when empty
+double median(std::vector<double> values);                // mean of the middle two for even counts; 0 when empty
+double error_percent(double predicted, double measured);  // signed, of the measured; 0 when measured <= 0
 
 // `prediction` must outlive the result (OpComparison points into it).
 Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw);

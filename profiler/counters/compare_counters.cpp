@@ -18,7 +18,7 @@ struct Occurrence {
   double read = 0, write = 0, tensor_ops = 0;
 };
 
-std::optional<double> error_percent(double predicted, double measured) {
+std::optional<double> error_percent_if_measured(double predicted, double measured) {
   if (measured <= 0) return std::nullopt;
   return (predicted - measured) / measured * 100;
 }
@@ -90,10 +90,10 @@ CounterComparison compare_counters(const PredictionFile& prediction, const Range
     o.measured_read_bytes = median(reads);
     o.measured_write_bytes = median(writes);
     o.measured_bytes = median(o.measured_bytes_by_occurrence);
-    if (!p.collective()) o.bytes_error_percent = error_percent(p.bytes, o.measured_bytes);
+    if (!p.collective()) o.bytes_error_percent = error_percent_if_measured(p.bytes, o.measured_bytes);
     if (!tensor_metrics.empty()) {
       o.measured_tensor_flops = median(tensor_flops);
-      if (!p.collective()) o.flops_error_percent = error_percent(p.flops, *o.measured_tensor_flops);
+      if (!p.collective()) o.flops_error_percent = error_percent_if_measured(p.flops, *o.measured_tensor_flops);
     }
 
     const std::string kind = to_string(p.kind);
