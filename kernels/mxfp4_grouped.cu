@@ -1,6 +1,7 @@
 #include "kernels/mxfp4_grouped.h"
 
 #include "kernels/mxfp4_grouped_device.h"
+#include "kernels/ptx/sm90a_device.h"
 
 #include <algorithm>
 #include <climits>
@@ -180,7 +181,7 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
     return cudaErrorInvalidValue;
   }
   if (algorithm != Mxfp4GroupedAlgorithm::automatic && algorithm != Mxfp4GroupedAlgorithm::gemv &&
-      algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined) {
+      algorithm != Mxfp4GroupedAlgorithm::gemm_pipelined && algorithm != Mxfp4GroupedAlgorithm::gemm_wgmma) {
     return cudaErrorInvalidValue;
   }
   if (r.max_slots == 0 || r.max_active_experts == 0) return cudaSuccess;  // no slot can be active
@@ -206,6 +207,9 @@ cudaError_t launch(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __
   }
 
   if (active > kMxfp4GroupedGemmMaxActiveExperts) return cudaErrorInvalidValue;
+  if (algorithm == Mxfp4GroupedAlgorithm::gemm_wgmma) {
+    return launch_gemm_wgmma(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
+  }
   return launch_gemm_pipelined(w, r, x, x_stride, x_rows, y, y_stride, active, stream);
 }
 
@@ -217,7 +221,17 @@ Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const
       active > kMxfp4GroupedGemmMaxActiveExperts) {
     return Mxfp4GroupedAlgorithm::gemv;
   }
+  if (routing.max_slots >= int64_t(kMxfp4GroupedWgmmaMinAverageSlots) * active &&
+      mxfp4_grouped_gemm_wgmma_supported(w)) {
+    return Mxfp4GroupedAlgorithm::gemm_wgmma;
+  }
   return Mxfp4GroupedAlgorithm::gemm_pipelined;
+}
+
+bool mxfp4_grouped_gemm_wgmma_supported(const Mxfp4ExpertWeights& w) {
+  int device = 0;
+  return w.layout == Mxfp4Layout::tiled16 && mxfp4_tiled_supported(w.out_features, w.in_features) &&
+         cudaGetDevice(&device) == cudaSuccess && sm90a_device(device);
 }
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing, const __nv_bfloat16* x,

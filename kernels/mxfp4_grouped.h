@@ -33,14 +33,19 @@
 //     memory, each lane dequantises its own mma A fragments from the packed bytes straight into registers (the lookup
 //     decode), B comes as 16-byte chunks of a bank-swizzled x tile, and 32-slot groups past an expert's last slot are
 //     skipped. Each warp owns 32 rows × all 128 slots: no weight decoded twice.
+//   mxfp4_grouped_gemm_wgmma_128x192 — prefill on Hopper (mxfp4_grouped_gemm_wgmma.cu; tiled weights, compute
+//     capability 9.0): persistent blocks of four warpgroups walk tiles (expert, 128 output rows, 192 slots) in
+//     k-steps of 64 through a 5-stage shared-memory ring; a producer warpgroup gathers x by cp.async and decodes each
+//     W tile once into bf16 in shared memory, three consumer warpgroups multiply 64 slots each by wgmma m64n128k16 with
+//     both operands from shared memory, so the decode runs beside the MMAs on other warps.
 // automatic: the GEMV (gemv_tiled on tiled weights) while the average slots per possibly active expert is at most
-// kMxfp4GroupedGemvMaxAverageSlots (a decode step reads each weight once), the pipelined GEMM above it (each
-// decoded weight serves 128 slots). The engine dequantises to bf16 for cuBLASLt from more slots still
-// (kernels/mxfp4_grouped_dequantized.h).
-// All decode E2M1 to the bf16 bits of v·2^-126 (E2M1 subnormals included; by bit placement, the pipelined GEMM
-// by byte lookup) and one or two exact bf16 multiplies by powers of two; the dequantised W equals the fp32
-// decode bit for bit.
-// Measurements, profiles and the many versions tried: bench/results/kernel-notes.md (mxfp4_grouped).
+// kMxfp4GroupedGemvMaxAverageSlots (a decode step reads each weight once), above it the pipelined GEMM (each decoded
+// weight serves 128 slots), from kMxfp4GroupedWgmmaMinAverageSlots the wgmma GEMM where it runs
+// (mxfp4_grouped_gemm_wgmma_supported). The engine
+// dequantises to bf16 for cuBLASLt from more slots still (kernels/mxfp4_grouped_dequantized.h). All decode E2M1 to the
+// bf16 bits of v·2^-126 (E2M1 subnormals included; by bit placement, the pipelined GEMM by byte lookup) and one or two
+// exact bf16 multiplies by powers of two; the dequantised W equals the fp32 decode bit for bit. Measurements, profiles
+// and the many versions tried: bench/results/kernel-notes.md (mxfp4_grouped).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -74,7 +79,7 @@ struct ExpertRouting {
   int max_active_experts;         // bound on *active_count (≤ experts)
 };
 
-enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm_pipelined };
+enum class Mxfp4GroupedAlgorithm { automatic, gemv, gemm_pipelined, gemm_wgmma };
 
 // The tiled GEMV's blocks: 4 warps (16 output rows each), 7 per SM; or, where the possibly active experts' tiles fit
 // one wave of 28 warps per SM, one block of 28 warps per SM over an even share of them, so that all warps start
@@ -90,11 +95,24 @@ constexpr int mxfp4_gemv_tiled_block_warps(int64_t active_experts, int64_t out_f
 
 // GEMV while the average slots per possibly active expert is at most this; the GEMM above it.
 inline constexpr int kMxfp4GroupedGemvMaxAverageSlots = 8;
+// The wgmma GEMM from this average on (below it the pipelined GEMM's 32-slot groups waste less), and the engine's
+// dequantise-then-cuBLASLt path from kMxfp4GroupedWgmmaMaxAverageSlots on: the measured crossovers on an H200 at K3's
+// shapes, all 896 experts active (bench/results/2026-12-03-h200-moe-wgmma): at 73 slots per expert the pipelined
+// GEMM's w13 + w2 take 23.7 ms against the wgmma GEMM's 28.9, at 146 the wgmma GEMM's 34.8 against 47.0 dequantised
+// and 54.4 pipelined, at 585 the dequantised path's 82.8 against 132.3; the thresholds are the geometric means of
+// the neighbouring measured averages.
+inline constexpr int kMxfp4GroupedWgmmaMinAverageSlots = 104;
+inline constexpr int kMxfp4GroupedWgmmaMaxAverageSlots = 292;
 // The GEMMs keep a per-expert tile prefix in shared memory: at most this many active experts.
 inline constexpr int kMxfp4GroupedGemmMaxActiveExperts = 4096;
 
-// The algorithm `automatic` runs for these weights and bounds (host values only): the GEMV while the
-// average is small, the pipelined GEMM above it.
+// Whether gemm_wgmma runs these weights on the current device: the tiled layout, compute capability 9.0.
+bool mxfp4_grouped_gemm_wgmma_supported(const Mxfp4ExpertWeights& w);
+
+// The algorithm `automatic` runs for these weights and bounds (host values and the current device): the GEMV while
+// the average is small, the pipelined GEMM above it, the wgmma GEMM from kMxfp4GroupedWgmmaMinAverageSlots where it
+// is supported. gemm_wgmma asked for
+// where it is not supported: cudaErrorNotSupported.
 Mxfp4GroupedAlgorithm mxfp4_grouped_algorithm(const Mxfp4ExpertWeights& w, const ExpertRouting& routing);
 
 cudaError_t mxfp4_grouped_bf16_to_f32(const Mxfp4ExpertWeights& w, const ExpertRouting& routing, const __nv_bfloat16* x,

@@ -322,6 +322,13 @@ cudaError_t launch_gemm_pipelined(const Mxfp4ExpertWeights& w, const ExpertRouti
                                   int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
                                   cudaStream_t stream);
 
+// mxfp4_grouped_gemm_wgmma_128x192 (mxfp4_grouped_gemm_wgmma.cu) after launch()'s checks: cudaErrorNotSupported
+// unless the weights are tiled and the current device runs sm_90a. OutT float or bf16.
+template <typename OutT>
+cudaError_t launch_gemm_wgmma(const Mxfp4ExpertWeights& w, const ExpertRouting& r, const __nv_bfloat16* x,
+                              int64_t x_stride, int64_t x_rows, OutT* y, int64_t y_stride, int64_t active,
+                              cudaStream_t stream);
+
 // mxfp4_grouped_gemv_tiled (mxfp4_grouped_gemv_tiled.cu) on Mxfp4Layout::tiled16 weights, after launch()'s checks.
 // OutT float or bf16.
 template <typename OutT>

@@ -121,6 +121,7 @@ const char* algorithm_name(Mxfp4GroupedAlgorithm a) {
   switch (a) {
     case Mxfp4GroupedAlgorithm::gemv: return "gemv_mma_lean";
     case Mxfp4GroupedAlgorithm::gemm_pipelined: return "gemm_mma_128x128_pipelined";
+    case Mxfp4GroupedAlgorithm::gemm_wgmma: return "gemm_wgmma_128x192";
     case Mxfp4GroupedAlgorithm::automatic: break;
   }
   return "automatic";
@@ -271,12 +272,39 @@ void prefill_at_engine_shape(const k3::bench::Session& session, const Projection
                        gemm.last_error());
             },
             repeats);
-      for (Result* r : {&pipelined, &dequantized}) {
+      // The wgmma GEMM reads the tiled layout on compute capability 9.0 only.
+      Result wgmma{fmt::format("mxfp4_grouped_gemm_wgmma_128x192{} {}", layout, shape), bytes, flops};
+      const bool wgmma_runs = k3::kernels::mxfp4_grouped_gemm_wgmma_supported(ww);
+      if (wgmma_runs && session.wants(wgmma.name))
+        wgmma.median_us = time_us(
+            [&](int) {
+              CUDA_CHECK(k3::kernels::mxfp4_grouped_bf16_to_f32(ww, view, x, p.in, x_rows, y, p.out, nullptr,
+                                                                Mxfp4GroupedAlgorithm::gemm_wgmma));
+            },
+            repeats);
+      for (Result* r : {&pipelined, &dequantized, &wgmma}) {
+        if (r == &wgmma && !wgmma_runs) continue;
         if (!session.wants(r->name)) continue;
         r->cls = EfficiencyClass::grouped_gemm;
         r->roofline_us = session.roofline_us(r->flops, r->bytes, EfficiencyClass::grouped_gemm, k3::ComputeType::bf16);
         results.push_back(*r);
       }
+    }
+    // The rate to reach: one dense bf16 cuBLASLt GEMM of the same products (every slot times one expert's weights).
+    Result dense{
+        fmt::format("bf16_gemm_cublaslt {} {}x{} M={} (the same FLOPs, one weight)", p.name, p.in, p.out, slots),
+        double(slots) * p.in * 2.0 + p.out * p.in * 2.0 + slots * p.out * 4.0, flops};
+    if (session.wants(dense.name)) {
+      dense.median_us = time_us(
+          [&](int) {
+            const __nv_bfloat16* rows = p.gather ? x_by_slot : x;
+            CUDA_CHECK(
+                gemm.bf16_to_f32(rows, p.in, scratch, nullptr, 1.0f, 0.0f, y, p.out, slots, p.out, p.in, nullptr));
+          },
+          repeats);
+      dense.cls = EfficiencyClass::gemm;
+      dense.roofline_us = session.roofline_us(dense.flops, dense.bytes, EfficiencyClass::gemm, k3::ComputeType::bf16);
+      results.push_back(dense);
     }
     routing.free();
     CUDA_CHECK(cudaFree(by_slot));

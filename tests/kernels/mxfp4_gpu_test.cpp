@@ -34,19 +34,26 @@ TEST(GpuMxfp4Grouped, BucketingContractOfTheTestRouting) {
   EXPECT_EQ(r.active_count, 4);
 }
 
-// The launch depends only on the host bounds: a graph captured with one routing replays another.
+// The launch depends only on the host bounds: a graph captured with one routing replays another (the wgmma GEMM on
+// the tiled layout).
 TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   std::mt19937 rng(20261213);
-  const ExpertBank bank = random_bank(7, 48, 96, rng);
+  const ExpertBank bank = random_bank(7, 48, 128, rng);
   const HostRouting first = routing_with_counts({5, 0, 3, 4, 0, 0, 0}, 20, rng);
   const HostRouting second = routing_with_counts({0, 1, 0, 2, 6, 1, 2}, 20, rng);  // same 12 slots
-  const ref::Matrix x = round_to_bf16(random_matrix(20, 96, rng));
+  const ref::Matrix x = round_to_bf16(random_matrix(20, 128, rng));
   const ref::MatrixD expected = reference(bank, second, x);
   K3_REQUIRE_GPU();
   DeviceBank dbank(bank);
   DeviceRouting droute(first);
   DeviceBuffer<__nv_bfloat16> dx(to_bf16(x));
-  for (const Mxfp4GroupedAlgorithm a : {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm_pipelined}) {
+  const ExpertBank tiled = tiled_bank(bank);
+  DeviceBank dtiled(tiled);
+  for (const Mxfp4GroupedAlgorithm a :
+       {Mxfp4GroupedAlgorithm::gemv, Mxfp4GroupedAlgorithm::gemm_pipelined, Mxfp4GroupedAlgorithm::gemm_wgmma}) {
+    const bool on_tiled = a == Mxfp4GroupedAlgorithm::gemm_wgmma;
+    if (on_tiled && !kernels::mxfp4_grouped_gemm_wgmma_supported(dtiled.view)) continue;
+    const kernels::Mxfp4ExpertWeights& weights = on_tiled ? dtiled.view : dbank.view;
     droute.upload(first);
     DeviceBuffer<float> dy(size_t(second.slots() * bank.out));
     cudaStream_t stream;
@@ -54,7 +61,7 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    CUDA_CHECK(run(dbank.view, droute.view(bank.experts), dx.get(), 96, 20, dy.get(), bank.out, a, stream));
+    CUDA_CHECK(run(weights, droute.view(bank.experts), dx.get(), 128, 20, dy.get(), bank.out, a, stream));
     CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     droute.upload(second);
@@ -68,7 +75,7 @@ TEST(GpuMxfp4Grouped, GraphReplaysANewRouting) {
   }
 }
 
-// The GEMV at decode, the pipelined GEMM at prefill.
+// The GEMV at decode, a GEMM at prefill.
 TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
   alignas(16) static uint8_t packed[16], scales[32];
   const kernels::Mxfp4ExpertWeights k3_w1{packed, scales, 896, 3072, 3584};
@@ -81,6 +88,21 @@ TEST(GpuMxfp4Grouped, ChoosesGemvAtDecodeAndGemmAtPrefill) {
   for (const int tokens : {512, 8192}) {
     EXPECT_EQ(kernels::mxfp4_grouped_algorithm(k3_w1, bounds(tokens)), Mxfp4GroupedAlgorithm::gemm_pipelined) << tokens;
   }
+  // Tiled weights: the wgmma GEMM from 104 slots per expert on compute capability 9.0 (8192 tokens: 146), the
+  // pipelined one below it (4096: 73) and elsewhere.
+  kernels::Mxfp4ExpertWeights tiled_w1 = k3_w1;
+  tiled_w1.layout = kernels::Mxfp4Layout::tiled16;
+  int device = 0, major = 0, minor = 0;
+  const bool hopper = cudaGetDevice(&device) == cudaSuccess &&
+                      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                      major == 9 && minor == 0;
+  EXPECT_EQ(kernels::mxfp4_grouped_gemm_wgmma_supported(tiled_w1), hopper);
+  EXPECT_FALSE(kernels::mxfp4_grouped_gemm_wgmma_supported(k3_w1));
+  EXPECT_EQ(kernels::mxfp4_grouped_algorithm(tiled_w1, bounds(8192)),
+            hopper ? Mxfp4GroupedAlgorithm::gemm_wgmma : Mxfp4GroupedAlgorithm::gemm_pipelined);
+  EXPECT_EQ(kernels::mxfp4_grouped_algorithm(tiled_w1, bounds(64)), Mxfp4GroupedAlgorithm::gemv);
+  EXPECT_EQ(kernels::mxfp4_grouped_algorithm(tiled_w1, bounds(4096)), Mxfp4GroupedAlgorithm::gemm_pipelined);
 }
 
 // Argument checks happen on the host before any launch, so they run without a GPU too.
