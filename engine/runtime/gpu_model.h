@@ -10,7 +10,9 @@
 //                                     the cached prefix and the chunk); leaves the last token's logits and
 //                                     its greedy next token in slot `sequence`. A chunk long enough for
 //                                     dequantised MXFP4 experts (dequantized_experts) copies each MoE layer's
-//                                     expert offsets to the host (one sync per layer);
+//                                     expert offsets to the host (one sync per layer) unless the wgmma
+//                                     grouped GEMM runs them (tiled experts on compute capability 9.0, up
+//                                     to 292 slots per expert);
 //   decode_step(batch)                one token for each of the sequences in slots [0, batch) (absorbed
 //                                     MLA over the paged cache, recurrent KDA), reading the tokens that
 //                                     next_tokens() holds and writing the next ones there — device-driven

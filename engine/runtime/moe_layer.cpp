@@ -26,6 +26,14 @@ kernels::Mxfp4ExpertWeights mxfp4_experts(const MoeDeviceWeights& W, const MoeSp
 
 bool expert_parallel(const parallel::RankShape& rank) { return rank.ep() > 1; }
 
+// Whether the grouped kernels' wgmma GEMM runs `slots` routed rows over `experts` faster than dequantising (which the
+// engine otherwise does from kMxfp4DequantizedMinAverageSlots on): up to kMxfp4GroupedWgmmaMaxAverageSlots per
+// expert, where it runs.
+bool wgmma_experts(const kernels::Mxfp4ExpertWeights& w, int64_t slots, int64_t experts) {
+  return slots < int64_t(kernels::kMxfp4GroupedWgmmaMaxAverageSlots) * experts &&
+         kernels::mxfp4_grouped_gemm_wgmma_supported(w);
+}
+
 // Rows that may arrive at a rank in one dispatch of T tokens: each token sends at most min(top_k, experts per rank)
 // rows to one rank, and on average T · top_k / ep; the bound is the smaller of the worst case and 1.3× the mean
 // plus 4 · top_k (the uniform router's spread is a few percent at prefill sizes; exchange() checks it).
@@ -152,7 +160,8 @@ void MoeLayer::run(OpId id, const ForwardPass& pass, int l, const SublayerIo& io
     case OpId::moe_experts:
       if (e.latent_dim <= 0) {  // Kimi Linear: bf16 experts at hidden width, no latent projections
         bf16_experts(pass, l, x);
-      } else if (!pass.decode && dequantized_experts(c, T)) {
+      } else if (!pass.decode && dequantized_experts(c, T) &&
+                 !wgmma_experts(mxfp4_experts(W, e, int(E), true), T * k, E)) {
         mxfp4_experts_dequantized(pass, l);
       } else {
         mxfp4_experts_grouped(pass, l);
@@ -345,8 +354,10 @@ void MoeLayer::ep_experts(const ForwardPass& pass, int l) {
                                       w.recv_bucket_ws, w.recv_bucket_ws_bytes, ctx_.stream),
         "MoE arrived rows by expert");
   const kernels::Mxfp4ExpertWeights w13 = mxfp4_experts(W, e, local, true), w2 = mxfp4_experts(W, e, local, false);
-  if (!pass.decode && w.gathered != nullptr && R >= int64_t(kernels::kMxfp4DequantizedMinAverageSlots) * local) {
-    // Long prefill: each active expert dequantised to bf16, one GEMM per expert (offsets known on the host).
+  if (!pass.decode && w.gathered != nullptr && R >= int64_t(kernels::kMxfp4DequantizedMinAverageSlots) * local &&
+      !wgmma_experts(w13, R, local)) {
+    // Long prefill where the wgmma GEMM is slower or does not run: each active expert dequantised to bf16, one GEMM
+    // per expert (offsets known on the host).
     check(kernels::gather_rows_bf16(w.dispatch_recv, z, R, w.recv_buckets.slot_token, R, w.gathered, z, z, ctx_.stream),
           "MoE gather");
     const int64_t scratch = 2 * I * z;

@@ -2,8 +2,10 @@
 // experts and their weighted sum, the shared expert. K3: MXFP4 experts on a latent (latent_down, grouped
 // GEMMs, the latent norm, latent_up); a prefill chunk long enough (dequantized_experts) dequantises each
 // active expert to bf16 for one cuBLASLt GEMM per expert, with the expert offsets copied to the host (one
-// sync). Kimi Linear: bf16 experts at hidden width, one GEMM per active expert sized on the host (one sync
-// per layer). One op of the forward schedule at a time (forward_schedule.h).
+// sync), except where the grouped kernels' wgmma GEMM is faster (tiled experts on compute capability 9.0, up to
+// kMxfp4GroupedWgmmaMaxAverageSlots per expert: an 8 K-token chunk's 146). Kimi Linear: bf16 experts at hidden width,
+// one GEMM per active expert sized on the host (one sync per layer). One op of the forward schedule at a time
+// (forward_schedule.h).
 //
 // On one rank of an expert-parallel layout (ep > 1; K3's latent MoE only) the rank routes its share of the T tokens
 // (RankShape::routed_first/count) and holds rank().experts of the experts:
@@ -66,9 +68,11 @@ class MoeLayer {
   // `iota`: device 0, 1, 2, … (at least T · top_k), the down projection's slot rows.
   MoeLayer(const ForwardContext& context, const MoeWorkspace& workspace, const GluScratch& glu, const int32_t* iota)
       : ctx_(context), w_(workspace), glu_(glu), iota_(iota) {}
-  // True when a prefill call of `tokens` tokens runs the MXFP4 routed experts by dequantising each active expert to
-  // bf16 and one cuBLASLt GEMM per expert (kernels/mxfp4_grouped_dequantized.h; one host sync per MoE layer): the
-  // slots average at least kMxfp4DequantizedMinAverageSlots per expert.
+  // True when a prefill call of `tokens` tokens is long enough to run the MXFP4 routed experts by dequantising each
+  // active expert to bf16 and one cuBLASLt GEMM per expert (kernels/mxfp4_grouped_dequantized.h; one host sync per
+  // MoE layer): the slots average at least kMxfp4DequantizedMinAverageSlots per expert. The engine takes that path
+  // unless the wgmma grouped GEMM is faster (tiled experts on compute capability 9.0, fewer than
+  // kMxfp4GroupedWgmmaMaxAverageSlots slots per expert).
   static bool dequantized_experts(const ModelConfig& config, int64_t tokens);
 
   // Runs op `id` (a moe.* op) of layer `layer`.

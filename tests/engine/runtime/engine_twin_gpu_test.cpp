@@ -75,7 +75,7 @@ TEST_F(EngineTwin, TiledExpertsMatchTheReferenceLayerByLayer) {
 
 // A 520-token prompt in one chunk: 2080 routed slots over 16 experts, enough for the MXFP4 experts' dequantise-then-
 // cuBLASLt path (GpuModel::dequantized_experts), every sublayer checked against the reference on the GPU's inputs;
-// with the experts as stored, then tiled.
+// with the experts as stored (that path), then tiled (on compute capability 9.0 the wgmma grouped GEMM instead).
 TEST_F(EngineTwin, LongPrefillChunkMatchesTheReferenceLayerByLayer) {
   K3_REQUIRE_GPU();
   const ref::LoadedModel loaded = ref::load_reference_model(dir_);
