@@ -54,8 +54,8 @@ TEST(EngineSources, AFileFittedOnOtherSourcesIsStale) {
 
 TEST(EngineSources, TheValidatedFileNamesTheEngineItWasFittedOn) {
   const Hardware hw = load_hardware(kRoot + "/scenarios/hardware/h200-validated.yaml");
-  EXPECT_EQ(hw.calibrated_engine_sources, "7a37fa6bc76e6d7e");  // scripts/engine-sources-hash.sh c42317a
-  EXPECT_EQ(hw.calibrated_commit, "c42317a");
+  EXPECT_EQ(hw.calibrated_engine_sources, "c1f86c126f5ac051");  // scripts/engine-sources-hash.sh 14a9206
+  EXPECT_EQ(hw.calibrated_commit, "14a9206");
   EXPECT_TRUE(load_hardware(kRoot + "/scenarios/hardware/h200-sxm.yaml").calibrated_engine_sources.empty());
 }
 

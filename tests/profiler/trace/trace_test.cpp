@@ -274,9 +274,9 @@ TEST(ChromeJson, OverlappingKernelsGoToALaneNoViewerDrops) {
   EXPECT_EQ(perfetto_would_drop(one_track), (std::vector<std::string>{"b"}));
 }
 
-// The H200 traces (bench/results/2026-12-03-h200-refit) written again: their PDL overlaps on lanes, none dropped.
+// The H200 traces (bench/results/2026-12-03-h200-moe-wgmma) written again: their PDL overlaps on lanes, none dropped.
 TEST(ChromeJson, EngineTracesWrittenLoseNothingInPerfetto) {
-  const std::string dir = std::string(K3PERF_SOURCE_DIR) + "/bench/results/2026-12-03-h200-refit/";
+  const std::string dir = std::string(K3PERF_SOURCE_DIR) + "/bench/results/2026-12-03-h200-moe-wgmma/";
   int lanes = 0;
   for (const char* name : {"trace_decode_b8_ctx131072.json.gz", "trace_prefill_8192.json.gz"}) {
     const Trace t = read_trace(dir + name);
