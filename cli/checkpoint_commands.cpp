@@ -29,10 +29,13 @@ void add_make_checkpoint_command(CLI::App& app) {
   cmd->add_option("--layers", o->layers, "keep only the first N layers (0: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->seed, "random seed (same seed, same bytes)");
   cmd->add_option("--out", o->out_dir, "output directory")->required();
-  double shard_gb = 4.0;
-  cmd->add_option("--shard-gb", shard_gb, "largest shard in GB (10^9 bytes)")->check(CLI::PositiveNumber);
+  // CLI11 writes the value when it parses, after this function has returned: it must outlive the call.
+  auto shard_gb = std::make_shared<double>(4.0);
+  cmd->add_option("--shard-gb", *shard_gb, "largest shard in GB (10^9 bytes)")->check(CLI::PositiveNumber);
   cmd->callback([o, shard_gb] {
-    o->shard_bytes = static_cast<uint64_t>(shard_gb * 1e9);
+    constexpr double kMaxShardGb = 1e6;  // keeps the byte count inside 64 bits
+    if (*shard_gb > kMaxShardGb) throw InputError(fmt::format("--shard-gb: {} exceeds {}", *shard_gb, kMaxShardGb));
+    o->shard_bytes = static_cast<uint64_t>(*shard_gb * 1e9);
     o->progress = [](const std::string& line) { fmt::print(stderr, "make-checkpoint: {}\n", line); };
     const weights::SyntheticCheckpointSummary s = weights::write_synthetic_checkpoint(*o);
     fmt::print("{}: {} layers of {}, {} tensors in {} shards, {:.3f} GB, {} parameters (seed {})\n", o->out_dir,

@@ -187,6 +187,30 @@ TEST_F(CliTest, MakeCheckpointInspectGenerate) {
   EXPECT_NE(r.output.find("problem:"), std::string::npos) << r.output;
 }
 
+// --shard-gb bounds the data section of every shard (read from each file's own header length, not from
+// k3perf's summary); the twin's largest tensor is smaller than the limit.
+TEST_F(CliTest, MakeCheckpointShardGbBoundsShards) {
+  const std::string twin = std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin.json";
+  const fs::path ckpt = dir_ / "sharded";
+  const uint64_t limit = 200'000;  // bytes: the twin's 1 MB of weights need several shards
+  const CommandResult r = run("make-checkpoint --config " + twin + " --shard-gb 0.0002 --out " + ckpt.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  int shards = 0;
+  for (const auto& e : fs::directory_iterator(ckpt)) {
+    if (e.path().extension() != ".safetensors") continue;
+    ++shards;
+    std::ifstream in(e.path(), std::ios::binary);
+    unsigned char length[8] = {};
+    in.read(reinterpret_cast<char*>(length), 8);
+    uint64_t header = 0;
+    for (int i = 0; i < 8; ++i) header |= static_cast<uint64_t>(length[i]) << (8 * i);
+    EXPECT_LE(fs::file_size(e.path()) - 8 - header, limit) << e.path();
+  }
+  EXPECT_GE(shards, 2) << r.output;
+  EXPECT_EQ(run("inspect " + ckpt.string()).status, 0);
+  EXPECT_EQ(run("make-checkpoint --config " + twin + " --shard-gb 1e300 --out " + ckpt.string()).status, 2);
+}
+
 }  // namespace
 
 namespace {
