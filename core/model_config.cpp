@@ -3,6 +3,7 @@
 #include "core/data_paths.h"
 #include "core/error.h"
 #include "core/json_reader.h"
+#include "core/limits.h"
 
 #include <filesystem>
 #include <fstream>
@@ -46,12 +47,7 @@ int ModelConfig::attnres_candidates_final() const {
 
 namespace {
 
-int to_int(long long v, const JsonNode& node) {
-  if (v > 1'000'000'000'000LL) node.fail(fmt::format("value {} is out of range", v));
-  return static_cast<int>(v);
-}
-
-int positive(const JsonNode& node) { return to_int(node.as_positive_int(), node); }
+int read(const JsonNode& node, const IntLimit& limit) { return read_int<int>(node, limit); }
 
 // The schedule of attention kinds from linear_attn_config's 1-based layer lists.
 std::vector<AttentionKind> parse_layer_schedule(const JsonNode& lin, int num_layers) {
@@ -79,37 +75,35 @@ std::vector<AttentionKind> parse_layer_schedule(const JsonNode& lin, int num_lay
 }
 
 void parse_mla(const JsonNode& t, ModelConfig& m) {
-  m.mla.num_heads = positive(t["num_attention_heads"]);
+  m.mla.num_heads = read(t["num_attention_heads"], limit::heads);
   if (std::optional<JsonNode> kv = t.find("num_key_value_heads")) {
     if (kv->as_positive_int() != m.mla.num_heads) {
       kv->fail("MLA needs num_key_value_heads == num_attention_heads");
     }
   }
-  m.mla.q_lora_rank = t.has("q_lora_rank") ? positive(t["q_lora_rank"]) : 0;
-  m.mla.kv_lora_rank = positive(t["kv_lora_rank"]);
-  m.mla.qk_nope_head_dim = positive(t["qk_nope_head_dim"]);
-  m.mla.qk_rope_head_dim = positive(t["qk_rope_head_dim"]);
-  m.mla.v_head_dim = positive(t["v_head_dim"]);
+  m.mla.q_lora_rank = t.has("q_lora_rank") ? read(t["q_lora_rank"], limit::model_dim) : 0;
+  m.mla.kv_lora_rank = read(t["kv_lora_rank"], limit::model_dim);
+  m.mla.qk_nope_head_dim = read(t["qk_nope_head_dim"], limit::head_dim);
+  m.mla.qk_rope_head_dim = read(t["qk_rope_head_dim"], limit::head_dim);
+  m.mla.v_head_dim = read(t["v_head_dim"], limit::head_dim);
 }
 
 void parse_moe_common(const JsonNode& t, ModelConfig& m, const char* experts_key, const char* topk_key,
                       const char* shared_key) {
   MoeSpec moe;
-  moe.num_experts = positive(t[experts_key]);
-  moe.top_k = positive(t[topk_key]);
+  moe.num_experts = read(t[experts_key], limit::experts);
+  moe.top_k = read(t[topk_key], limit::experts);
   if (moe.top_k > moe.num_experts) t[topk_key].fail("top-k exceeds the number of experts");
-  moe.expert_intermediate = positive(t["moe_intermediate_size"]);
-  const int shared = t.has(shared_key) ? to_int(t[shared_key].as_non_negative_int(), t[shared_key]) : 0;
+  moe.expert_intermediate = read(t["moe_intermediate_size"], limit::model_dim);
+  const int shared = t.has(shared_key) ? read(t[shared_key], limit::shared_experts) : 0;
   moe.shared_intermediate = shared * moe.expert_intermediate;
-  moe.first_k_dense = t.has("first_k_dense_replace")
-                          ? to_int(t["first_k_dense_replace"].as_non_negative_int(), t["first_k_dense_replace"])
-                          : 0;
+  moe.first_k_dense = t.has("first_k_dense_replace") ? read(t["first_k_dense_replace"], limit::dense_layers) : 0;
   if (moe.first_k_dense > m.num_layers) t["first_k_dense_replace"].fail("exceeds num_hidden_layers");
   moe.routed_scaling_factor = t.has("routed_scaling_factor") ? t["routed_scaling_factor"].as_double() : 1.0;
   if (t.has("moe_layer_freq") && t["moe_layer_freq"].as_int() != 1) {
     t["moe_layer_freq"].fail("only moe_layer_freq 1 (every layer after first_k_dense_replace) is supported");
   }
-  m.dense_intermediate = moe.first_k_dense > 0 ? positive(t["intermediate_size"]) : 0;
+  m.dense_intermediate = moe.first_k_dense > 0 ? read(t["intermediate_size"], limit::model_dim) : 0;
   m.layer_mlp.assign(m.num_layers, MlpKind::moe);
   for (int i = 0; i < moe.first_k_dense; ++i) m.layer_mlp[i] = MlpKind::dense;
   m.moe = moe;
@@ -138,9 +132,9 @@ void parse_kimi_linear(const JsonNode& t, bool k3_layout, ModelConfig& m) {
   const JsonNode lin = t["linear_attn_config"];
   m.layer_attention = parse_layer_schedule(lin, m.num_layers);
   KdaSpec kda;
-  kda.num_heads = positive(lin["num_heads"]);
-  kda.head_dim = positive(lin["head_dim"]);
-  kda.conv_kernel = positive(lin["short_conv_kernel_size"]);
+  kda.num_heads = read(lin["num_heads"], limit::heads);
+  kda.head_dim = read(lin["head_dim"], limit::head_dim);
+  kda.conv_kernel = read(lin["short_conv_kernel_size"], limit::head_dim);
   // The gate form is chosen by the config, never defaulted: a lower bound selects the bounded sigmoid.
   if (std::optional<JsonNode> lb = lin.find("gate_lower_bound")) {
     kda.gate_form = KdaGateForm::bounded_sigmoid;
@@ -158,7 +152,7 @@ void parse_kimi_linear(const JsonNode& t, bool k3_layout, ModelConfig& m) {
 
   parse_moe_common(t, m, "num_experts", "num_experts_per_token", "num_shared_experts");
   MoeSpec& moe = *m.moe;
-  moe.latent_dim = t.has("routed_expert_hidden_size") ? positive(t["routed_expert_hidden_size"]) : 0;
+  moe.latent_dim = t.has("routed_expert_hidden_size") ? read(t["routed_expert_hidden_size"], limit::model_dim) : 0;
   moe.latent_norm = moe.latent_dim > 0 && t.has("latent_moe_use_norm") && t["latent_moe_use_norm"].as_bool();
   // Kimi's sigmoid router always carries e_score_correction_bias (used for selection only).
   moe.score_correction_bias = true;
@@ -166,7 +160,7 @@ void parse_kimi_linear(const JsonNode& t, bool k3_layout, ModelConfig& m) {
   parse_activation(t, m);
   if (std::optional<JsonNode> block = t.find("attn_res_block_size")) {
     m.residual = ResidualKind::block_attnres;
-    m.attn_res_block_layers = positive(*block);
+    m.attn_res_block_layers = read(*block, limit::layers);
   }
 }
 
@@ -229,15 +223,15 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   m.source_file = origin;
   m.name = std::filesystem::path(origin).stem().string();
   m.model_type = t["model_type"].as_string();
-  m.hidden_size = positive(t["hidden_size"]);
-  m.num_layers = positive(t["num_hidden_layers"]);
-  m.vocab_size = positive(t["vocab_size"]);
+  m.hidden_size = read(t["hidden_size"], limit::model_dim);
+  m.num_layers = read(t["num_hidden_layers"], limit::layers);
+  m.vocab_size = read(t["vocab_size"], limit::vocab);
   m.tie_word_embeddings = t.has("tie_word_embeddings") && t["tie_word_embeddings"].as_bool();
   m.rms_norm_eps = t.has("rms_norm_eps") ? t["rms_norm_eps"].as_double() : 1e-6;
   // Kimi Linear's published config names the context limit model_max_length.
   m.max_position_embeddings = t.has("max_position_embeddings") || !t.has("model_max_length")
-                                  ? t["max_position_embeddings"].as_positive_int()
-                                  : t["model_max_length"].as_positive_int();
+                                  ? read_int<long long>(t["max_position_embeddings"], limit::positions)
+                                  : read_int<long long>(t["model_max_length"], limit::positions);
 
   if (m.model_type == "kimi_linear") {
     parse_kimi_linear(t, nested, m);

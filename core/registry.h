@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/yaml_reader.h"
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -110,7 +112,10 @@ class Params {
         else if constexpr (std::is_same_v<T, bool>)
           return n.as_bool();
         else if constexpr (std::is_integral_v<T>)
-          return static_cast<T>(n.as_int());
+          return read_int<T>(n, IntLimit{"an integer parameter", std::numeric_limits<T>::min(),
+                                         static_cast<long long>(std::min<unsigned long long>(
+                                             std::numeric_limits<T>::max(), std::numeric_limits<long long>::max())),
+                                         ""});
         else
           return static_cast<T>(n.as_double());
       } catch (const InputError& e) {

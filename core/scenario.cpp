@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/yaml_reader.h"
 #include "core/yaml_set.h"
 
@@ -56,9 +57,9 @@ std::string resolve_reference(const YamlNode& n, const std::string& origin) {
 
 void read_workload(const YamlNode& w, Phase& ph) {
   w.expect_keys({"batch", "context_tokens", "new_tokens", "draft_tokens", "prefill_chunk_tokens"});
-  ph.batch = w["batch"].as_positive_int();
-  if (auto c = w.find("context_tokens")) ph.context_tokens = c->as_int();
-  if (ph.context_tokens < 0) w["context_tokens"].fail("expected a number of tokens >= 0");
+  constexpr IntLimit new_tokens = at_least(limit::tokens, 1);
+  ph.batch = read_int<long long>(w["batch"], limit::batch);
+  if (auto c = w.find("context_tokens")) ph.context_tokens = read_int<long long>(*c, limit::tokens);
   switch (ph.kind) {
     case PhaseKind::decode:
       if (auto n = w.find("new_tokens"); n && n->as_int() != 1)
@@ -66,10 +67,10 @@ void read_workload(const YamlNode& w, Phase& ph) {
       ph.new_tokens = 1;
       break;
     case PhaseKind::prefill:
-      ph.new_tokens = w["new_tokens"].as_positive_int();
-      if (auto c = w.find("prefill_chunk_tokens")) ph.prefill_chunk_tokens = c->as_positive_int();
+      ph.new_tokens = read_int<long long>(w["new_tokens"], new_tokens);
+      if (auto c = w.find("prefill_chunk_tokens")) ph.prefill_chunk_tokens = read_int<long long>(*c, new_tokens);
       break;
-    case PhaseKind::verify: ph.new_tokens = w["draft_tokens"].as_positive_int() + 1; break;
+    case PhaseKind::verify: ph.new_tokens = read_int<long long>(w["draft_tokens"], new_tokens) + 1; break;
   }
 }
 
@@ -115,12 +116,12 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
       s.overrides.push_back("attnres: false");
     }
     if (auto l = o->find("layers")) {
-      const long long layers = l->as_positive_int();
+      const int layers = read_int<int>(*l, limit::layers);
       if (layers > s.model.num_layers) {
         l->fail(fmt::format("{} has {} layers; expected 1..{}", s.model.name, s.model.num_layers, s.model.num_layers));
       }
       if (layers < s.model.num_layers) {
-        s.model = with_first_layers(s.model, static_cast<int>(layers));
+        s.model = with_first_layers(s.model, layers);
         s.overrides.push_back(fmt::format("layers: {}", layers));
       }
     }
@@ -128,15 +129,13 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
 
   if (auto p = y.find("parallelism")) {
     p->expect_keys({"tp", "attention_dp", "ep", "pp", "sequence_parallel"});
-    if (auto v = p->find("tp")) s.parallelism.tp = static_cast<int>(v->as_positive_int());
-    if (auto v = p->find("attention_dp")) s.parallelism.attention_dp = static_cast<int>(v->as_positive_int());
-    if (auto v = p->find("ep")) s.parallelism.ep = static_cast<int>(v->as_positive_int());
-    if (auto v = p->find("pp")) s.parallelism.pp = static_cast<int>(v->as_positive_int());
-    if (auto v = p->find("sequence_parallel")) s.parallelism.sequence_parallel = v->as_bool();
-  }
-  if (auto g = y.find("gpus"); g && g->as_positive_int() != s.parallelism.gpus()) {
-    g->fail(fmt::format("{} GPUs given, but tp {} x attention_dp {} x pp {} = {}", g->as_int(), s.parallelism.tp,
-                        s.parallelism.attention_dp, s.parallelism.pp, s.parallelism.gpus()));
+    Parallelism& par = s.parallelism;
+    const std::pair<const char*, int*> degrees[] = {
+        {"tp", &par.tp}, {"attention_dp", &par.attention_dp}, {"ep", &par.ep}, {"pp", &par.pp}};
+    for (auto [key, degree] : degrees) {
+      if (auto v = p->find(key)) *degree = read_int<int>(*v, limit::parallel_degree);
+    }
+    if (auto v = p->find("sequence_parallel")) par.sequence_parallel = v->as_bool();
   }
 
   // Precision defaults follow the checkpoint as published.
@@ -172,6 +171,10 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
     if (auto v = r->find("reserved_gib")) s.runtime.reserved_bytes = v->as_non_negative() * double(1ull << 30);
   }
   validate(s);
+  if (auto g = y.find("gpus"); g && read_int<int>(*g, limit::gpus) != s.parallelism.gpus()) {
+    g->fail(fmt::format("{} GPUs given, but tp {} x attention_dp {} x pp {} = {}", g->as_int(), s.parallelism.tp,
+                        s.parallelism.attention_dp, s.parallelism.pp, s.parallelism.gpus()));
+  }
   return s;
 }
 
@@ -183,6 +186,12 @@ void validate(const Scenario& s) {
   const Parallelism& par = s.parallelism;
   const ModelConfig& m = s.model;
   auto fail = [&](const std::string& what) { throw InputError(fmt::format("{}: {}", s.source, what)); };
+  // Each degree was read within limit::parallel_degree; their product must fit too before gpus() is used.
+  const long long gpus = 1LL * par.tp * par.attention_dp * par.pp;
+  if (gpus > limit::gpus.max) {
+    fail(fmt::format("parallelism: tp {} x attention_dp {} x pp {} = {}", par.tp, par.attention_dp, par.pp,
+                     exceeds(gpus, limit::gpus)));
+  }
   if (m.count_layers(AttentionKind::mla) > 0 && m.mla.num_heads % par.tp != 0) {
     fail(fmt::format("parallelism.tp {} does not divide the {} MLA heads", par.tp, m.mla.num_heads));
   }

@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_reader.h"
+#include "core/limits.h"
 #include "profiler/trace/gzip.h"
 
 #include <algorithm>
@@ -70,7 +71,7 @@ PredictionFile parse_prediction(const std::string& text, const std::string& orig
     op.flops = o["flops"].as_double();
     if (op.flops < 0) o["flops"].fail("expected FLOPs >= 0");
     op.bytes = byte_sum(o["read"]) + byte_sum(o["written"]);
-    op.kernels = static_cast<int>(o["kernels"].as_non_negative_int());
+    op.kernels = read_int<int>(o["kernels"], limit::op_kernels);
     op.bound = o["bound"].as_string();
     op.time_us = o["time_us"].as_double();
     if (op.time_us < 0) o["time_us"].fail("expected a time >= 0");

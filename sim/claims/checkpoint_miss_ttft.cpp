@@ -33,12 +33,12 @@ class CheckpointMissTtftEvaluator : public ClaimEvaluator {
  public:
   Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, scenario_param_keys({"history_tokens", "new_tokens", "hash_block_tokens", "interval_tokens"}));
-    const int64_t history = param_count(c, "history_tokens", 409600);
-    const int64_t fresh = param_count(c, "new_tokens", 4096);
-    const int64_t block = param_count(c, "hash_block_tokens", 512);
-    const int64_t interval = param_count(c, "interval_tokens", 6144);
+    const int64_t history = param_count(c, "history_tokens", 409600, at_least(limit::tokens, 1));
+    const int64_t fresh = param_count(c, "new_tokens", 4096, at_least(limit::tokens, 1));
+    const int64_t block = param_count(c, "hash_block_tokens", 512, at_least(limit::tokens, 1));
+    const int64_t interval = param_count(c, "interval_tokens", 6144, at_least(limit::tokens, 1));
     // The phase only has to be valid here (one sequence per attention group); PrefillTimeModel sets its own.
-    const long long groups = param_count(c, "attention_dp", 1);
+    const long long groups = param_count(c, "attention_dp", 1, limit::parallel_degree);
     const Scenario s =
         claim_scenario(c, data, Phase::prefill(groups, history + fresh, 0, history + fresh), "kimi-k3", "h200-sxm");
     const cache::CacheSizes sizes = cache::cache_sizes(s.model, s.precision);

@@ -31,10 +31,11 @@ class CheckpointResumeEvaluator : public ClaimEvaluator {
     const cache::CacheSizes sizes = cache::cache_sizes(m, p);
     if (!sizes.needs_state) throw InputError(fmt::format("{}: model '{}' has no KDA layers", c.file, m.name));
     cache::CacheConfig cfg;
-    cfg.hash_block_tokens = param_count(c, "hash_block_tokens", 512);
-    cfg.allocation_block_tokens = param_count(c, "allocation_block_tokens", 6144);
+    cfg.hash_block_tokens = param_count(c, "hash_block_tokens", 512, at_least(limit::tokens, 1));
+    cfg.allocation_block_tokens = param_count(c, "allocation_block_tokens", 6144, at_least(limit::tokens, 1));
     cfg.checkpoint = param_string(c, "checkpoint", "allocation_block");
-    const long long interval = param_count(c, "checkpoint_interval_tokens", cfg.allocation_block_tokens);
+    const long long interval =
+        param_count(c, "checkpoint_interval_tokens", cfg.allocation_block_tokens, at_least(limit::tokens, 1));
     // Every placement compared gets the interval if it takes one.
     const std::map<std::string, double> offered = {{"interval_tokens", double(interval)}};
     cfg.checkpoint_params = cache::checkpoint_params_for(cfg.checkpoint, offered);
@@ -45,7 +46,8 @@ class CheckpointResumeEvaluator : public ClaimEvaluator {
     }
     if (!c.params || !c.params->has("workload")) throw InputError(fmt::format("{}: params.workload: missing", c.file));
     const workload::SessionWorkloadSpec spec = workload::parse_session_workload((*c.params)["workload"]);
-    const auto requests = workload::generate_sessions(spec, static_cast<uint64_t>(param_count(c, "seed", 1)));
+    const auto requests =
+        workload::generate_sessions(spec, static_cast<uint64_t>(param_count(c, "seed", 1, limit::seed)));
 
     auto run = [&](const std::string& policy) {
       cache::CacheConfig x = cfg;

@@ -195,9 +195,9 @@ void expect_params(const ClaimInputs& c, const std::vector<std::string>& allowed
   if (c.params) c.params->expect_keys(allowed);
 }
 
-long long param_count(const ClaimInputs& c, const std::string& key, long long fallback) {
+long long param_count(const ClaimInputs& c, const std::string& key, long long fallback, const IntLimit& limit) {
   if (c.params) {
-    if (auto v = c.params->find(key)) return v->as_positive_int();
+    if (auto v = c.params->find(key)) return read_int<long long>(*v, limit);
   }
   return fallback;
 }

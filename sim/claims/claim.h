@@ -10,6 +10,7 @@
 // alternative reproduces a missed claim, is one step after evaluation (check_claim).
 #pragma once
 
+#include "core/limits.h"
 #include "core/registry.h"
 #include "core/scenario.h"
 #include "core/yaml_reader.h"
@@ -141,7 +142,8 @@ void compare_with_reported(ClaimResult& r);
 void expect_params(const ClaimInputs& c, const std::vector<std::string>& allowed);  // rejects unknown keys
 std::string param_string(const ClaimInputs& c, const std::string& key, const std::string& fallback);
 double param_double(const ClaimInputs& c, const std::string& key, double fallback);
-long long param_count(const ClaimInputs& c, const std::string& key, long long fallback);  // positive integer
+// An integer within `limit` (an InputError naming the claim file, key, value and limit otherwise).
+long long param_count(const ClaimInputs& c, const std::string& key, long long fallback, const IntLimit& limit);
 bool param_bool(const ClaimInputs& c, const std::string& key, bool fallback);
 StorageFormat param_storage(const ClaimInputs& c, const std::string& key, StorageFormat fallback,
                             const std::vector<std::string>& allowed);

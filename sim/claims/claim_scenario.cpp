@@ -1,6 +1,7 @@
 #include "sim/claims/claim_scenario.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 
 #include <fmt/format.h>
 
@@ -21,9 +22,9 @@ std::string string_or(const YamlNode& keys, const std::string& key, const std::s
   return v ? v->as_string() : fallback;
 }
 
-int count_or(const YamlNode& keys, const std::string& key, int fallback) {
+int degree_or(const YamlNode& keys, const std::string& key, int fallback) {
   const auto v = keys.find(key);
-  return v ? static_cast<int>(v->as_positive_int()) : fallback;
+  return v ? read_int<int>(*v, limit::parallel_degree) : fallback;
 }
 
 StorageFormat storage_or(const YamlNode& keys, const std::string& key, StorageFormat fallback,
@@ -46,10 +47,10 @@ Scenario scenario_from_keys(const YamlNode& keys, const std::string& claim_file,
   s.model = load_model_config_by_name(model, data.models_dir);
   const std::string hardware = string_or(keys, "hardware", default_hardware);
   if (!hardware.empty()) s.hardware = load_hardware_by_name(hardware, data.hardware_dir);
-  s.parallelism.tp = count_or(keys, "tp", 1);
-  s.parallelism.attention_dp = count_or(keys, "attention_dp", 1);
-  s.parallelism.ep = count_or(keys, "ep", 1);
-  s.parallelism.pp = count_or(keys, "pp", 1);
+  s.parallelism.tp = degree_or(keys, "tp", 1);
+  s.parallelism.attention_dp = degree_or(keys, "attention_dp", 1);
+  s.parallelism.ep = degree_or(keys, "ep", 1);
+  s.parallelism.pp = degree_or(keys, "pp", 1);
   s.precision.weights =
       storage_or(keys, "weights", s.model.quantize_attention_and_dense ? s.model.weight_format : StorageFormat::bf16,
                  {"bf16", "fp8", "mxfp8"});

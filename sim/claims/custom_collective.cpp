@@ -36,7 +36,7 @@ class CustomCollectiveEvaluator : public ClaimEvaluator {
     expect_params(c, {"hardware", "collective", "group_size", "message_bytes", "custom_latency_us"});
     const Hardware hw = load_hardware_by_name(param_string(c, "hardware", "h200-sxm"), data.hardware_dir);
     const std::string collective = param_string(c, "collective", "all_gather");
-    const int n = static_cast<int>(param_count(c, "group_size", 8));
+    const int n = static_cast<int>(param_count(c, "group_size", 8, limit::gpus));
     if (n > hw.scale_up_domain_gpus) {
       throw InputError(fmt::format("{}: key 'params.group_size': {} GPUs leave the {}-GPU NVLink domain of {}", c.file,
                                    n, hw.scale_up_domain_gpus, hw.name));

@@ -49,7 +49,8 @@ class DrafterCostEvaluator : public ClaimEvaluator {
  public:
   Evaluation evaluate(const ClaimInputs& c, const DataPaths& data) const override {
     expect_params(c, scenario_param_keys(spec_param_keys({"batch", "context_tokens"})));
-    const Phase phase = Phase::decode(param_count(c, "batch", 1), param_count(c, "context_tokens", 4096));
+    const Phase phase =
+        Phase::decode(param_count(c, "batch", 1, limit::batch), param_count(c, "context_tokens", 4096, limit::tokens));
     const Scenario s = claim_scenario(c, data, phase, "kimi-k3", "gb300-nvl72");
     const int longest = claim_draft_tokens(c);
     const DrafterSpec d = claim_drafter(c);

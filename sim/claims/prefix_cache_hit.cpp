@@ -38,10 +38,10 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
     p.kda_state = param_storage(c, "kda_state", StorageFormat::fp32, {"fp32", "bf16"});
     const cache::CacheSizes sizes = cache::cache_sizes(m, p);
     cache::CacheConfig cfg;
-    cfg.hash_block_tokens = param_count(c, "hash_block_tokens", 512);
-    cfg.allocation_block_tokens = param_count(c, "allocation_block_tokens", 512);
+    cfg.hash_block_tokens = param_count(c, "hash_block_tokens", 512, at_least(limit::tokens, 1));
+    cfg.allocation_block_tokens = param_count(c, "allocation_block_tokens", 512, at_least(limit::tokens, 1));
     cfg.checkpoint = param_string(c, "checkpoint", "sparse");
-    const long long interval = param_count(c, "checkpoint_interval_tokens", 4096);
+    const long long interval = param_count(c, "checkpoint_interval_tokens", 4096, at_least(limit::tokens, 1));
     // Every placement compared gets the interval if it takes one.
     const std::map<std::string, double> offered = {{"interval_tokens", double(interval)}};
     cfg.checkpoint_params = cache::checkpoint_params_for(cfg.checkpoint, offered);
@@ -59,7 +59,8 @@ class PrefixCacheHitEvaluator : public ClaimEvaluator {
     prices.miss_per_mtok = param_double(c, "price_miss_per_mtok", 3.00);
     if (!c.params || !c.params->has("workload")) throw InputError(fmt::format("{}: params.workload: missing", c.file));
     const workload::SessionWorkloadSpec spec = workload::parse_session_workload((*c.params)["workload"]);
-    const auto requests = workload::generate_sessions(spec, static_cast<uint64_t>(param_count(c, "seed", 1)));
+    const auto requests =
+        workload::generate_sessions(spec, static_cast<uint64_t>(param_count(c, "seed", 1, limit::seed)));
 
     auto run = [&](const std::vector<workload::Request>& r, const cache::CacheConfig& x, const cache::CacheSizes& z) {
       return cache::summarize(r, cache::simulate(r, x, z), prices, nullptr);

@@ -3,6 +3,7 @@
 #include "sim/claims/scenario_metric.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/yaml_set.h"
 #include "sim/claims/claim.h"
 #include "sim/claims/claim_scenario.h"
@@ -225,16 +226,15 @@ class Evaluator {
       if (b->raw().IsScalar() && b->raw().Scalar() == "largest")
         largest = true;
       else
-        batch = b->as_positive_int();
+        batch = read_int<long long>(*b, limit::batch);
     }
     long long context = 0;
     if (auto v = keys.find("context_tokens")) {
-      context = v->as_int();
-      if (context < 0) v->fail("expected a number of tokens >= 0");
+      context = read_int<long long>(*v, limit::tokens);
     }
     Phase ph = Phase::decode(batch, context);
     if (phase == "prefill") {
-      ph = Phase::prefill(batch, keys["prompt_tokens"].as_positive_int(), context);
+      ph = Phase::prefill(batch, read_int<long long>(keys["prompt_tokens"], at_least(limit::tokens, 1)), context);
     } else if (auto v = keys.find("prompt_tokens")) {
       v->fail("a decode step has no prompt (prompt_tokens is for phase: prefill)");
     }

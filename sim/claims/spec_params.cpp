@@ -14,7 +14,9 @@ std::vector<std::string> spec_param_keys(std::vector<std::string> extra) {
   return extra;
 }
 
-int claim_draft_tokens(const ClaimInputs& c) { return static_cast<int>(param_count(c, "draft_tokens", 7)); }
+int claim_draft_tokens(const ClaimInputs& c) {
+  return static_cast<int>(param_count(c, "draft_tokens", 7, limit::draft_tokens));
+}
 
 DrafterSpec claim_drafter(const ClaimInputs& c) {
   DrafterSpec d;
@@ -24,8 +26,9 @@ DrafterSpec claim_drafter(const ClaimInputs& c) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: key 'params.drafter': {}", c.file, e.what()));
   }
-  d.layers = static_cast<int>(param_count(c, "drafter_layers", d.layers));
-  d.mlp_intermediate = static_cast<int>(param_count(c, "drafter_mlp_intermediate", d.mlp_intermediate));
+  d.layers = static_cast<int>(param_count(c, "drafter_layers", d.layers, limit::layers));
+  d.mlp_intermediate =
+      static_cast<int>(param_count(c, "drafter_mlp_intermediate", d.mlp_intermediate, limit::model_dim));
   return d;
 }
 

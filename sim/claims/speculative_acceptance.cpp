@@ -24,7 +24,8 @@ class SpeculativeAcceptanceEvaluator : public ClaimEvaluator {
     expect_params(c, scenario_param_keys(spec_param_keys({"batch", "context_tokens", "reference_baseline_tok_s",
                                                           "reference_speculative_tok_s", "reference_task",
                                                           "task_tokens_per_step", "alternative_context_tokens"})));
-    const Phase phase = Phase::decode(param_count(c, "batch", 1), param_count(c, "context_tokens", 4096));
+    const Phase phase =
+        Phase::decode(param_count(c, "batch", 1, limit::batch), param_count(c, "context_tokens", 4096, limit::tokens));
     const Scenario s = claim_scenario(c, data, phase, "kimi-k3", "gb300-nvl72");
     const int g = claim_draft_tokens(c);
     const DrafterSpec drafter = claim_drafter(c);

@@ -32,7 +32,8 @@ class SpeculativeDecodingEvaluator : public ClaimEvaluator {
     expect_params(
         c, scenario_param_keys(spec_param_keys(
                {"batch", "context_tokens", "tp_list", "alternative_tokens_per_step", "alternative_context_tokens"})));
-    const Phase phase = Phase::decode(param_count(c, "batch", 1), param_count(c, "context_tokens", 4096));
+    const Phase phase =
+        Phase::decode(param_count(c, "batch", 1, limit::batch), param_count(c, "context_tokens", 4096, limit::tokens));
     const Scenario base = claim_scenario(c, data, phase, "kimi-k3", "gb300-nvl72");
     const int g = claim_draft_tokens(c);
     const DrafterSpec drafter = claim_drafter(c);

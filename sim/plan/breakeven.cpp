@@ -1,6 +1,7 @@
 #include "sim/plan/breakeven.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/yaml_reader.h"
 #include "sim/memory.h"
 #include "sim/predict.h"
@@ -49,16 +50,15 @@ BreakevenSpec load_breakeven_spec(const std::string& path, const DataPaths& data
   s.deployment = load_scenario(scenario_path.string(), data, sets);
   const YamlNode w = y["workload"];
   w.expect_keys({"output_tokens", "cached_prefix_tokens", "batch"});
-  s.output_tokens = w["output_tokens"].as_positive_int();
+  s.output_tokens = read_int<long long>(w["output_tokens"], at_least(limit::tokens, 1));
   if (auto p = w.find("cached_prefix_tokens")) {
-    s.cached_prefix_tokens = p->as_int();
-    if (s.cached_prefix_tokens < 0) p->fail("expected a number of tokens >= 0");
+    s.cached_prefix_tokens = read_int<long long>(*p, limit::tokens);
   }
-  s.batch = w["batch"].as_positive_int();
+  s.batch = read_int<long long>(w["batch"], limit::batch);
   const YamlNode in = y["input_tokens"];
   in.expect_keys({"min", "max", "points"});
-  s.min_input_tokens = in["min"].as_positive_int();
-  s.max_input_tokens = in["max"].as_positive_int();
+  s.min_input_tokens = read_int<long long>(in["min"], at_least(limit::tokens, 1));
+  s.max_input_tokens = read_int<long long>(in["max"], at_least(limit::tokens, 1));
   if (s.max_input_tokens <= s.min_input_tokens) in["max"].fail("expected max > min");
   if (auto p = in.find("points")) {
     const long long n = p->as_positive_int();

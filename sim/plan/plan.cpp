@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/hardware.h"
+#include "core/limits.h"
 
 #include <fmt/format.h>
 
@@ -43,30 +44,34 @@ PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& 
                     "max_replicas", "slo_percentile", "max_rejected_fraction", "sample_requests", "rank_by"});
   PlanSpace s;
   const Parallelism& par = base.deployment.parallelism;
-  auto as_int = [](const YamlNode& n) { return static_cast<int>(n.as_positive_int()); };
-  auto as_i64 = [](const YamlNode& n) { return static_cast<int64_t>(n.as_positive_int()); };
+  auto degree = [](const YamlNode& n) { return read_int<int>(n, limit::parallel_degree); };
   s.hardware = read_list<std::string>(plan, "hardware", {}, [](const YamlNode& n) { return n.as_string(); });
   if (s.hardware.empty()) plan["hardware"].fail("name the hardware to search (e.g. [h200-sxm, b200])");
-  s.tp = read_list<int>(plan, "tp", {par.tp}, as_int);
-  s.attention_dp = read_list<int>(plan, "attention_dp", {par.attention_dp}, as_int);
-  s.ep = read_list<int>(plan, "ep", {par.ep}, as_int);
-  s.max_sequences = read_list<int64_t>(plan, "max_sequences", {base.options.limits.max_sequences}, as_i64);
+  s.tp = read_list<int>(plan, "tp", {par.tp}, degree);
+  s.attention_dp = read_list<int>(plan, "attention_dp", {par.attention_dp}, degree);
+  s.ep = read_list<int>(plan, "ep", {par.ep}, degree);
+  s.max_sequences = read_list<int64_t>(plan, "max_sequences", {base.options.limits.max_sequences},
+                                       [](const YamlNode& n) { return read_int<int64_t>(n, limit::batch); });
   s.max_batched_tokens =
-      read_list<int64_t>(plan, "max_batched_tokens", {base.options.limits.max_batched_tokens}, as_i64);
+      read_list<int64_t>(plan, "max_batched_tokens", {base.options.limits.max_batched_tokens},
+                         [](const YamlNode& n) { return read_int<int64_t>(n, at_least(limit::tokens, 1)); });
   s.modes = read_list<std::string>(plan, "modes", {base.options.disaggregated ? "disaggregated" : "aggregated"},
                                    [](const YamlNode& n) {
                                      return n.as_choice({"aggregated", "disaggregated"});
                                    });
   s.pd_ratios = read_list<std::pair<int, int>>(plan, "pd_ratios", {{1, 1}}, [](const YamlNode& n) {
     const std::string text = n.as_string();
-    int p = 0, d = 0;
+    long long p = 0, d = 0;
     char colon = 0;
-    if (std::sscanf(text.c_str(), "%d%c%d", &p, &colon, &d) != 3 || colon != ':' || p <= 0 || d <= 0) {
+    if (std::sscanf(text.c_str(), "%lld%c%lld", &p, &colon, &d) != 3 || colon != ':' || p <= 0 || d <= 0) {
       n.fail(fmt::format("expected a prefill:decode ratio such as \"1:3\", got '{}'", text));
     }
-    return std::pair<int, int>{p, d};
+    if (std::max(p, d) > limit::replicas.max) {
+      n.fail(exceeds(std::max(p, d), limit::replicas));
+    }
+    return std::pair<int, int>{static_cast<int>(p), static_cast<int>(d)};
   });
-  if (auto v = plan.find("max_replicas")) s.max_replicas = static_cast<int>(v->as_positive_int());
+  if (auto v = plan.find("max_replicas")) s.max_replicas = read_int<int>(*v, limit::replicas);
   if (auto v = plan.find("slo_percentile")) {
     s.slo_percentile = v->as_positive();
     if (s.slo_percentile > 100) v->fail("expected a percentile in (0, 100]");
@@ -75,7 +80,7 @@ PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& 
     s.max_rejected_fraction = v->as_non_negative();
     if (s.max_rejected_fraction >= 1) v->fail("expected a fraction in [0, 1)");
   }
-  if (auto v = plan.find("sample_requests")) s.sample_requests = v->as_positive_int();
+  if (auto v = plan.find("sample_requests")) s.sample_requests = read_int<int64_t>(*v, limit::requests);
   if (auto v = plan.find("rank_by")) s.rank_by = v->as_choice({"gpus", "cost"});
   if (base.options.slo.ttft_ms <= 0 && base.options.slo.tpot_ms <= 0) {
     plan.fail("planning needs an objective: set serving.slo.ttft_ms and/or serving.slo.tpot_ms");
@@ -214,11 +219,11 @@ struct Evaluator {
     const double prefill_us =
         (mean_input - mean_cached) * model.step.step_us(chunk) / double(c.limits.max_batched_tokens);
     const double decode_us = mean_output * model.step.step_us(full) / batch;
-    int units = c.disaggregated
-                    ? std::max<int>(static_cast<int>(std::ceil(rate * prefill_us / 1e6 / c.prefill_per_unit)),
-                                    static_cast<int>(std::ceil(rate * decode_us / 1e6 / c.decode_per_unit)))
-                    : static_cast<int>(std::ceil(rate * (prefill_us + decode_us) / 1e6));
-    units = std::max(1, units);
+    const double estimate = c.disaggregated ? std::max(std::ceil(rate * prefill_us / 1e6 / c.prefill_per_unit),
+                                                       std::ceil(rate * decode_us / 1e6 / c.decode_per_unit))
+                                            : std::ceil(rate * (prefill_us + decode_us) / 1e6);
+    // Past max_replicas the search ends at once; clamping first keeps the int exact (and NaN out).
+    int units = estimate >= 1 ? static_cast<int>(std::min(estimate, double(space.max_replicas) + 1)) : 1;
     std::vector<int64_t> cached(
         work.cached_prefix_tokens.begin(),
         work.cached_prefix_tokens.begin() + static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n));

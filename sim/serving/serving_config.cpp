@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/yaml_set.h"
 
 #include <cmath>
@@ -38,8 +39,8 @@ std::string without_own_sections(const std::string& text, bool* has_workload) {
 
 BatchLimits read_limits(const YamlNode& n, const std::string& sequences_key, const BatchLimits& defaults) {
   BatchLimits l = defaults;
-  if (auto v = n.find(sequences_key)) l.max_sequences = v->as_positive_int();
-  if (auto v = n.find("max_batched_tokens")) l.max_batched_tokens = v->as_positive_int();
+  if (auto v = n.find(sequences_key)) l.max_sequences = read_int<int64_t>(*v, limit::batch);
+  if (auto v = n.find("max_batched_tokens")) l.max_batched_tokens = read_int<int64_t>(*v, at_least(limit::tokens, 1));
   return l;
 }
 
@@ -67,12 +68,12 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
                   "cache"});
   ServingOptions& o = out.options;
   if (auto m = sv.find("mode")) o.disaggregated = m->as_choice({"aggregated", "disaggregated"}) == "disaggregated";
-  if (auto v = sv.find("replicas")) o.replicas = static_cast<int>(v->as_positive_int());
-  if (auto v = sv.find("prefill_replicas")) o.prefill_replicas = static_cast<int>(v->as_positive_int());
-  if (auto v = sv.find("decode_replicas")) o.decode_replicas = static_cast<int>(v->as_positive_int());
+  if (auto v = sv.find("replicas")) o.replicas = read_int<int>(*v, limit::replicas);
+  if (auto v = sv.find("prefill_replicas")) o.prefill_replicas = read_int<int>(*v, limit::replicas);
+  if (auto v = sv.find("decode_replicas")) o.decode_replicas = read_int<int>(*v, limit::replicas);
   o.limits = read_limits(sv, "max_sequences", o.limits);
   o.decode_limits = o.limits;
-  if (auto v = sv.find("decode_max_sequences")) o.decode_limits.max_sequences = v->as_positive_int();
+  if (auto v = sv.find("decode_max_sequences")) o.decode_limits.max_sequences = read_int<int64_t>(*v, limit::batch);
   if (auto slo = sv.find("slo")) {
     slo->expect_keys({"ttft_ms", "tpot_ms"});
     if (auto v = slo->find("ttft_ms")) o.slo.ttft_ms = v->as_positive();
@@ -100,14 +101,15 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
       if (rq.has(k)) rq[k].fail("give either a trace or a fixed-rate stream (count, rate_per_s, ...), not both");
     }
     src.trace_path = t->as_string();
-    if (auto v = rq.find("limit")) src.limit = v->as_positive_int();
+    if (auto v = rq.find("limit")) src.limit = read_int<int64_t>(*v, limit::requests);
     if (auto v = rq.find("time_scale")) src.time_scale = v->as_positive();
   } else {
-    src.count = rq["count"].as_positive_int();
+    constexpr IntLimit tokens = at_least(limit::tokens, 1);
+    src.count = read_int<int64_t>(rq["count"], limit::requests);
     src.rate_per_s = rq["rate_per_s"].as_positive();
-    src.input_tokens = rq["input_tokens"].as_positive_int();
-    src.output_tokens = rq["output_tokens"].as_positive_int();
-    if (auto v = rq.find("cached_tokens")) src.cached_tokens = v->as_int();
+    src.input_tokens = read_int<int64_t>(rq["input_tokens"], tokens);
+    src.output_tokens = read_int<int64_t>(rq["output_tokens"], tokens);
+    if (auto v = rq.find("cached_tokens")) src.cached_tokens = read_int<int64_t>(*v, limit::tokens);
     if (src.cached_tokens < 0 || src.cached_tokens >= src.input_tokens) {
       rq["cached_tokens"].fail(fmt::format("expected 0 <= cached_tokens < input_tokens ({})", src.input_tokens));
     }

@@ -1,6 +1,7 @@
 #include "sim/serving/trace_workload.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "sim/cache/prefix_cache.h"
 #include "sim/workload/azure_reader.h"
 #include "sim/workload/mooncake_reader.h"
@@ -34,12 +35,14 @@ ServingCacheOptions read_serving_cache(const ServingScenario& s) {
   n.expect_keys({"enabled", "hash_block_tokens", "allocation_block_tokens", "checkpoint", "checkpoint_interval_tokens",
                  "eviction", "hbm_gib"});
   if (auto v = n.find("enabled")) out.enabled = v->as_bool();
-  if (auto v = n.find("hash_block_tokens")) c.hash_block_tokens = v->as_positive_int();
-  if (auto v = n.find("allocation_block_tokens")) c.allocation_block_tokens = v->as_positive_int();
+  if (auto v = n.find("hash_block_tokens")) c.hash_block_tokens = read_int<int64_t>(*v, at_least(limit::tokens, 1));
+  if (auto v = n.find("allocation_block_tokens"))
+    c.allocation_block_tokens = read_int<int64_t>(*v, at_least(limit::tokens, 1));
   // A policy is `name` or `{name: ..., <parameter>: value}`; checkpoint_interval_tokens is short for
   // the checkpoint policy's interval_tokens.
   if (auto v = n.find("checkpoint")) std::tie(c.checkpoint, c.checkpoint_params) = name_and_params(*v);
-  if (auto v = n.find("checkpoint_interval_tokens")) c.checkpoint_params.set("interval_tokens", v->as_positive_int());
+  if (auto v = n.find("checkpoint_interval_tokens"))
+    c.checkpoint_params.set("interval_tokens", read_int<int64_t>(*v, at_least(limit::tokens, 1)));
   if (auto v = n.find("eviction")) std::tie(c.eviction, c.eviction_params) = name_and_params(*v);
   if (auto v = n.find("hbm_gib")) c.tiers[0].capacity_bytes = v->as_positive() * 1024.0 * 1024.0 * 1024.0;
   try {

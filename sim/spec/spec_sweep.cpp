@@ -1,6 +1,7 @@
 #include "sim/spec/spec_sweep.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/yaml_reader.h"
 
 #include <climits>
@@ -9,18 +10,12 @@ namespace k3 {
 
 namespace {
 
-std::vector<long long> positive_list(const YamlNode& n) {
-  if (!n.is_sequence()) n.fail("expected a list of positive numbers");
+std::vector<long long> int_list(const YamlNode& n, const IntLimit& limit) {
+  if (!n.is_sequence()) n.fail("expected a list of integers");
   std::vector<long long> out;
-  for (const YamlNode& v : n.items()) out.push_back(v.as_positive_int());
+  for (const YamlNode& v : n.items()) out.push_back(read_int<long long>(v, limit));
   if (out.empty()) n.fail("expected at least one value");
   return out;
-}
-
-int int_value(const YamlNode& n, long long lo, long long hi) {
-  const long long v = n.as_int();
-  if (v < lo || v > hi) n.fail(fmt::format("expected {}..{}, got {}", lo, hi, v));
-  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -29,12 +24,12 @@ SpecDefaults load_spec_defaults(const std::string& path) {
   const YamlNode y = YamlNode::load_file(path);
   y.expect_keys({"draft_tokens", "drafter", "rollback", "profiles", "batches", "contexts"});
   SpecDefaults d;
-  d.draft_tokens = int_value(y["draft_tokens"], 1, 64);
+  d.draft_tokens = read_int<int>(y["draft_tokens"], limit::draft_tokens);
   const YamlNode dr = y["drafter"];
   dr.expect_keys({"kind", "layers", "mlp_intermediate"});
   d.drafter.kind = parse_drafter_kind(dr["kind"].as_choice({"block_parallel", "autoregressive"}));
-  d.drafter.layers = int_value(dr["layers"], 1, INT_MAX);
-  d.drafter.mlp_intermediate = int_value(dr["mlp_intermediate"], 1, INT_MAX);
+  d.drafter.layers = read_int<int>(dr["layers"], limit::layers);
+  d.drafter.mlp_intermediate = read_int<int>(dr["mlp_intermediate"], limit::model_dim);
   d.rollback = parse_rollback_kind(y["rollback"].as_choice({"replay_inputs", "copy_states"}));
   const YamlNode p = y["profiles"];
   if (!p.is_map() || p.keys().empty()) p.fail("expected a mapping of profile name to tokens per step");
@@ -46,14 +41,8 @@ SpecDefaults load_spec_defaults(const std::string& path) {
     }
     d.profiles.emplace_back(name, tokens);
   }
-  if (auto b = y.find("batches")) d.batches = positive_list(*b);
-  if (auto c = y.find("contexts")) {
-    if (!c->is_sequence()) c->fail("expected a list of token counts");
-    for (const YamlNode& v : c->items()) {
-      d.contexts.push_back(v.as_int());
-      if (d.contexts.back() < 0) v.fail("expected a number of tokens >= 0");
-    }
-  }
+  if (auto b = y.find("batches")) d.batches = int_list(*b, limit::batch);
+  if (auto c = y.find("contexts")) d.contexts = int_list(*c, limit::tokens);
   return d;
 }
 

@@ -1,6 +1,7 @@
 #include "sim/workload/synthetic.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 
 #include <fmt/format.h>
 
@@ -126,15 +127,15 @@ std::vector<Request> generate_sessions(const SessionWorkloadSpec& s, uint64_t se
 
 namespace {
 
-Range read_range(const YamlNode& n) {
+Range read_range(const YamlNode& n, const IntLimit& limit) {
   if (n.is_sequence()) {
     const std::vector<YamlNode> items = n.items();
     if (items.size() != 2) n.fail("expected [min, max] or one number");
-    const Range r{items[0].as_positive_int(), items[1].as_positive_int()};
+    const Range r{read_int<int64_t>(items[0], limit), read_int<int64_t>(items[1], limit)};
     if (r.lo > r.hi) n.fail(fmt::format("expected min <= max, got [{}, {}]", r.lo, r.hi));
     return r;
   }
-  const int64_t v = n.as_positive_int();
+  const int64_t v = read_int<int64_t>(n, limit);
   return {v, v};
 }
 
@@ -157,23 +158,27 @@ SessionWorkloadSpec parse_session_workload(const YamlNode& n) {
                  "output_tokens", "think_time_ms", "arrivals", "sessions_per_s", "mean_burst_sessions",
                  "block_tokens"});
   SessionWorkloadSpec s;
-  s.sessions = n["sessions"].as_positive_int();
-  if (auto t = n.find("turns")) std::tie(s.turns_min, s.turns_max) = std::pair{read_range(*t).lo, read_range(*t).hi};
-  if (auto v = n.find("system_prompts")) s.system_prompts = v->as_positive_int();
-  if (auto v = n.find("system_prompt_tokens")) {
-    const long long t = v->as_int();
-    if (t < 0) v->fail(fmt::format("expected a non-negative integer, got {}", t));
-    s.system_prompt_tokens = t;
+  constexpr IntLimit tokens = at_least(limit::tokens, 1);
+  s.sessions = read_int<int64_t>(n["sessions"], limit::requests);
+  if (auto t = n.find("turns")) {
+    const Range turns = read_range(*t, limit::requests);
+    std::tie(s.turns_min, s.turns_max) = std::pair{turns.lo, turns.hi};
+    if (s.sessions * s.turns_max > limit::requests.max) {
+      t->fail(fmt::format("{} sessions x {} turns = {}", s.sessions, s.turns_max,
+                          exceeds(s.sessions * s.turns_max, limit::requests)));
+    }
   }
-  const Range first = read_range(n["first_user_tokens"]);
+  if (auto v = n.find("system_prompts")) s.system_prompts = read_int<int64_t>(*v, limit::requests);
+  if (auto v = n.find("system_prompt_tokens")) s.system_prompt_tokens = read_int<int64_t>(*v, limit::tokens);
+  const Range first = read_range(n["first_user_tokens"], tokens);
   s.first_user_tokens_min = first.lo;
   s.first_user_tokens_max = first.hi;
   if (auto v = n.find("new_tokens")) {
-    const Range r = read_range(*v);
+    const Range r = read_range(*v, tokens);
     s.new_tokens_min = r.lo;
     s.new_tokens_max = r.hi;
   }
-  const Range out = read_range(n["output_tokens"]);
+  const Range out = read_range(n["output_tokens"], tokens);
   s.output_tokens_min = out.lo;
   s.output_tokens_max = out.hi;
   if (auto v = n.find("think_time_ms")) std::tie(s.think_time_ms_min, s.think_time_ms_max) = read_time_range(*v);
@@ -185,7 +190,7 @@ SessionWorkloadSpec parse_session_workload(const YamlNode& n) {
     s.mean_burst_sessions = v->as_positive();
     if (s.mean_burst_sessions < 1) v->fail(fmt::format("expected at least 1, got {}", s.mean_burst_sessions));
   }
-  if (auto v = n.find("block_tokens")) s.block_tokens = v->as_positive_int();
+  if (auto v = n.find("block_tokens")) s.block_tokens = read_int<int64_t>(*v, tokens);
   return s;
 }
 

@@ -3,6 +3,7 @@
 // fails with an InputError naming the file and the key path.
 #include "core/model_config.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/parameters.h"
 #include "expect_input_error.h"
 
@@ -426,6 +427,38 @@ TEST(ModelConfigErrors, NonPositiveLayerCount) {
     j["text_config"]["num_hidden_layers"] = layers;
     expect_input_error([&] { parse(j); }, {"bad.json", "text_config.num_hidden_layers", "positive"});
   }
+}
+
+// Values that wrapped when narrowed to int (2^31 + 8 read back as negative, 2^32 as 0 and a division by it) are
+// refused in their own type, the limit in the message; the limit itself is accepted.
+TEST(ModelConfigErrors, IntegersBeyondTheirLimit) {
+  struct Case {
+    std::vector<std::string> path;
+    long long value;
+    long long limit;
+  };
+  const std::vector<Case> cases = {
+      {{"text_config", "hidden_size"}, (1LL << 31) + 8, limit::model_dim.max},
+      {{"text_config", "attn_res_block_size"}, 1LL << 32, limit::layers.max},
+      {{"text_config", "num_hidden_layers"}, 100'000'000, limit::layers.max},
+      {{"text_config", "num_experts"}, 2'000'000'000, limit::experts.max},
+      {{"text_config", "vocab_size"}, 1LL << 40, limit::vocab.max},
+      {{"text_config", "linear_attn_config", "num_heads"}, 1LL << 32, limit::heads.max},
+      {{"text_config", "max_position_embeddings"}, std::numeric_limits<long long>::max(), limit::positions.max},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path.back());
+    nlohmann::json j = twin();
+    nlohmann::json* at = &j;
+    for (const std::string& key : c.path) at = &(*at)[key];
+    *at = c.value;
+    std::string key = c.path[0];
+    for (std::size_t i = 1; i < c.path.size(); ++i) key += "." + c.path[i];
+    expect_input_error([&] { parse(j); }, {"bad.json", key, fmt::format("{} exceeds {}", c.value, c.limit)});
+  }
+  nlohmann::json j = twin();
+  j["text_config"]["attn_res_block_size"] = limit::layers.max;  // at the limit: one block holds every layer
+  EXPECT_EQ(parse(j).attn_res_block_layers, limit::layers.max);
 }
 
 TEST(ModelConfigErrors, UnknownModelType) {

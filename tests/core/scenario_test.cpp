@@ -100,6 +100,27 @@ TEST(ScenarioSet, BatchChanges) {
   EXPECT_EQ(s.phase.batch, 64);
 }
 
+// Each degree is read within limit::parallel_degree (2^32 used to wrap to 0 and divide by it), and their product
+// within limit::gpus.
+TEST(ScenarioSet, ParallelDegreesBeyondTheLimit) {
+  for (const char* key : {"tp", "ep", "attention_dp", "pp"}) {
+    SCOPED_TRACE(key);
+    const std::string set = fmt::format("parallelism.{}=4294967296", key);
+    expect_input_error([&] { load_scenario(kScenarioFile, data(), {set}); },
+                       {"--set " + set, fmt::format("parallelism.{}", key), "4294967296 exceeds 65536"});
+  }
+  expect_input_error(
+      [&] {
+        load_scenario(kScenarioFile, data(),
+                      {"parallelism.tp=8", "parallelism.attention_dp=65536", "parallelism.pp=4096"});
+      },
+      {"8 x attention_dp 65536 x pp 4096 = 2147483648 exceeds 1048576"});
+  expect_input_error([&] { load_scenario(kScenarioFile, data(), {"workload.context_tokens=9223372036854775807"}); },
+                     {"workload.context_tokens", "9223372036854775807 exceeds 1073741824"});
+  expect_input_error([&] { load_scenario(kScenarioFile, data(), {"workload.batch=1000000000000000000"}); },
+                     {"workload.batch", "exceeds 1048576"});
+}
+
 TEST(ScenarioSet, TpChanges) {
   // tp 4 x attention_dp 4 keeps the 16 GPUs the file declares.
   const Scenario s = load_scenario(kScenarioFile, data(), {"parallelism.tp=4", "parallelism.attention_dp=4"});

@@ -1,6 +1,7 @@
 // Capacity planning: the Pareto front against a brute-force dominance check; a trace's burst dealt
 // out over the replicas.
 #include "sim/plan/plan.h"
+#include "expect_input_error.h"
 #include "sim/serving/simulator.h"
 
 #include <fmt/format.h>
@@ -70,6 +71,30 @@ TEST(PlanTrace, DealsABurstOutOverTheReplicas) {
   burst.from_trace = false;
   const PlanResult stretched = run_plan(s, space, burst, 1.0, Prices{}, data);
   EXPECT_FALSE(stretched.candidates[0].feasible);
+}
+
+// Serving and plan integers are read within their limits: replicas 2^31 was a failed internal check, count 10^8
+// ran out of memory, a tp of 2^32 in the plan space narrowed to 0.
+TEST(PlanLimits, ServingAndPlanIntegersBeyondTheirLimits) {
+  const DataPaths data = DataPaths::resolve(K3PERF_SOURCE_DIR "/scenarios");
+  const std::string file = K3PERF_SOURCE_DIR "/scenarios/serving/k3-h200x16-chat.yaml";
+  auto plan_space = [&](const std::string& set) {
+    const serving::ServingScenario s = serving::load_serving_scenario(file, data, {set});
+    read_plan_space(*s.plan, s);
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"serving.replicas=2147483648", "2147483648 exceeds 65536"},
+      {"serving.decode_replicas=4294967296", "4294967296 exceeds 65536"},
+      {"serving.requests.count=100000000", "100000000 exceeds 10000000"},
+      {"serving.max_sequences=9223372036854775807", "9223372036854775807 exceeds 1048576"},
+      {"plan.tp=[8, 4294967296]", "4294967296 exceeds 65536"},
+      {"plan.max_replicas=2147483648", "2147483648 exceeds 65536"},
+      {"plan.pd_ratios=[\"4294967297:1\"]", "4294967297 exceeds 65536"},
+  };
+  for (const auto& [set, message] : cases) {
+    SCOPED_TRACE(set);
+    test::expect_input_error([&] { plan_space(set); }, {"k3-h200x16-chat.yaml", set.substr(0, set.find('=')), message});
+  }
 }
 
 }  // namespace

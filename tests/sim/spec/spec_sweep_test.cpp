@@ -82,7 +82,7 @@ TEST_F(SpecDefaultsErrors, NameFileAndKey) {
            {"fast: 3.5", "fast: 6", "profiles.fast", "1..draft_tokens + 1 = 5"},
            {"profiles: {fast: 3.5, slow: 1.5}", "profiles: [3.5]", "profiles", "mapping"},
            {"batches: [1, 16]", "batches: [1, 0]", "batches", "positive"},
-           {"contexts: [0, 4096]", "contexts: [-1]", "contexts", ">= 0"},
+           {"contexts: [0, 4096]", "contexts: [-1]", "contexts", "in 0..1073741824, got -1"},
            {"draft_tokens: 4", "draft_token: 4", "draft_token", "unknown"},
        }) {
     SCOPED_TRACE(c.to);
