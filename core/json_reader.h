@@ -3,14 +3,23 @@
 // Keys we do not read are ignored: published configs carry many.
 #pragma once
 
+#include "core/limits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace k3 {
+
+// JSON text to a DOM, with the checks nlohmann's parser lacks: nesting deeper than `max_depth` (a deep document
+// overflows the stack later, in dump() or a copy), a key twice in one object (nlohmann keeps the last silently)
+// and numbers beyond the range of a double are InputErrors "<origin>: ...". Linear in the text.
+nlohmann::json parse_json(std::string_view text, const std::string& origin,
+                          int max_depth = static_cast<int>(limit::nesting.value));
 
 class JsonNode {
  public:

@@ -1,21 +1,85 @@
 #include "core/yaml_reader.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/yaml_set.h"
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
 
 namespace k3 {
 
 namespace {
 
+// What YAML::Load lets through, found from the parser's events (aliases are not expanded, so this is linear):
+// nesting deeper than limit::nesting, a key that is not a single value (a mapping used as a key made yaml-cpp throw
+// "bad conversion" later), and a key twice in one mapping (yaml-cpp keeps one of them silently).
+class DocumentChecker : public YAML::EventHandler {
+ public:
+  explicit DocumentChecker(const std::string& origin) : origin_(origin) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { value(mark, "~"); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { value(mark, std::nullopt); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string& text) override {
+    value(mark, text);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    open(mark, false);
+  }
+  void OnSequenceEnd() override { open_.pop_back(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    open(mark, true);
+  }
+  void OnMapEnd() override { open_.pop_back(); }
+
+ private:
+  struct Open {
+    bool map;
+    bool expect_key = true;
+    std::set<std::string> keys;
+  };
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& what) const {
+    throw InputError(fmt::format("{}:{}: {}", origin_, mark.line + 1, what));
+  }
+  // A value in the innermost container: in a mapping, keys and values alternate.
+  void value(const YAML::Mark& mark, const std::optional<std::string>& scalar) {
+    if (open_.empty() || !open_.back().map) return;
+    Open& o = open_.back();
+    if (o.expect_key) {
+      if (!scalar) fail(mark, "a key must be a single value, not a list, a mapping or an alias");
+      if (!o.keys.insert(*scalar).second) {
+        fail(mark, fmt::format("key '{}' appears twice in one mapping", quoted_excerpt(*scalar)));
+      }
+    }
+    o.expect_key = !o.expect_key;
+  }
+  void open(const YAML::Mark& mark, bool map) {
+    value(mark, std::nullopt);
+    if (open_.size() >= static_cast<std::size_t>(limit::nesting.value)) {
+      fail(mark, fmt::format("YAML nested deeper than {} levels", limit::nesting.value));
+    }
+    open_.push_back({map});
+  }
+  const std::string& origin_;
+  std::vector<Open> open_;
+};
+
 YamlNode parse(const std::string& text, const std::string& origin) {
   try {
+    std::istringstream stream(text);
+    YAML::Parser events(stream);
+    DocumentChecker checker(origin);
+    events.HandleNextDocument(checker);
     YAML::Node root = YAML::Load(text);
     if (!root.IsMap()) {
       throw InputError(fmt::format("{}: expected a YAML mapping at the top level", origin));

@@ -1,6 +1,8 @@
 #include "engine/weights/safetensors.h"
 
 #include "core/error.h"
+#include "core/json_reader.h"
+#include "core/limits.h"
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -28,60 +30,12 @@ constexpr int kMaxJsonNesting = 16;
   throw InputError(fmt::format("{}: tensor '{}': {}", path, name, what));
 }
 
-// A short rendering of a JSON value for error messages (hostile values can be megabytes long).
-std::string brief(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
+std::string brief(const json& value) { return quoted_excerpt(value.dump()); }
 
 uint64_t read_u64_little_endian(const uint8_t* p) {
   uint64_t value = 0;
   for (int i = 0; i < 8; ++i) value |= static_cast<uint64_t>(p[i]) << (8 * i);
   return value;
-}
-
-// nlohmann::json keeps the last of duplicated keys silently; the callback sees every key, so a
-// duplicated tensor name (or field) is reported instead of shadowing the first.
-json parse_header_json(const std::string& path, std::string_view text) {
-  std::vector<std::set<std::string>> keys_of_open_objects;
-  int open_containers = 0;
-  std::string current_tensor;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (++open_containers > kMaxJsonNesting) {
-          fail_header(path, fmt::format("JSON nested deeper than {} levels", kMaxJsonNesting));
-        }
-        if (event == json::parse_event_t::object_start) keys_of_open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        keys_of_open_objects.pop_back();
-        --open_containers;
-        break;
-      case json::parse_event_t::array_end: --open_containers; break;
-      case json::parse_event_t::key: {
-        const std::string key = parsed.get<std::string>();
-        if (open_containers == 1) current_tensor = key;
-        if (keys_of_open_objects.back().insert(key).second) break;
-        if (open_containers == 1 && key != "__metadata__") {
-          fail_tensor(path, key, "name appears twice in the header");
-        }
-        if (open_containers == 2 && current_tensor != "__metadata__") {
-          fail_tensor(path, current_tensor, fmt::format("key '{}' appears twice", key));
-        }
-        fail_header(path, fmt::format("key '{}' appears twice in one object", key));
-      }
-      case json::parse_event_t::value: break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), callback);
-  } catch (const json::exception& e) {
-    fail_header(path, fmt::format("not valid JSON ({})", e.what()));
-  }
 }
 
 std::map<std::string, std::string> parse_metadata(const std::string& path, const json& value) {
@@ -204,8 +158,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const uint64_t data_start = kHeaderLengthBytes + header_bytes;
   const uint64_t data_section_bytes = bytes.size() - data_start;
 
-  const json header = parse_header_json(
-      path, std::string_view(reinterpret_cast<const char*>(bytes.data() + kHeaderLengthBytes), header_bytes));
+  // parse_json refuses duplicated keys (a second tensor of one name would shadow the first) and deep nesting.
+  const json header =
+      parse_json(std::string_view(reinterpret_cast<const char*>(bytes.data() + kHeaderLengthBytes), header_bytes),
+                 path + ": header", kMaxJsonNesting);
   if (!header.is_object()) fail_header(path, fmt::format("expected a JSON object, got {}", header.type_name()));
 
   for (const auto& [name, entry] : header.items()) {

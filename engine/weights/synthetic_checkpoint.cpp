@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "engine/weights/mx_format.h"
 #include "engine/weights/safetensors_writer.h"
 #include "engine/weights/tensor_layout.h"
@@ -30,12 +31,7 @@ uint16_t float_to_bf16(float value) {
 }
 
 std::string slice_config_json(const std::string& json_text, const std::string& origin, int layers) {
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: malformed JSON: {}", origin, e.what()));
-  }
+  nlohmann::json root = parse_json(json_text, origin);
   nlohmann::json& t = root.contains("text_config") ? root["text_config"] : root;
   if (!t.contains("linear_attn_config") || !t.contains("num_hidden_layers")) {
     throw InputError(

@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -35,12 +36,7 @@ std::vector<Request> parse_mooncake_trace(const std::string& text, const std::st
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = fmt::format("{}:{}", origin, line_number);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(fmt::format("{}: not a JSON object ({})", where, e.what()));
-    }
+    const nlohmann::json j = parse_json(line, where);
     if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object per line", where));
     Request r;
     r.id = static_cast<int64_t>(out.size());

@@ -1,0 +1,92 @@
+// The checks every JSON and YAML input goes through (core/json_reader, core/yaml_reader): nesting within
+// limit::nesting, keys once per object, numbers a double holds, errors that quote at most an excerpt.
+#include "core/json_reader.h"
+#include "core/limits.h"
+#include "core/yaml_reader.h"
+#include "expect_input_error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace k3 {
+namespace {
+
+using test::expect_input_error;
+
+std::string nested(const std::string& open, const std::string& close, int depth, const std::string& inner) {
+  std::string text;
+  for (int i = 0; i < depth; ++i) text += open;
+  text += inner;
+  for (int i = 0; i < depth; ++i) text += close;
+  return text;
+}
+
+TEST(JsonInput, NestingIsBounded) {
+  const int most = static_cast<int>(limit::nesting.value);
+  EXPECT_NO_THROW(JsonNode::parse(nested("{\"a\":", "}", most, "1"), "ok.json"));
+  expect_input_error([&] { JsonNode::parse(nested("{\"a\":", "}", most + 1, "1"), "deep.json"); },
+                     {"deep.json", "nested deeper than 256 levels"});
+  expect_input_error([&] { JsonNode::parse("{\"x\":" + nested("[", "]", 200'000, "") + "}", "deep.json"); },
+                     {"deep.json", "nested deeper than 256 levels"});
+}
+
+TEST(JsonInput, KeysAppearOncePerObject) {
+  expect_input_error([] { JsonNode::parse(R"({"a": 1, "a": 2})", "d.json"); }, {"d.json", "key 'a' appears twice"});
+  expect_input_error([] { JsonNode::parse(R"({"t": {"u": {"v": 1, "v": 1}}})", "d.json"); },
+                     {"d.json", "key 'v' appears twice in 't.u'"});
+  // The same key in two objects is no duplicate.
+  EXPECT_NO_THROW(JsonNode::parse(R"({"a": {"k": 1}, "b": {"k": 1}, "c": [{"k": 1}, {"k": 2}]})", "ok.json"));
+}
+
+TEST(JsonInput, NumbersBeyondADoubleAreInputErrors) {
+  expect_input_error([] { JsonNode::parse(R"({"hidden_size": 1e400})", "n.json"); },
+                     {"n.json", "1e400", "beyond the range of a double"});
+  expect_input_error([] { JsonNode::parse(R"({"x": -1e400})", "n.json"); }, {"-1e400"});
+  expect_input_error([] { JsonNode::parse(R"({"x": 1, })", "m.json"); }, {"m.json", "malformed JSON at byte"});
+}
+
+TEST(JsonInput, ErrorsQuoteAnExcerpt) {
+  std::string many = "1";
+  for (int i = 0; i < 50'000; ++i) many += ",1";
+  const JsonNode root =
+      JsonNode::parse("{\"x\": " + nested("[", "]", 200, "") + ", \"y\": [" + many + "]}", "big.json");
+  for (const char* key : {"x", "y"}) {
+    try {
+      root[key].as_int();
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_LT(std::string(e.what()).size(), 400u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("characters)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(YamlInput, DuplicateKeysAreErrors) {
+  expect_input_error([] { YamlNode::load_string("a: 1\nb: 2\na: 3\n", "d.yaml"); },
+                     {"d.yaml:3", "key 'a' appears twice"});
+  expect_input_error([] { YamlNode::load_string("p: {tp: 8, ep: 16, tp: 4}\n", "d.yaml"); },
+                     {"d.yaml:1", "key 'tp' appears twice"});
+  EXPECT_NO_THROW(YamlNode::load_string("a: {k: 1}\nb: {k: 1}\nc: [{k: 1}, {k: 2}]\n", "ok.yaml"));
+}
+
+TEST(YamlInput, KeysAreSingleValues) {
+  // yaml-cpp used to throw its own "bad conversion" when such a key was read.
+  expect_input_error([] { YamlNode::load_string("? {a: 1}\n: 3\n", "k.yaml"); }, {"k.yaml:1", "a key must be"});
+  expect_input_error([] { YamlNode::load_string("? [1, 2]\n: 3\n", "k.yaml"); }, {"k.yaml:1", "a key must be"});
+  // Aliases stay usable as values.
+  const YamlNode y = YamlNode::load_string("a: &x 4\nb: *x\n", "ok.yaml");
+  EXPECT_EQ(y["b"].as_int(), 4);
+}
+
+TEST(YamlInput, NestingIsBounded) {
+  const int most = static_cast<int>(limit::nesting.value);
+  EXPECT_NO_THROW(YamlNode::load_string("x: " + nested("[", "]", most - 1, ""), "ok.yaml"));
+  expect_input_error([&] { YamlNode::load_string("x: " + nested("[", "]", most, ""), "deep.yaml"); },
+                     {"deep.yaml:1", "nested deeper than 256 levels"});
+  expect_input_error([&] { YamlNode::load_string("x: " + nested("[", "]", 200'000, ""), "deep.yaml"); },
+                     {"deep.yaml:1", "nested deeper"});
+}
+
+}  // namespace
+}  // namespace k3
