@@ -1,6 +1,7 @@
 #include "profiler/trace/chrome_trace_handler.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "profiler/trace/chrome_json.h"
 
 #include <fmt/format.h>
@@ -96,7 +97,7 @@ class EventChecks {
 }  // namespace
 
 std::string ChromeTraceHandler::Value::dump() const {
-  return type == Type::compound ? compound.dump() : as_json(*this).dump();
+  return quoted_excerpt(type == Type::compound ? compound.dump() : as_json(*this).dump());
 }
 
 ChromeTraceHandler::ChromeTraceHandler(std::string origin) : origin_(std::move(origin)) {}
@@ -396,6 +397,14 @@ Trace ChromeTraceHandler::finish() {
     if (!is_integer(base_ns_)) {
       throw InputError(
           fmt::format("{}: key 'baseTimeNanoseconds': expected an integer, got {}", origin_, base_ns_.dump()));
+    }
+    // Event times are at most 9e12 us (9e15 ns, twice that at an end): a base within 2^62 keeps base + time exact.
+    constexpr std::int64_t kMaxBaseNs = std::int64_t{1} << 62;
+    const bool inside = base_ns_.type == Type::signed_integer ? base_ns_.i >= -kMaxBaseNs && base_ns_.i <= kMaxBaseNs
+                                                              : base_ns_.u <= static_cast<std::uint64_t>(kMaxBaseNs);
+    if (!inside) {
+      throw InputError(fmt::format("{}: key 'baseTimeNanoseconds': {} is outside [-{}, {}]", origin_, base_ns_.dump(),
+                                   kMaxBaseNs, kMaxBaseNs));
     }
     base = base_ns_.type == Type::signed_integer ? base_ns_.i : static_cast<std::int64_t>(base_ns_.u);
   }

@@ -1,6 +1,7 @@
 #include "profiler/trace/gzip.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 
 #include <zlib.h>
 
@@ -14,6 +15,7 @@ constexpr int kGzipWindowBits = 15 + 16;  // 32 KiB window, gzip header and trai
 // zlib counts in uInt; feed it slices that fit.
 constexpr std::size_t kSlice = std::size_t{1} << 30;
 constexpr std::size_t kCompressedChunkBytes = std::size_t{1} << 16;
+constexpr double kInflationFloorBytes = limit::inflation_floor.value;
 }  // namespace
 
 bool is_gzip(const std::string& data) {
@@ -96,6 +98,14 @@ std::size_t GzipSource::read(char* out, std::size_t capacity) {
       throw InputError(
           fmt::format("{}: corrupt gzip data: {}", origin_, z.msg ? z.msg : fmt::format("zlib status {}", status)));
     }
+  }
+  // A gzip bomb (a megabyte of zeros inflates a thousandfold) is refused before it costs gigabytes.
+  const double allowed = kInflationFloorBytes + limit::inflation.value * double(compressed_bytes_);
+  if (double(z.total_out) > allowed) {
+    throw InputError(
+        fmt::format("{}: gzip data inflates to more than {:.0f} bytes from {} compressed bytes (the "
+                    "limit is {:.0f} bytes plus {:g} times the compressed size)",
+                    origin_, allowed, compressed_bytes_, kInflationFloorBytes, limit::inflation.value));
   }
   return static_cast<std::size_t>(reinterpret_cast<char*>(z.next_out) - out);
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "profiler/trace/byte_source.h"
 
 #include <fmt/format.h>
@@ -143,6 +144,10 @@ class JsonTokenizer {
       switch (c) {
         case '{':
         case '[': {
+          // Bounded like every JSON input (core/limits.h): a handler keeping a deep value whole would recurse.
+          if (open_.size() >= static_cast<std::size_t>(limit::nesting.value)) {
+            fail(fmt::format("nested deeper than {} levels", limit::nesting.value));
+          }
           ++pos_;
           const bool object = c == '{';
           object ? handler_.start_object() : handler_.start_array();

@@ -5,6 +5,7 @@
 #include "profiler/trace/gzip.h"
 
 #include "core/atomic_file.h"
+#include "core/limits.h"
 #include "expect_input_error.h"
 
 #include <gtest/gtest.h>
@@ -203,6 +204,37 @@ TEST(ChromeJson, MalformedTracesNameFileEventAndKey) {
   expect_input_error([&] { parse_chrome_json(R"({"k3perf":{"commit":5},"traceEvents":[]})", "l.json"); },
                      {"l.json", "k3perf.commit"});
   expect_input_error([] { read_trace("/nonexistent/trace.json.gz"); }, {"/nonexistent/trace.json.gz", "cannot open"});
+}
+
+// Hostile traces: nesting beyond limit::nesting (an event nested 200,000 deep overflowed the stack), a gzip bomb
+// (a megabyte of zeros inflates a thousandfold), a base time that overflows when added to an event's.
+TEST(ChromeJson, HostileTracesAreInputErrors) {
+  using test::expect_input_error;
+  const std::string head = R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"x":)";
+  const std::string deep = head + std::string(200'000, '[') + std::string(200'000, ']') + "}}]}";
+  expect_input_error([&] { parse_chrome_json(deep, "deep.json"); }, {"deep.json", "nested deeper than 256 levels"});
+  const int fits = static_cast<int>(limit::nesting.value) - 1;  // inside the document's object
+  EXPECT_NO_THROW(parse_chrome_json(
+      "{\"x\":" + std::string(fits, '[') + std::string(fits, ']') + ",\"traceEvents\":[]}", "ok.json"));
+  expect_input_error(
+      [&] {
+        parse_chrome_json("{\"x\":" + std::string(fits + 1, '[') + std::string(fits + 1, ']') + ",\"traceEvents\":[]}",
+                          "one.json");
+      },
+      {"one.json", "nested deeper"});
+
+  const std::filesystem::path bomb = std::filesystem::temp_directory_path() / "k3perf_bomb.json.gz";
+  const std::string zeros(std::size_t{256} << 20, ' ');  // 256 MiB of spaces: about 0.25 MB compressed
+  write_file_atomically(bomb.string(), gzip_compress("{\"traceEvents\":[" + zeros + "]}", 9));
+  EXPECT_LT(std::filesystem::file_size(bomb), 1u << 20);
+  expect_input_error([&] { read_trace(bomb.string()); }, {bomb.string(), "inflates to more than", "200 times"});
+  std::filesystem::remove(bomb);
+
+  for (const char* base : {"9223372036854775807", "-9223372036854775808", "18446744073709551615"}) {
+    expect_input_error(
+        [&] { parse_chrome_json(fmt::format(R"({{"baseTimeNanoseconds":{},"traceEvents":[]}})", base), "b.json"); },
+        {"b.json", "baseTimeNanoseconds", base, "outside"});
+  }
 }
 
 // Perfetto's JSON importer, as its FAQ and google/perfetto#4280 state it: the complete events of one track, in
