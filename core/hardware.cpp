@@ -106,8 +106,7 @@ class HardwareParser {
     if (!node.is_map() || node.keys().empty()) {
       node.fail("expected a mapping of source id -> citation (title, URL, the figure it gives)");
     }
-    for (const auto& id : node.keys()) {
-      const YamlNode citation = node[id];
+    for (const auto& [id, citation] : node.entries()) {
       if (!is_kebab_case(id)) citation.fail("source ids are kebab-case: a-z, 0-9 and '-'");
       const std::string text = citation.as_string();
       if (text.empty()) citation.fail("expected a citation: title, URL and the figure it gives");
@@ -167,12 +166,12 @@ class HardwareParser {
     if (!peaks.is_map()) {
       peaks.fail(fmt::format("expected a mapping with keys {{{}}}", join(allowed)));
     }
-    for (const auto& key : peaks.keys()) {
+    for (const auto& [key, peak] : peaks.entries()) {
       ComputeType type;
       if (!parse_compute_type(key, &type)) {
-        peaks[key].fail(fmt::format("unknown compute type '{}'; expected one of {{{}}}", key, join(allowed)));
+        peak.fail(fmt::format("unknown compute type '{}'; expected one of {{{}}}", key, join(allowed)));
       }
-      hw->peak_flops_per_s[type] = sourced(peaks[key], Check::positive, *hw);
+      hw->peak_flops_per_s[type] = sourced(peak, Check::positive, *hw);
     }
     // bf16 is the rate of the tensor-core ops; fp32 (CUDA cores) times norms, mixers, gates and
     // the KDA recurrent step. A file without either is incomplete.
@@ -278,14 +277,14 @@ class HardwareParser {
       block.fail("expected a mapping: source, then microseconds per kernel by op kind");
     }
     hw->kernel_latency_source = source_id(block["source"], *hw);
-    for (const auto& key : block.keys()) {
+    for (const auto& [key, latency] : block.entries()) {
       if (key == "source") continue;
       const auto it = std::find(kinds.begin(), kinds.end(), key);
       if (it == kinds.end()) {
-        block[key].fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}{}", key, join(kinds),
-                                    key == "collective" ? " (collectives are timed by the link model)" : ""));
+        latency.fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}{}", key, join(kinds),
+                                 key == "collective" ? " (collectives are timed by the link model)" : ""));
       }
-      hw->kernel_latency_us[static_cast<OpKind>(it - kinds.begin())] = block[key].as_non_negative();
+      hw->kernel_latency_us[static_cast<OpKind>(it - kinds.begin())] = latency.as_non_negative();
     }
   }
 

@@ -179,6 +179,18 @@ std::vector<std::string> YamlNode::keys() const {
   return out;
 }
 
+std::vector<std::pair<std::string, YamlNode>> YamlNode::entries() const {
+  if (!node_.IsMap()) fail("expected a mapping");
+  std::vector<std::pair<std::string, YamlNode>> out;
+  for (const auto& kv : node_) {
+    std::string key = kv.first.as<std::string>();
+    YamlNode value(kv.second, file_, key_path_.empty() ? key : key_path_ + "." + key);
+    value.overridden_ = overridden_;
+    out.emplace_back(std::move(key), std::move(value));
+  }
+  return out;
+}
+
 void YamlNode::expect_keys(const std::vector<std::string>& allowed) const {
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace k3 {
@@ -32,6 +33,9 @@ class YamlNode {
   bool is_sequence() const { return node_.IsSequence(); }
   std::vector<YamlNode> items() const;    // elements of a sequence
   std::vector<std::string> keys() const;  // keys of a mapping, in file order
+  // Each key of a mapping with its value, in file order: one pass, where node[key] per key is quadratic (yaml-cpp
+  // finds a key by walking the mapping).
+  std::vector<std::pair<std::string, YamlNode>> entries() const;
   // Rejects keys outside `allowed`, so a typo ("hbm_bandwith") is an error, not a silent default.
   void expect_keys(const std::vector<std::string>& allowed) const;
 

@@ -43,8 +43,7 @@ namespace {
 
 std::vector<MeasuredValue> load_measured(const YamlNode& measured, const std::vector<ReportedValue>& reported) {
   std::vector<MeasuredValue> out;
-  for (const std::string& key : measured.keys()) {
-    const YamlNode m = measured[key];
+  for (const auto& [key, m] : measured.entries()) {
     if (std::none_of(reported.begin(), reported.end(), [&](const ReportedValue& r) { return r.key == key; })) {
       m.fail("a measured figure needs a reported figure of the same key");
     }

@@ -94,8 +94,7 @@ Prices load_prices(const std::string& path) {
   const YamlNode sources = y["sources"];
   Prices p;
   const YamlNode table = y["prices_per_gpu_hour"];
-  for (const std::string& name : table.keys()) {
-    const YamlNode e = table[name];
+  for (const auto& [name, e] : table.entries()) {
     e.expect_keys({"value", "source"});
     const std::string src = e["source"].as_string();
     if (!sources.has(src)) e["source"].fail(fmt::format("source '{}' is not listed under 'sources'", src));

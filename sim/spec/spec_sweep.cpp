@@ -33,8 +33,7 @@ SpecDefaults load_spec_defaults(const std::string& path) {
   d.rollback = parse_rollback_kind(y["rollback"].as_choice({"replay_inputs", "copy_states"}));
   const YamlNode p = y["profiles"];
   if (!p.is_map() || p.keys().empty()) p.fail("expected a mapping of profile name to tokens per step");
-  for (const std::string& name : p.keys()) {
-    const YamlNode t = p[name];
+  for (const auto& [name, t] : p.entries()) {
     const double tokens = t.as_positive();
     if (tokens < 1 || tokens > d.draft_tokens + 1) {
       t.fail(fmt::format("expected tokens per step in 1..draft_tokens + 1 = {}, got {}", d.draft_tokens + 1, tokens));

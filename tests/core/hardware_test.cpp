@@ -466,3 +466,30 @@ TEST(Hardware, PathsBypassTheNameLookup) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3 {
+namespace {
+
+// 40,000 sources: each is looked up once, in file order (yaml-cpp finds a key by walking the mapping, so node[id]
+// per id took 65 s here). The bound is loose; every source is checked to be kept.
+TEST(Hardware, ManySourcesLoadInLinearTime) {
+  std::ifstream in(std::string(K3PERF_SOURCE_DIR) + "/scenarios/hardware/h200-sxm.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t at = text.find("\nsources:\n");
+  ASSERT_NE(at, std::string::npos);
+  std::string extra;
+  constexpr int kExtra = 40'000;
+  for (int i = 0; i < kExtra; ++i)
+    extra += "  extra-source-" + std::to_string(i) + ": citation " + std::to_string(i) + "\n";
+  text.insert(at + 10, extra);
+  const auto start = std::chrono::steady_clock::now();
+  const Hardware hw = parse_hardware(text, "many.yaml");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const Hardware plain = load_hardware(std::string(K3PERF_SOURCE_DIR) + "/scenarios/hardware/h200-sxm.yaml");
+  EXPECT_EQ(hw.sources.size(), plain.sources.size() + kExtra);
+  EXPECT_EQ(hw.sources.at("extra-source-39999"), "citation 39999");
+  EXPECT_LT(seconds, 15.0);
+}
+
+}  // namespace
+}  // namespace k3

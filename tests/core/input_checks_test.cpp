@@ -1,5 +1,6 @@
 // The checks every JSON and YAML input goes through (core/json_reader, core/yaml_reader): nesting within
-// limit::nesting, keys once per object, numbers a double holds, errors that quote at most an excerpt.
+// limit::nesting, keys once per object, numbers a double holds, errors that quote at most an excerpt; mappings
+// read in one pass.
 #include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/yaml_reader.h"
@@ -86,6 +87,16 @@ TEST(YamlInput, NestingIsBounded) {
                      {"deep.yaml:1", "nested deeper than 256 levels"});
   expect_input_error([&] { YamlNode::load_string("x: " + nested("[", "]", 200'000, ""), "deep.yaml"); },
                      {"deep.yaml:1", "nested deeper"});
+}
+
+TEST(YamlInput, EntriesComeInFileOrderWithTheirKeyPaths) {
+  const YamlNode y = YamlNode::load_string("s:\n  b: 1\n  a: 2\n  c: 3\n", "e.yaml");
+  const auto entries = y["s"].entries();
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].first, "b");
+  EXPECT_EQ(entries[1].second.as_int(), 2);
+  EXPECT_EQ(entries[2].second.key_path(), "s.c");
+  EXPECT_EQ(entries[2].second.line(), 4);
 }
 
 }  // namespace
