@@ -89,7 +89,14 @@ ServingScenario parse_serving_scenario(const std::string& yaml_text, const std::
     std::tie(o.scheduler, o.scheduler_params) = name_and_params(*v);
     Schedulers::instance().make(*v);  // the name and parameters are checked here, against the file
   }
-  if (auto v = sv.find("queue_sample_interval_ms")) o.queue_sample_interval_ms = v->as_positive();
+  if (auto v = sv.find("queue_sample_interval_ms")) {
+    o.queue_sample_interval_ms = v->as_positive();
+    // Finer than this, adding the interval to a clock of hours no longer moves it.
+    if (o.queue_sample_interval_ms < limit::queue_sample_interval.value) {
+      v->fail(fmt::format("{:g} ms is below {:g} ms, the limit on {}", o.queue_sample_interval_ms,
+                          limit::queue_sample_interval.value, limit::queue_sample_interval.what));
+    }
+  }
   out.cache = sv.find("cache");
 
   const YamlNode rq = sv["requests"];

@@ -1,6 +1,7 @@
 #include "sim/serving/simulator.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/op_graph.h"
 #include "sim/collective_time.h"
 #include "sim/memory.h"
@@ -371,6 +372,12 @@ class Simulation {
         q.waiting += static_cast<int64_t>(r.waiting.size());
         q.running += static_cast<int64_t>(r.running.size());
         q.memory_fraction = std::max(q.memory_fraction, r.reserved / r.capacity);
+      }
+      if (result_.queue.size() >= static_cast<std::size_t>(limit::queue_samples.value)) {
+        throw InputError(fmt::format(
+            "serving.queue_sample_interval_ms: {:g} ms gives more than {:.0f} queue samples by {:.0f} ms of simulated "
+            "time (the limit on {}); take a longer interval",
+            o_.queue_sample_interval_ms, limit::queue_samples.value, q.time_ms, limit::queue_samples.what));
       }
       result_.queue.push_back(q);
       next_sample_us_ += o_.queue_sample_interval_ms * 1000.0;

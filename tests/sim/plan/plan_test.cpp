@@ -90,11 +90,25 @@ TEST(PlanLimits, ServingAndPlanIntegersBeyondTheirLimits) {
       {"plan.tp=[8, 4294967296]", "4294967296 exceeds 65536"},
       {"plan.max_replicas=2147483648", "2147483648 exceeds 65536"},
       {"plan.pd_ratios=[\"4294967297:1\"]", "4294967297 exceeds 65536"},
+      {"serving.queue_sample_interval_ms=1e-300", "below 0.001 ms"},
   };
   for (const auto& [set, message] : cases) {
     SCOPED_TRACE(set);
     test::expect_input_error([&] { plan_space(set); }, {"k3-h200x16-chat.yaml", set.substr(0, set.find('=')), message});
   }
+}
+
+// A stream so slow that its last request comes 10^300 s in: the queue series would need samples without end (the
+// loop never finished, then ran out of memory). It stops at limit::queue_samples with an input error.
+TEST(PlanLimits, QueueSamplesAreBounded) {
+  const DataPaths data = DataPaths::resolve(K3PERF_SOURCE_DIR "/scenarios");
+  const serving::ServingScenario s =
+      serving::load_serving_scenario(K3PERF_SOURCE_DIR "/scenarios/serving/k3-h200x16-chat.yaml", data,
+                                     {"serving.requests.rate_per_s=1e-300", "serving.requests.count=3"});
+  const serving::Workload w = serving::fixed_rate_workload(s.requests);
+  const serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
+  test::expect_input_error([&] { serving::simulate(w.requests, {}, model, s.options); },
+                           {"serving.queue_sample_interval_ms", "more than 1000000 queue samples"});
 }
 
 }  // namespace
