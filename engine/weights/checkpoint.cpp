@@ -20,6 +20,18 @@ bool is_plain_relative_path(const fs::path& path) {
   return std::none_of(path.begin(), path.end(), [](const fs::path& part) { return part == ".."; });
 }
 
+// Whether `file` (symbolic links resolved) lies inside `dir`: a link out of the checkpoint is refused before
+// any of its bytes are read (an error about its header would quote them).
+bool resolves_inside(const fs::path& dir, const fs::path& file) {
+  std::error_code ec;
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) return false;
+  const fs::path target = fs::canonical(file, ec);
+  if (ec) return false;
+  const auto [end, rest] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+  return end == root.end() && rest != target.end();
+}
+
 // name -> shard file name, validated against the files on disk.
 std::map<std::string, std::string> read_weight_map(const fs::path& index_path, const fs::path& dir) {
   const std::string index_name = index_path.string();
@@ -35,6 +47,9 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index_path, c
       entry.fail(fmt::format("shard '{}' must be a relative path inside the checkpoint directory", shard));
     }
     if (!fs::is_regular_file(dir / shard)) entry.fail(fmt::format("shard '{}' does not exist", shard));
+    if (!resolves_inside(dir, dir / shard)) {
+      entry.fail(fmt::format("shard '{}' is a link to a file outside the checkpoint directory", shard));
+    }
     shard_of_name.emplace(name, shard);
   }
   return shard_of_name;
@@ -76,6 +91,10 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
       }
     }
   } else if (fs::exists(source / kSingleSafetensorsFileName)) {
+    if (!resolves_inside(source, source / kSingleSafetensorsFileName)) {
+      throw InputError(fmt::format("{}: {} is a link to a file outside the checkpoint directory", dir_or_file,
+                                   kSingleSafetensorsFileName));
+    }
     checkpoint.shards_.push_back(SafetensorsFile::open((source / kSingleSafetensorsFileName).string()));
   } else {
     throw InputError(fmt::format("{}: directory has neither {} nor {}", dir_or_file, kSafetensorsIndexFileName,

@@ -406,6 +406,31 @@ TEST(SafetensorsCheckpoint, IndexAndShardsMustAgree) {
   }
 }
 
+// A shard reached through a symbolic link that leaves the checkpoint directory is refused before its bytes are
+// read: the error must not quote them (it used to print the linked file's first 8 bytes as a header length).
+TEST(Checkpoint, ShardLinkedOutsideTheDirectoryIsRefused) {
+  TempDir outside, dir;
+  const std::string secret = "SECRET-BYTES-0123456789";
+  write_bytes(outside.file("secret.txt"), std::vector<uint8_t>(secret.begin(), secret.end()));
+  std::filesystem::create_symlink(outside.file("secret.txt"), dir.file("model-00001-of-00001.safetensors"));
+  write_safetensors_index(dir.file(kSafetensorsIndexFileName), {{"x", "model-00001-of-00001.safetensors"}}, 0);
+  try {
+    Checkpoint::open(dir.path().string());
+    ADD_FAILURE() << "expected k3::InputError";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("outside the checkpoint directory"), std::string::npos) << message;
+    EXPECT_EQ(message.find("SECRET"), std::string::npos) << message;
+    uint64_t as_length = 0;  // the first 8 bytes as a header length
+    for (int i = 0; i < 8; ++i) as_length |= uint64_t(uint8_t(secret[i])) << (8 * i);
+    EXPECT_EQ(message.find(std::to_string(as_length)), std::string::npos) << message;
+  }
+  // The single-file form too; a link inside the directory is fine.
+  std::filesystem::remove(dir.file(kSafetensorsIndexFileName));
+  std::filesystem::rename(dir.file("model-00001-of-00001.safetensors"), dir.file(kSingleSafetensorsFileName));
+  test::expect_input_error([&] { Checkpoint::open(dir.path().string()); }, {"outside the checkpoint directory"});
+}
+
 // 200,000 tensors in one header: the header parser is linear (nlohmann's callback parser rescanned the open object
 // at every closing brace, so this took minutes). The bound is loose; the count is checked exactly.
 TEST(SafetensorsHostile, ManyTensorsParseInLinearTime) {
