@@ -39,6 +39,9 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 }
 
 std::string read_file(const std::string& path) {
+  // An ifstream opens a directory and reads it as empty.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open file", path));
   std::stringstream buffer;

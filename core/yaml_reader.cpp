@@ -1,5 +1,6 @@
 #include "core/yaml_reader.h"
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/yaml_set.h"
@@ -11,7 +12,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -92,13 +92,7 @@ YamlNode parse(const std::string& text, const std::string& origin) {
 
 }  // namespace
 
-YamlNode YamlNode::load_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse(buffer.str(), path);
-}
+YamlNode YamlNode::load_file(const std::string& path) { return parse(read_file(path), path); }
 
 YamlNode YamlNode::load_string(const std::string& text, const std::string& origin) { return parse(text, origin); }
 

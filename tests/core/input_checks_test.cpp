@@ -1,6 +1,7 @@
-// The checks every JSON and YAML input goes through (core/json_reader, core/yaml_reader): nesting within
-// limit::nesting, keys once per object, numbers a double holds, errors that quote at most an excerpt; mappings
-// read in one pass.
+// The checks every JSON and YAML input goes through (core/json_reader, core/yaml_reader, read_file): nesting within
+// limit::nesting, keys once per object, numbers a double holds, errors that quote at most an excerpt, directories
+// refused as files.
+#include "core/atomic_file.h"
 #include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/yaml_reader.h"
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 namespace k3 {
@@ -97,6 +99,12 @@ TEST(YamlInput, EntriesComeInFileOrderWithTheirKeyPaths) {
   EXPECT_EQ(entries[1].second.as_int(), 2);
   EXPECT_EQ(entries[2].second.key_path(), "s.c");
   EXPECT_EQ(entries[2].second.line(), 4);
+}
+
+TEST(ReadFile, ADirectoryIsAnError) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  expect_input_error([&] { read_file(dir.string()); }, {dir.string(), "is a directory"});
+  expect_input_error([&] { YamlNode::load_file(dir.string()); }, {dir.string(), "is a directory"});
 }
 
 }  // namespace
