@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 namespace k3 {
 
@@ -107,12 +108,16 @@ std::vector<Claim> load_claims(const std::string& claims_dir) {
   std::sort(files.begin(), files.end());
   std::vector<Claim> claims;
   for (const std::string& f : files) claims.push_back(load_claim(f));
-  // Natural order of ids: P2 before P10.
+  // Natural order of ids: P2 before P10. The digits compare as text (fewer digits first), so an id of any
+  // length orders without a conversion that could overflow.
   std::stable_sort(claims.begin(), claims.end(), [](const Claim& a, const Claim& b) {
     auto num = [](const std::string& id) {
       std::size_t i = 0;
       while (i < id.size() && !std::isdigit(static_cast<unsigned char>(id[i]))) ++i;
-      return std::make_pair(id.substr(0, i), i < id.size() ? std::stol(id.substr(i)) : 0L);
+      std::size_t digits = i;
+      while (digits + 1 < id.size() && id[digits] == '0') ++digits;
+      const std::string number = id.substr(digits);
+      return std::make_tuple(id.substr(0, i), number.size(), number);
     };
     return num(a.id) < num(b.id);
   });

@@ -217,3 +217,27 @@ TEST(Claims, BadClaimFilesNameFileAndKey) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3 {
+namespace {
+
+// Ids sort naturally (P2 before P10) whatever their length: a 24-digit id used to overflow std::stol.
+TEST(Claims, IdsOfAnyLengthSortNaturally) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "k3perf_claims_ids";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ifstream in(test::data().claims_dir + "/p01-parameter-counts.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<std::string> ids = {"P999999999999999999999999", "P10", "P0002", "P1000000000000000000000000"};
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::ofstream(dir / fmt::format("c{}.yaml", i)) << "id: " << ids[i] << text.substr(text.find('\n'));
+  }
+  std::vector<std::string> got;
+  for (const Claim& c : load_claims(dir.string())) got.push_back(c.id);
+  fs::remove_all(dir);
+  EXPECT_EQ(got, (std::vector<std::string>{"P0002", "P10", "P999999999999999999999999", "P1000000000000000000000000"}));
+}
+
+}  // namespace
+}  // namespace k3
