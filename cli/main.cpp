@@ -1,9 +1,12 @@
 // k3perf: predict, run and measure the performance of Kimi K3 and its family.
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/version.h"
 
 #include <fmt/core.h>
+
+#include <filesystem>
 
 int main(int argc, char** argv) {
   CLI::App app{"k3perf: performance of Kimi K3 (Kimi Delta Attention + gated MLA, LatentMoE) and its family"};
@@ -41,6 +44,10 @@ int main(int argc, char** argv) {
     return e.status();
   } catch (const k3::InputError& e) {
     fmt::print(stderr, "k3perf: error: {}\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that the system refuses (too long, a loop of links): about the input, not the program.
+    fmt::print(stderr, "k3perf: error: {}: {}\n", k3::quoted_excerpt(e.path1().string()), e.code().message());
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "k3perf: internal error: {}\n", e.what());

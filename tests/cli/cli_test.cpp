@@ -211,6 +211,17 @@ TEST_F(CliTest, MakeCheckpointShardGbBoundsShards) {
   EXPECT_EQ(run("make-checkpoint --config " + twin + " --shard-gb 1e300 --out " + ckpt.string()).status, 2);
 }
 
+// Input that used to end as "internal error" (exit 3): a path the system refuses escaped as
+// std::filesystem::filesystem_error. Exit 2, the path cut to an excerpt.
+TEST_F(CliTest, PathTheSystemRefusesIsAnInputError) {
+  const std::string long_name(300, 'a');  // beyond NAME_MAX: stat() fails with ENAMETOOLONG
+  const CommandResult r = run("inspect " + long_name);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("File name too long"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  EXPECT_LT(r.output.size(), 400u) << r.output;
+}
+
 }  // namespace
 
 namespace {
