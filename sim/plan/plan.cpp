@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <limits>
 #include <memory>
 #include <tuple>
 
@@ -41,7 +43,8 @@ double at_percentile(std::vector<double> v, double q) {
 
 PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& base) {
   plan.expect_keys({"hardware", "tp", "attention_dp", "ep", "max_sequences", "max_batched_tokens", "modes", "pd_ratios",
-                    "max_replicas", "slo_percentile", "max_rejected_fraction", "sample_requests", "rank_by"});
+                    "kv_cache", "kda_state", "max_replicas", "max_gpus", "slo_percentile", "max_rejected_fraction",
+                    "sample_requests", "rank_by"});
   PlanSpace s;
   const Parallelism& par = base.deployment.parallelism;
   auto degree = [](const YamlNode& n) { return read_int<int>(n, limit::parallel_degree); };
@@ -71,7 +74,19 @@ PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& 
     }
     return std::pair<int, int>{static_cast<int>(p), static_cast<int>(d)};
   });
+  auto storage = [](std::vector<std::string> allowed) {
+    return [allowed](const YamlNode& n) {
+      StorageFormat f{};
+      parse_storage_format(n.as_choice(allowed), &f);
+      return f;
+    };
+  };
+  s.kv_cache =
+      read_list<StorageFormat>(plan, "kv_cache", {base.deployment.precision.kv_cache}, storage({"bf16", "fp8"}));
+  s.kda_state =
+      read_list<StorageFormat>(plan, "kda_state", {base.deployment.precision.kda_state}, storage({"fp32", "bf16"}));
   if (auto v = plan.find("max_replicas")) s.max_replicas = read_int<int>(*v, limit::replicas);
+  if (auto v = plan.find("max_gpus")) s.max_gpus = read_int<int>(*v, limit::gpus);
   if (auto v = plan.find("slo_percentile")) {
     s.slo_percentile = v->as_positive();
     if (s.slo_percentile > 100) v->fail("expected a percentile in (0, 100]");
@@ -104,10 +119,54 @@ Prices load_prices(const std::string& path) {
   return p;
 }
 
+std::string to_string(Refusal r) {
+  switch (r) {
+    case Refusal::none: return "feasible";
+    case Refusal::layout: return "layout refused";
+    case Refusal::weights: return "weights do not fit";
+    case Refusal::one_sequence: return "one sequence misses TPOT";
+    case Refusal::request_memory: return "a request does not fit";
+    case Refusal::estimate_replicas: return "first estimate > max_replicas";
+    case Refusal::estimate_gpus: return "first estimate > max_gpus";
+    case Refusal::slos_missed: return "SLOs missed at the limit";
+  }
+  return "?";
+}
+
 std::string Candidate::label() const {
   std::string mode = disaggregated ? fmt::format("disagg {}:{}", prefill_per_unit, decode_per_unit) : "agg";
-  return fmt::format("{} tp{} dp{} ep{} b{} t{} {}", hardware, parallelism.tp, parallelism.attention_dp, parallelism.ep,
-                     limits.max_sequences, limits.max_batched_tokens, mode);
+  std::string formats;
+  if (kv_cache != StorageFormat::bf16) formats += " kv " + to_string(kv_cache);
+  if (kda_state != StorageFormat::fp32) formats += " state " + to_string(kda_state);
+  return fmt::format("{} tp{} dp{} ep{} b{} t{}{} {}", hardware, parallelism.tp, parallelism.attention_dp,
+                     parallelism.ep, limits.max_sequences, limits.max_batched_tokens, formats, mode);
+}
+
+std::string plan_defaults_file(const DataPaths& data) {
+  return (std::filesystem::path(data.prices_dir).parent_path() / "serving" / "plan-defaults.yaml").string();
+}
+
+std::vector<std::string> PlanQuestion::sets() const {
+  std::vector<std::string> out;
+  if (!model.empty()) out.push_back("model=" + model);
+  if (!hardware.empty()) {
+    out.push_back("hardware=" + hardware.front());
+    std::string list;
+    for (const std::string& h : hardware) list += (list.empty() ? "" : ", ") + h;
+    out.push_back("plan.hardware=[" + list + "]");
+  }
+  if (input_tokens > 0) out.push_back(fmt::format("serving.requests.input_tokens={}", input_tokens));
+  if (output_tokens > 0) out.push_back(fmt::format("serving.requests.output_tokens={}", output_tokens));
+  if (rate_per_s > 0) out.push_back(fmt::format("serving.requests.rate_per_s={}", rate_per_s));
+  if (prefix_hit >= 0) {
+    K3_CHECK(input_tokens > 0, "a prefix hit rate needs the prompt length");
+    const auto cached = static_cast<int64_t>(std::floor(prefix_hit * double(input_tokens)));
+    out.push_back(fmt::format("serving.requests.cached_tokens={}", cached));
+  }
+  if (ttft_ms > 0) out.push_back(fmt::format("serving.slo.ttft_ms={}", ttft_ms));
+  if (tpot_ms > 0) out.push_back(fmt::format("serving.slo.tpot_ms={}", tpot_ms));
+  if (max_gpus > 0) out.push_back(fmt::format("plan.max_gpus={}", max_gpus));
+  return out;
 }
 
 std::vector<std::size_t> pareto_front(const std::vector<std::pair<double, double>>& pts) {
@@ -201,12 +260,14 @@ struct Evaluator {
     serving::BatchShape one;
     one.add_decode(mean_input + mean_output / 2);
     if (slo.tpot_ms > 0 && model.step.step_us(one) > slo.tpot_ms * 1000.0) {
+      c.refusal = Refusal::one_sequence;
       c.reason = fmt::format("one sequence alone decodes at {:.1f} ms per token", model.step.step_us(one) / 1000.0);
       return;
     }
     const double seq_bytes = model.sequence_bytes(mean_input + mean_output);
     const double fit = std::floor(model.capacity_bytes * model.attention_dp / seq_bytes);
     if (fit < 1) {
+      c.refusal = Refusal::request_memory;
       c.reason = "a mean request's KV and state do not fit";
       return;
     }
@@ -221,12 +282,32 @@ struct Evaluator {
     const double estimate = c.disaggregated ? std::max(std::ceil(rate * prefill_us / 1e6 / c.prefill_per_unit),
                                                        std::ceil(rate * decode_us / 1e6 / c.decode_per_unit))
                                             : std::ceil(rate * (prefill_us + decode_us) / 1e6);
-    // Past max_replicas the search ends at once; clamping first keeps the int exact (and NaN out).
-    int units = estimate >= 1 ? static_cast<int>(std::min(estimate, double(space.max_replicas) + 1)) : 1;
+    const char* unit_name = c.disaggregated ? "units" : "replicas";
+    // Past max_replicas the search ends at once; the estimate is compared as a double (it may exceed any int, or be
+    // NaN), and only a count within the limit becomes an int.
+    if (!(estimate <= double(space.max_replicas))) {
+      c.refusal = Refusal::estimate_replicas;
+      c.needed = estimate <= double(std::numeric_limits<int>::max()) ? static_cast<int>(estimate)
+                                                                     : std::numeric_limits<int>::max();  // NaN too
+      c.reason = fmt::format("the first estimate needs {:.0f} {} > plan.max_replicas {}", estimate, unit_name,
+                             space.max_replicas);
+      return;
+    }
+    int units = std::max(1, static_cast<int>(estimate));
+    if (space.max_gpus > 0 && int64_t(units) * unit_gpus > space.max_gpus) {
+      c.refusal = Refusal::estimate_gpus;
+      c.needed = units * unit_gpus;
+      c.reason = fmt::format("the first estimate needs {} {} of {} GPUs = {} GPUs > plan.max_gpus {}", units, unit_name,
+                             unit_gpus, units * unit_gpus, space.max_gpus);
+      return;
+    }
     std::vector<int64_t> cached(
         work.cached_prefix_tokens.begin(),
         work.cached_prefix_tokens.begin() + static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n));
-    while (units <= space.max_replicas) {
+    int tried = units;
+    double last_ttft = 0, last_tpot = 0;
+    while (units <= space.max_replicas && (space.max_gpus <= 0 || units * unit_gpus <= space.max_gpus)) {
+      tried = units;
       c.trials += 1;
       std::vector<workload::Request> requests;
       if (work.from_trace) {
@@ -254,10 +335,30 @@ struct Evaluator {
         c.tokens_per_s_per_user = r.tokens_per_s_per_user;
         return;
       }
+      // More replicas only lower each one's load: once the SLOs that are missed improve by under 1 % from one
+      // count to the next, the step time itself is what misses them, and larger counts are not tried.
+      const bool ttft_missed = slo.ttft_ms > 0 && c.ttft_ms > slo.ttft_ms;
+      const bool tpot_missed = slo.tpot_ms > 0 && c.tpot_ms > slo.tpot_ms;
+      const bool stalled = c.trials > 1 && (ttft_missed || tpot_missed) &&
+                           (!ttft_missed || c.ttft_ms > 0.99 * last_ttft) &&
+                           (!tpot_missed || c.tpot_ms > 0.99 * last_tpot);
+      if (stalled) {
+        c.refusal = Refusal::slos_missed;
+        c.needed = tried;
+        c.reason = fmt::format("SLOs missed, and more {} stopped helping at {} (p{:g} TTFT {:.0f} ms, TPOT {:.1f} ms)",
+                               unit_name, tried, space.slo_percentile, c.ttft_ms, c.tpot_ms);
+        return;
+      }
+      last_ttft = c.ttft_ms;
+      last_tpot = c.tpot_ms;
       units = std::max(units + 1, static_cast<int>(std::ceil(units * 1.25)));
     }
-    c.reason = fmt::format("SLOs missed with {} {} (p{:g} TTFT {:.0f} ms, TPOT {:.1f} ms)", space.max_replicas,
-                           c.disaggregated ? "units" : "replicas", space.slo_percentile, c.ttft_ms, c.tpot_ms);
+    c.refusal = Refusal::slos_missed;
+    c.needed = tried;
+    const std::string limit = units > space.max_replicas ? fmt::format("plan.max_replicas {}", space.max_replicas)
+                                                         : fmt::format("plan.max_gpus {}", space.max_gpus);
+    c.reason = fmt::format("SLOs missed with {} {}, the most under {} (p{:g} TTFT {:.0f} ms, TPOT {:.1f} ms)", tried,
+                           unit_name, limit, space.slo_percentile, c.ttft_ms, c.tpot_ms);
   }
 };
 
@@ -281,14 +382,20 @@ PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space
                 const std::vector<std::pair<int, int>> ratios =
                     disagg ? space.pd_ratios : std::vector<std::pair<int, int>>{{0, 0}};
                 for (auto [p, d] : ratios) {
-                  Candidate c;
-                  c.hardware = hw;
-                  c.parallelism = Parallelism{tp, dp, ep, 1};
-                  c.limits = {seqs, tokens};
-                  c.disaggregated = disagg;
-                  c.prefill_per_unit = p;
-                  c.decode_per_unit = d;
-                  out.candidates.push_back(c);
+                  for (StorageFormat kv : space.kv_cache) {
+                    for (StorageFormat state : space.kda_state) {
+                      Candidate c;
+                      c.hardware = hw;
+                      c.parallelism = Parallelism{tp, dp, ep, 1};
+                      c.limits = {seqs, tokens};
+                      c.disaggregated = disagg;
+                      c.prefill_per_unit = p;
+                      c.decode_per_unit = d;
+                      c.kv_cache = kv;
+                      c.kda_state = state;
+                      out.candidates.push_back(c);
+                    }
+                  }
                 }
               }
             }
@@ -303,11 +410,13 @@ PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space
   std::string model_key;
   std::unique_ptr<serving::ReplicaModel> model;
   std::string model_error;
+  Refusal model_refusal = Refusal::none;
   for (std::size_t i = 0; i < out.candidates.size(); ++i) {
     Candidate& c = out.candidates[i];
     if (!hardware.count(c.hardware)) hardware.emplace(c.hardware, load_hardware_by_name(c.hardware, data.hardware_dir));
-    const std::string key = fmt::format("{} {} {} {} {}", c.hardware, c.parallelism.tp, c.parallelism.attention_dp,
-                                        c.parallelism.ep, c.limits.max_batched_tokens);
+    const std::string key =
+        fmt::format("{} {} {} {} {} {} {}", c.hardware, c.parallelism.tp, c.parallelism.attention_dp, c.parallelism.ep,
+                    c.limits.max_batched_tokens, to_string(c.kv_cache), to_string(c.kda_state));
     if (key != model_key) {
       model_key = key;
       model.reset();
@@ -315,15 +424,19 @@ PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space
       Scenario s = base.deployment;
       s.hardware = hardware.at(c.hardware);
       s.parallelism = c.parallelism;
+      s.precision.kv_cache = c.kv_cache;
+      s.precision.kda_state = c.kda_state;
       s.phase = Phase::decode(std::max(1, c.parallelism.attention_dp), 0);
       try {
         validate(s);
         model = std::make_unique<serving::ReplicaModel>(s, c.limits.max_batched_tokens);
         if (model->capacity_bytes <= 0) {
+          model_refusal = Refusal::weights;
           model_error =
               fmt::format("weights need {:.1f} GiB more than a GPU has", -model->capacity_bytes / double(1ull << 30));
         }
       } catch (const InputError& e) {
+        model_refusal = Refusal::layout;
         model_error = e.what();
         const std::size_t colon = model_error.find(": ");  // drop the "<file>: " prefix
         if (colon != std::string::npos) model_error = model_error.substr(colon + 2);
@@ -332,6 +445,7 @@ PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space
     if (model_error.empty()) {
       eval.evaluate(c, *model);
     } else {
+      c.refusal = model_refusal;
       c.reason = model_error;
     }
     if (c.feasible) {

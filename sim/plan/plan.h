@@ -11,6 +11,7 @@
 // its bursts are split as routing splits them), arrivals scaled to the rate.
 #pragma once
 
+#include "core/dtype.h"
 #include "core/yaml_reader.h"
 #include "sim/serving/serving_config.h"
 
@@ -28,7 +29,10 @@ struct PlanSpace {
   std::vector<int64_t> max_batched_tokens;
   std::vector<std::string> modes;              // "aggregated", "disaggregated"
   std::vector<std::pair<int, int>> pd_ratios;  // prefill:decode replicas per unit
+  std::vector<StorageFormat> kv_cache;         // MLA cache formats (bf16, fp8)
+  std::vector<StorageFormat> kda_state;        // KDA state formats (fp32, bf16)
   int max_replicas = 64;                       // per candidate (aggregated replicas or P:D units)
+  int max_gpus = 0;                            // GPUs of all replicas of a candidate; 0: no limit
   double slo_percentile = 90;                  // TTFT and TPOT at this percentile must meet the SLOs
   double max_rejected_fraction = 0.0;          // with admission control: rejections allowed
   int64_t sample_requests = 400;               // requests simulated per trial
@@ -46,23 +50,40 @@ struct Prices {
 };
 Prices load_prices(const std::string& path);
 
+// Why a candidate is not feasible, from the first check that refuses it.
+enum class Refusal {
+  none,
+  layout,             // the deployment does not validate (e.g. ep does not divide the GPUs)
+  weights,            // the weights leave no memory for KV and state
+  one_sequence,       // one sequence alone decodes slower than the TPOT SLO
+  request_memory,     // a mean request's KV and state do not fit
+  estimate_replicas,  // the first estimate needs more than plan.max_replicas
+  estimate_gpus,      // the first estimate needs more than plan.max_gpus
+  slos_missed,        // simulated up to the limit, or until more replicas stopped helping, without meeting the SLOs
+};
+std::string to_string(Refusal r);  // a short phrase for the report's histogram
+
 struct Candidate {
   std::string hardware;  // the name as given in the plan
   Parallelism parallelism;
   serving::BatchLimits limits;
   bool disaggregated = false;
   int prefill_per_unit = 0, decode_per_unit = 0;
+  StorageFormat kv_cache = StorageFormat::bf16, kda_state = StorageFormat::fp32;
   // Outcome.
   bool feasible = false;
+  Refusal refusal = Refusal::none;
   std::string reason;  // why not, when infeasible
+  int needed = 0;      // the first estimate's replicas (or units), or GPUs for estimate_gpus; slos_missed: last tried
   int replicas = 0;    // aggregated replicas, or P:D units
   int gpus = 0;
   double dollars_per_hour = 0;      // 0 when the hardware has no price
-  double ttft_ms = 0, tpot_ms = 0;  // at the SLO percentile, in the final trial
+  double ttft_ms = 0, tpot_ms = 0;  // at the SLO percentile, in the final trial (none when trials == 0)
   double tokens_per_s_per_gpu = 0;
   double tokens_per_s_per_user = 0;
   int trials = 0;
-  std::string label() const;  // "h200-sxm tp8 dp1 ep8 b64 t8192 agg"
+  // "h200-sxm tp8 dp1 ep8 b64 t8192 agg"; " kv fp8", " state bf16" before the mode when not bf16 / fp32.
+  std::string label() const;
 };
 
 struct PlanResult {
@@ -77,6 +98,22 @@ struct PlanResult {
 PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space, const serving::Workload& workload,
                     double rate_per_s, const Prices& prices, const DataPaths& data,
                     const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// The one-command question (`k3perf plan --model M --hardware H --isl ... --rate ... --ttft-ms ...`): each value
+// given becomes an edit of the serving file, as `--set` would write it, so a file's keys are overridden and
+// checked the same way. Without a file the edits apply to scenarios/serving/plan-defaults.yaml.
+struct PlanQuestion {
+  std::string model;
+  std::vector<std::string> hardware;  // the first is the deployment's; all are searched
+  int64_t input_tokens = 0, output_tokens = 0;
+  double rate_per_s = 0;
+  double prefix_hit = -1;  // fraction of each prompt the prefix cache holds; < 0: not given
+  double ttft_ms = 0, tpot_ms = 0;
+  int max_gpus = 0;
+  std::vector<std::string> sets() const;
+};
+// scenarios/serving/plan-defaults.yaml of the data folder (the serving folder beside its prices folder).
+std::string plan_defaults_file(const DataPaths& data);
 
 // Indices of the points not dominated when both coordinates are better larger, sorted by x.
 std::vector<std::size_t> pareto_front(const std::vector<std::pair<double, double>>& points);

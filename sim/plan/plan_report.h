@@ -10,7 +10,10 @@
 
 namespace k3::plan {
 
-std::string format_plan(const PlanResult& r, const PlanSpace& space, std::size_t top);
+// The header echoes what the search ran with (model, precision, workload, SLOs, the space); when candidates are
+// refused, a histogram of why, and when none is feasible, the limit that binds and what lifts it.
+std::string format_plan(const PlanResult& r, const PlanSpace& space, const serving::ServingScenario& base,
+                        std::size_t top);
 std::string plan_csv(const PlanResult& r);
 nlohmann::ordered_json to_json(const PlanResult& r, const PlanSpace& space);
 

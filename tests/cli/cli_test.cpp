@@ -332,6 +332,39 @@ TEST_F(CliTest, RunScenarioTheEngineCannotRunNamesTheKey) {
   EXPECT_NE(one.output.find("kimi-k3 (2 layers), decode scenario"), std::string::npos) << one.output;
 }
 
+// `plan` without a serving file: the flags are the question and the header echoes it; a question missing its parts
+// names them; a search with nothing feasible says why and which limit binds.
+TEST_F(CliTest, PlanFromFlagsEchoesTheQuestionAndExplainsRefusals) {
+  const std::string one_layout =
+      " --set plan.attention_dp=[2] --set plan.ep=[16] --set plan.max_sequences=[64] --set "
+      "plan.max_batched_tokens=[8192]"
+      " --set plan.modes=[aggregated] --set plan.kv_cache=[bf16] --quiet";
+  const std::string question = "plan --model kimi-k3 --hardware h200-sxm --isl 4000 --osl 200 --ttft-ms 3000";
+  CommandResult r = run(question + " --rate 1 --tpot-ms 80 --prefix-hit 0.5" + one_layout);
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* line : {"plan       kimi-k3 on h200-sxm\n",
+                           "  workload   1 requests/s of 4000-token prompts (2000 cached) and 200-token answers\n",
+                           "  SLOs       p90 TTFT <= 3000 ms, TPOT <= 80 ms\n",
+                           "1 configurations at 1 requests/s: 1 meet the SLOs (p90), 0 do not\n",
+                           "  h200-sxm tp8 dp2 ep16 b64 t8192 agg  "}) {
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  }
+  r = run("plan --isl 4000 --rate 1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("(missing: --osl, --ttft-ms or --tpot-ms)"), std::string::npos) << r.output;
+  r = run(question + " --rate 1 --prefix-hit 1.5");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--prefix-hit"), std::string::npos) << r.output;
+  // 40 requests/s need more than the two 16-GPU replicas 32 GPUs allow: refused before any simulation.
+  r = run(question + " --rate 40 --gpus-max 32" + one_layout);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("0 meet the SLOs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("      1  first estimate > max_gpus"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("binding limit: the first estimate needs "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GPUs > plan.max_gpus 32"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("SLOs missed"), std::string::npos) << r.output;
+}
+
 }  // namespace
 
 #ifdef K3PERF_TEST_GUI_BUILT
