@@ -5,9 +5,11 @@
 #include "core/scenario.h"
 #include "sim/predict.h"
 #include "sim/text_report.h"
+#include "sim/whatif.h"
 
 #include <fmt/core.h>
 
+#include <functional>
 #include <vector>
 
 namespace k3::cli {
@@ -19,20 +21,56 @@ struct PredictOptions {
   std::string json_path;
   std::string csv_path;
   std::vector<std::string> sets;
+  std::vector<std::string> baseline_sets;  // --baseline-set: the baseline is the scenario with these edits too
+  std::string compare_path;                // --compare: the baseline is another scenario file
+  std::vector<std::string> sweeps;         // --sweep key=v1,v2,...: one prediction per point of the product
   int top = 15;
   bool by_layer = false;
   bool require_fit = false;
 };
 
+std::string label(const std::string& path, const std::vector<std::string>& sets) {
+  std::string out = path;
+  for (const std::string& s : sets) out += " --set " + s;
+  return out;
+}
+
+// Each output only when its flag was given; the text is built only then.
+void write_output(const std::string& path, const std::function<std::string()>& text) {
+  if (path.empty()) return;
+  write_file_atomically(path, text());
+  fmt::print(stderr, "wrote {}\n", path);
+}
+
 void write_outputs(const Prediction& p, const PredictOptions& o) {
-  if (!o.json_path.empty()) {
-    write_file_atomically(o.json_path, to_json(p).dump(2) + "\n");
-    fmt::print(stderr, "wrote {}\n", o.json_path);
-  }
-  if (!o.csv_path.empty()) {
-    write_file_atomically(o.csv_path, to_csv(p));
-    fmt::print(stderr, "wrote {}\n", o.csv_path);
-  }
+  write_output(o.json_path, [&] { return to_json(p).dump(2) + "\n"; });
+  write_output(o.csv_path, [&] { return to_csv(p); });
+}
+
+// --baseline-set / --compare: both predictions and their deltas; --json and --csv write the comparison.
+void run_diff(const PredictOptions& o, const DataPaths& data, const Prediction& p) {
+  std::vector<std::string> base_sets = o.sets;
+  base_sets.insert(base_sets.end(), o.baseline_sets.begin(), o.baseline_sets.end());
+  const std::string base_path = o.compare_path.empty() ? o.scenario : o.compare_path;
+  const Prediction base = predict(load_scenario(base_path, data, o.compare_path.empty() ? base_sets : o.sets));
+  const std::string base_label = label(base_path, o.compare_path.empty() ? base_sets : o.sets);
+  const std::string label_here = label(o.scenario, o.sets);
+  fmt::print("{}", format_prediction_diff(base, p, base_label, label_here));
+  write_output(o.json_path, [&] { return prediction_diff_json(base, p, base_label, label_here).dump(2) + "\n"; });
+  write_output(o.csv_path, [&] { return prediction_diff_csv(base, p); });
+}
+
+void run_sweep_command(const PredictOptions& o, const DataPaths& data) {
+  std::vector<SweepAxis> axes;
+  for (const std::string& text : o.sweeps) axes.push_back(parse_sweep_axis(text));
+  const std::vector<SweepRow> rows = run_sweep(axes, [&](const std::vector<std::string>& point) {
+    std::vector<std::string> sets = o.sets;
+    sets.insert(sets.end(), point.begin(), point.end());
+    return load_scenario(o.scenario, data, sets);
+  });
+  fmt::print("{}", format_sweep(axes, rows));
+  write_output(o.json_path, [&] { return sweep_json(axes, rows).dump(2) + "\n"; });
+  write_output(o.csv_path, [&] { return sweep_csv(axes, rows); });
 }
 
 }  // namespace
@@ -49,14 +87,35 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--top", opts->top, "how many ops to list by time (summed over layers)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--by-layer", opts->by_layer, "list the top ops one row per layer instead of summed over layers");
+  cmd->add_option("--baseline-set", opts->baseline_sets,
+                  "compare with a baseline: the scenario with this edit too, e.g. --baseline-set workload.batch=8 "
+                  "(repeatable); prints both and the deltas per op kind, memory and step")
+      ->allow_extra_args(false);
+  cmd->add_option("--compare", opts->compare_path,
+                  "compare with another scenario file as the baseline (with the same --set edits)");
+  cmd->add_option("--sweep", opts->sweeps,
+                  "one prediction per point: --sweep workload.batch=1,8,64 (repeatable: the cross product); "
+                  "--csv and --json write the sweep table")
+      ->allow_extra_args(false);
   cmd->add_flag("--require-fit", opts->require_fit,
                 "exit with status 4 when the scenario does not fit the GPUs' memory (the report is printed first)");
+  cmd->get_option("--compare")->excludes("--baseline-set");
+  cmd->get_option("--sweep")->excludes("--baseline-set")->excludes("--compare");
   cmd->callback([opts, &global] {
-    const Scenario s = load_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
+    const DataPaths data = DataPaths::resolve(global.data_dir);
+    if (!opts->sweeps.empty()) {
+      run_sweep_command(*opts, data);
+      return;
+    }
+    const Scenario s = load_scenario(opts->scenario, data, opts->sets);
     if (const auto stale = calibration_staleness(s.hardware)) fmt::print(stderr, "warning: {}\n", *stale);
     const Prediction p = predict(s);
-    fmt::print("{}", format_prediction(p, opts->top, opts->by_layer));
-    write_outputs(p, *opts);
+    if (!opts->baseline_sets.empty() || !opts->compare_path.empty()) {
+      run_diff(*opts, data, p);
+    } else {
+      fmt::print("{}", format_prediction(p, opts->top, opts->by_layer));
+      write_outputs(p, *opts);
+    }
     if (opts->require_fit && !p.memory.fits()) {
       throw ExitStatus(4, fmt::format("the scenario does not fit: {} per GPU needed of {} usable",
                                       format_gib(p.memory.total_bytes), format_gib(p.memory.usable_bytes)));

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -363,6 +364,84 @@ TEST_F(CliTest, PlanFromFlagsEchoesTheQuestionAndExplainsRefusals) {
   EXPECT_NE(r.output.find("binding limit: the first estimate needs "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("GPUs > plan.max_gpus 32"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("SLOs missed"), std::string::npos) << r.output;
+}
+
+double step_us_of(const fs::path& prediction_json) {
+  return nlohmann::json::parse(slurp(prediction_json))["step"]["step_time_us"].get<double>();
+}
+
+// --baseline-set and --compare print both predictions and their deltas; the numbers are those of the two
+// predictions run alone (their JSON), per op kind summed from their ops.
+TEST_F(CliTest, PredictWhatIfsPrintBothAndTheDeltas) {
+  const fs::path a = dir_ / "a.json", b = dir_ / "b.json", diff = dir_ / "diff.json", csv = dir_ / "diff.csv";
+  ASSERT_EQ(run("predict " + kScenario + " --set workload.batch=4 --top 0 --json " + a.string()).status, 0);
+  ASSERT_EQ(run("predict " + kScenario + " --set workload.batch=2 --top 0 --json " + b.string()).status, 0);
+  const CommandResult r =
+      run("predict " + kScenario + " --set workload.batch=4 --baseline-set workload.batch=2 --json " + diff.string() +
+          " --csv " + csv.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("baseline   " + kScenario + " --set workload.batch=4 --set workload.batch=2\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  step time  "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  memory per GPU  "), std::string::npos) << r.output;
+  const nlohmann::json d = nlohmann::json::parse(slurp(diff));
+  EXPECT_EQ(d["format"], "k3perf-prediction-diff");
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& row : d["rows"]) rows[row["quantity"].get<std::string>()] = row;
+  EXPECT_DOUBLE_EQ(rows.at("step_time")["baseline"].get<double>(), step_us_of(b) / 1000);
+  EXPECT_DOUBLE_EQ(rows.at("step_time")["scenario"].get<double>(), step_us_of(a) / 1000);
+  double experts_us = 0;
+  const nlohmann::json scenario = nlohmann::json::parse(slurp(a));
+  for (const auto& op : scenario["ops"]) {
+    if (op["kind"] == "moe_experts") experts_us += op["exposed_us"].get<double>();
+  }
+  EXPECT_NEAR(rows.at("moe_experts")["scenario"].get<double>(), experts_us / 1000, 1e-9);
+  EXPECT_NE(slurp(csv).find("quantity,unit,baseline,scenario,delta\nstep_time,ms,"), std::string::npos) << slurp(csv);
+  // --compare: another file is the baseline.
+  const std::string other = std::string(K3PERF_SOURCE_DIR) + "/scenarios/k3-gb300-tp8-decode-128k.yaml";
+  const fs::path c = dir_ / "c.json", o = dir_ / "o.json";
+  ASSERT_EQ(run("predict " + other + " --top 0 --json " + o.string()).status, 0);
+  const CommandResult cmp = run("predict " + kScenario + " --compare " + other + " --json " + c.string());
+  ASSERT_EQ(cmp.status, 0) << cmp.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(slurp(c))["rows"][0]["baseline"].get<double>(), step_us_of(o) / 1000);
+  EXPECT_NE(run("predict " + kScenario + " --compare " + other + " --baseline-set workload.batch=2").status, 0);
+}
+
+// --sweep: one row per point of the cross product, first axis slowest; each row is the prediction of its point.
+TEST_F(CliTest, PredictSweepOneRowPerPoint) {
+  const fs::path csv = dir_ / "sweep.csv", json = dir_ / "sweep.json";
+  const CommandResult r =
+      run("predict " + kScenario + " --sweep workload.batch=2,4 --sweep workload.context_tokens=8192,131072 --csv " +
+          csv.string() + " --json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("sweep over 4 points"), std::string::npos) << r.output;
+  std::stringstream lines(slurp(csv));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line,
+            "workload.batch,workload.context_tokens,step_time_ms,tokens_per_s,tokens_per_s_per_gpu,memory_per_gpu_gib,"
+            "usable_per_gpu_gib,fits");
+  const std::vector<std::pair<int, int>> points = {{2, 8192}, {2, 131072}, {4, 8192}, {4, 131072}};
+  for (const auto& [batch, context] : points) {
+    ASSERT_TRUE(std::getline(lines, line));
+    EXPECT_EQ(line.rfind(fmt::format("{},{},", batch, context), 0), 0u) << line;
+    const fs::path one = dir_ / "one.json";
+    ASSERT_EQ(run(fmt::format("predict {} --set workload.batch={} --set workload.context_tokens={} --top 0 --json {}",
+                              kScenario, batch, context, one.string()))
+                  .status,
+              0);
+    const std::string rest = line.substr(fmt::format("{},{},", batch, context).size());
+    EXPECT_NEAR(std::stod(rest), step_us_of(one) / 1000, 1e-6) << line;
+  }
+  EXPECT_EQ(nlohmann::json::parse(slurp(json))["points"].size(), 4u);
+  CommandResult bad = run("predict " + kScenario + " --sweep workload.batch=");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--sweep 'workload.batch=': an empty value"), std::string::npos) << bad.output;
+  bad = run("predict " + kScenario + " --sweep workload.bach=1,2");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("sweep point workload.bach=1"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("unknown key"), std::string::npos) << bad.output;
 }
 
 }  // namespace
