@@ -21,6 +21,8 @@ struct CompareOptions {
   std::string hardware = "h200-sxm";
   std::string json;
   std::string csv;
+  std::string by = "us";
+  bool force = false;
   int top = 15;
 };
 }  // namespace
@@ -36,6 +38,10 @@ void add_compare_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--json", o->json, "write the full comparison as JSON");
   cmd->add_option("--csv", o->csv, "write the per-op table as CSV");
   cmd->add_option("--top", o->top, "ops with the largest errors to print")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--by", o->by, "rank the largest errors by |predicted - measured| (us) or by |error %| (percent)")
+      ->check(CLI::IsMember({"us", "percent"}));
+  cmd->add_flag("--force", o->force,
+                "compare a prediction and a trace of different shapes (batch, context, layers, hardware, ...)");
   cmd->callback([o, &global] {
     const Hardware hw = load_hardware_by_name(o->hardware, DataPaths::resolve(global.data_dir).hardware_dir);
     if (o->trace.empty() && o->counters.empty()) throw InputError("compare needs --trace, --counters or both");
@@ -46,8 +52,19 @@ void add_compare_command(CLI::App& app, const GlobalOptions& global) {
     nlohmann::ordered_json json;
     if (!o->trace.empty()) {
       const profiler::Trace trace = profiler::read_trace(o->trace);
+      const std::vector<std::string> mismatches = profiler::shape_mismatches(prediction, trace.metadata);
+      std::string list;
+      for (const std::string& m : mismatches) list += "\n  " + m;
+      if (!mismatches.empty() && !o->force) {
+        throw InputError(
+            fmt::format("{} and {} are of different shapes:{}\n(predict the trace's shape, e.g. "
+                        "`k3perf run --dry-run --prediction-json` with the run's flags, or pass --force)",
+                        o->prediction, o->trace, list));
+      }
+      if (!mismatches.empty()) fmt::print(stderr, "warning: compared anyway (--force), shapes differ:{}\n", list);
       const profiler::Comparison c = profiler::compare(prediction, trace, hw);
-      fmt::print("{} against {}\n{}", o->prediction, o->trace, profiler::to_text(c, o->top));
+      const auto order = o->by == "percent" ? profiler::ErrorOrder::percent : profiler::ErrorOrder::absolute_us;
+      fmt::print("{} against {}\n{}", o->prediction, o->trace, profiler::to_text(c, o->top, order));
       json = profiler::to_json(c);
       if (!o->csv.empty()) {
         write_file_atomically(o->csv, profiler::to_csv(c));

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace k3::profiler {
@@ -41,6 +44,61 @@ double union_us(std::vector<Interval> spans) {
   }
   if (open) total += cur_end - cur_start;
   return static_cast<double>(total) / 1000.0;
+}
+
+// Each step's span on the GPU (first to last event attributed to an op of that instance) and the time some GPU
+// event (attributed or not, any stream) runs inside it.
+std::vector<StepWindow> step_windows(const Trace& trace) {
+  std::vector<Interval> windows, busy;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const EventKind k = trace.kind[i];
+    if (k == EventKind::api || k == EventKind::range) continue;
+    busy.push_back({trace.start_ns[i], trace.end_ns[i]});
+    if (trace.op[i] == kNone || trace.op_instance[i] < 0) continue;
+    const auto s = static_cast<std::size_t>(trace.op_instance[i]);
+    if (s >= windows.size()) windows.resize(s + 1, {INT64_MAX, INT64_MIN});
+    windows[s] = {std::min(windows[s].first, trace.start_ns[i]), std::max(windows[s].second, trace.end_ns[i])};
+  }
+  // The busy intervals as a sorted disjoint union, then each window's overlap with it.
+  std::sort(busy.begin(), busy.end());
+  std::vector<Interval> merged;
+  for (const Interval& b : busy) {
+    if (!merged.empty() && b.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, b.second);
+    } else {
+      merged.push_back(b);
+    }
+  }
+  std::vector<StepWindow> out;
+  for (const auto& [start, end] : windows) {
+    if (start > end) continue;  // an instance no event has
+    StepWindow w;
+    w.span_us = static_cast<double>(end - start) / 1000.0;
+    auto it = std::upper_bound(merged.begin(), merged.end(), Interval{start, INT64_MAX});
+    if (it != merged.begin()) --it;
+    std::int64_t covered = 0;
+    for (; it != merged.end() && it->first < end; ++it)
+      covered += std::max<std::int64_t>(0, std::min(end, it->second) - std::max(start, it->first));
+    w.busy_us = static_cast<double>(covered) / 1000.0;
+    out.push_back(w);
+  }
+  return out;
+}
+
+// "NVIDIA H200" -> {"h200"}: the words of a name, lowercased, without the vendor.
+std::vector<std::string> gpu_words(const std::string& name) {
+  std::vector<std::string> out;
+  std::string word;
+  for (std::size_t i = 0; i <= name.size(); ++i) {
+    const char ch = i < name.size() ? static_cast<char>(std::tolower(static_cast<unsigned char>(name[i]))) : ' ';
+    if (std::isalnum(static_cast<unsigned char>(ch))) {
+      word += ch;
+    } else if (!word.empty()) {
+      if (word != "nvidia") out.push_back(word);
+      word.clear();
+    }
+  }
+  return out;
 }
 
 double roofline_us(const PredictedOp& op, const Hardware& hw) {
@@ -245,7 +303,58 @@ Comparison compare(const PredictionFile& prediction, const Trace& trace, const H
     g.median_abs_error_percent = median(errors);
     c.by_step.push_back(std::move(g));
   }
+  c.predicted_step_us = prediction.step_time_us;
+  c.steps = step_windows(trace);
+  std::vector<double> spans_us, idle_us;
+  for (const StepWindow& w : c.steps) {
+    spans_us.push_back(w.span_us);
+    idle_us.push_back(w.idle_us());
+  }
+  c.measured_step_us = median(spans_us);
+  c.gpu_idle_in_steps_us = median(idle_us);
   return c;
+}
+
+std::vector<std::string> shape_mismatches(const PredictionFile& p, const std::map<std::string, std::string>& meta) {
+  std::vector<std::string> out;
+  auto differ = [&out](const std::string& what, const auto& predicted, const auto& traced) {
+    if (predicted != traced)
+      out.push_back(fmt::format("{}: the prediction has {}, the trace {}", what, predicted, traced));
+  };
+  if (const auto m = meta.find("model"); m != meta.end()) {
+    // "kimi-k3 (4 layers)"
+    char name[256] = {};
+    int layers = 0;
+    if (std::sscanf(m->second.c_str(), "%255s (%d layers)", name, &layers) == 2) {
+      if (!p.model.empty()) differ("model", p.model, std::string(name));
+      if (p.layers > 0) differ("layers", p.layers, layers);
+    }
+  }
+  if (const auto sh = meta.find("shape"); sh != meta.end()) {
+    long long batch = 0, tokens = 0, chunk = 0;
+    if (std::sscanf(sh->second.c_str(), "prefill of %lld x %lld tokens in chunks of %lld", &batch, &tokens, &chunk) ==
+        3) {
+      if (!p.phase.empty()) differ("phase", p.phase, std::string("prefill"));
+      if (p.phase == "prefill") {
+        if (p.batch > 0) differ("batch", p.batch, batch);
+        if (p.new_tokens > 0) differ("prompt tokens", p.new_tokens, tokens);
+      }
+    } else if (std::sscanf(sh->second.c_str(), "batch %lld, context %lld", &batch, &tokens) == 2) {
+      if (!p.phase.empty() && p.phase != "decode") differ("phase", p.phase, std::string("decode"));
+      if (p.batch > 0) differ("batch", p.batch, batch);
+      if (p.context_tokens > 0) differ("context", p.context_tokens, tokens);
+    }
+  }
+  if (const auto g = meta.find("gpu"); g != meta.end() && !p.hardware.empty()) {
+    const std::vector<std::string> have = gpu_words(p.hardware);
+    for (const std::string& w : gpu_words(g->second)) {
+      if (std::find(have.begin(), have.end(), w) == have.end()) {
+        out.push_back(fmt::format("hardware: the prediction is for {}, the trace ran on {}", p.hardware, g->second));
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -288,6 +397,17 @@ nlohmann::ordered_json to_json(const Comparison& c) {
       {"predicted_step_us", s.predicted_step_us()},
       {"step_us", s.step_us()},
       {"step_is", s.emulated ? "measured compute + predicted communication" : "measured compute + communication"}};
+  nlohmann::ordered_json windows = nlohmann::ordered_json::array();
+  for (const StepWindow& w : c.steps) {
+    windows.push_back({{"span_us", w.span_us}, {"busy_us", w.busy_us}, {"idle_us", w.idle_us()}});
+  }
+  j["step"] = {{"predicted_step_us", c.predicted_step_us > 0 ? nlohmann::ordered_json(c.predicted_step_us) : nullptr},
+               {"measured_step_us", c.measured_step_us},
+               {"error_percent", c.predicted_step_us > 0
+                                     ? nlohmann::ordered_json(error_percent(c.predicted_step_us, c.measured_step_us))
+                                     : nullptr},
+               {"gpu_idle_in_steps_us", c.gpu_idle_in_steps_us},
+               {"steps", std::move(windows)}};
   j["by_kind"] = groups_json(c.by_kind);
   j["by_step"] = groups_json(c.by_step);
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
@@ -348,7 +468,7 @@ std::string to_csv(const Comparison& c) {
   return out;
 }
 
-std::string to_text(const Comparison& c, int top_ops) {
+std::string to_text(const Comparison& c, int top_ops, ErrorOrder order_by) {
   std::string out;
   auto line = [&out](const std::string& s) { out += s + "\n"; };
   line(fmt::format("{} ops measured of {} predicted; {} predicted ops not measured, {} measured ops not predicted",
@@ -371,6 +491,16 @@ std::string to_text(const Comparison& c, int top_ops) {
                      s.emulated ? "measured compute + predicted communication" : "measured", s.predicted_step_us(),
                      error_percent(s.predicted_step_us(), s.step_us())));
   }
+  if (!c.steps.empty()) {
+    const std::string predicted = c.predicted_step_us > 0
+                                      ? fmt::format(" vs {:.1f} us predicted ({:+.1f}%)", c.predicted_step_us,
+                                                    error_percent(c.predicted_step_us, c.measured_step_us))
+                                      : " (the prediction has no step time)";
+    line(fmt::format("step on the GPU {:.1f} us (median of {}, first to last kernel){}", c.measured_step_us,
+                     c.steps.size(), predicted));
+    line(fmt::format("GPU idle inside steps {:.1f} us median ({:.1f}% of the step)", c.gpu_idle_in_steps_us,
+                     c.measured_step_us > 0 ? 100 * c.gpu_idle_in_steps_us / c.measured_step_us : 0.0));
+  }
   line("");
   line(fmt::format("{:<18} {:>5} {:>14} {:>14} {:>12}", "by op kind", "ops", "predicted us", "measured us",
                    "median |err|"));
@@ -387,20 +517,24 @@ std::string to_text(const Comparison& c, int top_ops) {
   }
   std::vector<const OpComparison*> order;
   for (const OpComparison& o : c.ops) order.push_back(&o);
-  std::stable_sort(order.begin(), order.end(), [](const OpComparison* a, const OpComparison* b) {
-    return std::fabs(a->error_percent) > std::fabs(b->error_percent);
+  auto abs_us = [](const OpComparison* o) { return std::fabs(o->predicted->time_us - o->measured_us); };
+  std::stable_sort(order.begin(), order.end(), [&](const OpComparison* a, const OpComparison* b) {
+    return order_by == ErrorOrder::percent ? std::fabs(a->error_percent) > std::fabs(b->error_percent)
+                                           : abs_us(a) > abs_us(b);
   });
   if (top_ops > 0 && !order.empty()) {
     line("");
-    line(fmt::format("{} largest errors", std::min<std::size_t>(order.size(), static_cast<std::size_t>(top_ops))));
-    line(fmt::format("  {:<28} {:<14} {:<13} {:>12} {:>12} {:>8} {:>10} {:>10} {:>9}", "name", "kind", "bound",
-                     "predicted us", "measured us", "error", "GB/s", "TFLOP/s", "roofline"));
+    line(fmt::format("{} largest errors ({})", std::min<std::size_t>(order.size(), static_cast<std::size_t>(top_ops)),
+                     order_by == ErrorOrder::percent ? "by |error %|; --by us ranks by microseconds"
+                                                     : "by |predicted - measured| us; --by percent ranks by %"));
+    line(fmt::format("  {:<28} {:<14} {:<13} {:>12} {:>12} {:>10} {:>8} {:>10} {:>10} {:>9}", "name", "kind", "bound",
+                     "predicted us", "measured us", "error us", "error", "GB/s", "TFLOP/s", "roofline"));
     for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(top_ops); ++i) {
       const OpComparison& o = *order[i];
       const PredictedOp& p = *o.predicted;
-      line(fmt::format("  {:<28} {:<14} {:<13} {:>12.3f} {:>12.3f} {:>7.1f}% {:>10.1f} {:>10.3f} {:>9}", p.name,
-                       to_string(p.kind), p.bound, p.time_us, o.measured_us, o.error_percent,
-                       o.achieved_bytes_per_s / 1e9, o.achieved_flops_per_s / 1e12,
+      line(fmt::format("  {:<28} {:<14} {:<13} {:>12.3f} {:>12.3f} {:>+10.3f} {:>7.1f}% {:>10.1f} {:>10.3f} {:>9}",
+                       p.name, to_string(p.kind), p.bound, p.time_us, o.measured_us, p.time_us - o.measured_us,
+                       o.error_percent, o.achieved_bytes_per_s / 1e9, o.achieved_flops_per_s / 1e12,
                        o.roofline_percent ? fmt::format("{:.1f}%", *o.roofline_percent) : std::string("-")));
     }
   }

@@ -6,7 +6,10 @@
 //   achieved bandwidth = bytes / measured, FLOP rate = flops / measured (the prediction's counts);
 //   roofline_us = max(flops / peak[compute type], bytes / HBM bandwidth) at 100 % of the hardware's
 //     peaks; % of roofline = roofline_us / measured · 100 (none for collectives);
-//   coverage = kernel time attributed to predicted ops / all kernel time.
+//   coverage = kernel time attributed to predicted ops / all kernel time;
+//   a step on the GPU = from the first to the last GPU event attributed to an op of that instance (step);
+//     its idle time = that span minus the union of every kernel, copy and set inside it (any stream);
+//     the step's error compares the median span with the prediction's step_time_us.
 // Fused ops: an engine may run a predicted op inside its neighbour's kernel and range (the AttnRes
 // mixer with the RMSNorm after it); the prediction records which (PredictedOp::runs_inside, from the op
 // graph's Op::runs_inside). When the trace has no range of such an op but has its host's, the op's
@@ -87,9 +90,19 @@ struct ComputeCommunication {
   }
 };
 
+struct StepWindow {    // one step (op instance) on the GPU
+  double span_us = 0;  // first to last GPU event attributed to the step's ops
+  double busy_us = 0;  // union of every GPU event inside the span
+  double idle_us() const { return span_us - busy_us; }
+};
+
 struct Comparison {
   std::string prediction_origin;
-  bool records_engine = false;  // the prediction lists the engine's own ranges (PredictionFile::records_engine)
+  double predicted_step_us = 0;     // the prediction's step_time_us (0: not in the file)
+  std::vector<StepWindow> steps;    // by instance
+  double measured_step_us = 0;      // median span
+  double gpu_idle_in_steps_us = 0;  // median idle time inside a step
+  bool records_engine = false;      // the prediction lists the engine's own ranges (PredictionFile::records_engine)
   std::map<std::string, std::string> trace_metadata;
   std::vector<OpComparison> ops;             // measured ops, in prediction order
   std::vector<EmulatedCollective> emulated;  // in prediction order (collectives: emulated)
@@ -117,8 +130,19 @@ double error_percent(double predicted, double measured);  // signed, of the meas
 // `prediction` must outlive the result (OpComparison points into it).
 Comparison compare(const PredictionFile& prediction, const Trace& trace, const Hardware& hw);
 
+// What a prediction and a trace both record of the shape run, where they differ: model, layers, batch, context
+// (or prompt tokens of a prefill), phase, hardware (the trace's GPU name, "NVIDIA " dropped, must be words of the
+// prediction's hardware name). One line each, "batch: the prediction has 8, the trace 1"; empty when they agree
+// or the trace does not record the shape (metadata `model`, `shape`, `gpu` of `k3perf run --trace`).
+std::vector<std::string> shape_mismatches(const PredictionFile& prediction,
+                                          const std::map<std::string, std::string>& trace_metadata);
+
+enum class ErrorOrder { absolute_us, percent };  // how to_text ranks the largest errors
+
 nlohmann::ordered_json to_json(const Comparison& c);
-std::string to_csv(const Comparison& c);                // one row per measured op
-std::string to_text(const Comparison& c, int top_ops);  // summary + the `top_ops` largest errors
+std::string to_csv(const Comparison& c);  // one row per measured op
+// Summary, the step and its GPU idle time, then the `top_ops` largest errors (by |predicted - measured| us, or by
+// |error %|).
+std::string to_text(const Comparison& c, int top_ops, ErrorOrder order = ErrorOrder::absolute_us);
 
 }  // namespace k3::profiler

@@ -56,6 +56,13 @@ PredictionFile parse_prediction(const std::string& text, const std::string& orig
   p.hardware = scenario["hardware"].as_string();
   p.cuda_graphs = scenario["cuda_graphs"].as_bool();
   if (const auto phase = scenario.find("phase")) p.phase = phase->as_string();
+  if (const auto model = scenario.find("model")) p.model = model->as_string();
+  if (const auto v = scenario.find("batch")) p.batch = v->as_int();
+  if (const auto v = scenario.find("context_tokens")) p.context_tokens = v->as_int();
+  if (const auto v = scenario.find("new_tokens")) p.new_tokens = v->as_int();
+  if (const auto step = root.find("step")) {
+    if (const auto v = step->find("step_time_us")) p.step_time_us = v->as_double();
+  }
   const JsonNode ops = root["ops"];
   if (!ops.raw().is_array()) ops.fail("expected an array of ops");
   std::set<std::string> seen;
@@ -79,6 +86,7 @@ PredictionFile parse_prediction(const std::string& text, const std::string& orig
       op.runs_inside = o["runs_inside"].as_string();
       if (op.runs_inside.empty() || op.runs_inside == op.name) o["runs_inside"].fail("expected another op's name");
     }
+    if (const std::optional<OpRef> ref = parse_op_name(op.name)) p.layers = std::max(p.layers, ref->layer + 1);
     p.ops.push_back(std::move(op));
   }
   if (!root.has("engine_only_ops")) {

@@ -31,6 +31,12 @@ struct PredictionFile {
   std::string origin;
   std::string hardware;  // the hardware's display name
   std::string phase;     // scenario.phase: "decode", "prefill", ...; empty in a file without it
+  // The shape predicted (scenario.model, .batch, .context_tokens, .new_tokens; 0 or empty in a file without them)
+  // and the layers its ops name; compare checks them against what a trace records (shape_mismatches).
+  std::string model;
+  long long batch = 0, context_tokens = 0, new_tokens = 0;
+  int layers = 0;
+  double step_time_us = 0;  // step.step_time_us; 0 in a file without it
   bool cuda_graphs = true;
   std::vector<PredictedOp> ops;
   bool records_engine = false;           // the file has engine_only_ops (and runs_inside where an op has one)

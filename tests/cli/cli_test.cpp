@@ -444,6 +444,27 @@ TEST_F(CliTest, PredictSweepOneRowPerPoint) {
   EXPECT_NE(bad.output.find("unknown key"), std::string::npos) << bad.output;
 }
 
+// compare refuses a prediction and a trace of different shapes (the committed H200 runs at 8 K and 128 K context)
+// unless --force; the matching pair compares, with the step and its idle time.
+TEST_F(CliTest, CompareRefusesDifferentShapesUnlessForced) {
+  const std::string runs = std::string(K3PERF_SOURCE_DIR) + "/bench/results/2026-12-01-h200-engine-traces-9/";
+  const std::string trace = " --trace " + runs + "trace_decode_b1_ctx131072.json.gz --top 3";
+  CommandResult r = run("compare --prediction " + runs + "pred_decode_b1_ctx8192.json" + trace);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("are of different shapes:\n  context: the prediction has 8192, the trace 131072"),
+            std::string::npos)
+      << r.output;
+  r = run("compare --prediction " + runs + "pred_decode_b1_ctx8192.json" + trace + " --force");
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = run("compare --prediction " + runs + "pred_decode_b1_ctx131072.json" + trace);
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* needle : {"step on the GPU ", "us predicted (", "GPU idle inside steps ",
+                             "3 largest errors (by |predicted - measured| us"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+  EXPECT_NE(run("compare --prediction " + runs + "pred_decode_b1_ctx131072.json" + trace + " --by fraction").status, 0);
+}
+
 }  // namespace
 
 #ifdef K3PERF_TEST_GUI_BUILT
