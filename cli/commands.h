@@ -44,6 +44,9 @@ void add_compare_command(CLI::App& app, const GlobalOptions& global);
 void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
 // The desktop GUI (gui/app): replaces this process with k3perf-gui.
 void add_gui_command(CLI::App& app, const GlobalOptions& global);
+// After a parse error for an argument nobody takes: "'predikt': did you mean 'predict'?" (the verb, or the option
+// of the verb reached, nearest by edit distance), or "" when nothing is near.
+std::string did_you_mean(const CLI::App& app);
 // `k3perf` with no verb: predict the embedded default scenario and print the summary.
 int run_default(const GlobalOptions& global);
 

@@ -354,7 +354,7 @@ TEST_F(CliTest, PlanFromFlagsEchoesTheQuestionAndExplainsRefusals) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("(missing: --osl, --ttft-ms or --tpot-ms)"), std::string::npos) << r.output;
   r = run(question + " --rate 1 --prefix-hit 1.5");
-  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--prefix-hit"), std::string::npos) << r.output;
   // 40 requests/s need more than the two 16-GPU replicas 32 GPUs allow: refused before any simulation.
   r = run(question + " --rate 40 --gpus-max 32" + one_layout);
@@ -405,7 +405,7 @@ TEST_F(CliTest, PredictWhatIfsPrintBothAndTheDeltas) {
   const CommandResult cmp = run("predict " + kScenario + " --compare " + other + " --json " + c.string());
   ASSERT_EQ(cmp.status, 0) << cmp.output;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(slurp(c))["rows"][0]["baseline"].get<double>(), step_us_of(o) / 1000);
-  EXPECT_NE(run("predict " + kScenario + " --compare " + other + " --baseline-set workload.batch=2").status, 0);
+  EXPECT_EQ(run("predict " + kScenario + " --compare " + other + " --baseline-set workload.batch=2").status, 2);
 }
 
 // --sweep: one row per point of the cross product, first axis slowest; each row is the prediction of its point.
@@ -462,7 +462,24 @@ TEST_F(CliTest, CompareRefusesDifferentShapesUnlessForced) {
                              "3 largest errors (by |predicted - measured| us"}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
   }
-  EXPECT_NE(run("compare --prediction " + runs + "pred_decode_b1_ctx131072.json" + trace + " --by fraction").status, 0);
+  EXPECT_EQ(run("compare --prediction " + runs + "pred_decode_b1_ctx131072.json" + trace + " --by fraction").status, 2);
+}
+
+// A usage error exits 2 and names what is nearest: a verb, or an option of the verb reached; --help shows defaults.
+TEST_F(CliTest, UnknownVerbsAndOptionsSayDidYouMean) {
+  CommandResult r = run("predikt");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("'predikt': did you mean 'predict'?"), std::string::npos) << r.output;
+  r = run("predict " + kScenario + " --topp 3");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("'--topp': did you mean '--top'?"), std::string::npos) << r.output;
+  r = run("xyzzyplugh");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(r.output.find("did you mean"), std::string::npos) << "nothing is near:\n" << r.output;
+  r = run("predict --help");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--top INT:NONNEGATIVE=15"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("=[]"), std::string::npos) << "no empty list shown as a default:\n" << r.output;
 }
 
 }  // namespace
