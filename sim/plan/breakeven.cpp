@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -212,10 +213,29 @@ double losing_share(const MetricCurve& curve, const std::vector<long long>& leng
   return counted ? double(losing) / double(counted) : 0.0;
 }
 
+namespace {
+
+// A unit as a column name takes it: "GiB" -> "gib", "tok/s" -> "tok_per_s", "USD/M tokens" -> "usd_per_m_tokens".
+std::string csv_unit(BreakevenMetric m) {
+  std::string out;
+  for (char ch : unit_of(m)) {
+    if (ch == '/') {
+      out += "_per_";
+    } else if (ch == ' ') {
+      out += '_';
+    } else {
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string breakeven_csv(const BreakevenResult& r) {
   std::string out = "input_tokens";
   for (const MetricCurve& c : r.curves) {
-    out += fmt::format(",{0}_hybrid,{0}_all_mla,{0}_hybrid_wins", to_string(c.metric));
+    out += fmt::format(",{0}_{1}_hybrid,{0}_{1}_all_mla,{0}_hybrid_wins", to_string(c.metric), csv_unit(c.metric));
   }
   out += "\n";
   if (r.curves.empty()) return out;

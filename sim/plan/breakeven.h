@@ -83,7 +83,9 @@ BreakevenResult solve_breakeven(const BreakevenSpec& spec);
 // lengths that fit neither model are left out.
 double losing_share(const MetricCurve& curve, const std::vector<long long>& input_lengths);
 
-std::string breakeven_csv(const BreakevenResult& r);     // one row per prompt length, both models per metric
+// One row per prompt length, both models per metric; columns carry units ("tpot_ms_hybrid", "tpot_ms_all_mla",
+// "tpot_hybrid_wins").
+std::string breakeven_csv(const BreakevenResult& r);
 std::string format_breakeven(const BreakevenResult& r);  // the terminal summary
 
 }  // namespace k3

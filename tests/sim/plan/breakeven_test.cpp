@@ -92,6 +92,14 @@ TEST(Breakeven, EveryMetricAndDeterministicOutput) {
   ASSERT_EQ(a.curves.size(), 4u);  // the file gives a price: the cost metric is in
   EXPECT_EQ(breakeven_csv(a), breakeven_csv(b));
   EXPECT_EQ(format_breakeven(a), format_breakeven(b));
+  // The CSV's columns carry their units.
+  const std::string csv = breakeven_csv(a);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "input_tokens,memory_per_request_gib_hybrid,memory_per_request_gib_all_mla,memory_per_request_hybrid_wins,"
+            "tpot_ms_hybrid,tpot_ms_all_mla,tpot_hybrid_wins,throughput_at_budget_tok_per_s_hybrid,"
+            "throughput_at_budget_tok_per_s_all_mla,throughput_at_budget_hybrid_wins,"
+            "cost_per_million_tokens_usd_per_m_tokens_hybrid,cost_per_million_tokens_usd_per_m_tokens_all_mla,"
+            "cost_per_million_tokens_hybrid_wins");
   // Short chat requests: the state dominates memory, so the hybrid loses on memory and what follows from it at 128
   // tokens; on TPOT it wins from the start: an MLA layer's decode kernels carry larger fixed floors (mla_attention
   // 20.4 us per kernel, measured on the H200) than a KDA layer's, whatever the length.
