@@ -11,6 +11,8 @@
 
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -84,7 +86,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--csv", opts->csv_path, "write every candidate as CSV");
   cmd->add_option("--plot", opts->plot_path, "draw the Pareto front (.svg or .png)");
   cmd->add_option("--top", opts->top, "how many ranked configurations to list")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--quiet", opts->quiet, "no progress line");
+  cmd->add_flag("--quiet", opts->quiet, "no progress line (on a terminal) or line of the search done (in a log)");
   cmd->callback([opts, &global] {
     check_question(*opts);
     if (opts->question.prefix_hit >= 0 && opts->question.input_tokens <= 0) {
@@ -115,15 +117,19 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
       prices.per_gpu_hour[p.substr(0, eq)] = value;
       prices.source[p.substr(0, eq)] = "--price";
     }
-    const bool progress = !opts->quiet;
+    // On a terminal a progress line, redrawn once per percent; in a log one line when the search is done.
+    const bool progress = !opts->quiet && isatty(fileno(stderr));
     const plan::PlanResult r =
         plan::run_plan(s, space, w, rate_per_s, prices, data, [progress](std::size_t done, std::size_t total) {
-          // One update per percent: a line, not a flood, when redirected.
           if (progress && (done * 100 / total != (done - 1) * 100 / total || done == total)) {
             fmt::print(stderr, "\rplan: {}/{} configurations", done, total);
           }
         });
-    if (progress) fmt::print(stderr, "\n");
+    if (progress) {
+      fmt::print(stderr, "\n");
+    } else if (!opts->quiet) {
+      fmt::print(stderr, "plan: {} configurations searched\n", r.candidates.size());
+    }
     fmt::print("{}", plan::format_plan(r, space, s, static_cast<std::size_t>(opts->top)));
     if (!opts->json_path.empty()) {
       write_file_atomically(opts->json_path, plan::to_json(r, space).dump(2) + "\n");

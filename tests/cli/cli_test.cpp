@@ -350,6 +350,11 @@ TEST_F(CliTest, PlanFromFlagsEchoesTheQuestionAndExplainsRefusals) {
                            "  h200-sxm tp8 dp2 ep16 b64 t8192 agg  "}) {
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
   }
+  // Not a terminal (a pipe here): one line when the search is done, no progress redrawn with '\r'.
+  r = run(question + " --rate 1 --tpot-ms 80" + one_layout.substr(0, one_layout.find(" --quiet")));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("plan: 1 configurations searched\n"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << r.output;
   r = run("plan --isl 4000 --rate 1");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("(missing: --osl, --ttft-ms or --tpot-ms)"), std::string::npos) << r.output;
