@@ -1,5 +1,6 @@
 #include "core/data_paths.h"
 
+#include "core/comma_list.h"
 #include "core/error.h"
 
 #include <algorithm>
@@ -42,23 +43,13 @@ std::vector<std::string> list_names(const std::string& dir, const std::string& e
   return names;
 }
 
-namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-}  // namespace
-
 std::string DataPaths::find_model_file(const std::string& name_or_path, const std::string& models_dir) {
   std::error_code ec;
   if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
   const fs::path candidate = fs::path(models_dir) / (name_or_path + ".json");
   if (fs::is_regular_file(candidate, ec)) return candidate.string();
   throw InputError(fmt::format("unknown model '{}': not a file, and not one of [{}] in {}", name_or_path,
-                               join(list_names(models_dir, ".json")), models_dir));
+                               comma_list(list_names(models_dir, ".json")), models_dir));
 }
 
 std::string DataPaths::find_hardware_file(const std::string& name_or_path, const std::string& hardware_dir) {
@@ -71,7 +62,7 @@ std::string DataPaths::find_hardware_file(const std::string& name_or_path, const
   if (fs::is_regular_file(file, ec)) return file.string();
   const std::vector<std::string> names = list_names(hardware_dir, ".yaml");
   throw InputError(fmt::format("unknown hardware '{}': no {}; available in {}: {} (or give a path to a .yaml file)",
-                               name_or_path, file.string(), hardware_dir, names.empty() ? "none" : join(names)));
+                               name_or_path, file.string(), hardware_dir, names.empty() ? "none" : comma_list(names)));
 }
 
 }  // namespace k3

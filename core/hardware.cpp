@@ -1,5 +1,6 @@
 #include "core/hardware.h"
 
+#include "core/comma_list.h"
 #include "core/data_paths.h"
 #include "core/error.h"
 #include "core/op_graph.h"
@@ -48,12 +49,6 @@ const Efficiency& default_efficiency_ref(EfficiencyClass c) {
   }
   K3_CHECK(false, "no default efficiency for class {}", static_cast<int>(c));
   return kDefaultEfficiency[0].eff;  // unreachable
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
 }
 
 bool is_kebab_case(const std::string& id) {
@@ -120,7 +115,7 @@ class HardwareParser {
     if (hw.sources.count(id) == 0) {
       std::vector<std::string> known;
       for (const auto& [k, v] : hw.sources) known.push_back(k);
-      node.fail(fmt::format("source '{}' is not listed under 'sources' (listed: {})", id, join(known)));
+      node.fail(fmt::format("source '{}' is not listed under 'sources' (listed: {})", id, comma_list(known)));
     }
     return id;
   }
@@ -164,12 +159,12 @@ class HardwareParser {
     const YamlNode peaks = gpu["peak_flops_per_s"];
     const std::vector<std::string> allowed = {"fp32", "tf32", "bf16", "fp8", "fp4"};
     if (!peaks.is_map()) {
-      peaks.fail(fmt::format("expected a mapping with keys {{{}}}", join(allowed)));
+      peaks.fail(fmt::format("expected a mapping with keys {{{}}}", comma_list(allowed)));
     }
     for (const auto& [key, peak] : peaks.entries()) {
       ComputeType type;
       if (!parse_compute_type(key, &type)) {
-        peak.fail(fmt::format("unknown compute type '{}'; expected one of {{{}}}", key, join(allowed)));
+        peak.fail(fmt::format("unknown compute type '{}'; expected one of {{{}}}", key, comma_list(allowed)));
       }
       hw->peak_flops_per_s[type] = sourced(peak, Check::positive, *hw);
     }
@@ -199,7 +194,7 @@ class HardwareParser {
       for (int k = 0; k < kCollectiveKindCount; ++k) {
         if (!latency.has(kinds[k])) {
           latency.fail(fmt::format("missing '{}': give every collective ({}) or one {{value, source}} for all",
-                                   kinds[k], join(kinds)));
+                                   kinds[k], comma_list(kinds)));
         }
         link.base_latency_us[k] = sourced(latency[kinds[k]], Check::non_negative, hw);
       }
@@ -238,7 +233,8 @@ class HardwareParser {
       for (const auto& key : block->keys()) {
         EfficiencyClass unused;
         if (key != "source" && !parse_efficiency_class(key, &unused)) {
-          (*block)[key].fail(fmt::format("unknown efficiency class '{}'; expected one of {{{}}}", key, join(classes)));
+          (*block)[key].fail(
+              fmt::format("unknown efficiency class '{}'; expected one of {{{}}}", key, comma_list(classes)));
         }
       }
       block_source = source_id((*block)["source"], *hw);
@@ -264,8 +260,8 @@ class HardwareParser {
     } else if (defaulted.empty()) {
       hw->efficiency_source = fmt::format("all classes from source '{}'", block_source);
     } else {
-      hw->efficiency_source = fmt::format("{} from source '{}'; default, uncalibrated: {}", join(calibrated),
-                                          block_source, join(defaulted));
+      hw->efficiency_source = fmt::format("{} from source '{}'; default, uncalibrated: {}", comma_list(calibrated),
+                                          block_source, comma_list(defaulted));
     }
   }
 
@@ -281,7 +277,7 @@ class HardwareParser {
       if (key == "source") continue;
       const auto it = std::find(kinds.begin(), kinds.end(), key);
       if (it == kinds.end()) {
-        latency.fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}{}", key, join(kinds),
+        latency.fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}{}", key, comma_list(kinds),
                                  key == "collective" ? " (collectives are timed by the link model)" : ""));
       }
       hw->kernel_latency_us[static_cast<OpKind>(it - kinds.begin())] = latency.as_non_negative();
@@ -402,7 +398,8 @@ double Hardware::peak(ComputeType c) const {
   std::vector<std::string> supported;
   for (const auto& [type, rate] : peak_flops_per_s) supported.push_back(to_string(type));
   throw Error(fmt::format("hardware '{}' ({}) has no {} peak rate; it supports {{{}}}", name,
-                          source_file.empty() ? "not loaded from a file" : source_file, to_string(c), join(supported)));
+                          source_file.empty() ? "not loaded from a file" : source_file, to_string(c),
+                          comma_list(supported)));
 }
 
 const Efficiency& Hardware::efficiency_of(EfficiencyClass c) const {
