@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "engine/reference/basic_ops.h"
+#include "engine/reference/shape_check.h"
 
 #include <algorithm>
 #include <cmath>
@@ -200,33 +201,28 @@ Matrix tokens_by_width(const Matrix& per_head, Index tokens) {
   return Eigen::Map<const Matrix>(per_head.data(), tokens, per_head.size() / tokens);
 }
 
-void check_matrix(const Matrix& m, Index rows, Index cols, const char* name) {
-  K3_CHECK(m.rows() == rows && m.cols() == cols, "KDA weight {} is [{}, {}], want [{}, {}]", name, m.rows(), m.cols(),
-           rows, cols);
-}
-
 void check_weights(const KdaSpec& spec, const KdaWeights& w, Index hidden) {
   const Index H = spec.num_heads, d = spec.head_dim, P = spec.projection_dim(), K = spec.conv_kernel,
               r = spec.gate_rank;
-  check_matrix(w.q_proj, P, hidden, "q_proj");
-  check_matrix(w.k_proj, P, hidden, "k_proj");
-  check_matrix(w.v_proj, P, hidden, "v_proj");
-  check_matrix(w.q_conv, P, K, "q_conv");
-  check_matrix(w.k_conv, P, K, "k_conv");
-  check_matrix(w.v_conv, P, K, "v_conv");
-  check_matrix(w.f_a, r, hidden, "f_a");
-  check_matrix(w.f_b, P, r, "f_b");
-  check_matrix(w.b_proj, H, hidden, "b_proj");
+  check_matrix(w.q_proj, P, hidden, "KDA weight q_proj");
+  check_matrix(w.k_proj, P, hidden, "KDA weight k_proj");
+  check_matrix(w.v_proj, P, hidden, "KDA weight v_proj");
+  check_matrix(w.q_conv, P, K, "KDA weight q_conv");
+  check_matrix(w.k_conv, P, K, "KDA weight k_conv");
+  check_matrix(w.v_conv, P, K, "KDA weight v_conv");
+  check_matrix(w.f_a, r, hidden, "KDA weight f_a");
+  check_matrix(w.f_b, P, r, "KDA weight f_b");
+  check_matrix(w.b_proj, H, hidden, "KDA weight b_proj");
   if (spec.full_rank_output_gate) {
-    check_matrix(w.g_proj, P, hidden, "g_proj");
+    check_matrix(w.g_proj, P, hidden, "KDA weight g_proj");
   } else {
-    check_matrix(w.g_a, r, hidden, "g_a");
-    check_matrix(w.g_b, P, r, "g_b");
+    check_matrix(w.g_a, r, hidden, "KDA weight g_a");
+    check_matrix(w.g_b, P, r, "KDA weight g_b");
   }
   K3_CHECK(w.a_log.size() == H, "a_log has {} values, want {} (slice K3's padded [128] first)", w.a_log.size(), H);
   K3_CHECK(w.dt_bias.size() == P, "dt_bias has {} values, want {}", w.dt_bias.size(), P);
   K3_CHECK(w.o_norm.size() == d, "o_norm has {} values, want {}", w.o_norm.size(), d);
-  check_matrix(w.o_proj, hidden, P, "o_proj");
+  check_matrix(w.o_proj, hidden, P, "KDA weight o_proj");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "engine/reference/basic_ops.h"
+#include "engine/reference/shape_check.h"
 
 #include <fmt/format.h>
 
@@ -15,12 +16,6 @@ namespace {
 
 using Index = Eigen::Index;
 
-std::string shape(const Matrix& m) { return fmt::format("[{}, {}]", m.rows(), m.cols()); }
-
-void check_matrix(const Matrix& m, Index rows, Index cols, const char* name) {
-  K3_CHECK(m.rows() == rows && m.cols() == cols, "MLA {} is {}, expected [{}, {}]", name, shape(m), rows, cols);
-}
-
 void check_inputs(const MlaSpec& s, const MlaWeights& w, const Matrix& x, const MlaCache& cache) {
   if (s.rotary) throw Error("RoPE MLA is not implemented in the reference");
   K3_CHECK(s.num_heads > 0 && s.kv_lora_rank > 0 && s.qk_nope_head_dim > 0 && s.qk_rope_head_dim >= 0 &&
@@ -29,24 +24,24 @@ void check_inputs(const MlaSpec& s, const MlaWeights& w, const Matrix& x, const 
   const Index h = x.cols(), heads = s.num_heads, r = s.kv_lora_rank, dr = s.qk_rope_head_dim;
   const Index q_width = heads * s.qk_head_dim(), v_width = heads * s.v_head_dim;
   if (s.q_lora_rank > 0) {
-    check_matrix(w.q_a, s.q_lora_rank, h, "q_a");
+    check_matrix(w.q_a, s.q_lora_rank, h, "MLA q_a");
     K3_CHECK(w.q_a_norm.size() == s.q_lora_rank, "MLA q_a_norm has {} values, expected {}", w.q_a_norm.size(),
              s.q_lora_rank);
-    check_matrix(w.q_b, q_width, s.q_lora_rank, "q_b");
+    check_matrix(w.q_b, q_width, s.q_lora_rank, "MLA q_b");
   } else {
-    check_matrix(w.q_proj, q_width, h, "q_proj");
+    check_matrix(w.q_proj, q_width, h, "MLA q_proj");
   }
-  check_matrix(w.kv_a, r + dr, h, "kv_a");
+  check_matrix(w.kv_a, r + dr, h, "MLA kv_a");
   K3_CHECK(w.kv_a_norm.size() == r, "MLA kv_a_norm has {} values, expected {}", w.kv_a_norm.size(), r);
-  check_matrix(w.kv_b, heads * (s.qk_nope_head_dim + s.v_head_dim), r, "kv_b");
+  check_matrix(w.kv_b, heads * (s.qk_nope_head_dim + s.v_head_dim), r, "MLA kv_b");
   if (s.output_gate) {
-    check_matrix(w.g_proj, v_width, h, "g_proj");
+    check_matrix(w.g_proj, v_width, h, "MLA g_proj");
   } else {
-    K3_CHECK(w.g_proj.size() == 0, "MLA g_proj is {} but the spec has no output gate", shape(w.g_proj));
+    K3_CHECK(w.g_proj.size() == 0, "MLA g_proj is {} but the spec has no output gate", shape_of(w.g_proj));
   }
-  check_matrix(w.o_proj, h, v_width, "o_proj");
+  check_matrix(w.o_proj, h, v_width, "MLA o_proj");
   K3_CHECK(cache.latent.rows() == 0 || cache.latent.cols() == r + dr, "MLA cache is {}, expected [tokens, {}]",
-           shape(cache.latent), r + dr);
+           shape_of(cache.latent), r + dr);
 }
 
 // [T, H·(dn+dr)], per head [q_nope | q_r].

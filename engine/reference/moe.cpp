@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "engine/reference/basic_ops.h"
+#include "engine/reference/shape_check.h"
 
 #include <fmt/format.h>
 
@@ -16,20 +17,14 @@ namespace {
 
 using Index = Eigen::Index;
 
-std::string shape(const Matrix& m) { return fmt::format("[{}, {}]", m.rows(), m.cols()); }
-
-void check_matrix(const Matrix& m, Index rows, Index cols, const std::string& name) {
-  K3_CHECK(m.rows() == rows && m.cols() == cols, "MoE {} is {}, expected [{}, {}]", name, shape(m), rows, cols);
-}
-
 void check_empty(const Matrix& m, const char* name) {
-  K3_CHECK(m.size() == 0, "MoE {} is {} but the spec does not use it", name, shape(m));
+  K3_CHECK(m.size() == 0, "MoE {} is {} but the spec does not use it", name, shape_of(m));
 }
 
 void check_router(const MoeSpec& s, const MoeWeights& w, const Matrix& x) {
   K3_CHECK(s.num_experts > 0 && s.top_k > 0 && s.top_k <= s.num_experts, "MoE spec has {} experts and top-k {}",
            s.num_experts, s.top_k);
-  check_matrix(w.router, s.num_experts, x.cols(), "router");
+  check_matrix(w.router, s.num_experts, x.cols(), "MoE router");
   const Index bias_values = s.score_correction_bias ? s.num_experts : 0;
   K3_CHECK(w.correction_bias.size() == bias_values, "MoE correction_bias has {} values, expected {}",
            w.correction_bias.size(), bias_values);
@@ -42,13 +37,13 @@ void check_experts(const ModelConfig& cfg, const MoeWeights& w) {
       Index(w.w1.size()) == s.num_experts && Index(w.w3.size()) == s.num_experts && Index(w.w2.size()) == s.num_experts,
       "MoE has {}/{}/{} w1/w3/w2 matrices for {} experts", w.w1.size(), w.w3.size(), w.w2.size(), s.num_experts);
   for (int e = 0; e < s.num_experts; ++e) {
-    check_matrix(w.w1[e], inter, z, fmt::format("expert {} w1", e));
-    check_matrix(w.w3[e], inter, z, fmt::format("expert {} w3", e));
-    check_matrix(w.w2[e], z, inter, fmt::format("expert {} w2", e));
+    check_matrix(w.w1[e], inter, z, fmt::format("MoE expert {} w1", e));
+    check_matrix(w.w3[e], inter, z, fmt::format("MoE expert {} w3", e));
+    check_matrix(w.w2[e], z, inter, fmt::format("MoE expert {} w2", e));
   }
   if (s.latent_dim > 0) {
-    check_matrix(w.latent_down, z, h, "latent_down");
-    check_matrix(w.latent_up, h, z, "latent_up");
+    check_matrix(w.latent_down, z, h, "MoE latent_down");
+    check_matrix(w.latent_up, h, z, "MoE latent_up");
   } else {
     check_empty(w.latent_down, "latent_down");
     check_empty(w.latent_up, "latent_up");
@@ -57,9 +52,9 @@ void check_experts(const ModelConfig& cfg, const MoeWeights& w) {
   K3_CHECK(w.latent_norm.size() == norm_values, "MoE latent_norm has {} values, expected {}", w.latent_norm.size(),
            norm_values);
   if (s.shared_intermediate > 0) {
-    check_matrix(w.shared_gate, s.shared_intermediate, h, "shared_gate");
-    check_matrix(w.shared_up, s.shared_intermediate, h, "shared_up");
-    check_matrix(w.shared_down, h, s.shared_intermediate, "shared_down");
+    check_matrix(w.shared_gate, s.shared_intermediate, h, "MoE shared_gate");
+    check_matrix(w.shared_up, s.shared_intermediate, h, "MoE shared_up");
+    check_matrix(w.shared_down, h, s.shared_intermediate, "MoE shared_down");
   } else {
     check_empty(w.shared_gate, "shared_gate");
     check_empty(w.shared_up, "shared_up");
@@ -137,7 +132,7 @@ Routing route(const MoeSpec& spec, const MoeWeights& w, const Matrix& x) {
 
 Matrix moe_forward(const ModelConfig& cfg, const MoeWeights& w, const Matrix& x) {
   K3_CHECK(cfg.moe.has_value(), "model {} has no MoE spec", cfg.name);
-  K3_CHECK(x.cols() == cfg.hidden_size, "MoE input is {}, expected [T, {}]", shape(x), cfg.hidden_size);
+  K3_CHECK(x.cols() == cfg.hidden_size, "MoE input is {}, expected [T, {}]", shape_of(x), cfg.hidden_size);
   const MoeSpec& s = *cfg.moe;
   check_experts(cfg, w);
   const Routing routing = route(s, w, x);
