@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "engine/reference/checkpoint_loader.h"
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/safetensors_writer.h"
@@ -33,8 +34,11 @@ void add_make_checkpoint_command(CLI::App& app) {
   auto shard_gb = std::make_shared<double>(4.0);
   cmd->add_option("--shard-gb", *shard_gb, "largest shard in GB (10^9 bytes)")->check(CLI::PositiveNumber);
   cmd->callback([o, shard_gb] {
-    constexpr double kMaxShardGb = 1e6;  // keeps the byte count inside 64 bits
-    if (*shard_gb > kMaxShardGb) throw InputError(fmt::format("--shard-gb: {} exceeds {}", *shard_gb, kMaxShardGb));
+    // limit::shard_size keeps the byte count inside 64 bits.
+    if (*shard_gb > limit::shard_size.value) {
+      throw InputError(fmt::format("--shard-gb: {} exceeds {}, the limit on {} in GB", *shard_gb,
+                                   limit::shard_size.value, limit::shard_size.what));
+    }
     o->shard_bytes = static_cast<uint64_t>(*shard_gb * 1e9);
     o->progress = [](const std::string& line) { fmt::print(stderr, "make-checkpoint: {}\n", line); };
     const weights::SyntheticCheckpointSummary s = weights::write_synthetic_checkpoint(*o);

@@ -1,6 +1,7 @@
 #include "core/limits.h"
 
 #include <array>
+#include <cmath>
 
 namespace k3 {
 
@@ -14,9 +15,24 @@ std::span<const IntLimit* const> int_limits() {
 }
 
 std::span<const SizeLimit* const> size_limits() {
-  static constexpr std::array all = {&limit::nesting,      &limit::inflation_floor, &limit::inflation,
-                                     &limit::quoted_value, &limit::queue_samples,   &limit::queue_sample_interval};
+  static constexpr std::array all = {&limit::nesting,         &limit::header_nesting, &limit::header_bytes,
+                                     &limit::inflation_floor, &limit::inflation,      &limit::trace_base_time,
+                                     &limit::quoted_value,    &limit::queue_samples,  &limit::queue_sample_interval,
+                                     &limit::shard_size};
   return all;
+}
+
+std::string limits_table() {
+  std::string out = "| What | Accepted | Applies to |\n|---|---|---|\n";
+  for (const IntLimit* l : int_limits()) {
+    out += fmt::format("| {} | {}..{} | {} |\n", l->what, l->min, l->max, l->applies_to);
+  }
+  for (const SizeLimit* l : size_limits()) {
+    const bool whole = l->value == std::floor(l->value);
+    out += fmt::format("| {} | {} {} | {} |\n", l->what,
+                       whole ? fmt::format("{:.0f}", l->value) : fmt::format("{:g}", l->value), l->unit, l->applies_to);
+  }
+  return out;
 }
 
 std::string exceeds(long long value, const IntLimit& limit) {

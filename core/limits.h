@@ -30,6 +30,7 @@ struct SizeLimit {
   std::string_view what;
   double value;
   std::string_view unit;
+  std::string_view applies_to;
 };
 
 namespace limit {
@@ -52,12 +53,20 @@ inline constexpr IntLimit draft_tokens{"draft tokens", 1, 64, "draft_tokens"};
 inline constexpr IntLimit seed{"seed", 0, std::numeric_limits<long long>::max(), "seed"};
 inline constexpr IntLimit op_kernels{"kernels of one op", 0, 1'000'000'000, "prediction and compare JSON"};
 
-inline constexpr SizeLimit nesting{"JSON and YAML nesting", 256, "levels"};
-inline constexpr SizeLimit inflation_floor{"gzip trace inflated, whatever its size", 64 * 1024 * 1024, "bytes"};
-inline constexpr SizeLimit inflation{"gzip trace inflated, beyond that", 200, "times its compressed size"};
-inline constexpr SizeLimit quoted_value{"a value quoted in an error", 200, "characters"};
-inline constexpr SizeLimit queue_samples{"serve queue samples", 1e6, "samples"};
-inline constexpr SizeLimit queue_sample_interval{"the serve queue sample interval", 1e-3, "ms (at least)"};
+inline constexpr SizeLimit nesting{"JSON and YAML nesting", 256, "levels", "every JSON and YAML input and trace"};
+inline constexpr SizeLimit header_nesting{"safetensors header nesting", 16, "levels", "safetensors headers"};
+inline constexpr SizeLimit header_bytes{"safetensors header", 1e8, "bytes", "safetensors headers"};
+inline constexpr SizeLimit inflation_floor{"gzip trace inflated, whatever its size", 64 * 1024 * 1024, "bytes",
+                                           ".json.gz traces"};
+inline constexpr SizeLimit inflation{"gzip trace inflated, beyond that", 200, "times its compressed size",
+                                     ".json.gz traces"};
+inline constexpr SizeLimit trace_base_time{"trace base time", 4611686018427387904.0, "ns (either sign)",
+                                           "baseTimeNanoseconds"};
+inline constexpr SizeLimit quoted_value{"a value quoted in an error", 200, "characters", "every error message"};
+inline constexpr SizeLimit queue_samples{"serve queue samples", 1e6, "samples", "serve, plan"};
+inline constexpr SizeLimit queue_sample_interval{"the serve queue sample interval", 1e-3, "ms (at least)",
+                                                 "serving.queue_sample_interval_ms"};
+inline constexpr SizeLimit shard_size{"shard size", 1e6, "GB", "make-checkpoint --shard-gb"};
 }  // namespace limit
 
 // `l` with a larger lower bound (new tokens of a prefill step: tokens, but at least 1).
@@ -69,6 +78,8 @@ constexpr IntLimit at_least(IntLimit l, long long min) {
 // Every limit, in the order of docs/reliability.md's table.
 std::span<const IntLimit* const> int_limits();
 std::span<const SizeLimit* const> size_limits();
+// The table of docs/reliability.md, in Markdown, from the constants above.
+std::string limits_table();
 
 // `text` cut to limit::quoted_value characters ("..." marks the cut): hostile values can be megabytes.
 std::string quoted_excerpt(std::string_view text);

@@ -20,7 +20,7 @@ using nlohmann::json;
 
 constexpr uint64_t kHeaderLengthBytes = 8;
 // Real headers nest three levels; a limit keeps a hostile "[[[[..." from costing gigabytes.
-constexpr int kMaxJsonNesting = 16;
+constexpr int kMaxJsonNesting = static_cast<int>(limit::header_nesting.value);
 
 [[noreturn]] void fail_header(const std::string& path, const std::string& what) {
   throw InputError(fmt::format("{}: header: {}", path, what));

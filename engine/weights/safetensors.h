@@ -5,6 +5,7 @@
 // so a hostile file produces an InputError naming the file and the tensor (or "header").
 #pragma once
 
+#include "core/limits.h"
 #include "engine/weights/mapped_file.h"
 #include "engine/weights/tensor_dtype.h"
 
@@ -17,7 +18,8 @@
 
 namespace k3::weights {
 
-inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;  // as the reference reader
+// As the reference reader.
+inline constexpr uint64_t kSafetensorsMaxHeaderBytes = static_cast<uint64_t>(limit::header_bytes.value);
 
 struct TensorInfo {
   std::string name;

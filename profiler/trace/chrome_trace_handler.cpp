@@ -399,7 +399,8 @@ Trace ChromeTraceHandler::finish() {
           fmt::format("{}: key 'baseTimeNanoseconds': expected an integer, got {}", origin_, base_ns_.dump()));
     }
     // Event times are at most 9e12 us (9e15 ns, twice that at an end): a base within 2^62 keeps base + time exact.
-    constexpr std::int64_t kMaxBaseNs = std::int64_t{1} << 62;
+    constexpr auto kMaxBaseNs = static_cast<std::int64_t>(limit::trace_base_time.value);
+    static_assert(kMaxBaseNs == std::int64_t{1} << 62);
     const bool inside = base_ns_.type == Type::signed_integer ? base_ns_.i >= -kMaxBaseNs && base_ns_.i <= kMaxBaseNs
                                                               : base_ns_.u <= static_cast<std::uint64_t>(kMaxBaseNs);
     if (!inside) {

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -66,6 +68,28 @@ TEST(QuotedExcerpt, CutsLongValues) {
   const std::string cut = quoted_excerpt(long_value);
   EXPECT_LT(cut.size(), 260u);
   EXPECT_NE(cut.find("100000 characters"), std::string::npos) << cut;
+}
+
+}  // namespace
+}  // namespace k3
+
+namespace k3 {
+namespace {
+
+// docs/reliability.md states the limits; its table is the one limits_table() writes from the constants, verbatim
+// (regenerate it with `core_tests --gtest_filter=Limits.DocumentedTableMatchesTheCode` and paste the printed table).
+TEST(Limits, DocumentedTableMatchesTheCode) {
+  std::ifstream in(std::string(K3PERF_SOURCE_DIR) + "/docs/reliability.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
+  const std::string table = limits_table();
+  EXPECT_NE(doc.find(table), std::string::npos) << "docs/reliability.md lacks the table:\n" << table;
+  // Every limit has its row (the table itself is built from int_limits() and size_limits()).
+  for (const IntLimit* l : int_limits())
+    EXPECT_NE(table.find(fmt::format("| {} | {}..{} |", l->what, l->min, l->max)), std::string::npos);
+  EXPECT_NE(table.find("| parallel degree | 1..65536 | tp, ep, attention_dp, pp |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| JSON and YAML nesting | 256 levels |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| the serve queue sample interval | 0.001 ms (at least) |"), std::string::npos) << table;
 }
 
 }  // namespace
