@@ -44,7 +44,9 @@ namespace {
 
 std::vector<MeasuredValue> load_measured(const YamlNode& measured, const std::vector<ReportedValue>& reported) {
   std::vector<MeasuredValue> out;
-  for (const auto& [key, m] : measured.entries()) {
+  for (const auto& entry : measured.entries()) {
+    const std::string& key = entry.first;  // a structured binding would not be captured by Clang 14's lambda
+    const YamlNode& m = entry.second;
     if (std::none_of(reported.begin(), reported.end(), [&](const ReportedValue& r) { return r.key == key; })) {
       m.fail("a measured figure needs a reported figure of the same key");
     }
