@@ -409,8 +409,9 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
   latency["source"] = source_id;
   std::vector<std::string> latency_carried;
   for (const auto& [kind, us] : hw.kernel_latency_us) {
+    const OpKind k = kind;  // Clang 14 does not capture structured bindings in lambdas
     const bool was_fitted =
-        std::any_of(c.latencies.begin(), c.latencies.end(), [&](const LatencyFit& l) { return l.kind == kind; });
+        std::any_of(c.latencies.begin(), c.latencies.end(), [&](const LatencyFit& l) { return l.kind == k; });
     if (!was_fitted) latency_carried.push_back(to_string(kind));
     latency[to_string(kind)] = number(us);
   }
