@@ -137,6 +137,16 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
     }
     if (auto v = p->find("sequence_parallel")) par.sequence_parallel = v->as_bool();
   }
+  // Before validate(), which would name a symptom (a tp that does not divide the heads) of a wrong layout. The
+  // product is formed in 64 bits: each degree is checked, their product only in validate().
+  if (auto g = y.find("gpus")) {
+    const Parallelism& par = s.parallelism;
+    const long long layout = 1LL * par.tp * par.attention_dp * par.pp;
+    if (read_int<int>(*g, limit::gpus) != layout) {
+      g->fail(fmt::format("{} GPUs given, but tp {} x attention_dp {} x pp {} = {}", g->as_int(), par.tp,
+                          par.attention_dp, par.pp, layout));
+    }
+  }
 
   // Precision defaults follow the checkpoint as published.
   s.precision.weights = s.model.quantize_attention_and_dense ? s.model.weight_format : StorageFormat::bf16;
@@ -171,10 +181,6 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& origin,
     if (auto v = r->find("reserved_gib")) s.runtime.reserved_bytes = v->as_non_negative() * double(1ull << 30);
   }
   validate(s);
-  if (auto g = y.find("gpus"); g && read_int<int>(*g, limit::gpus) != s.parallelism.gpus()) {
-    g->fail(fmt::format("{} GPUs given, but tp {} x attention_dp {} x pp {} = {}", g->as_int(), s.parallelism.tp,
-                        s.parallelism.attention_dp, s.parallelism.pp, s.parallelism.gpus()));
-  }
   return s;
 }
 

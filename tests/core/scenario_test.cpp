@@ -109,16 +109,28 @@ TEST(ScenarioSet, ParallelDegreesBeyondTheLimit) {
     expect_input_error([&] { load_scenario(kScenarioFile, data(), {set}); },
                        {"--set " + set, fmt::format("parallelism.{}", key), "4294967296 exceeds 65536"});
   }
+  // Without a `gpus:` to compare with, validate() bounds the product.
   expect_input_error(
       [&] {
-        load_scenario(kScenarioFile, data(),
-                      {"parallelism.tp=8", "parallelism.attention_dp=65536", "parallelism.pp=4096"});
+        parse(edit("gpus: 16\n", ""), {"parallelism.attention_dp=65536", "parallelism.pp=4096"});
       },
-      {"8 x attention_dp 65536 x pp 4096 = 2147483648 exceeds 1048576"});
+      {"tp 8 x attention_dp 65536 x pp 4096 = 2147483648 exceeds 1048576, the limit on GPUs"});
   expect_input_error([&] { load_scenario(kScenarioFile, data(), {"workload.context_tokens=9223372036854775807"}); },
                      {"workload.context_tokens", "9223372036854775807 exceeds 1073741824"});
   expect_input_error([&] { load_scenario(kScenarioFile, data(), {"workload.batch=1000000000000000000"}); },
                      {"workload.batch", "exceeds 1048576"});
+}
+
+// A layout that disagrees with `gpus:` is named as such, before what it breaks downstream (7 does not divide the
+// heads either); with degrees past 2^31 in product the message keeps the exact figure.
+TEST(ScenarioSet, GpusCheckedAgainstTheLayoutFirst) {
+  expect_input_error([&] { load_scenario(kScenarioFile, data(), {"parallelism.tp=7"}); },
+                     {"key 'gpus'", "16 GPUs given, but tp 7 x attention_dp 2 x pp 1 = 14"});
+  expect_input_error(
+      [&] {
+        load_scenario(kScenarioFile, data(), {"parallelism.attention_dp=65536", "parallelism.pp=65536"});
+      },
+      {"key 'gpus'", "= 34359738368"});
 }
 
 TEST(ScenarioSet, TpChanges) {

@@ -70,7 +70,7 @@ class WhatifTest : public QObject {
     type_into(panel.editor("parallelism.tp"), "7");
     QVERIFY(!d.error().empty());
     QCOMPARE(panel.error_text("parallelism.tp").toStdString(), d.error());
-    QVERIFY(panel.error_text("parallelism.tp").contains("parallelism.tp 7 does not divide"));
+    QVERIFY(panel.error_text("parallelism.tp").contains("GPUs given, but tp 7"));
     QVERIFY(panel.error_text("workload.batch").isEmpty());
     QCOMPARE(d.prediction()->tp, 8);  // the last good prediction stays
 
