@@ -1,17 +1,12 @@
 // Chrome trace-event JSON through the streaming reader (profiler/trace), in small chunks so that tokens cross
 // chunk boundaries; gzip input is inflated first, as read_trace does.
-#include "core/error.h"
+#include "fuzz_input.h"
 #include "profiler/trace/byte_source.h"
 #include "profiler/trace/chrome_json.h"
 #include "profiler/trace/gzip.h"
 
-#include <cstddef>
-#include <cstdint>
-#include <string>
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
-  const std::string text(reinterpret_cast<const char*>(data), size);
-  try {
+  return k3::fuzz::parse_text(data, size, [](const std::string& text) {
     k3::profiler::StringSource chunks(text, 7);
     if (k3::profiler::is_gzip(text)) {
       k3::profiler::GzipSource inflated(chunks, "fuzz.json.gz");
@@ -19,7 +14,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     } else {
       k3::profiler::parse_chrome_json(chunks, "fuzz.json");
     }
-  } catch (const k3::InputError&) {
-  }
-  return 0;
+  });
 }
