@@ -26,12 +26,42 @@ nlohmann::ordered_json pct_json(const Percentiles& p) {
   return {{"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"max", p.max}, {"count", p.count}};
 }
 
+// Why the rejected requests were turned away, the largest count first, with the limit each one met.
+std::string rejection_line(const ServingScenario& s, const ServingResult& r) {
+  const ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
+  std::vector<std::pair<int64_t, std::string>> parts;
+  for (const Rejection why : kAllRejections) {
+    const int64_t n = r.rejected_by[static_cast<int>(why)];
+    if (n == 0) continue;
+    switch (why) {
+      case Rejection::beyond_positions:
+        parts.emplace_back(
+            n, fmt::format("{} longer (prompt + output) than the model's {} positions", n, model.max_positions));
+        break;
+      case Rejection::memory:
+        parts.emplace_back(n, fmt::format("{} whose KV and state never fit a replica's {:.2f} GiB per GPU, even alone",
+                                          n, model.capacity_bytes / double(1ull << 30)));
+        break;
+      case Rejection::ttft_admission:
+        parts.emplace_back(n, fmt::format("{} turned away because the queue ahead already exceeded TTFT {:g} ms", n,
+                                          s.options.slo.ttft_ms));
+        break;
+      case Rejection::none: break;
+    }
+  }
+  std::stable_sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string line;
+  for (const auto& [n, text] : parts) line += (line.empty() ? "" : "; ") + text;
+  return line;
+}
+
 }  // namespace
 
 std::string format_serving(const ServingScenario& s, const ServingResult& r) {
   std::string out = fmt::format("{}\n  deployment  {}\n", s.deployment.name, deployment_line(s));
   out += fmt::format("  requests    {} ({} completed, {} rejected) over {:.1f} s; {} iterations\n", r.requests.size(),
                      r.completed, r.rejected, r.duration_ms / 1000, r.iterations);
+  if (r.rejected > 0) out += fmt::format("  rejected    {}\n", rejection_line(s, r));
   if (s.options.slo.ttft_ms > 0 || s.options.slo.tpot_ms > 0) {
     out += fmt::format("  SLO         TTFT <= {:g} ms, TPOT <= {:g} ms: {} of {} completed requests met both\n",
                        s.options.slo.ttft_ms, s.options.slo.tpot_ms, r.met_slo, r.completed);
@@ -66,6 +96,10 @@ nlohmann::ordered_json to_json(const ServingScenario& s, const ServingResult& r)
   j["summary"] = {{"requests", r.requests.size()},
                   {"completed", r.completed},
                   {"rejected", r.rejected},
+                  {"rejected_by",
+                   {{"beyond_positions", r.rejected_by[static_cast<int>(Rejection::beyond_positions)]},
+                    {"memory", r.rejected_by[static_cast<int>(Rejection::memory)]},
+                    {"ttft_admission", r.rejected_by[static_cast<int>(Rejection::ttft_admission)]}}},
                   {"met_slo", r.met_slo},
                   {"duration_ms", r.duration_ms},
                   {"iterations", r.iterations},

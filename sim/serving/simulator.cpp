@@ -27,6 +27,7 @@ ReplicaModel::ReplicaModel(const Scenario& s, int64_t max_batched_tokens) : step
   const long long chunk = std::max<int64_t>(1, max_batched_tokens);
   const MemoryBreakdown pm =
       estimate_memory(s, build_op_graph(s.model, Phase::prefill(par.attention_dp, chunk, 0, chunk), par, s.precision));
+  max_positions = s.model.max_position_embeddings;
   kv_bytes_per_token = m.kv_bytes_per_token;
   state_bytes_per_sequence = m.state_bytes_per_sequence;
   capacity_bytes = m.usable_bytes - m.weights_bytes - m.reserved_bytes - pm.activation_bytes;
@@ -182,23 +183,28 @@ class Simulation {
     return best;
   }
 
-  void reject(int64_t id) {
+  void reject(int64_t id, Rejection why) {
     result_.requests[id].rejected = true;
+    result_.requests[id].rejection = why;
     result_.rejected += 1;
+    result_.rejected_by[static_cast<int>(why)] += 1;
   }
 
   void arrive(int64_t id) {
     Seq& s = seqs_[id];
     const int ri = least_loaded(o_.disaggregated ? Role::prefill : Role::both);
     Replica& r = replicas_[ri];
+    if (r.model->max_positions > 0 && s.prompt() + s.output > r.model->max_positions) {
+      return reject(id, Rejection::beyond_positions);
+    }
     const bool never_fits = reserve_for(r, s) > r.group_capacity ||
                             (o_.disaggregated && replicas_.back().model->sequence_bytes(double(s.prompt() + s.output)) >
                                                      replicas_.back().group_capacity);
-    if (never_fits) return reject(id);
+    if (never_fits) return reject(id, Rejection::memory);
     if (o_.admission == Admission::slo && o_.slo.ttft_ms > 0) {
       const double ahead_us = (r.busy ? r.busy_until_us - now_us_ : 0.0) +
                               double(r.queued_prefill_tokens + s.prompt_new) * r.prefill_us_per_token;
-      if (ahead_us > o_.slo.ttft_ms * 1000.0) return reject(id);
+      if (ahead_us > o_.slo.ttft_ms * 1000.0) return reject(id, Rejection::ttft_admission);
     }
     s.replica = ri;
     r.waiting.push_back(id);

@@ -18,6 +18,7 @@
 #include "sim/workload/request.h"
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,20 @@ struct ReplicaModel {
   double capacity_bytes = 0;            // per GPU, for KV and state: usable HBM − weights − activations − reserve
   double transfer_latency_us = 0;       // KV/state hand-off (disaggregated), alpha
   double transfer_us_per_byte = 0;      // and per byte of one GPU's share
+  long long max_positions = 0;          // the model's max_position_embeddings (0: no limit)
   // Bytes a sequence of `tokens` cached tokens holds on one GPU of its group.
   double sequence_bytes(double tokens) const { return tokens * kv_bytes_per_token + state_bytes_per_sequence; }
 };
+
+// Why a request was turned away at arrival.
+enum class Rejection {
+  none,
+  beyond_positions,  // prompt + output exceed the model's positions
+  memory,            // its KV and state never fit one replica's KV/state space, even alone
+  ttft_admission,    // the queue ahead of it already exceeds the TTFT SLO (admission: slo)
+};
+inline constexpr Rejection kAllRejections[] = {Rejection::beyond_positions, Rejection::memory,
+                                               Rejection::ttft_admission};
 
 struct RequestOutcome {
   int64_t id = 0;
@@ -73,6 +85,7 @@ struct RequestOutcome {
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t output_tokens = 0;
   bool rejected = false;
+  Rejection rejection = Rejection::none;
   double ttft_ms() const { return first_token_ms - arrival_ms; }
   double e2e_ms() const { return finish_ms - arrival_ms; }
   // Mean time per output token after the first; 0 for one-token answers.
@@ -97,12 +110,13 @@ struct ServingResult {
   std::vector<RequestOutcome> requests;  // in input order
   Percentiles ttft_ms, tpot_ms, e2e_ms;  // over completed requests
   int64_t completed = 0, rejected = 0, met_slo = 0;
-  double duration_ms = 0;             // first arrival to last completion
-  double output_tokens_per_s = 0;     // over the duration
-  double goodput_requests_per_s = 0;  // completed requests that met the SLOs
-  double goodput_tokens_per_s = 0;    // their output tokens
-  double tokens_per_s_per_gpu = 0;    // output tokens over all GPUs of the deployment
-  double tokens_per_s_per_user = 0;   // mean over completed requests of 1 / TPOT
+  int64_t rejected_by[std::size(kAllRejections) + 1] = {};  // indexed by Rejection
+  double duration_ms = 0;                                   // first arrival to last completion
+  double output_tokens_per_s = 0;                           // over the duration
+  double goodput_requests_per_s = 0;                        // completed requests that met the SLOs
+  double goodput_tokens_per_s = 0;                          // their output tokens
+  double tokens_per_s_per_gpu = 0;                          // output tokens over all GPUs of the deployment
+  double tokens_per_s_per_user = 0;                         // mean over completed requests of 1 / TPOT
   int gpus = 0;
   std::vector<double> utilisation;  // per replica: busy time / duration (prefill replicas first)
   double max_memory_fraction = 0;   // largest reserved / capacity seen on any replica

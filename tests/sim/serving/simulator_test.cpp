@@ -131,8 +131,28 @@ TEST(ServingSimulator, RejectsWhatCanNeverFit) {
   small.capacity_bytes = small.sequence_bytes(1000);
   const ServingResult r = simulate({request(0, 0, 5000, 10), request(1, 1, 500, 10)}, {}, small, options());
   EXPECT_TRUE(r.requests[0].rejected);
+  EXPECT_EQ(r.requests[0].rejection, Rejection::memory);
   EXPECT_FALSE(r.requests[1].rejected);
+  EXPECT_EQ(r.requests[1].rejection, Rejection::none);
   EXPECT_EQ(r.rejected, 1);
+  EXPECT_EQ(r.rejected_by[static_cast<int>(Rejection::memory)], 1);
+}
+
+// A prompt and answer beyond the model's positions are turned away as such (before memory is asked), and counted
+// apart from the rest: K3's 1,048,576 positions, a request one token over them and one exactly at them.
+TEST(ServingSimulator, RejectsWhatExceedsTheModelsPositions) {
+  ReplicaModel roomy = replica();
+  ASSERT_EQ(roomy.max_positions, k3_on_16_h200().model.max_position_embeddings);
+  ASSERT_GT(roomy.max_positions, 0);
+  roomy.capacity_bytes = roomy.sequence_bytes(double(roomy.max_positions) + 4);  // memory is not what binds
+  const int64_t positions = roomy.max_positions;
+  const ServingResult r =
+      simulate({request(0, 0, positions - 9, 10), request(1, 1, positions - 10, 10)}, {}, roomy, options());
+  EXPECT_TRUE(r.requests[0].rejected);
+  EXPECT_EQ(r.requests[0].rejection, Rejection::beyond_positions);
+  EXPECT_FALSE(r.requests[1].rejected);
+  EXPECT_EQ(r.rejected_by[static_cast<int>(Rejection::beyond_positions)], 1);
+  EXPECT_EQ(r.rejected_by[static_cast<int>(Rejection::memory)], 0);
 }
 
 TEST(ServingSimulator, IsDeterministic) {
@@ -158,6 +178,7 @@ TEST(ServingSimulator, SloAdmissionRejectsEarlyInsteadOfQueueing) {
   EXPECT_EQ(a.rejected, 0);
   EXPECT_GT(a.ttft_ms.p90, 2000);
   EXPECT_GT(s.rejected, 0);
+  EXPECT_EQ(s.rejected_by[static_cast<int>(Rejection::ttft_admission)], s.rejected);
   EXPECT_LT(s.ttft_ms.p90, a.ttft_ms.p90);
   EXPECT_GT(double(s.met_slo) / double(s.completed), double(a.met_slo) / double(a.completed));
 }
