@@ -7,6 +7,7 @@
 #include "plot/chart.h"
 #include "plot/views/sim_charts.h"
 #include "sim/spec/spec_sweep.h"
+#include "sim/text_report.h"
 
 #include <fmt/core.h>
 
@@ -31,6 +32,7 @@ struct SpecOptions {
   std::vector<long long> batches;
   std::vector<long long> contexts;
   double target_speedup = 0;
+  bool report_unfit = false;  // also the shapes whose memory does not fit one GPU
   std::string csv_path;
   std::string plot_path;
 };
@@ -86,7 +88,9 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
                   "cached tokens per sequence (default: the defaults file's, else the scenario's)")
       ->delimiter(',');
   cmd->add_option("--target-speedup", o->target_speedup, "also invert: the acceptance this speedup requires");
-  cmd->add_option("--csv", o->csv_path, "write every row as CSV");
+  cmd->add_flag("--report-unfit", o->report_unfit,
+                "also print and plot the batch and context shapes whose memory does not fit a GPU (marked)");
+  cmd->add_option("--csv", o->csv_path, "write every row as CSV (with its memory and whether it fits)");
   cmd->add_option("--plot", o->plot_path, "chart of speedup against batch per profile and context (.svg or .png)");
   cmd->callback([o, &global] {
     const DataPaths data = DataPaths::resolve(global.data_dir);
@@ -111,7 +115,20 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
                "context", "decode ms", "draft ms", "verify ms", "rollbk ms", "tokens/step", "base tok/s", "spec tok/s",
                "speedup", o->target_speedup > 0 ? fmt::format("  tokens/step for {:.2f}x", o->target_speedup) : "");
     const std::vector<SpecSweepRow> rows = spec_sweep(base, r);
+    std::vector<SpecSweepRow> shown;
+    std::vector<std::string> left_out;  // one line per (batch, context) that does not fit; rows come in such runs
+    std::pair<long long, long long> last_left_out{-1, -1};
     for (const SpecSweepRow& row : rows) {
+      if (row.fits() || o->report_unfit) {
+        shown.push_back(row);
+      } else if (std::pair{row.batch, row.context_tokens} != last_left_out) {
+        last_left_out = {row.batch, row.context_tokens};
+        left_out.push_back(fmt::format("batch {} at context {}: needs {} per GPU of {} usable", row.batch,
+                                       row.context_tokens, format_gib(row.memory_per_gpu_bytes),
+                                       format_gib(row.usable_per_gpu_bytes)));
+      }
+    }
+    for (const SpecSweepRow& row : shown) {
       std::string need;
       if (row.required) {
         need = row.required->attainable
@@ -124,14 +141,18 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
           "{:<12} {:>6} {:>9} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6.2f}±{:<4.2f} {:>10.1f} {:>10.1f} {:>7.2f}x{}\n",
           row.profile, row.batch, row.context_tokens, c.decode_us / 1000, c.draft_us / 1000, c.verify_us / 1000,
           out.rollback_us / 1000, out.tokens_per_step, out.tokens_per_step_std, out.baseline_tokens_per_s,
-          out.tokens_per_s, out.speedup, need);
+          out.tokens_per_s, out.speedup, need + (row.fits() ? "" : "  DOES NOT FIT"));
+    }
+    if (!left_out.empty()) {
+      fmt::print("\nleft out, their memory does not fit one GPU (--report-unfit shows them):\n");
+      for (const std::string& line : left_out) fmt::print("  {}\n", line);
     }
     if (!o->csv_path.empty()) {
       write_file_atomically(o->csv_path, spec_sweep_csv(rows));
       fmt::print(stderr, "wrote {}\n", o->csv_path);
     }
     if (!o->plot_path.empty()) {
-      plot::write_chart(plot::spec_speedup_chart(base, rows), o->plot_path);
+      plot::write_chart(plot::spec_speedup_chart(base, shown), o->plot_path);
       fmt::print(stderr, "wrote {}\n", o->plot_path);
     }
   });

@@ -1,5 +1,8 @@
 #include "sim/spec/spec_sweep.h"
 
+#include "core/op_graph.h"
+#include "sim/memory.h"
+
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/yaml_reader.h"
@@ -64,11 +67,13 @@ std::vector<SpecSweepRow> spec_sweep(const Scenario& base, const SpecSweepReques
       Scenario s = base;
       s.phase = Phase::decode(batch, ctx);
       validate(s);
+      const MemoryBreakdown memory = estimate_memory(s, build_op_graph(s.model, s.phase, s.parallelism, s.precision));
       const SpecStepCosts costs = speculative_step_costs(s, r.drafter, r.draft_tokens);
       std::optional<RequiredAcceptance> required;
       if (r.target_speedup > 0) required = acceptance_for_speedup(s, costs, r.rollback, r.target_speedup);
       for (const AcceptanceProfile& p : r.profiles) {
-        rows.push_back({p.name, batch, ctx, costs, speculative_outcome(s, costs, p.acceptance, r.rollback), required});
+        rows.push_back({p.name, batch, ctx, costs, speculative_outcome(s, costs, p.acceptance, r.rollback), required,
+                        memory.total_bytes, memory.usable_bytes});
       }
     }
   }
@@ -78,13 +83,15 @@ std::vector<SpecSweepRow> spec_sweep(const Scenario& base, const SpecSweepReques
 std::string spec_sweep_csv(const std::vector<SpecSweepRow>& rows) {
   std::string csv =
       "profile,batch,context_tokens,decode_us,draft_us,verify_us,rollback_us,tokens_per_step,"
-      "tokens_per_step_std,baseline_tokens_per_s,speculative_tokens_per_s,speedup\n";
+      "tokens_per_step_std,baseline_tokens_per_s,speculative_tokens_per_s,speedup,memory_per_gpu_bytes,"
+      "usable_per_gpu_bytes,fits\n";
   for (const SpecSweepRow& row : rows) {
     const SpecStepCosts& c = row.costs;
     const SpecOutcome& o = row.outcome;
-    csv += fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", row.profile,
-                       row.batch, row.context_tokens, c.decode_us, c.draft_us, c.verify_us, o.rollback_us,
-                       o.tokens_per_step, o.tokens_per_step_std, o.baseline_tokens_per_s, o.tokens_per_s, o.speedup);
+    csv += fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{}\n",
+                       row.profile, row.batch, row.context_tokens, c.decode_us, c.draft_us, c.verify_us, o.rollback_us,
+                       o.tokens_per_step, o.tokens_per_step_std, o.baseline_tokens_per_s, o.tokens_per_s, o.speedup,
+                       row.memory_per_gpu_bytes, row.usable_per_gpu_bytes, row.fits() ? "yes" : "no");
   }
   return csv;
 }

@@ -40,6 +40,9 @@ struct SpecSweepRow {
   SpecStepCosts costs;
   SpecOutcome outcome;
   std::optional<RequiredAcceptance> required;  // with a target speedup
+  double memory_per_gpu_bytes = 0;             // the decode shape's weights, KV, state, activations and reserve
+  double usable_per_gpu_bytes = 0;
+  bool fits() const { return memory_per_gpu_bytes <= usable_per_gpu_bytes; }
 };
 
 struct SpecSweepRequest {
@@ -52,7 +55,8 @@ struct SpecSweepRequest {
 };
 
 // Rows by context, then batch, then profile (the order k3perf spec prints). Each (batch, context)
-// is validated against the scenario (InputError naming the scenario).
+// is validated against the scenario (InputError naming the scenario) and carries its memory per GPU, so that a
+// caller can leave out the shapes that do not fit (k3perf spec does unless --report-unfit).
 std::vector<SpecSweepRow> spec_sweep(const Scenario& base, const SpecSweepRequest& request);
 // One CSV line per row, with its header.
 std::string spec_sweep_csv(const std::vector<SpecSweepRow>& rows);

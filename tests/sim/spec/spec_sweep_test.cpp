@@ -3,7 +3,9 @@
 #include "sim/spec/spec_sweep.h"
 
 #include "core/atomic_file.h"
+#include "core/op_graph.h"
 #include "expect_input_error.h"
+#include "sim/memory.h"
 
 #include <gtest/gtest.h>
 
@@ -119,6 +121,10 @@ TEST(SpecSweep, RowsByContextThenBatchThenProfile) {
         EXPECT_DOUBLE_EQ(row.costs.verify_us, costs.verify_us);
         EXPECT_DOUBLE_EQ(row.outcome.speedup, speculative_outcome(s, costs, p.acceptance, r.rollback).speedup);
         ASSERT_TRUE(row.required.has_value());
+        const MemoryBreakdown m = estimate_memory(s, build_op_graph(s.model, s.phase, s.parallelism, s.precision));
+        EXPECT_DOUBLE_EQ(row.memory_per_gpu_bytes, m.total_bytes);
+        EXPECT_DOUBLE_EQ(row.usable_per_gpu_bytes, m.usable_bytes);
+        EXPECT_EQ(row.fits(), m.fits());
       }
     }
   }
@@ -126,6 +132,16 @@ TEST(SpecSweep, RowsByContextThenBatchThenProfile) {
   const std::string csv = spec_sweep_csv(rows);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 9);
   EXPECT_EQ(csv.rfind("profile,batch,context_tokens,", 0), 0u);
+  EXPECT_NE(csv.find(",memory_per_gpu_bytes,usable_per_gpu_bytes,fits\n"), std::string::npos);
+  // A batch that needs more than a GPU holds is marked so (K3 on 8 GB300s: 1,024 sequences of 1,048,000 tokens).
+  SpecSweepRequest big = r;
+  big.batches = {1, 1024};
+  big.contexts = {1048000};
+  const std::vector<SpecSweepRow> sized = spec_sweep(base, big);
+  ASSERT_EQ(sized.size(), 2 * r.profiles.size());
+  EXPECT_TRUE(sized.front().fits());
+  EXPECT_FALSE(sized.back().fits());
+  EXPECT_GT(sized.back().memory_per_gpu_bytes, sized.back().usable_per_gpu_bytes);
   // Without a grid the sweep is the scenario's own batch and context.
   r.batches.clear();
   r.contexts.clear();
