@@ -1,7 +1,6 @@
 #include "sim/predict.h"
 
-#include "core/engine_sources.h"
-#include "core/version.h"
+#include "core/output_header.h"
 
 #include <fmt/format.h>
 
@@ -123,10 +122,7 @@ nlohmann::ordered_json groups_json(const std::vector<GroupTotal>& groups) {
 nlohmann::ordered_json to_json(const Prediction& p) {
   const Scenario& s = p.scenario;
   const Phase& ph = p.graph.phase;
-  nlohmann::ordered_json j;
-  j["format"] = "k3perf-prediction";
-  j["version"] = 1;
-  j["k3perf"] = {{"version", k3perf_version()}, {"engine_sources", engine_sources_hash()}};
+  nlohmann::ordered_json j = output_header("k3perf-prediction", 1);
   j["scenario"] = {
       {"name", s.name},
       {"source", s.source},

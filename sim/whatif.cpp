@@ -1,8 +1,7 @@
 #include "sim/whatif.h"
 
-#include "core/engine_sources.h"
 #include "core/error.h"
-#include "core/version.h"
+#include "core/output_header.h"
 #include "sim/text_report.h"
 
 #include <fmt/format.h>
@@ -15,11 +14,6 @@ namespace k3 {
 namespace {
 
 constexpr double kGiB = double(1ull << 30);
-
-// As prediction.json's "k3perf" member.
-nlohmann::ordered_json provenance() {
-  return {{"version", k3perf_version()}, {"engine_sources", engine_sources_hash()}};
-}
 
 // Exposed time per op kind, in OpKind order; kinds neither prediction has are left out.
 std::map<OpKind, double> time_by_kind(const Prediction& p) {
@@ -93,10 +87,7 @@ std::string format_prediction_diff(const Prediction& a, const Prediction& b, con
 
 nlohmann::ordered_json prediction_diff_json(const Prediction& a, const Prediction& b, const std::string& a_label,
                                             const std::string& b_label) {
-  nlohmann::ordered_json j;
-  j["format"] = "k3perf-prediction-diff";
-  j["version"] = 1;
-  j["k3perf"] = provenance();
+  nlohmann::ordered_json j = output_header("k3perf-prediction-diff", 1);
   j["baseline_label"] = a_label;
   j["scenario_label"] = b_label;
   j["rows"] = nlohmann::ordered_json::array();
@@ -218,10 +209,7 @@ std::string sweep_csv(const std::vector<SweepAxis>& axes, const std::vector<Swee
 }
 
 nlohmann::ordered_json sweep_json(const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows) {
-  nlohmann::ordered_json j;
-  j["format"] = "k3perf-sweep";
-  j["version"] = 1;
-  j["k3perf"] = provenance();
+  nlohmann::ordered_json j = output_header("k3perf-sweep", 1);
   j["axes"] = nlohmann::ordered_json::array();
   for (const SweepAxis& a : axes) j["axes"].push_back({{"key", a.key}, {"values", a.values}});
   j["points"] = nlohmann::ordered_json::array();

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/hardware_writer.h"
+#include "core/output_header.h"
 #include "profiler/compare/nnls.h"
 #include "profiler/trace/chrome_json.h"
 #include "sim/roofline.h"
@@ -504,10 +505,16 @@ nlohmann::ordered_json to_json(const Calibration& c) {
                 {"worst_abs_step_error_percent_after", f.worst_step_after_percent},
                 {"runs", runs}};
   };
-  return {{"iterations", c.iterations},        {"classes", classes},
-          {"kernel_latencies", latencies},     {"kept_at_base", c.undetermined},
-          {"training", fit_check(c.training)}, {"held_out", fit_check(c.held_out)},
-          {"training_runs", c.training_runs},  {"held_out_runs", c.held_out_runs}};
+  json j = output_header("k3perf-calibration", 1);
+  j["iterations"] = c.iterations;
+  j["classes"] = classes;
+  j["kernel_latencies"] = latencies;
+  j["kept_at_base"] = c.undetermined;
+  j["training"] = fit_check(c.training);
+  j["held_out"] = fit_check(c.held_out);
+  j["training_runs"] = c.training_runs;
+  j["held_out_runs"] = c.held_out_runs;
+  return j;
 }
 
 std::string to_text(const Calibration& c) {

@@ -1,6 +1,7 @@
 #include "profiler/compare/compare.h"
 
 #include "core/error.h"
+#include "core/output_header.h"
 
 #include <fmt/format.h>
 
@@ -372,7 +373,7 @@ nlohmann::ordered_json groups_json(const std::vector<GroupError>& groups) {
 }  // namespace
 
 nlohmann::ordered_json to_json(const Comparison& c) {
-  nlohmann::ordered_json j;
+  nlohmann::ordered_json j = output_header("k3perf-compare", 1);
   j["prediction"] = c.prediction_origin;
   j["trace_metadata"] = c.trace_metadata;
   j["summary"] = {{"measured_ops", c.ops.size()},

@@ -1,6 +1,7 @@
 #include "sim/cache/cache_metrics.h"
 
 #include "core/error.h"
+#include "core/output_header.h"
 
 #include <fmt/format.h>
 
@@ -101,7 +102,7 @@ nlohmann::ordered_json parameters(const std::map<std::string, double>& p) {
 }  // namespace
 
 nlohmann::ordered_json to_json(const CacheConfig& c, const CacheSizes& z, const CacheSummary& s) {
-  nlohmann::ordered_json j;
+  nlohmann::ordered_json j = output_header("k3perf-cache", 1);
   auto& cfg = j["config"];
   cfg["hash_block_tokens"] = c.hash_block_tokens;
   cfg["allocation_block_tokens"] = c.allocation_block_tokens;

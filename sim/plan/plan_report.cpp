@@ -1,5 +1,7 @@
 #include "sim/plan/plan_report.h"
 
+#include "core/output_header.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -168,7 +170,7 @@ std::string plan_csv(const PlanResult& r) {
 }
 
 nlohmann::ordered_json to_json(const PlanResult& r, const PlanSpace& space) {
-  nlohmann::ordered_json j;
+  nlohmann::ordered_json j = output_header("k3perf-plan", 1);
   j["request_rate_per_s"] = r.request_rate_per_s;
   j["rank_by"] = space.rank_by;
   j["slo_percentile"] = space.slo_percentile;

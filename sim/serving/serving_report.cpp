@@ -1,5 +1,7 @@
 #include "sim/serving/serving_report.h"
 
+#include "core/output_header.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -87,7 +89,7 @@ std::string format_serving(const ServingScenario& s, const ServingResult& r) {
 }
 
 nlohmann::ordered_json to_json(const ServingScenario& s, const ServingResult& r) {
-  nlohmann::ordered_json j;
+  nlohmann::ordered_json j = output_header("k3perf-serve", 1);
   j["scenario"] = {{"name", s.deployment.name},
                    {"source", s.deployment.source},
                    {"deployment", deployment_line(s)},

@@ -223,6 +223,8 @@ TEST(PlanRefusals, HistogramAndBindingLimitWhenNothingIsFeasible) {
   const std::string csv = plan_csv(r);
   EXPECT_NE(csv.find(",0,0,0,0.0000,,,"), std::string::npos) << csv;
   EXPECT_TRUE(to_json(r, space)["candidates"][0]["ttft_ms"].is_null());
+  EXPECT_EQ(to_json(r, space).begin().key(), "format");  // core/output_header.h
+  EXPECT_EQ(to_json(r, space)["format"], "k3perf-plan");
 }
 
 // KV and state formats are searched like any other dimension: each layout twice, the fp8 one labelled, and its
