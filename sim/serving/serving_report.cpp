@@ -30,7 +30,6 @@ nlohmann::ordered_json pct_json(const Percentiles& p) {
 
 // Why the rejected requests were turned away, the largest count first, with the limit each one met.
 std::string rejection_line(const ServingScenario& s, const ServingResult& r) {
-  const ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
   std::vector<std::pair<int64_t, std::string>> parts;
   for (const Rejection why : kAllRejections) {
     const int64_t n = r.rejected_by[static_cast<int>(why)];
@@ -38,11 +37,11 @@ std::string rejection_line(const ServingScenario& s, const ServingResult& r) {
     switch (why) {
       case Rejection::beyond_positions:
         parts.emplace_back(
-            n, fmt::format("{} longer (prompt + output) than the model's {} positions", n, model.max_positions));
+            n, fmt::format("{} longer (prompt + output) than the model's {} positions", n, r.max_positions));
         break;
       case Rejection::memory:
         parts.emplace_back(n, fmt::format("{} whose KV and state never fit a replica's {:.2f} GiB per GPU, even alone",
-                                          n, model.capacity_bytes / double(1ull << 30)));
+                                          n, r.kv_capacity_bytes_per_gpu / double(1ull << 30)));
         break;
       case Rejection::ttft_admission:
         parts.emplace_back(n, fmt::format("{} turned away because the queue ahead already exceeded TTFT {:g} ms", n,

@@ -125,11 +125,14 @@ class Simulation {
       for (int i = 0; i < o.prefill_replicas; ++i) add(Role::prefill, prefill_model, o.limits);
       for (int i = 0; i < o.decode_replicas; ++i) add(Role::decode, decode_model, o.decode_limits);
       result_.gpus = o.prefill_replicas * prefill_model.gpus + o.decode_replicas * decode_model.gpus;
+      result_.kv_capacity_bytes_per_gpu = std::min(prefill_model.capacity_bytes, decode_model.capacity_bytes);
     } else {
       K3_CHECK(o.replicas > 0, "need at least one replica");
       for (int i = 0; i < o.replicas; ++i) add(Role::both, prefill_model, o.limits);
       result_.gpus = o.replicas * prefill_model.gpus;
+      result_.kv_capacity_bytes_per_gpu = prefill_model.capacity_bytes;
     }
+    result_.max_positions = prefill_model.max_positions;
     seqs_.resize(requests.size());
     result_.requests.resize(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {

@@ -111,6 +111,8 @@ struct ServingResult {
   Percentiles ttft_ms, tpot_ms, e2e_ms;  // over completed requests
   int64_t completed = 0, rejected = 0, met_slo = 0;
   int64_t rejected_by[std::size(kAllRejections) + 1] = {};  // indexed by Rejection
+  long long max_positions = 0;                              // the limits the rejections met: the model's positions,
+  double kv_capacity_bytes_per_gpu = 0;                     // the smallest replica's KV/state space per GPU
   double duration_ms = 0;                                   // first arrival to last completion
   double output_tokens_per_s = 0;                           // over the duration
   double goodput_requests_per_s = 0;                        // completed requests that met the SLOs
