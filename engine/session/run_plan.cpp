@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "engine/parallel/rank_shape.h"
+#include "engine/weights/weights_source.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -101,6 +102,7 @@ RunPlan plan_run(const Scenario& s, const EngineKnobs& k) {
   runtime::RunOptions& o = plan.options;
   o.model_path = s.model.source_file;
   o.weights = k.weights;
+  (void)weights::parse_weights_source(k.weights);  // a bad seed is an input error before any GPU work
   const bool sliced = std::any_of(s.overrides.begin(), s.overrides.end(),
                                   [](const std::string& e) { return e.rfind("layers:", 0) == 0; });
   o.layers = sliced ? s.model.num_layers : 0;

@@ -317,6 +317,15 @@ TEST_F(CliTest, RunDryRunWritesThePredictionOfTheTracedPhase) {
   EXPECT_EQ(none.status, 2) << none.output;
   EXPECT_NE(none.output.find("--prediction-json needs --hardware"), std::string::npos) << none.output;
   EXPECT_FALSE(fs::exists(dir_ / "none.json"));
+  // A seed beyond 64 bits is the input's error, found before any GPU work (it was an internal error from the
+  // engine).
+  const CommandResult seed = run("run --model kimi-k3 --weights random:18446744073709551616 --layers 4 --dry-run");
+  EXPECT_EQ(seed.status, 2) << seed.output;
+  EXPECT_NE(seed.output.find("--weights random:18446744073709551616: the seed after 'random:' exceeds "
+                             "18446744073709551615"),
+            std::string::npos)
+      << seed.output;
+  EXPECT_EQ(run("run --model kimi-k3 --weights random:18446744073709551615 --layers 4 --dry-run").status, 0);
 }
 
 TEST_F(CliTest, RunScenarioTheEngineCannotRunNamesTheKey) {
