@@ -2,6 +2,7 @@
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
+#include "kernels/mla_decode_wgmma_narrow.h"
 #include "kernels/ptx/ptx_mma.h"
 #include "kernels/ptx/shared_memory_config.h"
 #include "kernels/ptx/sm90a_device.h"
@@ -470,6 +471,7 @@ int mla_decode_algorithm_splits(const MlaDecodeShape& shape, MlaDecodeAlgorithm 
   algorithm = resolved(algorithm, shape);
   if (algorithm == MlaDecodeAlgorithm::wgmma_cluster) return mla_decode_wgmma_cluster_num_splits(shape);
   if (algorithm == MlaDecodeAlgorithm::wgmma_alternating) return mla_decode_wgmma_num_splits(shape);
+  if (algorithm == MlaDecodeAlgorithm::wgmma_narrow) return mla_decode_wgmma_narrow_num_splits(shape);
   return mla_decode_num_splits(shape);
 }
 
@@ -479,10 +481,13 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
   algorithm = resolved(algorithm, shape);
-  // wgmma_alternating and wgmma_cluster: their own split passes and split counts, the same workspace and combine pass.
+  // The wgmma algorithms: their own split passes and split counts, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
   const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster;
-  if (!wgmma_alternating && !wgmma_cluster && algorithm != MlaDecodeAlgorithm::register_q) return cudaErrorInvalidValue;
+  const bool wgmma_narrow = algorithm == MlaDecodeAlgorithm::wgmma_narrow;
+  if (!wgmma_alternating && !wgmma_cluster && !wgmma_narrow && algorithm != MlaDecodeAlgorithm::register_q)
+    return cudaErrorInvalidValue;
+  if (wgmma_narrow && shape.heads > kMlaDecodeNarrowMaxHeads) return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
   const int splits = mla_decode_algorithm_splits(shape, algorithm);
@@ -497,8 +502,10 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
 
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
-      wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
-                                                          shape, splits, partial_out, partial_stats, out, stream)
+      wgmma_narrow    ? mla_decode_wgmma_narrow_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
+                                                           shape, splits, partial_out, partial_stats, out, stream)
+      : wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
+                                                            shape, splits, partial_out, partial_stats, out, stream)
       : wgmma_alternating
           ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
                                                     splits, partial_out, partial_stats, out, stream)
