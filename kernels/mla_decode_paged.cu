@@ -2,7 +2,6 @@
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_alternating.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
-#include "kernels/mla_decode_wgmma_narrow.h"
 #include "kernels/ptx/ptx_mma.h"
 #include "kernels/ptx/shared_memory_config.h"
 #include "kernels/ptx/sm90a_device.h"
@@ -471,7 +470,6 @@ int mla_decode_algorithm_splits(const MlaDecodeShape& shape, MlaDecodeAlgorithm 
   algorithm = resolved(algorithm, shape);
   if (algorithm == MlaDecodeAlgorithm::wgmma_cluster) return mla_decode_wgmma_cluster_num_splits(shape);
   if (algorithm == MlaDecodeAlgorithm::wgmma_alternating) return mla_decode_wgmma_num_splits(shape);
-  if (algorithm == MlaDecodeAlgorithm::wgmma_narrow) return mla_decode_wgmma_narrow_num_splits(shape);
   return mla_decode_num_splits(shape);
 }
 
@@ -481,13 +479,10 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
                                   MlaDecodeAlgorithm algorithm) {
   if (!valid_shape(shape) || !std::isfinite(scale)) return cudaErrorInvalidValue;
   algorithm = resolved(algorithm, shape);
-  // The wgmma algorithms: their own split passes and split counts, the same workspace and combine pass.
+  // wgmma_alternating and wgmma_cluster: their own split passes and split counts, the same workspace and combine pass.
   const bool wgmma_alternating = algorithm == MlaDecodeAlgorithm::wgmma_alternating;
   const bool wgmma_cluster = algorithm == MlaDecodeAlgorithm::wgmma_cluster;
-  const bool wgmma_narrow = algorithm == MlaDecodeAlgorithm::wgmma_narrow;
-  if (!wgmma_alternating && !wgmma_cluster && !wgmma_narrow && algorithm != MlaDecodeAlgorithm::register_q)
-    return cudaErrorInvalidValue;
-  if (wgmma_narrow && shape.heads > kMlaDecodeNarrowMaxHeads) return cudaErrorInvalidValue;
+  if (!wgmma_alternating && !wgmma_cluster && algorithm != MlaDecodeAlgorithm::register_q) return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   if (!aligned16(q) || !aligned16(cache_pages) || !aligned16(out)) return cudaErrorInvalidValue;
   const int splits = mla_decode_algorithm_splits(shape, algorithm);
@@ -502,10 +497,8 @@ cudaError_t mla_decode_paged_bf16(const __nv_bfloat16* q, const __nv_bfloat16* c
 
   const dim3 grid(unsigned(groups * splits), unsigned(shape.batch));
   const cudaError_t status =
-      wgmma_narrow    ? mla_decode_wgmma_narrow_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
-                                                           shape, splits, partial_out, partial_stats, out, stream)
-      : wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
-                                                            shape, splits, partial_out, partial_stats, out, stream)
+      wgmma_cluster ? mla_decode_wgmma_cluster_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e,
+                                                          shape, splits, partial_out, partial_stats, out, stream)
       : wgmma_alternating
           ? mla_decode_wgmma_alternating_split_pass(q, cache_pages, page_table, context_tokens, scale * kLog2e, shape,
                                                     splits, partial_out, partial_stats, out, stream)

@@ -25,10 +25,6 @@
 //                only): heads as the wgmma M in blocks of 64, score tiles of 32 tokens alternating between two
 //                warpgroups so one's softmax overlaps the other's tensor work; the choice on compute capability 9.0
 //                up to 64 heads (a TP16 … TP2 rank's 6 … 48), above 96 or where wgmma_cluster's clusters do not fit.
-//   wgmma_narrow — kernels/mla_decode_wgmma_narrow.h (sm_90a, compute capability 9.0 only, at most 16 heads): cached
-//                tokens as the wgmma M and the heads as N = 8 or 16, one warpgroup per block and a loader warp
-//                keeping about three 64-token tiles in flight by TMA; for a rank's few heads, where only the read
-//                rate counts.
 //   wgmma_cluster — kernels/mla_decode_wgmma_cluster.h (sm_90a, compute capability 9.0 only, at most 96 heads): cached
 //                tokens as the wgmma M and the heads as N, each split shared by the two blocks of a cluster (48 heads
 //                each, no padding), each 64-token tile copied by TMA into both blocks at once (multicast); the choice
@@ -54,9 +50,8 @@ inline constexpr int kMlaDecodeRopeDim = 64;     // k_r: qk_rope_head_dim
 inline constexpr int kMlaDecodeCacheWidth = kMlaDecodeLatentDim + kMlaDecodeRopeDim;
 
 // automatic: on a compute capability 9.0 device wgmma_cluster from 65 to 96 heads where its clusters fit
-// (mla_decode_wgmma_cluster_runs), else wgmma_alternating; register_q elsewhere. wgmma_narrow takes at most 16 heads
-// (cudaErrorInvalidValue above).
-enum class MlaDecodeAlgorithm { register_q, wgmma_alternating, wgmma_cluster, wgmma_narrow, automatic };
+// (mla_decode_wgmma_cluster_runs), else wgmma_alternating; register_q elsewhere.
+enum class MlaDecodeAlgorithm { register_q, wgmma_alternating, wgmma_cluster, automatic };
 
 struct MlaDecodeShape {
   int batch;

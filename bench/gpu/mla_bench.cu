@@ -6,13 +6,12 @@
 //           is timed with every MlaDecodeAlgorithm: "mla_decode_register_q" is register_q (the default off compute
 //           capability 9.0), "mla_decode_wgmma" is wgmma (only on compute capability 9.0), on the same buffers; each
 //           name carries the algorithm's own split count.
-//           "mla_decode_wgmma_alternating" is wgmma_alternating, "mla_decode_wgmma_cluster" wgmma_cluster and
-//           "mla_decode_wgmma_narrow" wgmma_narrow (at most 16 heads) (only on compute capability 9.0, like wgmma);
-//           6 and 12 heads also at batch 64 and 128K. Cache rows and q are random normal (constant data runs faster).
-//           Per shape two floors, per launch in a CUDA graph, each with the decode's plain_bound beside it:
-//           "cache_read_floor" a kernel that only reads the cache's pages through the page table
-//           (bench/gpu/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache "L2-resident"
-//           (every page-table entry in 16 pages, so the time is the kernel's on-chip work alone).
+//           "mla_decode_wgmma_alternating" is wgmma_alternating and "mla_decode_wgmma_cluster" wgmma_cluster (only on
+//           compute capability 9.0, like wgmma); 6 and 12 heads also at batch 64 and 128K. Cache rows and q are random
+//           normal (constant data runs faster). Per shape two floors, per launch in a CUDA graph, each with the
+//           decode's plain_bound beside it: "cache_read_floor" a kernel that only reads the cache's pages through the
+//           page table (bench/gpu/read_floor.h; its bytes are the cache's), and wgmma_cluster with the cache
+//           "L2-resident" (every page-table entry in 16 pages, so the time is the kernel's on-chip work alone).
 //   prefill mla_prefill_attention_bf16, 96 heads, 8K and 32K tokens, no prefix, every MlaPrefillAlgorithm but
 //           automatic, on random normal q, k, v (constant ones keep every row at its first maximum); FLOPs counted
 //           causal (half the square): heads · T²/2 · (192 + 128) · 2.
@@ -29,7 +28,6 @@
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
-#include "kernels/mla_decode_wgmma_narrow.h"
 #include "kernels/mla_prefill.h"
 
 #include <cuda_bf16.h>
@@ -93,8 +91,6 @@ int main(int argc, char** argv) {
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_alternating, "mla_decode_wgmma_alternating");
   if (k3::kernels::mla_decode_wgmma_supported(device))
     algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_cluster, "mla_decode_wgmma_cluster");
-  if (k3::kernels::mla_decode_wgmma_supported(device))
-    algorithms.emplace_back(k3::kernels::MlaDecodeAlgorithm::wgmma_narrow, "mla_decode_wgmma_narrow");
   std::mt19937 rng(20261214);
   struct DecodeShape {
     int heads, batch;
@@ -143,8 +139,6 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaMemcpy(s.lengths, lengths.data(), batch * sizeof(int32_t), cudaMemcpyHostToDevice));
       }
       for (const auto& [algorithm, kernel] : algorithms) {
-        if (algorithm == k3::kernels::MlaDecodeAlgorithm::wgmma_narrow && heads > k3::kernels::kMlaDecodeNarrowMaxHeads)
-          continue;
         const int splits = k3::kernels::mla_decode_algorithm_splits(shape, algorithm);
         Result r{fmt::format("{} heads {} batch {} context {} splits {}", kernel, heads, batch, context, splits), bytes,
                  flops};

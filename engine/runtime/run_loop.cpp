@@ -11,7 +11,6 @@
 #include "engine/runtime/gpu_model.h"
 #include "engine/weights/checkpoint.h"
 #include "engine/weights/synthetic_checkpoint.h"
-#include "engine/weights/weights_source.h"
 #include "kernels/random_fill.h"
 
 #include <fmt/format.h>
@@ -25,7 +24,30 @@ namespace k3::runtime {
 
 namespace {
 
-ModelConfig load_config(const RunOptions& o, const weights::WeightsSource& w) {
+struct WeightsSource {
+  bool random = false;
+  uint64_t seed = 1;
+  std::string dir;
+};
+
+WeightsSource parse_weights(const std::string& text) {
+  WeightsSource w;
+  if (text == "random" || text.rfind("random:", 0) == 0) {
+    w.random = true;
+    if (text.size() > 7) {
+      const std::string seed = text.substr(7);
+      if (seed.empty() || seed.find_first_not_of("0123456789") != std::string::npos) {
+        throw InputError(fmt::format("--weights {}: the seed after 'random:' must be a non-negative integer", text));
+      }
+      w.seed = std::stoull(seed);
+    }
+  } else {
+    w.dir = text;
+  }
+  return w;
+}
+
+ModelConfig load_config(const RunOptions& o, const WeightsSource& w) {
   std::string path = o.model_path;
   if (path.empty()) {
     if (w.random) throw InputError("--weights random needs --model <config.json>");
@@ -88,7 +110,7 @@ RunSummary run_engine(const RunOptions& o) {
                     "must be positive and the context non-negative",
                     o.batch, o.prompt_tokens, o.decode_tokens, o.chunk_tokens, o.page_tokens));
   }
-  const weights::WeightsSource source = weights::parse_weights_source(o.weights);
+  const WeightsSource source = parse_weights(o.weights);
   const ModelConfig config = load_config(o, source);
   DeviceWeights::check_supported(config);
   // The rank this GPU runs (the whole model on one GPU) and its groups, emulated: each collective is recorded as the

@@ -1,6 +1,8 @@
 // weights_source: what `--weights` names — "random" or "random:SEED" (weights generated from a seed, the same
-// formats and scaling as make-checkpoint) or a checkpoint folder. Parsed before any GPU work, so that a bad value is
-// an input error on a machine without a GPU too.
+// formats and scaling as make-checkpoint) or a checkpoint folder. `run` checks it when it plans (engine/session),
+// before any GPU work, so that a bad value is an input error on a machine without a GPU too. (engine/runtime's
+// run_loop still parses the text itself; it takes this parser with the next refit of h200-validated.yaml, whose
+// fit records a hash of engine/runtime.)
 #pragma once
 
 #include <cstdint>

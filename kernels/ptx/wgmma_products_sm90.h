@@ -1,6 +1,5 @@
 // wgmma_products_sm90: d[N/2] += A · B for every wgmma m64nNk16 bf16 → fp32 shape the project measures or uses
-// (N = 8, 16, 32, 48, 64, 96, 128, 256; 8 and 16 with both operands in shared memory only), as two overload sets
-// chosen by the accumulator array's size:
+// (N = 32, 48, 64, 96, 128, 256), as two overload sets chosen by the accumulator array's size:
 //   mma_ss<kTransA, kTransB>(d, a_desc, b_desc)   A and B from shared memory (descriptors: wgmma_sm90.h), trans-a /
 //                                                 trans-b immediates (1: MN-major);
 //   mma_rs<kTransB>(d, a_fragment, b_desc)        A from registers (the m16n8k16 A fragment of each warp).
@@ -11,26 +10,6 @@
 
 namespace k3::kernels::wgmma {
 
-template <int kTransA, int kTransB>
-__device__ __forceinline__ void mma_ss(float (&d)[4], uint64_t a, uint64_t b) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3}, %4, %5, 1, 1, 1, %6, %7;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
-#endif
-}
-template <int kTransA, int kTransB>
-__device__ __forceinline__ void mma_ss(float (&d)[8], uint64_t a, uint64_t b) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, %10, %11;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(a), "l"(b), "n"(kTransA), "n"(kTransB));
-#endif
-}
 template <int kTransA, int kTransB>
 __device__ __forceinline__ void mma_ss(float (&d)[16], uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

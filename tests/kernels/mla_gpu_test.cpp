@@ -8,7 +8,6 @@
 #include "kernels/mla_decode_paged.h"
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
-#include "kernels/mla_decode_wgmma_narrow.h"
 #include "kernels/mla_prefill.h"
 #include "tests/kernels/op_cases/mla_data.h"
 
@@ -36,31 +35,19 @@ TEST(GpuMla, DecodeGraphServesNewLengths) {
   // One capture; the replay reads the lengths from device memory, so new lengths need no new graph. The second set
   // shortens every sequence (the dropped rows hold real values, so reading past the length would show) and empties
   // one.
-  // 35 heads, and 12 for wgmma_narrow (at most 16).
   std::mt19937 rng(20261211);
-  struct Case {
-    DecodeData d;
-    ref::Matrix want_full, want_shorter;
-  };
+  DecodeData d;
+  d.heads = 35;
   const std::vector<int> contexts = {5000, 65, 1, 1000, 64, 63};
+  d.q = round_to_bf16(random_matrix(Index(contexts.size()) * d.heads, kWidth, rng, -2.0f, 2.0f));
+  for (int t : contexts) d.rows.push_back(round_to_bf16(random_matrix(t, kWidth, rng)));
+  d.cache = build_paged_cache(d.rows, d.heads, 16, 5000, rng);
   const std::vector<int32_t> shorter = {3333, 64, 0, 999, 33, 1};
-  const auto make_case = [&](int heads) {
-    Case c;
-    c.d.heads = heads;
-    c.d.q = round_to_bf16(random_matrix(Index(contexts.size()) * heads, kWidth, rng, -2.0f, 2.0f));
-    for (int t : contexts) c.d.rows.push_back(round_to_bf16(random_matrix(t, kWidth, rng)));
-    c.d.cache = build_paged_cache(c.d.rows, heads, 16, 5000, rng);
-    c.want_full = decode_reference(c.d.q, c.d.rows, c.d.cache.contexts, heads, kK3Scale);
-    c.want_shorter = decode_reference(c.d.q, c.d.rows, shorter, heads, kK3Scale);
-    return c;
-  };
-  const Case wide = make_case(35), narrow = make_case(12);
+  const ref::Matrix want_full = decode_reference(d.q, d.rows, d.cache.contexts, d.heads, kK3Scale);
+  const ref::Matrix want_shorter = decode_reference(d.q, d.rows, shorter, d.heads, kK3Scale);
 
   K3_REQUIRE_GPU();
   for (const MlaDecodeAlgorithm algorithm : decode_algorithms()) {
-    const Case& c = algorithm == MlaDecodeAlgorithm::wgmma_narrow ? narrow : wide;
-    const DecodeData& d = c.d;
-    const ref::Matrix &want_full = c.want_full, &want_shorter = c.want_shorter;
     DecodeDevice dev(d);  // fresh lengths per algorithm
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreate(&stream));
@@ -107,14 +94,6 @@ TEST(GpuMla, DecodeSplitsAndWorkspaceFollowTheShape) {
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({1, 3, 64, 16384, 1 << 20}), 128);
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({64, 96, 64, 16384, 1 << 20}), 1);
   EXPECT_EQ(kernels::mla_decode_wgmma_num_splits({4, 96, 16, 8, 100}), 1);
-  // wgmma_narrow on an H200 (132 SMs): the count within [1, the splits above] whose waves of one block per SM,
-  // each spending ⌈tiles / splits⌉ + 1 tile times, end first: 33 at batch 8 (two full waves of 264 blocks against 16
-  // in one leaving 4 SMs idle), 2 at batch 64 (128 blocks in one wave against 5's three).
-  EXPECT_EQ(kernels::mla_decode_wgmma_narrow_num_splits({8, 6, 64, 2048, 131072}), 33);
-  EXPECT_EQ(kernels::mla_decode_wgmma_narrow_num_splits({8, 12, 64, 16384, 1 << 20}), 33);
-  EXPECT_EQ(kernels::mla_decode_wgmma_narrow_num_splits({1, 6, 64, 16384, 1 << 20}), 128);
-  EXPECT_EQ(kernels::mla_decode_wgmma_narrow_num_splits({64, 6, 64, 2048, 131072}), 2);
-  EXPECT_EQ(kernels::mla_decode_wgmma_narrow_num_splits({4, 6, 16, 8, 100}), 1);
   // mla_decode_algorithm_splits: each algorithm's own count (what mla_bench names its results by); automatic is
   // wgmma_cluster's where the device runs its clusters (an H200), register_q's without a device.
   for (const MlaDecodeShape& shape : {one_m, MlaDecodeShape{8, 96, 64, 128, 8192}, MlaDecodeShape{4, 96, 16, 8, 100}}) {
@@ -289,7 +268,6 @@ TEST(GpuMla, EndToEndThroughTheLayerReference) {
   d.cache = build_paged_cache(d.rows, heads, 16, cache.latent.rows() + 5, rng);
   DecodeDevice dev(d);
   for (const MlaDecodeAlgorithm algorithm : decode_algorithms()) {
-    if (algorithm == MlaDecodeAlgorithm::wgmma_narrow && heads > kernels::kMlaDecodeNarrowMaxHeads) continue;
     CUDA_CHECK(dev.launch(d.cache.shape, nullptr, algorithm));
     const ref::Matrix latent_gpu = from_f32(dev.out.download(), heads, kLatent);
     EXPECT_LE(normalized_error(decode_output(latent_gpu), y_absorbed), tolerance_for<__nv_bfloat16>())

@@ -5,7 +5,6 @@
 // end: plain tests in tests/kernels/mla_gpu_test.cpp.
 #include "kernels/mla_decode_wgmma.h"
 #include "kernels/mla_decode_wgmma_cluster.h"
-#include "kernels/mla_decode_wgmma_narrow.h"
 #include "tests/kernels/op_cases/cases.h"
 #include "tests/kernels/op_cases/mla_data.h"
 
@@ -27,7 +26,6 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
   if (cudaGetDevice(&device) == cudaSuccess && kernels::mla_decode_wgmma_supported(device)) {
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_alternating);
     algorithms.push_back(MlaDecodeAlgorithm::wgmma_cluster);
-    algorithms.push_back(MlaDecodeAlgorithm::wgmma_narrow);
   } else {
     fmt::print(stderr, "note: this device is not compute capability 9.0, so the wgmma algorithms are not tested\n");
   }
@@ -37,7 +35,6 @@ std::vector<MlaDecodeAlgorithm> decode_algorithms() {
 std::string name(MlaDecodeAlgorithm a) {
   if (a == MlaDecodeAlgorithm::wgmma_alternating) return "wgmma_alternating";
   if (a == MlaDecodeAlgorithm::wgmma_cluster) return "wgmma_cluster";
-  if (a == MlaDecodeAlgorithm::wgmma_narrow) return "wgmma_narrow";
   return a == MlaDecodeAlgorithm::register_q ? "register_q" : "wgmma";
 }
 
@@ -178,16 +175,12 @@ const std::vector<int> kContexts[] = {
 std::vector<Variant> decode_variants() {
   return {variant(MlaDecodeAlgorithm::register_q, "register_q"),
           variant(MlaDecodeAlgorithm::wgmma_alternating, "wgmma_alternating"),
-          variant(MlaDecodeAlgorithm::wgmma_cluster, "wgmma_cluster"),
-          variant(MlaDecodeAlgorithm::wgmma_narrow, "wgmma_narrow")};
+          variant(MlaDecodeAlgorithm::wgmma_cluster, "wgmma_cluster")};
 }
 
 OpCase decode_case() {
   OpCase c{"mla_decode_paged_bf16", OpKind::mla_attention};
-  // A rank's few heads (6, 12, 16: wgmma_narrow's N of 8 and 16), pages of 64 and 16 rows (whole tiles by TMA in
-  // one or four pieces) and of 48 (every tile by cp.async).
-  const int dims[][3] = {{3, 64, 0},  {35, 16, 1}, {96, 16, 2}, {96, 64, 3}, {96, 16, 4}, {96, 16, 5},
-                         {96, 64, 6}, {6, 64, 6},  {12, 16, 0}, {16, 64, 2}, {6, 48, 1}};
+  const int dims[][3] = {{3, 64, 0}, {35, 16, 1}, {96, 16, 2}, {96, 64, 3}, {96, 16, 4}, {96, 16, 5}, {96, 64, 6}};
   for (const auto& d : dims) c.shapes.push_back(shape({{"heads", d[0]}, {"page_tokens", d[1]}, {"contexts", d[2]}}));
   c.variants = decode_variants();
   c.test = [](const Shape& s, std::mt19937& rng, Checks& cpu) -> GpuRun {
@@ -232,11 +225,6 @@ OpCase decode_case() {
       const std::vector<MlaDecodeAlgorithm> runs = decode_algorithms();
       DecodeDevice dev(*d);
       const cudaError_t status = dev.launch(d->cache.shape, nullptr, algorithm);
-      if (algorithm == MlaDecodeAlgorithm::wgmma_narrow && d->heads > kernels::kMlaDecodeNarrowMaxHeads) {
-        gpu.expect(status == cudaErrorInvalidValue, "wgmma_narrow refuses more than 16 heads on any device");
-        (void)cudaGetLastError();
-        return;
-      }
       if (std::find(runs.begin(), runs.end(), algorithm) == runs.end()) {  // not compute capability 9.0
         gpu.expect(status != cudaSuccess, "refused on a device that cannot run it");
         (void)cudaGetLastError();
