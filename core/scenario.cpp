@@ -51,7 +51,8 @@ StorageFormat storage(const YamlNode& n, const std::vector<std::string>& allowed
 std::string resolve_reference(const YamlNode& n, const std::string& origin) {
   const std::string ref = n.as_string();
   const fs::path beside = fs::path(origin).parent_path() / ref;
-  if (!origin.empty() && origin[0] != '<' && fs::is_regular_file(beside)) return beside.string();
+  std::error_code ec;  // a name the file system refuses (too long, …) is not a file beside the scenario
+  if (!origin.empty() && origin[0] != '<' && fs::is_regular_file(beside, ec)) return beside.string();
   return ref;
 }
 

@@ -46,7 +46,8 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index_path, c
     if (!is_plain_relative_path(shard)) {
       entry.fail(fmt::format("shard '{}' must be a relative path inside the checkpoint directory", shard));
     }
-    if (!fs::is_regular_file(dir / shard)) entry.fail(fmt::format("shard '{}' does not exist", shard));
+    std::error_code ec;  // a name the file system refuses (too long, …) is a shard that does not exist
+    if (!fs::is_regular_file(dir / shard, ec)) entry.fail(fmt::format("shard '{}' does not exist", shard));
     if (!resolves_inside(dir, dir / shard)) {
       entry.fail(fmt::format("shard '{}' is a link to a file outside the checkpoint directory", shard));
     }
@@ -61,10 +62,11 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
   Checkpoint checkpoint;
   checkpoint.source_ = dir_or_file;
   const fs::path source(dir_or_file);
-  if (!fs::is_directory(source)) {
-    if (!fs::exists(source)) throw InputError(fmt::format("{}: no such file or directory", dir_or_file));
+  std::error_code ec;  // the non-throwing queries: a path the file system refuses is one that does not exist
+  if (!fs::is_directory(source, ec)) {
+    if (!fs::exists(source, ec)) throw InputError(fmt::format("{}: no such file or directory", dir_or_file));
     checkpoint.shards_.push_back(SafetensorsFile::open(dir_or_file));
-  } else if (fs::exists(source / kSafetensorsIndexFileName)) {
+  } else if (fs::exists(source / kSafetensorsIndexFileName, ec)) {
     const fs::path index_path = source / kSafetensorsIndexFileName;
     const std::map<std::string, std::string> shard_of_name = read_weight_map(index_path, source);
     std::map<std::string, size_t> shard_number;
@@ -90,7 +92,7 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
         }
       }
     }
-  } else if (fs::exists(source / kSingleSafetensorsFileName)) {
+  } else if (fs::exists(source / kSingleSafetensorsFileName, ec)) {
     if (!resolves_inside(source, source / kSingleSafetensorsFileName)) {
       throw InputError(fmt::format("{}: {} is a link to a file outside the checkpoint directory", dir_or_file,
                                    kSingleSafetensorsFileName));

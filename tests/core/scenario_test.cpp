@@ -121,6 +121,14 @@ TEST(ScenarioSet, ParallelDegreesBeyondTheLimit) {
                      {"workload.batch", "exceeds 1048576"});
 }
 
+// A hardware or model name longer than the file system allows is a name that is not found, not a file-system error
+// escaping the loader (found by the scenario_yaml and set fuzz targets).
+TEST(ScenarioSet, ANameTooLongForAFileIsNotFound) {
+  const std::string name(5000, 'x');
+  expect_input_error([&] { load_scenario(kScenarioFile, data(), {"hardware=" + name}); }, {"hardware"});
+  expect_input_error([&] { load_scenario(kScenarioFile, data(), {"model=" + name}); }, {"model"});
+}
+
 // A layout that disagrees with `gpus:` is named as such, before what it breaks downstream (7 does not divide the
 // heads either); with degrees past 2^31 in product the message keeps the exact figure.
 TEST(ScenarioSet, GpusCheckedAgainstTheLayoutFirst) {
