@@ -4,22 +4,36 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace k3 {
 
 namespace {
 
+template <class Exception>
+[[noreturn]] void throw_parse_error(const std::string& origin, std::size_t byte, const std::string& token,
+                                    const Exception& e) {
+  if (e.id == 406) {  // out_of_range: a number beyond a double
+    throw InputError(
+        fmt::format("{}: number {} at byte {} is beyond the range of a double", origin, quoted_excerpt(token), byte));
+  }
+  throw InputError(fmt::format("{}: malformed JSON at byte {}: {}", origin, byte, quoted_excerpt(e.what())));
+}
+
 // nlohmann's own DOM builder, with a depth count and the keys of each open object. sax_parse calls these
 // members on this type, so they stand in for the base's. The parser itself keeps its containers on a heap stack.
-class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
-  using Base = nlohmann::detail::json_sax_dom_parser<nlohmann::json>;
+template <class Json>
+class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<Json>;
 
  public:
-  CheckedDomBuilder(nlohmann::json& root, const std::string& origin, int max_depth)
-      : Base(root, true), origin_(origin), max_depth_(max_depth) {}
+  // `outer_levels`: containers already open around the value this builds (MemberStreamer's top-level object).
+  CheckedDomBuilder(Json& root, const std::string& origin, int max_depth, int outer_levels = 0)
+      : Base(root, true), origin_(origin), max_depth_(max_depth), outer_levels_(outer_levels) {}
 
   bool start_object(std::size_t n) {
     enter(true);
@@ -52,11 +66,7 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<nlohmann:
   }
   template <class Exception>
   bool parse_error(std::size_t byte, const std::string& token, const Exception& e) {
-    if (e.id == 406) {  // out_of_range: a number beyond a double
-      throw InputError(fmt::format("{}: number {} at byte {} is beyond the range of a double", origin_,
-                                   quoted_excerpt(token), byte));
-    }
-    throw InputError(fmt::format("{}: malformed JSON at byte {}: {}", origin_, byte, quoted_excerpt(e.what())));
+    throw_parse_error(origin_, byte, token, e);
   }
 
  private:
@@ -66,23 +76,145 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<nlohmann:
     std::string key;  // the latest key (objects)
   };
   void enter(bool object) {
-    if (static_cast<int>(open_.size()) >= max_depth_) {
+    if (static_cast<int>(open_.size()) + outer_levels_ >= max_depth_) {
       throw InputError(fmt::format("{}: JSON nested deeper than {} levels", origin_, max_depth_));
     }
     open_.push_back({object, {}, {}});
   }
   const std::string& origin_;
   const int max_depth_;
+  const int outer_levels_;
   std::vector<Open> open_;
 };
+
+// The members of a top-level object, each built by its own CheckedDomBuilder and handed on when complete.
+class MemberStreamer {
+  using Json = nlohmann::json;
+
+ public:
+  MemberStreamer(const std::string& origin, int max_depth, const JsonMemberCallback& member)
+      : origin_(origin), max_depth_(max_depth), member_(member) {}
+
+  bool null() {
+    return scalar([](auto& b) { return b.null(); });
+  }
+  bool boolean(bool v) {
+    return scalar([v](auto& b) { return b.boolean(v); });
+  }
+  bool number_integer(Json::number_integer_t v) {
+    return scalar([v](auto& b) { return b.number_integer(v); });
+  }
+  bool number_unsigned(Json::number_unsigned_t v) {
+    return scalar([v](auto& b) { return b.number_unsigned(v); });
+  }
+  bool number_float(Json::number_float_t v, const Json::string_t& text) {
+    return scalar([v, &text](auto& b) { return b.number_float(v, text); });
+  }
+  bool string(Json::string_t& v) {
+    return scalar([&v](auto& b) { return b.string(v); });
+  }
+  bool binary(Json::binary_t& v) {
+    return scalar([&v](auto& b) { return b.binary(v); });
+  }
+  bool start_object(std::size_t n) {
+    if (depth_ == 0) {
+      depth_ = 1;
+      return true;
+    }
+    if (depth_ == 1) begin_member();
+    ++depth_;
+    return builder_->start_object(n);
+  }
+  bool start_array(std::size_t n) {
+    if (depth_ == 0) not_an_object();
+    if (depth_ == 1) begin_member();
+    ++depth_;
+    return builder_->start_array(n);
+  }
+  bool end_object() {
+    if (depth_ == 1) {
+      depth_ = 0;
+      return true;
+    }
+    return close([](auto& b) { return b.end_object(); });
+  }
+  bool end_array() {
+    return close([](auto& b) { return b.end_array(); });
+  }
+  bool key(std::string& key) {
+    if (depth_ > 1) return builder_->key(key);
+    if (!keys_.insert(key).second) {
+      throw InputError(fmt::format("{}: key '{}' appears twice", origin_, quoted_excerpt(key)));
+    }
+    key_ = key;
+    return true;
+  }
+  template <class Exception>
+  bool parse_error(std::size_t byte, const std::string& token, const Exception& e) {
+    throw_parse_error(origin_, byte, token, e);
+  }
+
+ private:
+  [[noreturn]] void not_an_object() const {
+    throw InputError(fmt::format("{}: expected a JSON object at the top level", origin_));
+  }
+  void begin_member() {
+    value_ = Json();
+    builder_.emplace(value_, origin_, max_depth_, 1);
+  }
+  void end_member() {
+    builder_.reset();
+    member_(key_, value_);
+  }
+  template <class Event>
+  bool scalar(Event event) {
+    if (depth_ == 0) not_an_object();
+    if (depth_ > 1) return event(*builder_);
+    begin_member();
+    event(*builder_);
+    end_member();
+    return true;
+  }
+  template <class Event>
+  bool close(Event event) {
+    --depth_;
+    const bool ok = event(*builder_);
+    if (depth_ == 1) end_member();
+    return ok;
+  }
+
+  const std::string& origin_;
+  const int max_depth_;
+  const JsonMemberCallback& member_;
+  int depth_ = 0;  // 1 inside the top-level object
+  std::unordered_set<std::string> keys_;
+  std::string key_;
+  Json value_;
+  std::optional<CheckedDomBuilder<Json>> builder_;
+};
+
+template <class Json>
+Json parse_checked(std::string_view text, const std::string& origin, int max_depth) {
+  Json root;
+  CheckedDomBuilder<Json> builder(root, origin, max_depth);
+  Json::sax_parse(text.begin(), text.end(), &builder);
+  return root;
+}
 
 }  // namespace
 
 nlohmann::json parse_json(std::string_view text, const std::string& origin, int max_depth) {
-  nlohmann::json root;
-  CheckedDomBuilder builder(root, origin, max_depth);
-  nlohmann::json::sax_parse(text.begin(), text.end(), &builder);
-  return root;
+  return parse_checked<nlohmann::json>(text, origin, max_depth);
+}
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& origin, int max_depth) {
+  return parse_checked<nlohmann::ordered_json>(text, origin, max_depth);
+}
+
+void parse_json_members(std::string_view text, const std::string& origin, int max_depth,
+                        const JsonMemberCallback& member) {
+  MemberStreamer streamer(origin, max_depth, member);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &streamer);
 }
 
 JsonNode JsonNode::parse(const std::string& text, const std::string& origin) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,16 @@ namespace k3 {
 // and numbers beyond the range of a double are InputErrors "<origin>: ...". Linear in the text.
 nlohmann::json parse_json(std::string_view text, const std::string& origin,
                           int max_depth = static_cast<int>(limit::nesting.value));
+// The same, keys kept in file order (what the GUI shows).
+nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& origin,
+                                          int max_depth = static_cast<int>(limit::nesting.value));
+
+// The members of a top-level JSON object, one at a time: `member(key, value)` gets each value as a document of its
+// own, so that an object of a million members (a safetensors header) is never one DOM. The checks of parse_json;
+// nesting counts the top level.
+using JsonMemberCallback = std::function<void(const std::string& key, const nlohmann::json& value)>;
+void parse_json_members(std::string_view text, const std::string& origin, int max_depth,
+                        const JsonMemberCallback& member);
 
 class JsonNode {
  public:

@@ -158,22 +158,19 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const uint64_t data_start = kHeaderLengthBytes + header_bytes;
   const uint64_t data_section_bytes = bytes.size() - data_start;
 
-  // parse_json refuses duplicated keys (a second tensor of one name would shadow the first) and deep nesting.
-  const json header =
-      parse_json(std::string_view(reinterpret_cast<const char*>(bytes.data() + kHeaderLengthBytes), header_bytes),
-                 path + ": header", kMaxJsonNesting);
-  if (!header.is_object()) fail_header(path, fmt::format("expected a JSON object, got {}", header.type_name()));
-
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      file.metadata_ = parse_metadata(path, entry);
-      continue;
-    }
-    TensorInfo info = parse_tensor_entry(path, name, entry, data_section_bytes);
-    info.begin += data_start;
-    info.end += data_start;
-    file.tensors_.push_back(std::move(info));
-  }
+  // One entry at a time (a header of a million tensors is never one DOM); duplicated names (a second tensor of one
+  // name would shadow the first) and deep nesting are refused by the reader.
+  parse_json_members(std::string_view(reinterpret_cast<const char*>(bytes.data() + kHeaderLengthBytes), header_bytes),
+                     path + ": header", kMaxJsonNesting, [&](const std::string& name, const json& entry) {
+                       if (name == "__metadata__") {
+                         file.metadata_ = parse_metadata(path, entry);
+                         return;
+                       }
+                       TensorInfo info = parse_tensor_entry(path, name, entry, data_section_bytes);
+                       info.begin += data_start;
+                       info.end += data_start;
+                       file.tensors_.push_back(std::move(info));
+                     });
   std::sort(file.tensors_.begin(), file.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
   });

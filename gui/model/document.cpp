@@ -1,6 +1,7 @@
 #include "gui/model/document.h"
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/scenario.h"
 #include "core/yaml_set.h"
 #include "profiler/compare/compare.h"
@@ -234,13 +235,7 @@ std::vector<std::string> Document::open(const std::string& path) {
 
 void Document::open_prediction_file(const std::string& path) {
   const std::string text = read_file(path);
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not JSON: {}", path, e.what()));
-  }
-  PredictionData p = prediction_from_json(j, path);
+  PredictionData p = prediction_from_json(parse_ordered_json(text, path), path);
   profiler::PredictionFile file = profiler::parse_prediction(text, path);  // what compare reads, checked now
   scenario_yaml_.clear();                                                  // a prediction file has no scenario to edit
   scenario_origin_.clear();
@@ -252,12 +247,8 @@ void Document::open_prediction_file(const std::string& path) {
 }
 
 void Document::open_comparison_file(const std::string& path) {
-  try {
-    comparison_ = nlohmann::ordered_json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not JSON: {}", path, e.what()));
-  }
-  if (!comparison_->contains("ops") || !comparison_->contains("summary")) {
+  comparison_ = parse_ordered_json(read_file(path), path);
+  if (!comparison_->is_object() || !comparison_->contains("ops") || !comparison_->contains("summary")) {
     comparison_.reset();
     throw InputError(fmt::format("{}: keys 'ops' and 'summary' are missing: not a `k3perf compare --json` file", path));
   }

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace k3 {
 namespace {
@@ -40,6 +41,30 @@ TEST(JsonInput, KeysAppearOncePerObject) {
                      {"d.json", "key 'v' appears twice in 't.u'"});
   // The same key in two objects is no duplicate.
   EXPECT_NO_THROW(JsonNode::parse(R"({"a": {"k": 1}, "b": {"k": 1}, "c": [{"k": 1}, {"k": 2}]})", "ok.json"));
+}
+
+// The members of an object one at a time, with the checks of parse_json; the GUI's reader keeps the file's order.
+TEST(JsonInput, MembersOneAtATimeAndInFileOrder) {
+  std::vector<std::string> seen;
+  parse_json_members(R"({"b": {"x": [1, 2]}, "a": 3, "c": "s"})", "m.json", 256,
+                     [&](const std::string& key, const nlohmann::json& value) { seen.push_back(key + value.dump()); });
+  EXPECT_EQ(seen, (std::vector<std::string>{R"(b{"x":[1,2]})", "a3", R"(c"s")"}));
+  auto members = [](const std::string& text, int depth) {
+    parse_json_members(text, "m.json", depth, [](const std::string&, const nlohmann::json&) {});
+  };
+  expect_input_error([&] { members(R"({"a": 1, "a": 2})", 8); }, {"m.json", "key 'a' appears twice"});
+  expect_input_error([&] { members(R"({"a": {"k": 1, "k": 2}})", 8); }, {"m.json", "key 'k' appears twice"});
+  expect_input_error([&] { members("[1]", 8); }, {"m.json", "expected a JSON object at the top level"});
+  expect_input_error([&] { members("7", 8); }, {"m.json", "expected a JSON object at the top level"});
+  expect_input_error([&] { members(R"({"a": [[[1]]]})", 3); }, {"m.json", "nested deeper than 3 levels"});
+  EXPECT_NO_THROW(members(R"({"a": [[1]]})", 3));
+  expect_input_error([&] { members(R"({"a": 1e400})", 8); }, {"m.json", "beyond the range of a double"});
+  expect_input_error([&] { members(R"({"a": 1)", 8); }, {"m.json", "malformed JSON"});
+
+  const nlohmann::ordered_json ordered = parse_ordered_json(R"({"z": 1, "a": {"y": 2, "b": 3}})", "o.json");
+  EXPECT_EQ(ordered.dump(), R"({"z":1,"a":{"y":2,"b":3}})");
+  expect_input_error([] { parse_ordered_json(R"({"z": 1, "z": 2})", "o.json"); }, {"o.json", "key 'z' appears twice"});
+  expect_input_error([&] { parse_ordered_json(nested("[", "]", 300, ""), "o.json"); }, {"nested deeper than 256"});
 }
 
 TEST(JsonInput, NumbersBeyondADoubleAreInputErrors) {
