@@ -18,7 +18,7 @@ std::span<const SizeLimit* const> size_limits() {
   static constexpr std::array all = {&limit::nesting,         &limit::header_nesting, &limit::header_bytes,
                                      &limit::inflation_floor, &limit::inflation,      &limit::trace_base_time,
                                      &limit::quoted_value,    &limit::queue_samples,  &limit::queue_sample_interval,
-                                     &limit::shard_size};
+                                     &limit::input_memory,    &limit::shard_size};
   return all;
 }
 

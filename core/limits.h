@@ -66,6 +66,8 @@ inline constexpr SizeLimit quoted_value{"a value quoted in an error", 200, "char
 inline constexpr SizeLimit queue_samples{"serve queue samples", 1e6, "samples", "serve, plan"};
 inline constexpr SizeLimit queue_sample_interval{"the serve queue sample interval", 1e-3, "ms (at least)",
                                                  "serving.queue_sample_interval_ms"};
+inline constexpr SizeLimit input_memory{"memory an input may ask for", 8589934592.0, "bytes",
+                                        "generated workloads, request traces"};
 inline constexpr SizeLimit shard_size{"shard size", 1e6, "GB", "make-checkpoint --shard-gb"};
 }  // namespace limit
 

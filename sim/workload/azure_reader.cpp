@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/limits.h"
 
 #include <fmt/format.h>
 
@@ -17,12 +18,19 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// A token count: a non-negative integer within limit::tokens, as the Mooncake reader and the YAML files take it.
 int64_t parse_count(std::string_view s, const std::string& where, const char* column) {
   s = trim(s);
   int64_t v = -1;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range ||
+      (ec == std::errc() && p == s.data() + s.size() && v > limit::tokens.max)) {
+    throw InputError(fmt::format("{}: column '{}': {} exceeds {}, the limit on {}", where, column, quoted_excerpt(s),
+                                 limit::tokens.max, limit::tokens.what));
+  }
   if (ec != std::errc() || p != s.data() + s.size() || v < 0) {
-    throw InputError(fmt::format("{}: column '{}': expected a non-negative integer, got '{}'", where, column, s));
+    throw InputError(
+        fmt::format("{}: column '{}': expected a non-negative integer, got '{}'", where, column, quoted_excerpt(s)));
   }
   return v;
 }
@@ -41,8 +49,8 @@ int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
 double parse_timestamp_ms(std::string_view s, const std::string& where) {
   s = trim(s);
   auto fail = [&]() -> double {
-    throw InputError(
-        fmt::format("{}: column 'TIMESTAMP': expected 'YYYY-MM-DD HH:MM:SS.fraction', got '{}'", where, s));
+    throw InputError(fmt::format("{}: column 'TIMESTAMP': expected 'YYYY-MM-DD HH:MM:SS.fraction', got '{}'", where,
+                                 quoted_excerpt(s)));
   };
   if (s.size() < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':') return fail();
   auto num = [&](std::size_t pos, std::size_t len) {
@@ -87,8 +95,8 @@ std::vector<Request> parse_azure_trace(const std::string& text, const std::strin
     const std::string where = fmt::format("{}:{}", origin, line_number);
     if (!header_seen) {
       if (line != "TIMESTAMP,ContextTokens,GeneratedTokens") {
-        throw InputError(
-            fmt::format("{}: expected the header 'TIMESTAMP,ContextTokens,GeneratedTokens', got '{}'", where, line));
+        throw InputError(fmt::format("{}: expected the header 'TIMESTAMP,ContextTokens,GeneratedTokens', got '{}'",
+                                     where, quoted_excerpt(line)));
       }
       header_seen = true;
       continue;
@@ -96,7 +104,7 @@ std::vector<Request> parse_azure_trace(const std::string& text, const std::strin
     const std::size_t c1 = line.find(',');
     const std::size_t c2 = c1 == std::string_view::npos ? c1 : line.find(',', c1 + 1);
     if (c2 == std::string_view::npos || line.find(',', c2 + 1) != std::string_view::npos) {
-      throw InputError(fmt::format("{}: expected 3 comma-separated columns, got '{}'", where, line));
+      throw InputError(fmt::format("{}: expected 3 comma-separated columns, got '{}'", where, quoted_excerpt(line)));
     }
     const double t_ms = parse_timestamp_ms(line.substr(0, c1), where);
     Request r;

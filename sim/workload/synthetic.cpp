@@ -191,7 +191,34 @@ SessionWorkloadSpec parse_session_workload(const YamlNode& n) {
     if (s.mean_burst_sessions < 1) v->fail(fmt::format("expected at least 1, got {}", s.mean_burst_sessions));
   }
   if (auto v = n.find("block_tokens")) s.block_tokens = read_int<int64_t>(*v, tokens);
+  // A turn's prompt holds every earlier turn: the last one must still be a count of tokens, and all of them
+  // together must fit in memory, refused here before anything is generated.
+  const double longest_prompt = double(s.system_prompt_tokens) + double(s.first_user_tokens_max) +
+                                double(s.turns_max - 1) * double(s.new_tokens_max + s.output_tokens_max);
+  if (longest_prompt > double(limit::tokens.max)) {
+    n.fail(fmt::format("the prompt of turn {} would hold {:.0f} tokens: {}", s.turns_max, longest_prompt,
+                       exceeds(static_cast<long long>(std::min(longest_prompt, 9e18)), limit::tokens)));
+  }
+  const double bytes = session_workload_bytes(s);
+  if (bytes > limit::input_memory.value) {
+    n.fail(
+        fmt::format("the requests would take {:.3g} GB of memory (their block hashes at {} tokens a block); "
+                    "the limit is {:.3g} GB",
+                    bytes / 1e9, s.block_tokens, limit::input_memory.value / 1e9));
+  }
   return s;
+}
+
+double session_workload_bytes(const SessionWorkloadSpec& s) {
+  // Turn t's prompt is at most system + first + t (new + output) tokens; a request costs its hashes, one per
+  // started block, and its place in the generator's table and the result.
+  const double turns = double(s.turns_max), block = double(std::max<int64_t>(s.block_tokens, 1));
+  const double first = double(s.system_prompt_tokens + s.first_user_tokens_max);
+  const double step = double(s.new_tokens_max + s.output_tokens_max);
+  const double tokens_per_session = turns * first + step * turns * (turns - 1) / 2;
+  const double hashes_per_session = tokens_per_session / block + turns;
+  constexpr double kRequestBytes = 2.0 * (sizeof(Request) + sizeof(double) + 2 * sizeof(int64_t));
+  return double(s.sessions) * (hashes_per_session * sizeof(uint64_t) * 2 + turns * kRequestBytes);
 }
 
 }  // namespace k3::workload

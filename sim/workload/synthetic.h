@@ -44,6 +44,11 @@ std::vector<Request> generate_sessions(const SessionWorkloadSpec& spec, uint64_t
 
 // Reads a spec from YAML (scenarios/workloads/*.yaml, docs/cache.md): keys named as the fields,
 // ranges as `[min, max]` or one number; `arrivals: poisson | bursty`. Unknown keys are errors.
+// A prompt longer than limit::tokens, or requests whose memory (session_workload_bytes) exceeds
+// limit::input_memory, is an InputError naming the figure.
 SessionWorkloadSpec parse_session_workload(const YamlNode& node);
+
+// An upper bound on the bytes generate_sessions(spec) holds at its peak (the requests and their block hashes).
+double session_workload_bytes(const SessionWorkloadSpec& spec);
 
 }  // namespace k3::workload

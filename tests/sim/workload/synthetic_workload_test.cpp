@@ -143,5 +143,30 @@ TEST(SyntheticSessions, ReadsItsYamlFormAndRejectsTypos) {
       {"w.yaml", "first_user_tokens", "min <= max"});
 }
 
+// A few lines can ask for more than any machine holds: refused, with the figure, before anything is generated. The
+// estimate bounds what generation holds: a small spec's requests and hashes fit in it.
+TEST(SyntheticWorkload, MemoryAndPromptLengthAreCheckedBeforeGenerating) {
+  const std::string base = "first_user_tokens: 1073741824\noutput_tokens: 1\nsessions_per_s: 1\nblock_tokens: 1\n";
+  test::expect_input_error([&] { parse_session_workload(YamlNode::load_string("sessions: 1000\n" + base, "w.yaml")); },
+                           {"w.yaml", "GB of memory", "the limit is 8.59 GB"});
+  test::expect_input_error(
+      [] {
+        parse_session_workload(YamlNode::load_string(
+            "sessions: 1\nturns: 1000\nfirst_user_tokens: 1\nnew_tokens: 2000000\noutput_tokens: 1\n"
+            "sessions_per_s: 1\n",
+            "w.yaml"));
+      },
+      {"w.yaml", "the prompt of turn 1000 would hold 1998001000 tokens", "exceeds 1073741824"});
+  const SessionWorkloadSpec small = parse_session_workload(YamlNode::load_string(
+      "sessions: 20\nturns: [1, 6]\nsystem_prompt_tokens: 100\nfirst_user_tokens: [10, 900]\nnew_tokens: 50\n"
+      "output_tokens: [1, 30]\nsessions_per_s: 1\nblock_tokens: 16\n",
+      "w.yaml"));
+  double held = 0;
+  for (const Request& r : generate_sessions(small, 7)) {
+    held += sizeof(Request) + r.block_hashes.size() * sizeof(uint64_t);
+  }
+  EXPECT_LE(held, session_workload_bytes(small));
+}
+
 }  // namespace
 }  // namespace k3::workload

@@ -116,5 +116,44 @@ TEST(AzureReader, BadInputNamesFileLineAndColumn) {
   expect_input_error([] { parse_azure_trace("", "t.csv"); }, {"t.csv", "empty"});
 }
 
+// Token counts are bounded like every other count (limit::tokens): 2^63 - 1 once reached the block arithmetic
+// (input_length + block - 1 overflowed), and the Azure columns took any int64.
+TEST(TraceReaders, TokenCountsBeyondTheLimitAreRefused) {
+  using test::expect_input_error;
+  expect_input_error(
+      [] {
+        parse_mooncake_trace(
+            "{\"timestamp\": 0, \"input_length\": 9223372036854775807, \"output_length\": 1, \"hash_ids\": []}\n",
+            "t.jsonl");
+      },
+      {"t.jsonl:1", "input_length", "9223372036854775807 exceeds 1073741824, the limit on tokens"});
+  expect_input_error(
+      [] {
+        parse_mooncake_trace(
+            "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 18446744073709551615, \"hash_ids\": [1]}\n",
+            "t.jsonl");
+      },
+      {"t.jsonl:1", "output_length", "18446744073709551615 exceeds 1073741824"});
+  expect_input_error(
+      [] {
+        parse_mooncake_trace("{\"timestamp\": 1e300, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n",
+                             "t.jsonl");
+      },
+      {"t.jsonl:1", "timestamp", "non-negative integer"});
+  // A hash past 2^63 is a valid unsigned hash.
+  EXPECT_EQ(parse_mooncake_trace(
+                "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [18446744073709551615]}\n",
+                "t.jsonl")
+                .front()
+                .block_hashes.front(),
+            18446744073709551615ull);
+  const std::string header = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  expect_input_error([&] { parse_azure_trace(header + "2023-11-16 18:15:46,1073741825,1\n", "t.csv"); },
+                     {"t.csv:2", "ContextTokens", "1073741825 exceeds 1073741824, the limit on tokens"});
+  expect_input_error([&] { parse_azure_trace(header + "2023-11-16 18:15:46,1,99999999999999999999\n", "t.csv"); },
+                     {"t.csv:2", "GeneratedTokens", "99999999999999999999 exceeds"});
+  EXPECT_EQ(parse_azure_trace(header + "2023-11-16 18:15:46,1073741824,0\n", "t.csv").front().input_tokens, 1073741824);
+}
+
 }  // namespace
 }  // namespace k3::workload
