@@ -2,10 +2,12 @@
 
 #include "core/error.h"
 #include "core/hardware.h"
+#include "core/limits.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -35,8 +37,8 @@ double parse_number(const std::string& text, const std::string& where) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || text.empty() || !(v > 0)) {
-    throw InputError(fmt::format("{}: expected a positive number, got '{}'", where, text));
+  if (used != text.size() || text.empty() || !(v > 0) || !std::isfinite(v)) {
+    throw InputError(fmt::format("{}: expected a positive number, got '{}'", where, quoted_excerpt(text)));
   }
   return v;
 }
@@ -81,9 +83,13 @@ std::vector<NcclSample> parse_nccl_table(const std::string& text, const std::str
       throw InputError(fmt::format("{}: column 'collective': {}", where, e.what()));
     }
     const double n = parse_number(fields[col_group], where + ": column 'group_size'");
-    if (n < 2 || n != static_cast<int>(n)) {
-      throw InputError(
-          fmt::format("{}: column 'group_size': expected an integer >= 2, got '{}'", where, fields[col_group]));
+    if (n > double(limit::gpus.max)) {
+      throw InputError(fmt::format("{}: column 'group_size': {} exceeds {}, the limit on {}", where,
+                                   quoted_excerpt(fields[col_group]), limit::gpus.max, limit::gpus.what));
+    }
+    if (n < 2 || n != std::floor(n)) {
+      throw InputError(fmt::format("{}: column 'group_size': expected an integer >= 2, got '{}'", where,
+                                   quoted_excerpt(fields[col_group])));
     }
     s.group_size = static_cast<int>(n);
     s.size_bytes = parse_number(fields[col_size], where + ": column 'size_bytes'");

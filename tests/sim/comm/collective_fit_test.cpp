@@ -42,6 +42,14 @@ TEST(NcclTable, ParsesAndNamesBadInput) {
   EXPECT_DOUBLE_EQ(t[0].time_us, 15.1);
   EXPECT_EQ(parse_nccl_table(to_csv(t), "again").size(), 2u);
   test::expect_input_error([] { parse_nccl_table("size,time\n1,2\n", "a.csv"); }, {"a.csv:1", "collective,group_size"});
+  // Found by fuzzing: a group size beyond an int was cast to one (undefined); an infinite size was accepted.
+  const std::string header = "collective,group_size,size_bytes,time_us\n";
+  test::expect_input_error([&] { parse_nccl_table(header + "all_reduce,24295000000,1024,10\n", "a.csv"); },
+                           {"a.csv:2", "group_size", "24295000000 exceeds 1048576, the limit on GPUs"});
+  test::expect_input_error([&] { parse_nccl_table(header + "all_reduce,8,inf,10\n", "a.csv"); },
+                           {"a.csv:2", "size_bytes", "expected a positive number, got 'inf'"});
+  test::expect_input_error([&] { parse_nccl_table(header + "all_reduce,8.5,1024,10\n", "a.csv"); },
+                           {"a.csv:2", "group_size", "expected an integer >= 2"});
   test::expect_input_error(
       [] { parse_nccl_table("collective,group_size,size_bytes,time_us\nall_reduce,2,4096,x\n", "b.csv"); },
       {"b.csv:2", "time_us", "'x'"});
