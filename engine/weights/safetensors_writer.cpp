@@ -6,40 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-
 namespace k3::weights {
-namespace {
-
-namespace fs = std::filesystem;
-
-// Unique per writer, so two writers of one process never share a temporary file.
-std::string temporary_path_beside(const std::string& path) {
-  static std::atomic<uint64_t> writers_created{0};
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir)) throw InputError(fmt::format("{}: directory '{}' does not exist", path, dir.string()));
-  return (dir / fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), writers_created++)).string();
-}
-
-}  // namespace
 
 SafetensorsWriter::SafetensorsWriter(std::string path, std::map<std::string, std::string> metadata)
-    : path_(std::move(path)), temp_path_(temporary_path_beside(path_)), metadata_(std::move(metadata)) {
-  out_.open(temp_path_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw InputError(fmt::format("{}: cannot create '{}' ({})", path_, temp_path_, std::strerror(errno)));
-}
+    : path_(path), metadata_(std::move(metadata)), out_(std::move(path)) {}
 
-SafetensorsWriter::~SafetensorsWriter() {
-  if (finished_) return;
-  out_.close();
-  std::error_code ignored;
-  fs::remove(temp_path_, ignored);
-}
+SafetensorsWriter::~SafetensorsWriter() = default;
 
 void SafetensorsWriter::declare(const std::string& name, TensorDtype dtype, std::vector<int64_t> shape) {
   K3_CHECK(tensors_started_ == 0 && !finished_, "{}: tensor '{}' declared after writing began", path_, name);
@@ -73,8 +45,7 @@ void SafetensorsWriter::write(const std::string& name, std::span<const uint8_t> 
   K3_CHECK(current_written_bytes_ + bytes.size() <= current.end - current.begin,
            "{}: tensor '{}' given {} bytes in all, more than its {} bytes", path_, name,
            current_written_bytes_ + bytes.size(), current.end - current.begin);
-  out_.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  check_stream("write");
+  out_.write(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
   current_written_bytes_ += bytes.size();
 }
 
@@ -88,13 +59,7 @@ void SafetensorsWriter::finish() {
     K3_CHECK(current_written_bytes_ == last.end - last.begin, "{}: finish() when tensor '{}' has {} of its {} bytes",
              path_, last.name, current_written_bytes_, last.end - last.begin);
   }
-  out_.flush();
-  check_stream("write");
-  out_.close();
-  check_stream("close");
-  std::error_code error;
-  fs::rename(temp_path_, path_, error);
-  if (error) throw InputError(fmt::format("{}: cannot replace the file: {}", path_, error.message()));
+  out_.commit();
   finished_ = true;
 }
 
@@ -111,13 +76,8 @@ void SafetensorsWriter::write_header() {
   K3_CHECK(text.size() <= kSafetensorsMaxHeaderBytes, "{}: header of {} bytes is too large", path_, text.size());
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  out_.write(reinterpret_cast<const char*>(length), sizeof(length));
-  out_.write(text.data(), static_cast<std::streamsize>(text.size()));
-  check_stream("write");
-}
-
-void SafetensorsWriter::check_stream(const char* what) {
-  if (!out_) throw InputError(fmt::format("{}: {} of '{}' failed ({})", path_, what, temp_path_, std::strerror(errno)));
+  out_.write(std::string_view(reinterpret_cast<const char*>(length), sizeof(length)));
+  out_.write(text);
 }
 
 void write_safetensors_index(const std::string& path, const std::map<std::string, std::string>& shard_of_tensor,

@@ -1,15 +1,15 @@
 // Writes a safetensors file in one pass with bounded memory: declare every tensor first (that fixes
 // the header), then stream each tensor's bytes in declaration order, in one piece or several, then
-// finish(). The bytes go to a temporary file beside `path`, renamed over it by finish(), so an
-// interrupted run never leaves a half-written checkpoint; a writer destroyed before finish() removes
-// its temporary file. Misuse (order, sizes, duplicate names) fails a K3_CHECK; I/O failures are
+// finish(). The bytes go to a temporary file beside `path` (core/atomic_file.h), renamed over it by
+// finish(), so an interrupted run never leaves a half-written file; a writer destroyed before finish()
+// removes its temporary file. Misuse (order, sizes, duplicate names) fails a K3_CHECK; I/O failures are
 // InputErrors naming the path.
 #pragma once
 
+#include "core/atomic_file.h"
 #include "engine/weights/tensor_dtype.h"
 
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <span>
 #include <string>
@@ -42,12 +42,10 @@ class SafetensorsWriter {
     uint64_t end;
   };
   void write_header();
-  void check_stream(const char* what);
 
   std::string path_;
-  std::string temp_path_;
   std::map<std::string, std::string> metadata_;
-  std::ofstream out_;
+  AtomicFile out_;
   std::vector<Declared> declared_;
   uint64_t data_size_bytes_ = 0;
   size_t tensors_started_ = 0;  // tensors whose bytes have begun; the last one is being written

@@ -187,6 +187,12 @@ uint64_t spec_bytes(const TensorSpec& t) {
 
 }  // namespace
 
+bool is_checkpoint_file(const std::string& name) {
+  const bool shard = name.rfind("model", 0) == 0 && name.size() > 12 && name.ends_with(".safetensors");
+  const bool temporary = name.rfind(".", 0) == 0 && name.find(".tmp.") != std::string::npos;
+  return name == "config.json" || name == kSafetensorsIndexFileName || shard || temporary;
+}
+
 SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointOptions& o) {
   namespace fs = std::filesystem;
   const std::string sliced = slice_config_json(read_file(o.config_path), o.config_path, o.layers);
@@ -213,9 +219,10 @@ SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointO
   summary.tensors = static_cast<int64_t>(layout.tensors.size());
   summary.parameters = layout.parameters();
 
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (!fs::is_directory(o.out_dir)) throw InputError(fmt::format("{}: cannot create the output directory", o.out_dir));
+  // Everything is written into a fresh sibling folder and swapped in at the end: a run over an existing
+  // checkpoint, interrupted or not, never leaves a mix of old and new shards.
+  AtomicDirectory out(o.out_dir, is_checkpoint_file);
+  const fs::path dir(out.staging());
   const auto start = std::chrono::steady_clock::now();
   std::map<std::string, std::string> shard_of;
   uint64_t written = 0, reported = 0;
@@ -224,7 +231,7 @@ SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointO
   const size_t threads = std::max(1u, std::thread::hardware_concurrency());
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-    SafetensorsWriter w((fs::path(o.out_dir) / file).string(), {{"format", "pt"}});
+    SafetensorsWriter w((dir / file).string(), {{"format", "pt"}});
     for (const TensorSpec* t : shards[s]) w.declare(t->name, t->dtype, t->shape);
     // Tensors up to kParallelBytes are generated ahead on worker threads (each tensor's values come
     // from its own seed, so order does not matter); larger ones stream row by row, keeping memory
@@ -274,8 +281,9 @@ SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointO
                              shards[s].size(), written / 1e9, summary.bytes / 1e9, sec));
     }
   }
-  write_safetensors_index((fs::path(o.out_dir) / kSafetensorsIndexFileName).string(), shard_of, summary.bytes);
-  write_file_atomically((fs::path(o.out_dir) / "config.json").string(), sliced);
+  write_safetensors_index((dir / kSafetensorsIndexFileName).string(), shard_of, summary.bytes);
+  write_file_atomically((dir / "config.json").string(), sliced);
+  out.commit();
   return summary;
 }
 

@@ -21,7 +21,7 @@ namespace k3::weights {
 
 struct SyntheticCheckpointOptions {
   std::string config_path;  // a published-form config.json (kimi_linear family)
-  std::string out_dir;      // created if absent; files in it are replaced atomically
+  std::string out_dir;      // created if absent, else replaced whole, in one step, when the new one is complete
   int layers = 0;           // 0 = all layers; N keeps layers [0, N)
   uint64_t seed = 1;
   uint64_t shard_bytes = 4ull << 30;                 // largest shard; a bigger tensor gets a shard of its own
@@ -36,7 +36,11 @@ struct SyntheticCheckpointSummary {
   int64_t parameters = 0;
 };
 
+// out_dir may hold only what a checkpoint holds (is_checkpoint_file); anything else is an InputError naming it.
 SyntheticCheckpointSummary write_synthetic_checkpoint(const SyntheticCheckpointOptions& options);
+
+// config.json, model.safetensors.index.json, model*.safetensors, and temporaries (".<name>.tmp.<pid>.<n>").
+bool is_checkpoint_file(const std::string& file_name);
 
 // The config.json text with only the first `layers` layers (num_hidden_layers and the 1-based layer
 // lists of linear_attn_config cut to match). Throws InputError naming the file for a config that is

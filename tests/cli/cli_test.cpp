@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +17,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -510,3 +516,125 @@ TEST_F(CliTest, GuiVerbStartsTheGuiWithItsArguments) {
   EXPECT_FALSE(fs::exists(dir_ / "refused" / "whatif.png"));
 }
 #endif
+
+namespace {
+
+// Starts `k3perf args` (stdout and stderr to /dev/null) and kills it with SIGKILL after `delay_s`; true when the
+// kill came first (the command was still running).
+bool killed_after(const std::vector<std::string>& args, double delay_s) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv{const_cast<char*>(K3PERF_CLI_PATH)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    ::execv(K3PERF_CLI_PATH, argv.data());
+    ::_exit(127);
+  }
+  ::usleep(static_cast<useconds_t>(delay_s * 1e6));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFSIGNALED(status);
+}
+
+double seconds_to_run(const std::vector<std::string>& args) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string command = K3PERF_CLI_PATH;
+  for (const std::string& a : args) command += " " + a;
+  EXPECT_EQ(std::system((command + " >/dev/null 2>&1").c_str()), 0) << command;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Every file of a folder (names and bytes), or of one file, as one text to compare.
+std::string contents_of(const fs::path& p) {
+  if (!fs::exists(p)) return "<none>";
+  if (!fs::is_directory(p)) return slurp(p);
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(p)) files[e.path().filename().string()] = slurp(e.path());
+  std::string all;
+  for (const auto& [name, bytes] : files) all += name + "\n" + bytes + "\n";
+  return all;
+}
+
+// Temporaries (".<name>.tmp.<pid>.<n>") in a folder.
+int temporaries_in(const fs::path& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    n += e.path().filename().string().find(".tmp.") != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+// SIGKILL at ten points of a write over an existing output leaves the old output whole (never a mix of old and
+// new shards, never a partial file); the next run removes the killed runs' temporaries. make-checkpoint writes
+// many small shards here so that the run lasts long enough to be cut.
+TEST_F(CliTest, SigkillDuringAWriteLeavesTheOldOutput) {
+  const std::string twin = std::string(K3PERF_SOURCE_DIR) + "/scenarios/models/k3-twin.json";
+  const fs::path ckpt = dir_ / "ckpt";
+  auto make = [&](const char* seed) {
+    return std::vector<std::string>{"make-checkpoint", "--config", twin,    "--shard-gb", "0.00002",
+                                    "--seed",          seed,       "--out", ckpt.string()};
+  };
+  seconds_to_run(make("1"));
+  const std::string old_checkpoint = contents_of(ckpt);
+  ASSERT_NE(old_checkpoint.find("model-00002-of-"), std::string::npos);
+  const double full_s = seconds_to_run(make("2"));
+  const std::string new_checkpoint = contents_of(ckpt);
+  ASSERT_NE(new_checkpoint, old_checkpoint);
+  seconds_to_run(make("1"));
+  int cut = 0;
+  for (int i = 0; i < 10; ++i) {
+    cut += killed_after(make("2"), full_s * (0.05 + 0.1 * i));
+    const std::string now = contents_of(ckpt);
+    EXPECT_TRUE(now == old_checkpoint || now == new_checkpoint) << "killed at point " << i;
+    if (now == new_checkpoint) seconds_to_run(make("1"));  // the run finished first: start from the old again
+  }
+  EXPECT_GE(cut, 3) << "the runs ended before they could be killed (" << full_s << " s each)";
+  EXPECT_EQ(run("inspect " + ckpt.string()).status, 0);
+  seconds_to_run(make("2"));
+  EXPECT_EQ(contents_of(ckpt), new_checkpoint);
+  EXPECT_EQ(temporaries_in(dir_), 0);
+  EXPECT_EQ(temporaries_in(ckpt), 0);
+
+  // A folder that holds anything else is not replaced.
+  fs::create_directories(dir_ / "mine");
+  std::ofstream(dir_ / "mine" / "notes.txt") << "keep";
+  const CommandResult refused = run("make-checkpoint --config " + twin + " --out " + (dir_ / "mine").string());
+  EXPECT_EQ(refused.status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("holds 'notes.txt'"), std::string::npos) << refused.output;
+  EXPECT_EQ(slurp(dir_ / "mine" / "notes.txt"), "keep");
+
+  // plan --csv: one file, the old one or the new one.
+  const fs::path csv = dir_ / "plan.csv";
+  std::ofstream(csv) << "old\n";
+  const std::vector<std::string> plan{"plan", "--model", "kimi-k3", "--hardware", "h200-sxm", "--isl",
+                                      "4000", "--osl",   "200",     "--ttft-ms",  "3000",     "--rate",
+                                      "1",    "--quiet", "--csv",   csv.string()};
+  const double plan_s = seconds_to_run(plan);
+  const std::string new_csv = slurp(csv);
+  std::ofstream(csv) << "old\n";
+  for (int i = 0; i < 5; ++i) {
+    killed_after(plan, plan_s * (0.1 + 0.2 * i));
+    const std::string now = slurp(csv);
+    EXPECT_TRUE(now == "old\n" || now == new_csv) << "killed at point " << i;
+  }
+  seconds_to_run(plan);
+  EXPECT_EQ(slurp(csv), new_csv);
+  EXPECT_EQ(temporaries_in(dir_), 0);
+}
+
+// An output path that is a link: the link is replaced by the file, the file it pointed to is left as it was.
+TEST_F(CliTest, AnOutputLinkIsReplacedNotWrittenThrough) {
+  const fs::path elsewhere = dir_ / "elsewhere.json";
+  std::ofstream(elsewhere) << "untouched";
+  const fs::path out = dir_ / "out.json";
+  fs::create_symlink(elsewhere, out);
+  const CommandResult r = run("predict " + kScenario + " --json " + out.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp(elsewhere), "untouched");
+  EXPECT_FALSE(fs::is_symlink(out));
+  EXPECT_NE(slurp(out).find("\"step\""), std::string::npos);
+}
