@@ -68,7 +68,7 @@ class DocumentChecker : public YAML::EventHandler {
     if (open_.size() >= static_cast<std::size_t>(limit::nesting.value)) {
       fail(mark, fmt::format("YAML nested deeper than {} levels", limit::nesting.value));
     }
-    open_.push_back({map});
+    open_.push_back({map, true, {}});
   }
   const std::string& origin_;
   std::vector<Open> open_;

@@ -42,7 +42,7 @@ double PrefillTimeModel::ttft_ms(int64_t new_tokens, int64_t cached_tokens) {
   const auto [c0, c1] = prefill_grid_bracket(cached_tokens);
   const double wn = n1 == n0 ? 0 : double(new_tokens - n0) / double(n1 - n0);
   const double wc = c1 == c0 ? 0 : double(cached_tokens - c0) / double(c1 - c0);
-  auto row = [&](int64_t c) {
+  auto row = [&, n0 = n0, n1 = n1](int64_t c) {  // Clang 14 captures no structured bindings
     const double a = at(n0, c);
     return wn == 0 ? a : a + wn * (at(n1, c) - a);
   };
