@@ -2,11 +2,10 @@
 // (docs/breakeven.md): the crossing points, the curves as CSV and charts, and the share of a trace's
 // requests on the losing side.
 #include "cli/commands.h"
+#include "cli/verb_runs.h"
 #include "core/atomic_file.h"
-#include "core/error.h"
 #include "plot/views/sim_charts.h"
 #include "sim/plan/breakeven.h"
-#include "sim/workload/azure_reader.h"
 
 #include <fmt/core.h>
 
@@ -20,6 +19,7 @@ struct BreakevenOptions {
   std::string file;
   std::vector<std::string> sets;
   std::string csv_path;
+  std::string json_path;
   std::string plot_dir;
   std::string trace;
 };
@@ -44,18 +44,23 @@ void add_breakeven_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("file", o->file, "break-even YAML (docs/breakeven.md)")->required();
   cmd->add_option("--set", o->sets, "override a key of the deployment scenario (repeatable)")->allow_extra_args(false);
   cmd->add_option("--csv", o->csv_path, "write the curves as CSV");
+  cmd->add_option("--json", o->json_path, "write the crossings per metric and the curves (one row per prompt length)");
   cmd->add_option("--plot-dir", o->plot_dir, "write one chart per metric (SVG and PNG)");
   cmd->add_option("--trace", o->trace, "an Azure LLM inference trace (CSV): share of its prompts on the losing side");
   cmd->callback([o, &global] {
-    const BreakevenResult r =
-        solve_breakeven(load_breakeven_spec(o->file, DataPaths::resolve(global.data_dir), o->sets));
+    const verbs::BreakevenRun run =
+        verbs::run_breakeven(o->file, o->sets, o->trace, DataPaths::resolve(global.data_dir));
+    const BreakevenResult& r = run.result;
     fmt::print("{}", format_breakeven(r));
     if (!o->trace.empty()) {
-      std::vector<long long> lengths;
-      for (const workload::Request& req : workload::read_azure_trace(o->trace)) lengths.push_back(req.input_tokens);
-      fmt::print("\n{} requests of {}: share on the losing side (prompt length only)\n", lengths.size(), o->trace);
+      fmt::print("\n{} requests of {}: share on the losing side (prompt length only)\n", run.trace_input_tokens.size(),
+                 o->trace);
       for (const MetricCurve& c : r.curves)
-        fmt::print("  {:<26} {:5.1f}%\n", to_string(c.metric), 100 * losing_share(c, lengths));
+        fmt::print("  {:<26} {:5.1f}%\n", to_string(c.metric), 100 * losing_share(c, run.trace_input_tokens));
+    }
+    if (!o->json_path.empty()) {
+      write_file_atomically(o->json_path, verbs::breakeven_json(run).dump(2) + "\n");
+      fmt::print(stderr, "wrote {}\n", o->json_path);
     }
     if (!o->csv_path.empty()) {
       write_file_atomically(o->csv_path, breakeven_csv(r));

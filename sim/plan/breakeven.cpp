@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/output_header.h"
 #include "core/yaml_reader.h"
 #include "sim/memory.h"
 #include "sim/predict.h"
@@ -248,6 +249,59 @@ std::string breakeven_csv(const BreakevenResult& r) {
     out += "\n";
   }
   return out;
+}
+
+nlohmann::ordered_json to_json(const BreakevenResult& r, const std::vector<double>& losing_shares) {
+  const BreakevenSpec& s = r.spec;
+  const Scenario& d = s.deployment;
+  nlohmann::ordered_json j = output_header("k3perf-breakeven", 1);
+  j["deployment"] = {{"model", d.model.name},        {"hardware", d.hardware.name},
+                     {"gpus", d.parallelism.gpus()}, {"tp", d.parallelism.tp},
+                     {"ep", d.parallelism.ep},       {"attention_dp", d.parallelism.attention_dp}};
+  j["workload"] = {{"min_input_tokens", s.min_input_tokens},
+                   {"max_input_tokens", s.max_input_tokens},
+                   {"output_tokens", s.output_tokens},
+                   {"cached_prefix_tokens", s.cached_prefix_tokens},
+                   {"batch", s.batch},
+                   {"points", s.points}};
+  j["gpu_hour_usd"] = s.gpu_hour_usd > 0 ? nlohmann::ordered_json(s.gpu_hour_usd) : nlohmann::ordered_json();
+  j["price_source"] = s.price_source;
+  nlohmann::ordered_json metrics = nlohmann::ordered_json::array();
+  for (std::size_t m = 0; m < r.curves.size(); ++m) {
+    const MetricCurve& c = r.curves[m];
+    nlohmann::ordered_json crossings = nlohmann::ordered_json::array();
+    for (const Crossing& x : c.crossings) {
+      crossings.push_back({{"input_tokens", x.input_tokens}, {"hybrid_wins_above", x.hybrid_wins_above}});
+    }
+    nlohmann::ordered_json jm = {{"metric", to_string(c.metric)},
+                                 {"unit", unit_of(c.metric)},
+                                 {"higher_is_better", higher_is_better(c.metric)},
+                                 {"hybrid_wins_at_min", c.hybrid_wins_at_min},
+                                 {"crossings", crossings},
+                                 {"longest_comparable_tokens", c.longest_comparable_tokens > 0
+                                                                   ? nlohmann::ordered_json(c.longest_comparable_tokens)
+                                                                   : nlohmann::ordered_json()}};
+    if (m < losing_shares.size()) jm["losing_share"] = losing_shares[m];
+    metrics.push_back(jm);
+  }
+  j["metrics"] = metrics;
+  nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; !r.curves.empty() && i < r.curves.front().input_tokens.size(); ++i) {
+    nlohmann::ordered_json row = {{"input_tokens", r.curves.front().input_tokens[i]}};
+    for (const MetricCurve& c : r.curves) {
+      const std::string name = to_string(c.metric), unit = csv_unit(c.metric);
+      // null where the model does not fit (the CSV's inf, which JSON cannot hold)
+      const auto number = [](double v) {
+        return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+      };
+      row[name + "_" + unit + "_hybrid"] = number(c.values[i].hybrid);
+      row[name + "_" + unit + "_all_mla"] = number(c.values[i].all_mla);
+      row[name + "_hybrid_wins"] = hybrid_advantage(c.metric, c.values[i]) > 0;
+    }
+    curve.push_back(row);
+  }
+  j["curve"] = curve;
+  return j;
 }
 
 std::string format_breakeven(const BreakevenResult& r) {

@@ -12,6 +12,8 @@
 
 #include "core/scenario.h"
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -87,5 +89,9 @@ double losing_share(const MetricCurve& curve, const std::vector<long long>& inpu
 // "tpot_hybrid_wins").
 std::string breakeven_csv(const BreakevenResult& r);
 std::string format_breakeven(const BreakevenResult& r);  // the terminal summary
+// The deployment and workload, per metric its unit, crossings and reach, and `curve`: one object per prompt length
+// with the CSV's columns (a list of rows, as a data frame reads it; null where the CSV has inf: the model does not
+// fit). `losing_shares`, when given (one per curve), adds each metric's share of a trace's prompts on the losing side.
+nlohmann::ordered_json to_json(const BreakevenResult& r, const std::vector<double>& losing_shares = {});
 
 }  // namespace k3

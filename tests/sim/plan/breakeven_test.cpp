@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace k3 {
 namespace {
@@ -110,6 +111,46 @@ TEST(Breakeven, EveryMetricAndDeterministicOutput) {
   const MetricCurve& thr = curve_of(a, BreakevenMetric::throughput_at_budget);
   EXPECT_GT(thr.longest_comparable_tokens, 0);
   EXPECT_LT(thr.longest_comparable_tokens, spec.max_input_tokens);
+}
+
+// The JSON's curve rows have the CSV's columns and values, in its order; crossings and shares per metric.
+TEST(Breakeven, JsonHasTheCsvRowsAndTheCrossings) {
+  const BreakevenResult r = solve_breakeven(chat_spec());
+  const nlohmann::ordered_json j = to_json(r, {0.25, 0.5, 0.75, 1.0});
+  EXPECT_EQ(j["format"], "k3perf-breakeven");
+  std::istringstream csv(breakeven_csv(r));
+  std::string header, line;
+  std::getline(csv, header);
+  ASSERT_EQ(j["curve"].size(), r.curves.front().input_tokens.size());
+  for (const nlohmann::ordered_json& row : j["curve"]) {
+    ASSERT_TRUE(std::getline(csv, line));
+    std::istringstream cells(line), names(header);
+    std::string cell, name;
+    auto item = row.items().begin();
+    while (std::getline(cells, cell, ',') && std::getline(names, name, ',')) {
+      ASSERT_NE(item, row.items().end());
+      EXPECT_EQ(item.key(), name);
+      if (item.value().is_null()) {
+        EXPECT_EQ(cell, "inf") << name;  // the model does not fit
+      } else {
+        const double value =
+            item.value().is_boolean() ? (item.value().get<bool>() ? 1.0 : 0.0) : item.value().get<double>();
+        EXPECT_NEAR(value, std::stod(cell), 1e-5 * std::abs(value)) << name;  // the CSV has 6 digits
+      }
+      ++item;
+    }
+  }
+  for (std::size_t m = 0; m < r.curves.size(); ++m) {
+    const nlohmann::ordered_json& jm = j["metrics"][m];
+    EXPECT_EQ(jm["metric"], to_string(r.curves[m].metric));
+    EXPECT_EQ(jm["unit"], unit_of(r.curves[m].metric));
+    ASSERT_EQ(jm["crossings"].size(), r.curves[m].crossings.size());
+    for (std::size_t i = 0; i < r.curves[m].crossings.size(); ++i) {
+      EXPECT_EQ(jm["crossings"][i]["input_tokens"], r.curves[m].crossings[i].input_tokens);
+    }
+    EXPECT_DOUBLE_EQ(jm["losing_share"].get<double>(), 0.25 * double(m + 1));
+  }
+  EXPECT_FALSE(to_json(r)["metrics"][0].contains("losing_share"));
 }
 
 TEST(Breakeven, LosingShareCountsBySide) {
