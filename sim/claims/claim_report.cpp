@@ -1,7 +1,10 @@
 #include "sim/claims/claim_report.h"
 
+#include "core/output_header.h"
+
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 
 namespace k3 {
@@ -50,16 +53,41 @@ std::string format_claim_results(const std::vector<ClaimResult>& results) {
   return out;
 }
 
+namespace {
+
+// A bound of a range, null when absent or infinite (unbounded).
+nlohmann::ordered_json bound(const std::optional<double>& b) {
+  return b && std::isfinite(*b) ? nlohmann::ordered_json(*b) : nlohmann::ordered_json();
+}
+
+nlohmann::ordered_json reported_json(const ReportedValue& r) {
+  nlohmann::ordered_json j;
+  if (r.value) {
+    j["value"] = *r.value;
+    j["relative_tolerance"] = r.relative_tolerance;
+  } else {
+    j["min"] = bound(r.min);
+    j["max"] = bound(r.max);
+  }
+  j["unit"] = r.unit;
+  j["text"] = r.describe();
+  return j;
+}
+
+}  // namespace
+
+std::string verdict_id(Verdict v) { return v == Verdict::not_modelled ? "not_modelled" : to_string(v); }
+
 nlohmann::ordered_json to_json(const std::vector<ClaimResult>& results) {
   nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  std::map<Verdict, int> tally;
   for (const ClaimResult& r : results) {
+    ++tally[r.verdict];
     nlohmann::ordered_json values = nlohmann::ordered_json::array();
     for (const ComparedValue& v : r.values) {
-      nlohmann::ordered_json jv = {{"key", v.reported.key}, {"reported", v.reported.describe()}};
-      if (v.predicted) {
-        jv["predicted"] = *v.predicted;
-        jv["within_tolerance"] = v.within;
-      }
+      nlohmann::ordered_json jv = {{"key", v.reported.key}, {"reported", reported_json(v.reported)}};
+      jv["predicted"] = v.predicted ? nlohmann::ordered_json(*v.predicted) : nlohmann::ordered_json();
+      jv["within_tolerance"] = v.predicted ? nlohmann::ordered_json(v.within) : nlohmann::ordered_json();
       if (const auto& m = v.measured) {
         jv["measured"] = {{"value", m->value},       {"within_tolerance", v.measured_within()},
                           {"hardware", m->hardware}, {"source", m->source},
@@ -73,14 +101,21 @@ nlohmann::ordered_json to_json(const std::vector<ClaimResult>& results) {
                    {"source", r.claim.source},
                    {"file", r.claim.file},
                    {"evaluator", r.claim.evaluator},
-                   {"verdict", to_string(r.verdict)},
+                   {"verdict", verdict_id(r.verdict)},
                    {"values", values},
                    {"breakdown", r.evaluation.breakdown},
                    {"explained_by", r.explained_by() ? r.explained_by()->assumption : ""},
                    {"alternatives_tried", r.evaluation.alternatives.size()},
                    {"alternatives_reproducing", r.reproducing_alternatives()}});
   }
-  return {{"claims", arr}};
+  nlohmann::ordered_json j = output_header("k3perf-verify", 1);
+  j["summary"] = {{"claims", results.size()},
+                  {"reproduced", tally[Verdict::reproduced]},
+                  {"explained", tally[Verdict::explained]},
+                  {"contradicted", tally[Verdict::contradicted]},
+                  {"not_modelled", tally[Verdict::not_modelled]}};
+  j["claims"] = arr;
+  return j;
 }
 
 }  // namespace k3

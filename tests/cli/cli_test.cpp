@@ -137,7 +137,39 @@ TEST_F(CliTest, VerifyPrintsVerdictsAndJson) {
   EXPECT_NE(r.output.find("P2   reproduced"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("not modelled yet"), std::string::npos);
   EXPECT_NE(r.output.find("20 claims:"), std::string::npos);
-  EXPECT_NE(slurp(json).find("\"verdict\": \"reproduced\""), std::string::npos);
+  // The JSON: the common header, a summary that tallies as the last printed line does, and each reported figure
+  // structured as its claim file writes it.
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["format"], "k3perf-verify");
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_TRUE(j["k3perf"].contains("version"));
+  int claims = 0, reproduced = 0, explained = 0, contradicted = 0, not_modelled = 0;
+  ASSERT_EQ(std::sscanf(r.output.substr(r.output.rfind("claims:") - 3).c_str(),
+                        "%d claims: %d reproduced, %d explained, %d contradicted, %d not modelled", &claims,
+                        &reproduced, &explained, &contradicted, &not_modelled),
+            5)
+      << r.output;
+  EXPECT_EQ(j["summary"]["claims"], claims);
+  EXPECT_EQ(j["summary"]["reproduced"], reproduced);
+  EXPECT_EQ(j["summary"]["explained"], explained);
+  EXPECT_EQ(j["summary"]["contradicted"], contradicted);
+  EXPECT_EQ(j["summary"]["not_modelled"], not_modelled);
+  ASSERT_EQ(j["claims"].size(), static_cast<std::size_t>(claims));
+  std::map<std::string, nlohmann::json> by_id;
+  for (const nlohmann::json& c : j["claims"]) by_id[c["id"]] = c;
+  EXPECT_EQ(by_id["P2"]["verdict"], "reproduced");
+  const nlohmann::json& p2 = by_id["P2"]["values"][0];  // all_mla_gib: {value: 104.6, relative_tolerance: 0.001}
+  EXPECT_EQ(p2["key"], "all_mla_gib");
+  EXPECT_DOUBLE_EQ(p2["reported"]["value"].get<double>(), 104.6);
+  EXPECT_DOUBLE_EQ(p2["reported"]["relative_tolerance"].get<double>(), 0.001);
+  EXPECT_EQ(p2["reported"]["unit"], "GiB");
+  EXPECT_EQ(p2["within_tolerance"], true);
+  EXPECT_NEAR(p2["predicted"].get<double>(), 104.6, 0.1046);
+  const nlohmann::json& p11 = by_id["P11"]["values"][0];  // hit_rate_percent: {min: 90}: no upper bound
+  EXPECT_DOUBLE_EQ(p11["reported"]["min"].get<double>(), 90);
+  EXPECT_TRUE(p11["reported"]["max"].is_null());
+  EXPECT_FALSE(p11["reported"].contains("value"));
+  EXPECT_EQ(p11["reported"]["text"], "[90, inf] % of prompt tokens");
   const CommandResult one = run("verify --claim P16");
   EXPECT_EQ(one.status, 0);
   EXPECT_NE(one.output.find("1 claims:"), std::string::npos) << one.output;
