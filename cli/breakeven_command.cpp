@@ -41,6 +41,9 @@ void write_charts(const BreakevenResult& r, const std::string& dir) {
 void add_breakeven_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<BreakevenOptions>();
   CLI::App* cmd = app.add_subcommand("breakeven", "Prompt length where the hybrid beats all-MLA, per metric");
+  set_help_footer(*cmd,
+                  "k3perf breakeven scenarios/breakeven/k3-h200x16-chat.yaml --trace "
+                  "data/traces/AzureLLMInferenceTrace_conv.csv --json breakeven.json");
   cmd->add_option("file", o->file, "break-even YAML (docs/breakeven.md)")->required();
   cmd->add_option("--set", o->sets, "override a key of the deployment scenario (repeatable)")->allow_extra_args(false);
   cmd->add_option("--csv", o->csv_path, "write the curves as CSV");

@@ -60,6 +60,7 @@ void add_cache_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<CacheOptions>();
   verbs::CacheRequest* o = &opts->request;
   CLI::App* cmd = app.add_subcommand("cache", "Run requests through the hybrid (KV + KDA state) prefix cache");
+  set_help_footer(*cmd, "k3perf cache --trace data/traces/conversation_trace.jsonl --hbm-tokens 1e7 --json cache.json");
   cmd->add_option("--trace", o->trace, "a Mooncake .jsonl or Azure .csv request trace");
   cmd->add_option("--workload", o->workload, "a synthetic session workload YAML (scenarios/workloads/)");
   cmd->add_option("--seed", o->seed, "seed of the synthetic workload (default 1)");

@@ -43,6 +43,12 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd =
       app.add_subcommand("calibrate", "Fit efficiencies and kernel latencies to measured runs; write hardware YAML");
+  set_help_footer(
+      *cmd,
+      "k3perf calibrate --run bench/results/2026-12-01-h200-engine-traces-9/pred_decode_b1_ctx8192.json,"
+      "bench/results/2026-12-01-h200-engine-traces-9/trace_decode_b1_ctx8192.json.gz --held-out "
+      "bench/results/2026-12-01-h200-engine-traces-9/pred_decode_b1_ctx131072.json,"
+      "bench/results/2026-12-01-h200-engine-traces-9/trace_decode_b1_ctx131072.json.gz --json calibration.json");
   cmd->add_option("--run", o->runs, "a training run: PREDICTION.json,TRACE.json[.gz] (repeat)")->required();
   cmd->add_option("--held-out", o->held_out, "a run the fit is checked on, not fitted to (repeat)");
   cmd->add_option("--base", o->base, "hardware the runs were measured on (name or path)");

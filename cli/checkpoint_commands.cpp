@@ -24,6 +24,7 @@ void add_make_checkpoint_command(CLI::App& app) {
   auto o = std::make_shared<weights::SyntheticCheckpointOptions>();
   CLI::App* cmd =
       app.add_subcommand("make-checkpoint", "Write a checkpoint in the published layout with seeded random weights");
+  set_help_footer(*cmd, "k3perf make-checkpoint --config scenarios/models/k3-twin.json --seed 7 --out twin");
   cmd->add_option("--config", o->config_path, "published-form config.json (Kimi K3 or Kimi Linear family)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -109,6 +110,8 @@ int inspect(const std::string& path) {
 void add_inspect_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("inspect", "List a checkpoint's tensors, parameter counts and problems");
+  set_help_footer(*cmd, "k3perf inspect twin  # the make-checkpoint example's checkpoint",
+                  {{"1", "the checkpoint has problems (each one listed)"}});
   cmd->add_option("path", *path, "checkpoint directory or .safetensors file")->required();
   cmd->callback([path] {
     if (inspect(*path) > 0) throw CLI::RuntimeError(1);  // problems found: non-zero exit, report already printed
@@ -165,6 +168,8 @@ void add_generate_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("generate", "Run a checkpoint greedily on token ids and print the new ids");
+  set_help_footer(*cmd,
+                  "k3perf generate --weights twin --prompt \"1 2 3 4 5\" --max-new-tokens 8  # make-checkpoint's");
   cmd->add_option("--weights", o->weights, "checkpoint directory with config.json")->required();
   cmd->add_option("--prompt", o->prompt, "token ids, e.g. \"1 2 3\"")->required();
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")->check(CLI::NonNegativeNumber);

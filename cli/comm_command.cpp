@@ -36,6 +36,7 @@ struct CommOptions {
 void add_comm_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<CommOptions>();
   CLI::App* cmd = app.add_subcommand("comm", "Collective curves: fit measured NCCL tables, check and print them");
+  set_help_footer(*cmd, "k3perf comm curve --hardware h200-sxm --collective all_reduce --group 8");
   cmd->require_subcommand(1);
 
   CLI::App* fit = cmd->add_subcommand("fit", "Fit a table (bench/nccl_sweep CSV) into a hardware file");

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace k3::cli {
 
@@ -44,6 +45,14 @@ void add_compare_command(CLI::App& app, const GlobalOptions& global);
 void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
 // The desktop GUI (gui/app): replaces this process with k3perf-gui.
 void add_gui_command(CLI::App& app, const GlobalOptions& global);
+// The end of a verb's --help: one worked example (a command line run from the repository root; tests/cli runs each
+// one) and the exit statuses: 0, 2 and 3 as every verb has them, and the verb's own ({"4", "with --require-fit:
+// ..."}), which replace a common one of the same status.
+struct ExitStatusLine {
+  std::string status;  // "4", or "N" for a status that is not one number
+  std::string meaning;
+};
+void set_help_footer(CLI::App& cmd, const std::string& example, std::vector<ExitStatusLine> statuses = {});
 // After a parse error for an argument nobody takes: "'predikt': did you mean 'predict'?" (the verb, or the option
 // of the verb reached, nearest by edit distance), or "" when nothing is near.
 std::string did_you_mean(const CLI::App& app);

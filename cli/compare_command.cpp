@@ -24,6 +24,10 @@ void add_compare_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<CompareOptions>();
   verbs::CompareRequest* o = &opts->request;
   CLI::App* cmd = app.add_subcommand("compare", "Compare a prediction with a measured trace and/or counters, op by op");
+  set_help_footer(
+      *cmd,
+      "k3perf compare --prediction bench/results/2026-12-01-h200-engine-traces-9/pred_decode_b1_ctx8192.json --trace "
+      "bench/results/2026-12-01-h200-engine-traces-9/trace_decode_b1_ctx8192.json.gz --top 5");
   cmd->add_option("--prediction", o->prediction, "prediction JSON (k3perf predict --json)")->required();
   cmd->add_option("--trace", o->trace, "Chrome trace JSON of the run, .json or .json.gz, kernels attributed");
   cmd->add_option("--counters", o->counters,

@@ -40,6 +40,8 @@ std::string find_gui() {
 void add_gui_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<GuiOptions>();
   CLI::App* cmd = app.add_subcommand("gui", "the desktop GUI: what-if, breakdown, roofline, timeline, compare");
+  set_help_footer(*cmd,
+                  "k3perf gui bench/results/2026-12-01-h200-engine-traces-9  # --screenshot DIR: every view as a PNG");
   cmd->add_option("files", o->files, "scenario YAML, prediction JSON, trace, compare JSON or a folder of them");
   cmd->add_option("--screenshot", o->screenshot_dir, "render every view to DIR/<view>.png and exit");
   cmd->callback([o, &global] {

@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
                  "the scenarios/ folder with models/, hardware/ and claims/ (default: $K3PERF_DATA_DIR, else the "
                  "source tree's)");
   app.require_subcommand(0, 1);
+  app.footer(
+      "Without a verb: the prediction of the embedded default scenario. `k3perf VERB --help`: a verb's options, a "
+      "worked example and its exit statuses (0 done, 2 a usage error or bad input, 3 an internal error, and the "
+      "verb's own).");
   k3::cli::add_predict_command(app, global);
   k3::cli::add_verify_command(app, global);
   k3::cli::add_make_checkpoint_command(app);

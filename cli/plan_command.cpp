@@ -32,6 +32,10 @@ struct PlanOptions {
 void add_plan_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Search deployments that meet the SLOs at a request rate; Pareto front");
+  set_help_footer(*cmd,
+                  "k3perf plan --model kimi-k3 --hardware h200-sxm --isl 8192 --osl 1024 --rate 10 --ttft-ms 2000 "
+                  "--tpot-ms 50 --set plan.attention_dp=[2] --set plan.ep=[8] --set plan.modes=[aggregated] "
+                  "--json plan.json  # without the --set edits: the whole search of docs/plan.md");
   cmd->add_option("scenario", opts->request.scenario,
                   "serving scenario YAML with a plan: section (see docs/plan.md); without one, the flags below edit "
                   "scenarios/serving/plan-defaults.yaml");

@@ -78,6 +78,9 @@ void run_sweep_command(const PredictOptions& o, const DataPaths& data) {
 void add_predict_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<PredictOptions>();
   CLI::App* cmd = app.add_subcommand("predict", "Predict one scenario: per-op roofline, step time, memory");
+  set_help_footer(*cmd,
+                  "k3perf predict scenarios/k3-h200x16-decode-128k.yaml --set workload.batch=2 --json prediction.json",
+                  {{"4", "with --require-fit: the scenario does not fit the GPUs' memory (after the report)"}});
   cmd->add_option("scenario", opts->scenario, "scenario YAML (see docs/scenarios.md)")->required();
   cmd->add_option("--json", opts->json_path, "write the full prediction as JSON");
   cmd->add_option("--csv", opts->csv_path, "write the per-op table as CSV");

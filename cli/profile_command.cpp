@@ -38,6 +38,8 @@ void add_profile_command(CLI::App& app) {
   auto program = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd =
       app.add_subcommand("profile", "Trace any CUDA program with CUPTI: k3perf profile -o F -- program args");
+  set_help_footer(*cmd, "k3perf profile -o trace.json.gz -- build/release/bench/gpu/k3perf_device_probe",
+                  {{"N", "the program's own exit status when it is not 0 (128 + the signal that ended it)"}});
   cmd->add_option("-o,--output", *out, "the trace to write (.json or .json.gz)");
   cmd->add_option("program", *program, "the program and its arguments (after --)")->required();
   cmd->callback([out, program] {
@@ -63,8 +65,9 @@ void add_profile_command(CLI::App& app) {
       fmt::print(stderr, "k3perf profile: no trace written: {} did not initialise CUDA\n", (*program)[0]);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      throw Error(fmt::format("{} ended with status {}", (*program)[0],
-                              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
+      // The program's own status, as a shell would report it (128 + the signal that ended it).
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      throw ExitStatus(code, fmt::format("{} ended with status {}", (*program)[0], code));
     }
   });
 }

@@ -68,6 +68,12 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a scenario (or a K3-family model given by flags) on the GPU and time it beside its prediction");
+  set_help_footer(*cmd,
+                  "k3perf run --model kimi-k3 --weights random:7 --layers 4 --batch 1 --prompt-tokens 256 "
+                  "--context 8192 --decode-tokens 64 --dry-run  # without --dry-run: on the GPU",
+                  {{"2",
+                    "a usage error or bad input (the message names the file, key or flag, and the value), or no "
+                    "GPU (without --dry-run)"}});
   cmd->add_option("scenario", f->scenario,
                   "decode or prefill scenario YAML (docs/scenarios.md#running-a-scenario-on-the-gpu); without it, "
                   "the flags below describe the run");

@@ -28,6 +28,7 @@ struct ServeOptions {
 void add_serve_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Simulate serving requests: TTFT, TPOT, goodput, utilisation, queues");
+  set_help_footer(*cmd, "k3perf serve scenarios/serving/k3-h200x16-chat.yaml --json serve.json");
   cmd->add_option("scenario", opts->scenario, "serving scenario YAML (see docs/serving.md)")->required();
   cmd->add_option("--set", opts->sets, "override a key, e.g. --set serving.replicas=4 (repeatable)")
       ->allow_extra_args(false);

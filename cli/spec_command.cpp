@@ -66,6 +66,8 @@ void add_spec_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<SpecOptions>();
   CLI::App* cmd =
       app.add_subcommand("spec", "Speculative decoding on a decode scenario: draft, verify, rollback, speedup");
+  set_help_footer(*cmd,
+                  "k3perf spec scenarios/k3-gb300-tp8-decode-128k.yaml --batches 1 --contexts 4096 --target-speedup 3");
   cmd->add_option("scenario", o->scenario, "decode scenario YAML (docs/scenarios.md)")->required();
   cmd->add_option("--set", o->sets, "override a scenario key (repeatable)")->allow_extra_args(false);
   cmd->add_option("--defaults", o->defaults,

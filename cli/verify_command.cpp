@@ -20,11 +20,10 @@ struct VerifyOptions {
   std::vector<std::string> fail_on;  // verdicts that make the exit status 4
 };
 
-// "contradicted" -> Verdict::contradicted; "not_modelled" for the verdict printed "not modelled yet".
+// "contradicted" -> Verdict::contradicted; "not_modelled" for the verdict printed "not modelled yet" (verdict_id).
 Verdict verdict_named(const std::string& name) {
   for (Verdict v : {Verdict::reproduced, Verdict::explained, Verdict::contradicted, Verdict::not_modelled}) {
-    std::string id = to_string(v) == "not modelled yet" ? "not_modelled" : to_string(v);
-    if (name == id) return v;
+    if (name == verdict_id(v)) return v;
   }
   throw InputError(
       fmt::format("--fail-on '{}': expected one of reproduced, explained, contradicted, not_modelled", name));
@@ -34,6 +33,9 @@ Verdict verdict_named(const std::string& name) {
 void add_verify_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<VerifyOptions>();
   CLI::App* cmd = app.add_subcommand("verify", "Check the published claims in scenarios/claims/ against predictions");
+  set_help_footer(
+      *cmd, "k3perf verify --claim P16 --fail-on contradicted --json verify.json",
+      {{"4", "a claim got a --fail-on verdict (after the report; the claims are named on standard error)"}});
   cmd->add_option("--json", opts->json_path, "write every claim's verdict and breakdown as JSON");
   cmd->add_option("--markdown", opts->markdown_path, "write the report as Markdown (docs/claims.md is this)");
   cmd->add_option("--claim", opts->only, "check only these claim ids (repeatable), e.g. --claim P5")
