@@ -3,6 +3,7 @@
 # Idempotent: packages already present are skipped, so a second run is quick.
 # Uses sudo when not run as root. The CUDA toolkit is optional and not installed here:
 # when nvcc is on PATH (or in /usr/local/cuda/bin) the CUDA targets (bench/gpu/) are built too.
+# pybind11-dev and python3-dev give the Python module (python/, docs/python.md), built by `make test`.
 set -euo pipefail
 
 packages=(
@@ -17,6 +18,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   qt6-base-dev qt6-svg-dev
+  pybind11-dev python3-dev
   fonts-dejavu-core xvfb
 )
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make demo` builds what it runs and nothing else: the Makefile configures the demo preset and builds its target;
-# that preset turns CUDA, the tests and the benchmarks off and builds in unity batches, and building k3perf in it
-# compiles no CUDA source and nothing of tests/, bench/, kernels/ or gui/ (checked on the build graph and the unity
-# batches' includes, so it fails if any of them comes back).
+# that preset turns CUDA, the tests, the benchmarks and the Python module off and builds in unity batches, and
+# building k3perf in it compiles no CUDA source and nothing of tests/, bench/, kernels/, gui/ or python/ (checked on
+# the build graph and the unity batches' includes, so it fails if any of them comes back).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$(mktemp -d)"
@@ -15,7 +15,7 @@ grep -q -- "cmake --build --preset demo" <<< "$recipe" || fail "make demo does n
 if grep -q -- "--preset release\|build/release" <<< "$recipe"; then fail "make demo builds the release tree: $recipe"; fi
 
 cmake -S "$root" --preset demo -B "$work/build" > "$work/configure.txt" 2>&1 || { cat "$work/configure.txt"; fail "configure"; }
-for option in K3PERF_CUDA=OFF K3PERF_BUILD_TESTS=OFF K3PERF_BUILD_BENCH=OFF CMAKE_UNITY_BUILD=ON; do
+for option in K3PERF_CUDA=OFF K3PERF_BUILD_TESTS=OFF K3PERF_BUILD_BENCH=OFF K3PERF_PYTHON=OFF CMAKE_UNITY_BUILD=ON; do
   grep -Eq "^${option%%=*}:[A-Z]+=${option#*=}$" "$work/build/CMakeCache.txt" || fail "the demo preset does not set $option"
 done
 grep -q '"targets": \["k3perf"\]' "$root/CMakePresets.json" || fail "the demo build preset does not build k3perf alone"
@@ -28,7 +28,7 @@ while read -r batch; do
 done < <(grep '\.cxx$' "$work/compiled.txt") > "$work/sources.txt"
 grep -v '\.cxx$' "$work/compiled.txt" >> "$work/sources.txt"
 grep -q "$root/cli/main.cpp" "$work/sources.txt" || fail "the build of k3perf compiles no cli/main.cpp (wrong target?)"
-for unwanted in 'nvcc' '\.cu\b' "$root/tests/" "$root/bench/" "$root/kernels/" "$root/gui/"; do
+for unwanted in 'nvcc' '\.cu\b' "$root/tests/" "$root/bench/" "$root/kernels/" "$root/gui/" "$root/python/"; do
   if grep -q -- "$unwanted" "$work/commands.txt" "$work/sources.txt"; then
     fail "building k3perf in the demo preset compiles '$unwanted': $(grep -h -m1 -- "$unwanted" "$work/commands.txt" "$work/sources.txt")"
   fi
