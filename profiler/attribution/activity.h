@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,7 @@ struct ActivityRecords {
   std::vector<ExternalCorrelation> external_correlations;
   std::uint64_t dropped_records = 0;            // cuptiActivityGetNumDroppedRecords, summed
   std::map<std::string, std::string> metadata;  // commit, date, GPU, command: kept in the trace
+  std::set<std::string> integer_keys;           // the keys of `metadata` that hold counts (Trace::integer_keys)
 };
 
 // What a collector implements. The CUPTI collector (not part of this library) subscribes in

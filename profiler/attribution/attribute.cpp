@@ -107,18 +107,19 @@ struct InstanceKey {
 
 }  // namespace
 
-void write_report_metadata(const AttributionReport& r, std::map<std::string, std::string>* m) {
-  (*m)["kernels"] = std::to_string(r.kernels);
-  (*m)["kernels_attributed_through_ranges"] = std::to_string(r.attributed_through_ranges);
-  (*m)["kernels_attributed_through_graph_nodes"] = std::to_string(r.attributed_through_graph_nodes);
-  (*m)["unattributed_kernels_without_launch_record"] = std::to_string(r.without_launch_record);
-  (*m)["unattributed_kernels_outside_op_ranges"] = std::to_string(r.outside_op_ranges);
-  (*m)["unattributed_kernels_graph_node_not_captured"] = std::to_string(r.graph_node_not_captured);
-  (*m)["unmatched_markers"] = std::to_string(r.unmatched_markers);
-  (*m)["unclosed_ranges"] = std::to_string(r.unclosed_ranges);
-  (*m)["dropped_records"] = std::to_string(r.dropped_records);
-  (*m)["steps"] = std::to_string(r.steps);
-  (*m)["kernels_in_steps"] = std::to_string(r.kernels_in_steps);
+void write_report_metadata(const AttributionReport& r, Trace* t) {
+  const auto count = [&](const char* key, std::uint64_t n) { t->set_integer(key, static_cast<std::int64_t>(n)); };
+  count("kernels", r.kernels);
+  count("kernels_attributed_through_ranges", r.attributed_through_ranges);
+  count("kernels_attributed_through_graph_nodes", r.attributed_through_graph_nodes);
+  count("unattributed_kernels_without_launch_record", r.without_launch_record);
+  count("unattributed_kernels_outside_op_ranges", r.outside_op_ranges);
+  count("unattributed_kernels_graph_node_not_captured", r.graph_node_not_captured);
+  count("unmatched_markers", r.unmatched_markers);
+  count("unclosed_ranges", r.unclosed_ranges);
+  count("dropped_records", r.dropped_records);
+  count("steps", r.steps);
+  count("kernels_in_steps", r.kernels_in_steps);
 }
 
 Attribution attribute(const ActivityRecords& rec) {
@@ -259,7 +260,8 @@ Attribution attribute(const ActivityRecords& rec) {
                 kStepTrackThread, 0, 0, 0, "", kNone});
   }
   t.metadata = rec.metadata;
-  write_report_metadata(report, &t.metadata);
+  t.integer_keys = rec.integer_keys;
+  write_report_metadata(report, &t);
   t.sort();
   return out;
 }

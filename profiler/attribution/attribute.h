@@ -48,7 +48,7 @@ struct Attribution {
 
 Attribution attribute(const ActivityRecords& records);
 
-// The report's counts as trace metadata keys ("kernels", "unattributed_kernels", "dropped_records", ...).
-void write_report_metadata(const AttributionReport& r, std::map<std::string, std::string>* metadata);
+// The report's counts as the trace's integer metadata ("kernels", "unattributed_kernels_...", "dropped_records", ...).
+void write_report_metadata(const AttributionReport& r, Trace* trace);
 
 }  // namespace k3::profiler

@@ -1,6 +1,7 @@
 #include "profiler/cupti/cupti_source.h"
 
 #include "core/error.h"
+#include "profiler/trace/trace.h"
 
 #include <cupti.h>
 #include <cxxabi.h>
@@ -115,8 +116,9 @@ void convert(CUpti_Activity* record, ActivityRecords& out) {
       cuptiGetCallbackName(
           record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
           a->cbid, &name);
-      out.api_calls.push_back({name ? name : fmt::format("api{}", a->cbid), int64_t(a->start), int64_t(a->end),
-                               int64_t(a->threadId), a->correlationId});
+      // CUPTI names calls with their version ("cudaLaunchKernel_v7000"); traces use the API's name.
+      out.api_calls.push_back({name ? unversioned_api_name(name) : fmt::format("api{}", a->cbid), int64_t(a->start),
+                               int64_t(a->end), int64_t(a->threadId), a->correlationId});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MARKER: {
@@ -295,6 +297,7 @@ ActivityRecords CuptiActivitySource::stop() {
   out.dropped_records += dropped;
   out.metadata["clock"] = "steady_clock ns (CUPTI timestamp callback)";
   out.metadata["flush_period_ms"] = std::to_string(state_->flush_period_ms);
+  out.integer_keys.insert("flush_period_ms");
   state_->records = ActivityRecords{};
   return out;
 }

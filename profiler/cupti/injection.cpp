@@ -27,7 +27,6 @@ void finish() {
     g_collector.reset();
     if (const char* command = std::getenv("K3PERF_TRACE_COMMAND")) records.metadata["command"] = command;
     k3::profiler::Attribution attribution = k3::profiler::attribute(records);
-    k3::profiler::write_report_metadata(attribution.report, &attribution.trace.metadata);
     k3::profiler::write_chrome_trace(attribution.trace, out ? out : "k3perf-trace.json.gz");
     const k3::profiler::AttributionReport& r = attribution.report;
     fmt::print(stderr,

@@ -412,9 +412,15 @@ Trace ChromeTraceHandler::finish() {
   if (k3perf_seen_) {
     if (!k3perf_is_object_) throw InputError(fmt::format("{}: key 'k3perf': expected an object", origin_));
     for (const auto& [key, value] : k3perf_members_) {
-      if (key == "format") continue;
+      if (key == "format" || key == "trace_format") continue;
+      if (value.type == Type::signed_integer || value.type == Type::unsigned_integer) {
+        trace_.metadata[key] = value.type == Type::signed_integer ? std::to_string(value.i) : std::to_string(value.u);
+        trace_.integer_keys.insert(key);
+        continue;
+      }
       if (value.type != Type::string) {
-        throw InputError(fmt::format("{}: key 'k3perf.{}': expected a string, got {}", origin_, key, value.dump()));
+        throw InputError(
+            fmt::format("{}: key 'k3perf.{}': expected a string or an integer, got {}", origin_, key, value.dump()));
       }
       trace_.metadata[key] = value.s;
     }

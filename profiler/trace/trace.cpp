@@ -34,6 +34,15 @@ bool parse_event_kind(const std::string& name, EventKind* out) {
   return false;
 }
 
+std::string unversioned_api_name(const std::string& name) {
+  const std::size_t v = name.rfind("_v");
+  if (v == std::string::npos || v == 0 || v + 2 == name.size() || name.compare(0, 2, "cu") != 0) return name;
+  for (std::size_t i = v + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return name;
+  }
+  return name.substr(0, v);
+}
+
 std::uint32_t Trace::intern(const std::string& s) {
   // find first: emplace would build a node (a string copy) for every name already known
   if (const auto it = index_.find(s); it != index_.end()) return it->second;
@@ -41,6 +50,11 @@ std::uint32_t Trace::intern(const std::string& s) {
   index_.emplace(s, id);
   names_.push_back(s);
   return id;
+}
+
+void Trace::set_integer(const std::string& key, std::int64_t value) {
+  metadata[key] = std::to_string(value);
+  integer_keys.insert(key);
 }
 
 void Trace::reserve(std::size_t n) {

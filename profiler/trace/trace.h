@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,10 @@ namespace k3::profiler {
 enum class EventKind : std::uint8_t { kernel, memcpy, memset, api, range };
 std::string to_string(EventKind k);
 bool parse_event_kind(const std::string& name, EventKind* out);
+
+// A CUDA API name without CUPTI's version suffix: "cudaLaunchKernel_v7000" -> "cudaLaunchKernel", as Kineto,
+// HTA and Nsight Systems name the calls. Other names are returned unchanged.
+std::string unversioned_api_name(const std::string& name);
 
 inline constexpr std::int32_t kNone = -1;
 // The host "thread" of step ranges (profiler/attribution: from external correlation ids; no real thread has it).
@@ -50,8 +55,11 @@ class Trace {
   std::vector<std::int32_t> op;     // index into names(), kNone when unattributed
   std::vector<std::int64_t> op_instance;
 
-  // Run-level facts in `args` of the JSON: commit, capture date, GPU, command, dropped records, ...
+  // Run-level facts in the JSON's "k3perf" object: commit, capture date, GPU, command, dropped records, ...
   std::map<std::string, std::string> metadata;
+  // The keys of `metadata` whose values are counts (decimal integers): written as JSON numbers, not strings.
+  std::set<std::string> integer_keys;
+  void set_integer(const std::string& key, std::int64_t value);
 
   void add(const Event& e);  // checks end_ns >= start_ns (K3_CHECK)
   void reserve(std::size_t events);

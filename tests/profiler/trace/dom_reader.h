@@ -101,9 +101,15 @@ inline Trace parse_chrome_json_dom(const std::string& text, const std::string& o
     const nlohmann::json& meta = doc["k3perf"];
     if (!meta.is_object()) throw InputError(fmt::format("{}: key 'k3perf': expected an object", origin));
     for (const auto& [key, value] : meta.items()) {
-      if (key == "format") continue;
+      if (key == "format" || key == "trace_format") continue;
+      if (value.is_number_integer()) {
+        t.metadata[key] = value.dump();
+        t.integer_keys.insert(key);
+        continue;
+      }
       if (!value.is_string()) {
-        throw InputError(fmt::format("{}: key 'k3perf.{}': expected a string, got {}", origin, key, value.dump()));
+        throw InputError(
+            fmt::format("{}: key 'k3perf.{}': expected a string or an integer, got {}", origin, key, value.dump()));
       }
       t.metadata[key] = value.get<std::string>();
     }

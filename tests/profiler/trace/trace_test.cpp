@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/limits.h"
 #include "expect_input_error.h"
+#include "perfetto_drop_rule.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -201,8 +202,8 @@ TEST(ChromeJson, MalformedTracesNameFileEventAndKey) {
   expect_input_error(
       [&] { parse_chrome_json(head + R"({"ph":"X","cat":"nvtx","name":7,"ts":1,"dur":2,"tid":1}]})", "k.json"); },
       {"k.json", "traceEvents[1]", "'name'", "expected a string"});
-  expect_input_error([&] { parse_chrome_json(R"({"k3perf":{"commit":5},"traceEvents":[]})", "l.json"); },
-                     {"l.json", "k3perf.commit"});
+  expect_input_error([&] { parse_chrome_json(R"({"k3perf":{"commit":true},"traceEvents":[]})", "l.json"); },
+                     {"l.json", "k3perf.commit", "a string or an integer"});
   expect_input_error([] { read_trace("/nonexistent/trace.json.gz"); }, {"/nonexistent/trace.json.gz", "cannot open"});
 }
 
@@ -237,39 +238,6 @@ TEST(ChromeJson, HostileTracesAreInputErrors) {
   }
 }
 
-// Perfetto's JSON importer, as its FAQ and google/perfetto#4280 state it: the complete events of one track, in
-// timestamp order, must nest; one that starts inside the innermost open event and ends after it is dropped.
-// Times in integer nanoseconds, as Perfetto reads them. Returns the names of the events it would drop.
-std::vector<std::string> perfetto_would_drop(const std::string& json) {
-  struct X {
-    long long ts, end;
-    std::string name;
-  };
-  const auto ns = [](const nlohmann::json& us) { return std::llround(us.get<double>() * 1000); };
-  std::map<std::pair<long long, long long>, std::vector<X>> tracks;
-  const nlohmann::json doc = nlohmann::json::parse(json);  // named: a temporary's member would dangle in the loop
-  for (const nlohmann::json& e : doc.at("traceEvents")) {
-    if (e.at("ph") != "X") continue;
-    const long long ts = ns(e.at("ts"));
-    tracks[{e.at("pid").get<long long>(), e.at("tid").get<long long>()}].push_back(
-        {ts, ts + ns(e.at("dur")), e.at("name").get<std::string>()});
-  }
-  std::vector<std::string> dropped;
-  for (auto& [track, events] : tracks) {
-    std::stable_sort(events.begin(), events.end(), [](const X& a, const X& b) { return a.ts < b.ts; });
-    std::vector<long long> open;  // end times, innermost last
-    for (const X& e : events) {
-      while (!open.empty() && open.back() <= e.ts) open.pop_back();
-      if (!open.empty() && e.end > open.back()) {
-        dropped.push_back(e.name);
-        continue;
-      }
-      open.push_back(e.end);
-    }
-  }
-  return dropped;
-}
-
 // Kernels that overlap under programmatic dependent launch go to a further lane of their stream: nothing is
 // dropped, and reading the file back gives the same events.
 TEST(ChromeJson, OverlappingKernelsGoToALaneNoViewerDrops) {
@@ -283,7 +251,7 @@ TEST(ChromeJson, OverlappingKernelsGoToALaneNoViewerDrops) {
   t.sort();
   EXPECT_EQ(trace_lanes(t), (std::vector<int>{0, 0, 0, 1, 0, 1}));  // sorted: range, a, inner, b, c, d
   const std::string json = to_chrome_json(t);
-  EXPECT_TRUE(perfetto_would_drop(json).empty());
+  EXPECT_TRUE(test::perfetto_would_drop(json).empty());
   const nlohmann::json doc = nlohmann::json::parse(json);
   int on_lane = 0;
   for (const nlohmann::json& e : doc.at("traceEvents")) {
@@ -292,7 +260,7 @@ TEST(ChromeJson, OverlappingKernelsGoToALaneNoViewerDrops) {
       EXPECT_EQ(e.at("args").at("stream"), 7);
       ++on_lane;
     }
-    if (e.at("ph") == "M" && e.at("tid").get<long long>() == 7 + kLaneTidStride) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name" && e.at("tid").get<long long>() == 7 + kLaneTidStride) {
       EXPECT_EQ(e.at("args").at("name"), "stream 7 (overlapping, lane 2)");
     }
   }
@@ -303,7 +271,7 @@ TEST(ChromeJson, OverlappingKernelsGoToALaneNoViewerDrops) {
   for (std::size_t at; (at = one_track.find(std::to_string(7 + kLaneTidStride))) != std::string::npos;) {
     one_track.replace(at, std::to_string(7 + kLaneTidStride).size(), "7");
   }
-  EXPECT_EQ(perfetto_would_drop(one_track), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(test::perfetto_would_drop(one_track), (std::vector<std::string>{"b"}));
 }
 
 // The H200 traces (bench/results/2026-12-03-h200-moe-wgmma) written again: their PDL overlaps on lanes, none dropped.
@@ -314,12 +282,16 @@ TEST(ChromeJson, EngineTracesWrittenLoseNothingInPerfetto) {
     const Trace t = read_trace(dir + name);
     for (int l : trace_lanes(t)) lanes += l > 0;
     const std::string json = to_chrome_json(t);
-    const std::vector<std::string> dropped = perfetto_would_drop(json);
+    const std::vector<std::string> dropped = test::perfetto_would_drop(json);
     EXPECT_TRUE(dropped.empty()) << name << ": " << dropped.size() << " dropped, the first " << dropped.front();
     std::size_t events = 0;
     const nlohmann::json doc = nlohmann::json::parse(json);
-    for (const nlohmann::json& e : doc.at("traceEvents")) events += e.at("ph") == "X";
+    for (const nlohmann::json& e : doc.at("traceEvents"))
+      events += e.at("ph") == "X" && e.at("cat") != "gpu_user_annotation";
     EXPECT_EQ(events, t.size()) << name;
+    // The same in Kineto's flavour.
+    const std::vector<std::string> kineto_dropped = test::perfetto_would_drop(to_chrome_json(t, TraceFormat::kineto));
+    EXPECT_TRUE(kineto_dropped.empty()) << name << " (kineto): " << kineto_dropped.size() << " dropped";
   }
   EXPECT_GT(lanes, 0);  // the engine's kernels do overlap (programmatic dependent launch)
 }
