@@ -3,6 +3,8 @@
 #include "core/atomic_file.h"
 #include "core/engine_sources.h"
 #include "core/scenario.h"
+#include "profiler/trace/chrome_json.h"
+#include "profiler/trace/prediction_trace.h"
 #include "sim/predict.h"
 #include "sim/text_report.h"
 #include "sim/whatif.h"
@@ -20,6 +22,8 @@ struct PredictOptions {
   std::string scenario;
   std::string json_path;
   std::string csv_path;
+  std::string trace_path;               // --trace: the predicted step as a Chrome trace
+  std::string trace_format = "k3perf";  // --trace-format
   std::vector<std::string> sets;
   std::vector<std::string> baseline_sets;  // --baseline-set: the baseline is the scenario with these edits too
   std::string compare_path;                // --compare: the baseline is another scenario file
@@ -45,6 +49,14 @@ void write_output(const std::string& path, const std::function<std::string()>& t
 void write_outputs(const Prediction& p, const PredictOptions& o) {
   write_output(o.json_path, [&] { return to_json(p).dump(2) + "\n"; });
   write_output(o.csv_path, [&] { return to_csv(p); });
+}
+
+void write_trace(const Prediction& p, const PredictOptions& o) {
+  if (o.trace_path.empty()) return;
+  profiler::TraceFormat format = profiler::TraceFormat::k3perf;
+  profiler::parse_trace_format(o.trace_format, &format);
+  profiler::write_chrome_trace(profiler::prediction_trace(p), o.trace_path, 1, format);
+  fmt::print(stderr, "wrote {}\n", o.trace_path);
 }
 
 // --baseline-set / --compare: both predictions and their deltas; --json and --csv write the comparison.
@@ -100,10 +112,18 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
                   "one prediction per point: --sweep workload.batch=1,8,64 (repeatable: the cross product); "
                   "--csv and --json write the sweep table")
       ->allow_extra_args(false);
+  cmd->add_option("--trace", opts->trace_path,
+                  "write the predicted step as a Chrome trace (.json, or .json.gz): each op on GPU 0 in graph order "
+                  "with its predicted time, named as the measured trace's ops, so both open side by side in "
+                  "Perfetto (docs/profile.md#the-predicted-step-as-a-trace)");
+  cmd->add_option("--trace-format", opts->trace_format,
+                  "k3perf, or kineto: the categories, names and fields of PyTorch's profiler, for HTA")
+      ->check(CLI::IsMember({"k3perf", "kineto"}))
+      ->capture_default_str();
   cmd->add_flag("--require-fit", opts->require_fit,
                 "exit with status 4 when the scenario does not fit the GPUs' memory (the report is printed first)");
   cmd->get_option("--compare")->excludes("--baseline-set");
-  cmd->get_option("--sweep")->excludes("--baseline-set")->excludes("--compare");
+  cmd->get_option("--sweep")->excludes("--baseline-set")->excludes("--compare")->excludes("--trace");
   cmd->callback([opts, &global] {
     const DataPaths data = DataPaths::resolve(global.data_dir);
     if (!opts->sweeps.empty()) {
@@ -119,6 +139,7 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
       fmt::print("{}", format_prediction(p, opts->top, opts->by_layer));
       write_outputs(p, *opts);
     }
+    write_trace(p, *opts);
     if (opts->require_fit && !p.memory.fits()) {
       throw ExitStatus(4, fmt::format("the scenario does not fit: {} per GPU needed of {} usable",
                                       format_gib(p.memory.total_bytes), format_gib(p.memory.usable_bytes)));

@@ -36,17 +36,23 @@ std::string injection_library() {
 void add_profile_command(CLI::App& app) {
   auto out = std::make_shared<std::string>("trace.json.gz");
   auto program = std::make_shared<std::vector<std::string>>();
+  auto format = std::make_shared<std::string>("k3perf");
   CLI::App* cmd =
       app.add_subcommand("profile", "Trace any CUDA program with CUPTI: k3perf profile -o F -- program args");
   set_help_footer(*cmd, "k3perf profile -o trace.json.gz -- build/release/bench/gpu/k3perf_device_probe",
                   {{"N", "the program's own exit status when it is not 0 (128 + the signal that ended it)"}});
   cmd->add_option("-o,--output", *out, "the trace to write (.json or .json.gz)");
+  cmd->add_option("--trace-format", *format,
+                  "k3perf, or kineto: the categories, names and fields of PyTorch's profiler, for HTA")
+      ->check(CLI::IsMember({"k3perf", "kineto"}))
+      ->capture_default_str();
   cmd->add_option("program", *program, "the program and its arguments (after --)")->required();
-  cmd->callback([out, program] {
+  cmd->callback([out, program, format] {
     const std::string library = injection_library();
     const std::string cupti = profiler::enable_nvtx_injection();  // sets NVTX_INJECTION64_PATH for the child
     setenv("CUDA_INJECTION64_PATH", library.c_str(), 1);
     setenv("K3PERF_TRACE_OUT", std::filesystem::absolute(*out).c_str(), 1);
+    setenv("K3PERF_TRACE_FORMAT", format->c_str(), 1);
     setenv("K3PERF_TRACE_COMMAND", fmt::format("{}", fmt::join(*program, " ")).c_str(), 1);
     if (cupti.empty()) fmt::print(stderr, "warning: libcupti's path not found: NVTX ranges will be missing\n");
     std::vector<char*> argv;

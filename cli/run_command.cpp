@@ -26,7 +26,7 @@ struct RunFlags {
   int batch = 0, layers = 0, counters_steps = 0;
   int64_t context = 0;
   bool eager = false, dry_run = false;
-  std::string expert_layout = "tiled", trace_phase, json_path;
+  std::string expert_layout = "tiled", trace_phase, json_path, trace_format = "k3perf";
 };
 
 // The shorthand flags as --set assignments, before the explicit ones (an explicit --set wins).
@@ -117,6 +117,11 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--trace", f->outputs.trace_path,
                   "record the decode steps with CUPTI (kernels attributed to the op graph's names through NVTX "
                   "ranges and CUDA-graph nodes) and write a Chrome/Perfetto trace (.json or .json.gz)");
+  cmd->add_option("--trace-format", f->trace_format,
+                  "k3perf, or kineto: the categories, names and fields of PyTorch's profiler, for HTA "
+                  "(docs/profile.md#kineto-and-hta)")
+      ->check(CLI::IsMember({"k3perf", "kineto"}))
+      ->capture_default_str();
   cmd->add_option("--trace-phase", f->trace_phase,
                   "what --trace records (default: the scenario's phase): the decode steps, or the timed prefills "
                   "(one chunk of the prompt is one instance of each op: pass --chunk-tokens equal to "
@@ -152,6 +157,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
     const Scenario scenario = session::load_run_scenario(o.scenario, model, hardware, data, shorthand_sets(o, *cmd));
     const session::RunPlan plan = session::plan_run(scenario, o.knobs);
     if (const auto stale = calibration_staleness(scenario.hardware)) fmt::print(stderr, "warning: {}\n", *stale);
+    profiler::parse_trace_format(o.trace_format, &o.outputs.trace_format);
     o.outputs.trace_phase = o.trace_phase.empty()        ? plan.subject
                             : o.trace_phase == "prefill" ? session::RunPhase::prefill
                                                          : session::RunPhase::decode;

@@ -3,6 +3,8 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "plot/views/sim_charts.h"
+#include "profiler/trace/chrome_json.h"
+#include "profiler/trace/serving_trace.h"
 #include "sim/serving/serving_config.h"
 #include "sim/serving/serving_report.h"
 #include "sim/serving/trace_workload.h"
@@ -19,7 +21,7 @@ namespace {
 
 struct ServeOptions {
   std::string scenario;
-  std::string json_path, csv_path, plot_path;
+  std::string json_path, csv_path, plot_path, trace_path;
   std::vector<std::string> sets;
 };
 
@@ -35,9 +37,14 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--json", opts->json_path, "write the summary, percentiles and queue series as JSON");
   cmd->add_option("--csv", opts->csv_path, "write one row per request as CSV");
   cmd->add_option("--plot", opts->plot_path, "draw sequences waiting and running over time (.svg or .png)");
+  cmd->add_option(
+      "--trace", opts->trace_path,
+      "write the simulated schedule as a Chrome trace (.json, or .json.gz): per replica its iterations "
+      "and each request's queue, prefill and decode spans, for Perfetto (docs/serving.md#the-schedule-as-a-trace)");
   cmd->callback([opts, &global] {
-    const serving::ServingScenario s =
+    serving::ServingScenario s =
         serving::load_serving_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
+    s.options.record_schedule = !opts->trace_path.empty();
     std::optional<serving::TraceWorkload> trace;
     const serving::Workload w = serving::serving_workload(s, &trace);
     const serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
@@ -53,6 +60,10 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
     if (!opts->csv_path.empty()) {
       write_file_atomically(opts->csv_path, serving::requests_csv(r));
       fmt::print(stderr, "wrote {}\n", opts->csv_path);
+    }
+    if (!opts->trace_path.empty()) {
+      profiler::write_trace_text(profiler::serving_trace_json(r, opts->scenario), opts->trace_path);
+      fmt::print(stderr, "wrote {}\n", opts->trace_path);
     }
     if (!opts->plot_path.empty()) {
       plot::write_chart(plot::queue_chart(r), opts->plot_path);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "engine/session/run_plan.h"
+#include "profiler/trace/chrome_json.h"  // TraceFormat only: no link to the profiler
 
 #include <functional>
 #include <string>
@@ -16,6 +17,7 @@ namespace k3::session {
 struct RunOutputs {
   std::string trace_path;  // Chrome/Perfetto trace (.json or .json.gz) of `trace_phase`
   RunPhase trace_phase = RunPhase::decode;
+  profiler::TraceFormat trace_format = profiler::TraceFormat::k3perf;  // kineto: for HTA
   std::string counters_path;           // hardware counters per op range of the decode steps (a separate, eager run)
   std::string prediction_path;         // sim/'s prediction of the traced phase (for k3perf compare)
   bool predict = true;                 // predict on the scenario's hardware beside the measurement

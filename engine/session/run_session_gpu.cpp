@@ -149,7 +149,7 @@ RunResult run_session(const RunPlan& given, const RunOutputs& outputs,
   if (collector) {
     add_run_metadata(summary, outputs.command, trace_prefill, records.metadata);
     profiler::Attribution attribution = profiler::attribute(records);  // its report is in the trace's metadata
-    profiler::write_chrome_trace(attribution.trace, outputs.trace_path);
+    profiler::write_chrome_trace(attribution.trace, outputs.trace_path, 1, outputs.trace_format);
     const profiler::AttributionReport& r = attribution.report;
     say(log, fmt::format("trace: {} kernels, {} attributed to ops ({} through CUDA-graph nodes), {} dropped records, "
                          "{} steps -> {}",

@@ -133,6 +133,13 @@ class Simulation {
       result_.kv_capacity_bytes_per_gpu = prefill_model.capacity_bytes;
     }
     result_.max_positions = prefill_model.max_positions;
+    if (o.record_schedule) {
+      for (const Replica& r : replicas_) {
+        result_.replica_roles.push_back(r.role == Role::both      ? "aggregated"
+                                        : r.role == Role::prefill ? "prefill"
+                                                                  : "decode");
+      }
+    }
     seqs_.resize(requests.size());
     result_.requests.resize(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -257,6 +264,14 @@ class Simulation {
       sim_.result_.max_memory_fraction = std::max(sim_.result_.max_memory_fraction, r_.reserved / r_.capacity);
       r_.running.push_back(id);
       s.running = true;
+      RequestOutcome& out = sim_.result_.requests[id];
+      if (r_.role == Role::decode) {
+        out.decode_replica = ri_;
+        out.decode_admitted_ms = sim_.now_us_ / 1000.0;
+      } else {
+        out.replica = ri_;
+        out.admitted_ms = sim_.now_us_ / 1000.0;
+      }
       return true;
     }
     void add_decode(int64_t id) override {
@@ -303,6 +318,18 @@ class Simulation {
     r.busy_until_us = now_us_ + dur;
     r.busy_us += dur;
     result_.iterations += 1;
+    if (o_.record_schedule) {
+      IterationRecord it{ri, now_us_ / 1000.0, (now_us_ + dur) / 1000.0, 0, 0, 0};
+      for (const auto& [id, chunk] : r.batch) {
+        if (chunk > 0) {
+          it.prefill_sequences += 1;
+          it.prefill_tokens += chunk;
+        } else {
+          it.decode_sequences += 1;
+        }
+      }
+      result_.schedule.push_back(it);
+    }
     events_.push({now_us_ + dur, EventKind::iteration_end, ri});
   }
 
@@ -367,6 +394,7 @@ class Simulation {
     try_start(from);
     const int to = least_loaded(Role::decode);
     s.replica = to;
+    result_.requests[id].handoff_ms = now_us_ / 1000.0;
     replicas_[to].waiting.push_back(id);
     try_start(to);
   }

@@ -48,6 +48,7 @@ struct ServingOptions {
   std::string scheduler = "fcfs";          // a registered scheduler (sim/serving/scheduler.h)
   Params scheduler_params;                 // read by that scheduler
   double queue_sample_interval_ms = 1000;  // spacing of the queue-length series
+  bool record_schedule = false;            // keep every iteration (ServingResult::schedule), for a trace
 };
 
 // What one replica of the deployment holds and costs, derived from the scenario.
@@ -86,6 +87,13 @@ struct RequestOutcome {
   int64_t output_tokens = 0;
   bool rejected = false;
   Rejection rejection = Rejection::none;
+  // Where and when it ran (-1: not reached): admitted into `replica`'s running batch (aggregated, or the prefill
+  // replica); disaggregated, its KV and state arrived at `decode_replica` at handoff_ms and it was admitted there.
+  int replica = -1;
+  double admitted_ms = -1;
+  int decode_replica = -1;
+  double handoff_ms = -1;
+  double decode_admitted_ms = -1;
   double ttft_ms() const { return first_token_ms - arrival_ms; }
   double e2e_ms() const { return finish_ms - arrival_ms; }
   // Mean time per output token after the first; 0 for one-token answers.
@@ -104,6 +112,15 @@ struct QueueSample {
   int64_t waiting = 0;         // arrived, not yet admitted (incl. sequences waiting for a decode replica)
   int64_t running = 0;         // in a running batch
   double memory_fraction = 0;  // reserved / capacity, busiest replica
+};
+
+// One iteration of one replica's running batch (ServingOptions::record_schedule).
+struct IterationRecord {
+  int replica = 0;
+  double start_ms = 0, end_ms = 0;
+  int64_t decode_sequences = 0;   // one token each
+  int64_t prefill_sequences = 0;  // a chunk each
+  int64_t prefill_tokens = 0;
 };
 
 struct ServingResult {
@@ -126,6 +143,10 @@ struct ServingResult {
   int64_t iterations = 0;
   int64_t prefill_tokens = 0;  // prompt tokens computed (cached ones excluded)
   int64_t decode_tokens = 0;   // output tokens produced by decode iterations
+  // With record_schedule: every iteration in start order, and each replica's role ("aggregated", "prefill",
+  // "decode"; prefill replicas first, as in `utilisation`).
+  std::vector<IterationRecord> schedule;
+  std::vector<std::string> replica_roles;
 };
 
 // `cached_prefix_tokens`, one per request or empty (none cached), comes from the prefix cache:

@@ -1,4 +1,6 @@
 // Runs the built k3perf binary end to end: outputs, exit codes and error messages.
+#include "perfetto_drop_rule.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -518,6 +520,55 @@ TEST_F(CliTest, CompareRefusesDifferentShapesUnlessForced) {
 }
 
 // A usage error exits 2 and names what is nearest: a verb, or an option of the verb reached; --help shows defaults.
+// predict --trace and serve --trace: whole traces (nothing Perfetto drops), gzip by the name, the format checked.
+TEST_F(CliTest, PredictAndServeWriteTracesThatOpenWhole) {
+  const fs::path pred = dir_ / "pred.json", kineto = dir_ / "pred_kineto.json", gz = dir_ / "pred.json.gz";
+  CommandResult r = run(fmt::format("predict {} --set workload.batch=2 --set overrides.layers=4 --top 0 --trace {}",
+                                    kScenario, pred.string()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("wrote " + pred.string()), std::string::npos) << r.output;
+  const std::string text = slurp(pred);
+  EXPECT_TRUE(k3::test::perfetto_would_drop(text).empty());
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc.at("k3perf").at("source"), "k3perf predict");
+  std::size_t ops = 0, spans = 0;
+  for (const nlohmann::json& e : doc.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    ops += e.at("cat") == "kernel";
+    spans += e.at("cat") == "gpu_user_annotation";
+  }
+  EXPECT_EQ(ops, doc.at("k3perf").at("ops").get<std::size_t>());
+  EXPECT_EQ(spans, ops);
+  r = run(fmt::format("predict {} --set overrides.layers=4 --top 0 --trace {} --trace-format kineto", kScenario,
+                      kineto.string()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(nlohmann::json::parse(slurp(kineto)).contains("distributedInfo"));
+  r = run(fmt::format("predict {} --set overrides.layers=4 --top 0 --trace {}", kScenario, gz.string()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(slurp(gz).substr(0, 2), "\x1f\x8b");
+  r = run(fmt::format("predict {} --trace {} --trace-format nsys", kScenario, pred.string()));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--trace-format"), std::string::npos) << r.output;
+  r = run(fmt::format("predict {} --sweep workload.batch=1,2 --trace {}", kScenario, pred.string()));
+  EXPECT_EQ(r.status, 2) << r.output;
+
+  const fs::path serve = dir_ / "serve.json";
+  r = run(fmt::format("serve {}/scenarios/serving/k3-h200x16-chat.yaml --trace {}", K3PERF_SOURCE_DIR, serve.string()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string served = slurp(serve);
+  EXPECT_TRUE(k3::test::perfetto_would_drop(served).empty());
+  const nlohmann::json sdoc = nlohmann::json::parse(served);
+  std::size_t requests = 0, iterations = 0;
+  for (const nlohmann::json& e : sdoc.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    requests += e.at("cat") == "request";
+    iterations += e.at("cat") == "iteration";
+  }
+  EXPECT_EQ(requests, sdoc.at("k3perf").at("completed").get<std::size_t>());
+  EXPECT_EQ(iterations, sdoc.at("k3perf").at("iterations").get<std::size_t>());
+  EXPECT_GT(iterations, 0u);
+}
+
 TEST_F(CliTest, UnknownVerbsAndOptionsSayDidYouMean) {
   CommandResult r = run("predikt");
   EXPECT_EQ(r.status, 2) << r.output;
