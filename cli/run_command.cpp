@@ -119,7 +119,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global) {
                   "ranges and CUDA-graph nodes) and write a Chrome/Perfetto trace (.json or .json.gz)");
   cmd->add_option("--trace-format", f->trace_format,
                   "k3perf, or kineto: the categories, names and fields of PyTorch's profiler, for HTA "
-                  "(docs/profile.md#kineto-and-hta)")
+                  "(docs/profile.md#kineto-and-hta---trace-format-kineto)")
       ->check(CLI::IsMember({"k3perf", "kineto"}))
       ->capture_default_str();
   cmd->add_option("--trace-phase", f->trace_phase,

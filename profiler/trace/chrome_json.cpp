@@ -331,7 +331,8 @@ std::string to_chrome_json(const Trace& t, TraceFormat format) {
     append_track_metadata(out, "thread", pid, thread + l * kLaneTidStride, host_label(pid, thread, l), order++);
   }
   for (const auto& [device, stream, l] : gpu_tracks) {
-    const std::string label = fmt::format("stream {}", stream);
+    const auto named = t.stream_names.find({device, stream});
+    const std::string label = named != t.stream_names.end() ? named->second : fmt::format("stream {}", stream);
     append_track_metadata(out, "thread", device, gpu_tid(stream, l),
                           l == 0 ? label : fmt::format("{} (overlapping, lane {})", label, l + 1), order++);
   }

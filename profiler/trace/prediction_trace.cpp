@@ -42,6 +42,9 @@ Trace prediction_trace(const Prediction& p) {
   t.integer_keys.insert("step_time_ns");
   t.set_integer("ops", static_cast<std::int64_t>(ops.size()));
   t.set_integer("steps", 1);
+  t.stream_names[{0, kPredictedComputeStream}] = fmt::format("stream {}: ops", kPredictedComputeStream);
+  t.stream_names[{0, kPredictedSideStream}] = fmt::format("stream {}: beside another op", kPredictedSideStream);
+  t.stream_names[{0, kPredictedCommStream}] = fmt::format("stream {}: collectives", kPredictedCommStream);
   t.sort();
   return t;
 }

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace k3::profiler {
@@ -60,6 +61,8 @@ class Trace {
   // The keys of `metadata` whose values are counts (decimal integers): written as JSON numbers, not strings.
   std::set<std::string> integer_keys;
   void set_integer(const std::string& key, std::int64_t value);
+  // Labels of GPU tracks by (device, stream), "stream N" where none is given (written, not read back).
+  std::map<std::pair<std::int32_t, std::int32_t>, std::string> stream_names;
 
   void add(const Event& e);  // checks end_ns >= start_ns (K3_CHECK)
   void reserve(std::size_t events);

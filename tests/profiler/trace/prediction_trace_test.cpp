@@ -85,6 +85,14 @@ TEST(PredictionTrace, OpensWholeAndComparesAsTheMeasurementOfItsPrediction) {
     if (e.at("ph") == "X" && e.at("cat") == "gpu_user_annotation") span_names.insert(e.at("name"));
   }
   EXPECT_EQ(span_names.size(), p.graph.ops.size());
+  std::map<long long, std::string> tracks;
+  for (const nlohmann::json& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name" && e.at("pid") == 0)
+      tracks[e.at("tid")] = e.at("args").at("name");
+  }
+  EXPECT_EQ(tracks, (std::map<long long, std::string>{{kPredictedComputeStream, "stream 1: ops"},
+                                                      {kPredictedSideStream, "stream 2: beside another op"},
+                                                      {kPredictedCommStream, "stream 3: collectives"}}));
   EXPECT_TRUE(span_names.count("L004.mla.attn_decode"));
   // compare: the trace read back against the prediction's JSON; every op measured at its predicted time.
   const PredictionFile file = parse_prediction(to_json(p).dump(), "prediction.json");
