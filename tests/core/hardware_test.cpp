@@ -202,7 +202,9 @@ TEST(Hardware, FixedCostsMeasuredOnH200AndCarriedElsewhere) {
     }
     EXPECT_NE(floors_text.find("bench/results/2026-12-01-h200-engine-traces-9"), std::string::npos);
     EXPECT_NE(ridge_text.find("bench/results/2026-12-01-h200-kernels-22"), std::string::npos);
-    if (!h200) EXPECT_NE(floors_text.find("unchanged in microseconds"), std::string::npos);
+    if (!h200) {
+      EXPECT_NE(floors_text.find("unchanged in microseconds"), std::string::npos);
+    }
   }
   const Hardware validated = load_hardware_by_name("h200-validated", kHardwareDir);
   EXPECT_EQ(validated.kernel_latency_source, "k3perf-h200-engine-calibration");  // its own fit, not the floors
@@ -234,8 +236,12 @@ TEST(Hardware, CollectiveLatencyTermsPerFabric) {
     const bool h200 = name.starts_with("h200");
     EXPECT_EQ(hw.sources.count("k3perf-h200x2-nccl-latency"), h200 ? 1u : 0u);
     EXPECT_EQ(hw.sources.count("h200x2-nccl-latency-carried"), h200 ? 0u : 1u);
-    if (h200) EXPECT_TRUE(hw.sources.at("k3perf-h200x2-nccl-latency").starts_with("Measured by us"));
-    if (!h200) EXPECT_TRUE(hw.sources.at("h200x2-nccl-latency-carried").starts_with("Carried, not measured"));
+    if (h200) {
+      EXPECT_TRUE(hw.sources.at("k3perf-h200x2-nccl-latency").starts_with("Measured by us"));
+    }
+    if (!h200) {
+      EXPECT_TRUE(hw.sources.at("h200x2-nccl-latency-carried").starts_with("Carried, not measured"));
+    }
     EXPECT_TRUE(hw.sources.at("network-base-latency-carried").starts_with("Carried, not measured"));
     EXPECT_NE(hw.sources.at("nccl-tuning-model").find("src/graph/tuning.cc"), std::string::npos);
   }
