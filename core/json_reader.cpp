@@ -31,9 +31,15 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
   using Base = nlohmann::detail::json_sax_dom_parser<Json>;
 
  public:
-  // `outer_levels`: containers already open around the value this builds (MemberStreamer's top-level object).
-  CheckedDomBuilder(Json& root, const std::string& origin, int max_depth, int outer_levels = 0)
-      : Base(root, true), origin_(origin), max_depth_(max_depth), outer_levels_(outer_levels) {}
+  // `outer_levels`, `outer_key`: the object open around the value this builds (MemberStreamer's top level) and
+  // the key of the value in it.
+  CheckedDomBuilder(Json& root, const std::string& origin, int max_depth, int outer_levels = 0,
+                    std::string outer_key = "")
+      : Base(root, true),
+        origin_(origin),
+        max_depth_(max_depth),
+        outer_levels_(outer_levels),
+        outer_key_(std::move(outer_key)) {}
 
   bool start_object(std::size_t n) {
     enter(true);
@@ -53,7 +59,7 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
   }
   bool key(std::string& key) {
     if (!open_.back().keys.insert(key).second) {
-      std::string parent;
+      std::string parent = outer_key_;
       for (std::size_t i = 0; i + 1 < open_.size(); ++i) {
         if (!open_[i].object) continue;
         parent += (parent.empty() ? "" : ".") + open_[i].key;
@@ -84,6 +90,7 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
   const std::string& origin_;
   const int max_depth_;
   const int outer_levels_;
+  const std::string outer_key_;
   std::vector<Open> open_;
 };
 
@@ -160,7 +167,7 @@ class MemberStreamer {
   }
   void begin_member() {
     value_ = Json();
-    builder_.emplace(value_, origin_, max_depth_, 1);
+    builder_.emplace(value_, origin_, max_depth_, 1, key_);
   }
   void end_member() {
     builder_.reset();
