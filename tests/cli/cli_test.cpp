@@ -693,9 +693,13 @@ TEST_F(CliTest, SigkillDuringAWriteLeavesTheOldOutput) {
   // plan --csv: one file, the old one or the new one.
   const fs::path csv = dir_ / "plan.csv";
   std::ofstream(csv) << "old\n";
-  const std::vector<std::string> plan{"plan", "--model", "kimi-k3", "--hardware", "h200-sxm", "--isl",
-                                      "4000", "--osl",   "200",     "--ttft-ms",  "3000",     "--rate",
-                                      "1",    "--quiet", "--csv",   csv.string()};
+  std::vector<std::string> plan{"plan", "--model", "kimi-k3", "--hardware", "h200-sxm", "--isl",
+                                "4000", "--osl",   "200",     "--ttft-ms",  "3000",     "--rate",
+                                "1",    "--quiet", "--csv",   csv.string()};
+  for (const char* set : {"plan.attention_dp=[2]", "plan.ep=[16]", "plan.max_sequences=[64,128]",
+                          "plan.max_batched_tokens=[8192]", "plan.modes=[aggregated]", "plan.kv_cache=[bf16]"}) {
+    plan.insert(plan.end(), {"--set", set});
+  }
   const double plan_s = seconds_to_run(plan);
   const std::string new_csv = slurp(csv);
   std::ofstream(csv) << "old\n";
