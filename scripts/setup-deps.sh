@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  clang-format
+  clang clang-format
   libeigen3-dev
   zlib1g-dev
   libyaml-cpp-dev
