@@ -62,11 +62,10 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
   Checkpoint checkpoint;
   checkpoint.source_ = dir_or_file;
   const fs::path source(dir_or_file);
-  std::error_code ec;  // the non-throwing queries: a path the file system refuses is one that does not exist
-  if (!fs::is_directory(source, ec)) {
-    if (!fs::exists(source, ec)) throw InputError(fmt::format("{}: no such file or directory", dir_or_file));
+  if (!fs::is_directory(source)) {
+    if (!fs::exists(source)) throw InputError(fmt::format("{}: no such file or directory", dir_or_file));
     checkpoint.shards_.push_back(SafetensorsFile::open(dir_or_file));
-  } else if (fs::exists(source / kSafetensorsIndexFileName, ec)) {
+  } else if (fs::exists(source / kSafetensorsIndexFileName)) {
     const fs::path index_path = source / kSafetensorsIndexFileName;
     const std::map<std::string, std::string> shard_of_name = read_weight_map(index_path, source);
     std::map<std::string, size_t> shard_number;
@@ -92,7 +91,7 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
         }
       }
     }
-  } else if (fs::exists(source / kSingleSafetensorsFileName, ec)) {
+  } else if (fs::exists(source / kSingleSafetensorsFileName)) {
     if (!resolves_inside(source, source / kSingleSafetensorsFileName)) {
       throw InputError(fmt::format("{}: {} is a link to a file outside the checkpoint directory", dir_or_file,
                                    kSingleSafetensorsFileName));
