@@ -140,7 +140,9 @@ TEST(OpGraph, FusedMixerAndNormCountedOnce) {
   const OpGraph l =
       build_op_graph(test::model("kimi-linear-48b-a3b"), Phase::decode(2, 100), Parallelism{}, Precision{});
   for (const Op& o : l.ops) {
-    if (o.kind == OpKind::rmsnorm) EXPECT_EQ(o.kernels, 1) << o.name();
+    if (o.kind == OpKind::rmsnorm) {
+      EXPECT_EQ(o.kernels, 1) << o.name();
+    }
   }
 }
 

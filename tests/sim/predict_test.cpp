@@ -65,7 +65,9 @@ TEST(Predict, OpNamesSumTheirLayersAndCollectivesTheirPayload) {
   EXPECT_EQ(find("embed.lookup").count, 1);  // no layer prefix to strip
   for (const GroupTotal& g : p.by_module()) {
     if (g.group == "comm") comm_sent = g.sent_bytes;
-    if (g.group != "comm") EXPECT_EQ(g.sent_bytes, 0) << g.group;
+    if (g.group != "comm") {
+      EXPECT_EQ(g.sent_bytes, 0) << g.group;
+    }
   }
   double all_sent = 0;
   for (const Op& op : p.graph.ops) all_sent += op.collective ? op.collective->bytes : 0.0;

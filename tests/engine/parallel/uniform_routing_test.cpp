@@ -67,7 +67,9 @@ TEST(UniformRouting, ExchangesAgreeAcrossTheGroup) {
         ASSERT_LT(at, x[a].recv_local_expert.size());
         const int32_t e = x[a].recv_local_expert[at];
         EXPECT_TRUE(e >= 0 && e < 896 / ep) << e;
-        if (i > 0) EXPECT_LE(x[a].recv_local_expert[at - 1], e) << "rows of peer " << p << " by expert";
+        if (i > 0) {
+          EXPECT_LE(x[a].recv_local_expert[at - 1], e) << "rows of peer " << p << " by expert";
+        }
       }
     }
     EXPECT_EQ(at, x[a].recv_local_expert.size());
