@@ -5,6 +5,8 @@
 #include "profiler/attribution/attribute.h"
 #include "profiler/trace/chrome_json.h"
 
+#include "activity_markers.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -14,12 +16,6 @@
 namespace k3::profiler {
 namespace {
 
-void push(ActivityRecords& r, std::int64_t t, std::int64_t thread, const std::string& name) {
-  r.markers.push_back({MarkerPhase::push, t, thread, 0, name});
-}
-void pop(ActivityRecords& r, std::int64_t t, std::int64_t thread) {
-  r.markers.push_back({MarkerPhase::pop, t, thread, 0, ""});
-}
 // A launch API call at t on `thread` and its kernel at t + 1000 on `stream`, 500 ns long.
 void launch(ActivityRecords& r, std::int64_t t, std::int64_t thread, std::uint64_t corr, int stream = 7,
             const std::string& kernel = "k") {

@@ -5,6 +5,7 @@
 #include "profiler/attribution/attribute.h"
 #include "profiler/trace/chrome_json.h"
 
+#include "activity_markers.h"
 #include "perfetto_drop_rule.h"
 
 #include <gtest/gtest.h>
@@ -19,13 +20,6 @@
 
 namespace k3::profiler {
 namespace {
-
-void push(ActivityRecords& r, std::int64_t t, std::int64_t thread, const std::string& name) {
-  r.markers.push_back({MarkerPhase::push, t, thread, 0, name});
-}
-void pop(ActivityRecords& r, std::int64_t t, std::int64_t thread) {
-  r.markers.push_back({MarkerPhase::pop, t, thread, 0, ""});
-}
 
 // Step 0 eager: two ops, the first with two kernels (the second starts 30 ns before the first ends: programmatic
 // dependent launch), then a copy of the second op. The graph is captured from ranges of the same two ops; steps 1
