@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The whole GPU cycle on an H200 machine: build (or take a bundle from scripts/gpu-bundle.sh), probe
 # the device, run every kernel test against the CPU reference, run them under compute-sanitizer
-# (memcheck, racecheck) where it works (K3PERF_SANITIZERS=0 skips them), and benchmark the kernels
+# (memcheck, racecheck, initcheck, synccheck; one run per suite and tool, scripts/gpu-sanitize.sh;
+# K3PERF_SANITIZERS=0 skips them), and benchmark the kernels
 # against the roofline, then re-trace the engine's fixed run matrix and refit h200-validated.yaml from it
 # (scripts/engine-refit.sh; K3PERF_REFIT=0 skips it), reporting the held-out errors. Results go
 # to $OUT (default bench/results/incoming) as JSON and text; commit the ones you rely on to
 # bench/results/<date>-<gpu>-<what>/ with date, GPU, commit and command.
 # Each step runs under a time limit, so that a kernel that hangs costs one step, not the machine's time:
 # K3PERF_TEST_TIMEOUT_S (the kernel tests, default 900), K3PERF_SANITIZER_TIMEOUT_S (each sanitizer run,
-# default 3600), K3PERF_BENCH_TIMEOUT_S (each bench driver, default 900). K3PERF_BENCHES="a_bench b_bench" runs
+# default 300), K3PERF_BENCH_TIMEOUT_S (each bench driver, default 900). K3PERF_BENCHES="a_bench b_bench" runs
 # only those drivers (default: every bench driver of the bundle). A step that runs past its
 # limit is killed, reported as "timed out after N s" on the console (and in its .txt output), and fails the run.
 set -uo pipefail
@@ -42,13 +43,8 @@ limited "${K3PERF_TEST_TIMEOUT_S:-900}" "$out/gpu_tests.txt" \
   "$bin/gpu_tests" --gtest_output="json:$out/gpu_tests.json" || status=1
 tail -n 3 "$out/gpu_tests.txt"
 if [ "${K3PERF_SANITIZERS:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer $tool"
-    limited "${K3PERF_SANITIZER_TIMEOUT_S:-3600}" "$out/sanitizer_$tool.txt" \
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" --gtest_brief=1
-    echo "exit $?" >> "$out/sanitizer_$tool.txt"
-    tail -n 2 "$out/sanitizer_$tool.txt"
-  done
+  echo "== compute-sanitizer, per suite and tool (scripts/gpu-sanitize.sh)"
+  OUT="$out" scripts/gpu-sanitize.sh | tail -n 12 || status=1
 fi
 for lab in "$bin"/lab_*; do  # bench/lab's experiments: each checks its GPU result against its CPU function
   [ -x "$lab" ] || continue
