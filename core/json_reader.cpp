@@ -2,12 +2,16 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_set>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace k3 {
@@ -24,6 +28,59 @@ template <class Exception>
   throw InputError(fmt::format("{}: malformed JSON at byte {}: {}", origin, byte, quoted_excerpt(e.what())));
 }
 
+// The keys of one object, for the duplicate check: their bytes in one buffer and an open-addressing table of key
+// numbers, about 20 bytes a key beside its text (a set of strings takes about 100, in three allocations a key).
+class KeySet {
+ public:
+  // False when `key` is already in the set.
+  bool insert(std::string_view key) {
+    K3_CHECK(ends_.size() < kEmpty, "more than {} keys in one object", ends_.size());
+    if (2 * (ends_.size() + 1) > slots_.size()) grow();
+    const std::size_t slot = find_slot(key, std::hash<std::string_view>{}(key));
+    if (slots_[slot] != kEmpty) return false;
+    text_.append(key);
+    ends_.push_back(text_.size());
+    slots_[slot] = static_cast<uint32_t>(ends_.size() - 1);
+    return true;
+  }
+
+  // Empty again; a small set keeps its buffers, so an object after an object allocates nothing.
+  void clear() {
+    text_.clear();
+    ends_.clear();
+    if (slots_.size() > kSmallSlots) {
+      slots_ = {};
+    } else {
+      std::fill(slots_.begin(), slots_.end(), kEmpty);
+    }
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = ~uint32_t{0};
+  static constexpr std::size_t kSmallSlots = 16;
+  std::string_view key(uint32_t i) const {
+    const std::size_t begin = i == 0 ? 0 : ends_[i - 1];
+    return std::string_view(text_).substr(begin, ends_[i] - begin);
+  }
+  // The slot holding `key`, or the empty one where it would go (linear probing; the table is at most half full).
+  std::size_t find_slot(std::string_view k, std::size_t hash) const {
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+      if (slots_[slot] == kEmpty || key(slots_[slot]) == k) return slot;
+    }
+  }
+  void grow() {
+    std::vector<uint32_t> old =
+        std::exchange(slots_, std::vector<uint32_t>(std::max<std::size_t>(kSmallSlots, 2 * slots_.size()), kEmpty));
+    for (const uint32_t i : old) {
+      if (i != kEmpty) slots_[find_slot(key(i), std::hash<std::string_view>{}(key(i)))] = i;
+    }
+  }
+  std::string text_;
+  std::vector<std::size_t> ends_;  // key i is text_[ends_[i - 1], ends_[i])
+  std::vector<uint32_t> slots_;    // key numbers, kEmpty where free; a power of two in size
+};
+
 // nlohmann's own DOM builder, with a depth count and the keys of each open object. sax_parse calls these
 // members on this type, so they stand in for the base's. The parser itself keeps its containers on a heap stack.
 template <class Json>
@@ -32,14 +89,10 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
 
  public:
   // `outer_levels`, `outer_key`: the object open around the value this builds (MemberStreamer's top level) and
-  // the key of the value in it.
+  // the key of the value in it. One builder builds one value after another into `root` (each replaces the last).
   CheckedDomBuilder(Json& root, const std::string& origin, int max_depth, int outer_levels = 0,
-                    std::string outer_key = "")
-      : Base(root, true),
-        origin_(origin),
-        max_depth_(max_depth),
-        outer_levels_(outer_levels),
-        outer_key_(std::move(outer_key)) {}
+                    const std::string* outer_key = nullptr)
+      : Base(root, true), origin_(origin), max_depth_(max_depth), outer_levels_(outer_levels), outer_key_(outer_key) {}
 
   bool start_object(std::size_t n) {
     enter(true);
@@ -50,24 +103,25 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
     return Base::start_array(n);
   }
   bool end_object() {
-    open_.pop_back();
+    --depth_;
     return Base::end_object();
   }
   bool end_array() {
-    open_.pop_back();
+    --depth_;
     return Base::end_array();
   }
   bool key(std::string& key) {
-    if (!open_.back().keys.insert(key).second) {
-      std::string parent = outer_key_;
-      for (std::size_t i = 0; i + 1 < open_.size(); ++i) {
+    Open& open = open_[depth_ - 1];
+    if (!open.keys.insert(key)) {
+      std::string parent = outer_key_ != nullptr ? *outer_key_ : std::string();
+      for (std::size_t i = 0; i + 1 < depth_; ++i) {
         if (!open_[i].object) continue;
         parent += (parent.empty() ? "" : ".") + open_[i].key;
       }
       throw InputError(fmt::format("{}: key '{}' appears twice{}", origin_, quoted_excerpt(key),
                                    parent.empty() ? "" : fmt::format(" in '{}'", quoted_excerpt(parent))));
     }
-    open_.back().key = key;
+    open.key = key;
     return Base::key(key);
   }
   template <class Exception>
@@ -77,30 +131,36 @@ class CheckedDomBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
 
  private:
   struct Open {
-    bool object;
-    std::set<std::string> keys;
+    bool object = false;
+    KeySet keys;
     std::string key;  // the latest key (objects)
   };
+  // open_[0, depth_) are the containers open now; the entries beyond are kept for their buffers.
   void enter(bool object) {
-    if (static_cast<int>(open_.size()) + outer_levels_ >= max_depth_) {
+    if (static_cast<int>(depth_) + outer_levels_ >= max_depth_) {
       throw InputError(fmt::format("{}: JSON nested deeper than {} levels", origin_, max_depth_));
     }
-    open_.push_back({object, {}, {}});
+    if (depth_ == open_.size()) open_.emplace_back();
+    Open& open = open_[depth_++];
+    open.object = object;
+    open.keys.clear();
   }
   const std::string& origin_;
   const int max_depth_;
   const int outer_levels_;
-  const std::string outer_key_;
+  const std::string* const outer_key_;  // outlives this builder
   std::vector<Open> open_;
+  std::size_t depth_ = 0;
 };
 
-// The members of a top-level object, each built by its own CheckedDomBuilder and handed on when complete.
+// The members of a top-level object, built one after another by one CheckedDomBuilder and each handed on when
+// complete.
 class MemberStreamer {
   using Json = nlohmann::json;
 
  public:
   MemberStreamer(const std::string& origin, int max_depth, const JsonMemberCallback& member)
-      : origin_(origin), max_depth_(max_depth), member_(member) {}
+      : origin_(origin), member_(member), builder_(value_, origin, max_depth, 1, &key_) {}
 
   bool null() {
     return scalar([](auto& b) { return b.null(); });
@@ -128,15 +188,13 @@ class MemberStreamer {
       depth_ = 1;
       return true;
     }
-    if (depth_ == 1) begin_member();
     ++depth_;
-    return builder_->start_object(n);
+    return builder_.start_object(n);
   }
   bool start_array(std::size_t n) {
     if (depth_ == 0) not_an_object();
-    if (depth_ == 1) begin_member();
     ++depth_;
-    return builder_->start_array(n);
+    return builder_.start_array(n);
   }
   bool end_object() {
     if (depth_ == 1) {
@@ -149,11 +207,9 @@ class MemberStreamer {
     return close([](auto& b) { return b.end_array(); });
   }
   bool key(std::string& key) {
-    if (depth_ > 1) return builder_->key(key);
-    if (!keys_.insert(key).second) {
-      throw InputError(fmt::format("{}: key '{}' appears twice", origin_, quoted_excerpt(key)));
-    }
-    key_ = key;
+    if (depth_ > 1) return builder_.key(key);
+    if (!keys_.insert(key)) throw InputError(fmt::format("{}: key '{}' appears twice", origin_, quoted_excerpt(key)));
+    key_ = std::move(key);
     return true;
   }
   template <class Exception>
@@ -165,39 +221,30 @@ class MemberStreamer {
   [[noreturn]] void not_an_object() const {
     throw InputError(fmt::format("{}: expected a JSON object at the top level", origin_));
   }
-  void begin_member() {
-    value_ = Json();
-    builder_.emplace(value_, origin_, max_depth_, 1, key_);
-  }
-  void end_member() {
-    builder_.reset();
-    member_(key_, value_);
-  }
+  void end_member() { member_(key_, value_); }
   template <class Event>
   bool scalar(Event event) {
     if (depth_ == 0) not_an_object();
-    if (depth_ > 1) return event(*builder_);
-    begin_member();
-    event(*builder_);
+    if (depth_ > 1) return event(builder_);
+    event(builder_);
     end_member();
     return true;
   }
   template <class Event>
   bool close(Event event) {
     --depth_;
-    const bool ok = event(*builder_);
+    const bool ok = event(builder_);
     if (depth_ == 1) end_member();
     return ok;
   }
 
   const std::string& origin_;
-  const int max_depth_;
   const JsonMemberCallback& member_;
   int depth_ = 0;  // 1 inside the top-level object
-  std::unordered_set<std::string> keys_;
+  KeySet keys_;
   std::string key_;
-  Json value_;
-  std::optional<CheckedDomBuilder<Json>> builder_;
+  Json value_;                       // the member being built
+  CheckedDomBuilder<Json> builder_;  // after key_ and value_, which it refers to
 };
 
 template <class Json>

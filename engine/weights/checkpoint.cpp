@@ -102,43 +102,49 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
                                  kSingleSafetensorsFileName));
   }
 
-  std::vector<std::pair<const TensorInfo*, size_t>> all;
+  // Each shard's tensors are in name order already: merge them (no copy of a TensorInfo).
+  std::vector<Entry>& all = checkpoint.tensors_;
   for (size_t shard = 0; shard < checkpoint.shards_.size(); ++shard) {
-    for (const TensorInfo& t : checkpoint.shards_[shard].tensors()) all.emplace_back(&t, shard);
-  }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first->name < b.first->name; });
-  for (const auto& [info, shard] : all) {
-    checkpoint.tensors_.push_back(*info);
-    checkpoint.shard_of_tensor_.push_back(shard);
+    const SafetensorsFile& file = checkpoint.shards_[shard];
+    const auto merged = static_cast<std::ptrdiff_t>(all.size());
+    all.reserve(all.size() + file.tensors().size());
+    for (const uint32_t i : file.order_by_name()) all.push_back({&file.tensors()[i], static_cast<uint32_t>(shard)});
+    std::inplace_merge(all.begin(), all.begin() + merged, all.end(),
+                       [](const Entry& a, const Entry& b) { return a.info->name < b.info->name; });
   }
   return checkpoint;
 }
 
-const TensorInfo* Checkpoint::find(const std::string& name) const {
+const Checkpoint::Entry* Checkpoint::find_entry(std::string_view name) const {
   const auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
-                                   [](const TensorInfo& t, const std::string& n) { return t.name < n; });
-  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+                                   [](const Entry& e, std::string_view n) { return e.info->name < n; });
+  return it != tensors_.end() && it->info->name == name ? &*it : nullptr;
 }
 
-size_t Checkpoint::index_of(const std::string& name) const {
-  const TensorInfo* info = find(name);
-  if (info == nullptr) throw InputError(fmt::format("{}: no tensor '{}'", source_, name));
-  return static_cast<size_t>(info - tensors_.data());
+const TensorInfo* Checkpoint::find(std::string_view name) const {
+  const Entry* e = find_entry(name);
+  return e == nullptr ? nullptr : e->info;
+}
+
+const Checkpoint::Entry& Checkpoint::entry(const std::string& name) const {
+  const Entry* e = find_entry(name);
+  if (e == nullptr) throw InputError(fmt::format("{}: no tensor '{}'", source_, name));
+  return *e;
 }
 
 std::span<const uint8_t> Checkpoint::bytes(const std::string& name) const {
-  const size_t index = index_of(name);
-  return shards_[shard_of_tensor_[index]].bytes(tensors_[index]);
+  const Entry& e = entry(name);
+  return shards_[e.shard].bytes(*e.info);
 }
 
 std::vector<float> Checkpoint::to_float(const std::string& name) const {
-  const size_t index = index_of(name);
-  const TensorInfo& info = tensors_[index];
+  const Entry& e = entry(name);
+  const TensorInfo& info = *e.info;
   if (!decodes_to_float(info.dtype)) {
-    throw InputError(fmt::format("{}: tensor '{}' is {}, which does not decode to fp32 exactly", info.file, name,
-                                 to_string(info.dtype)));
+    throw InputError(fmt::format("{}: tensor '{}' is {}, which does not decode to fp32 exactly",
+                                 shards_[e.shard].path(), name, to_string(info.dtype)));
   }
-  return decode_to_float(info.dtype, shards_[shard_of_tensor_[index]].bytes(info));
+  return decode_to_float(info.dtype, shards_[e.shard].bytes(info));
 }
 
 }  // namespace k3::weights

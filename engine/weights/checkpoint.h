@@ -9,8 +9,11 @@
 
 #include "engine/weights/safetensors.h"
 
+#include <cstdint>
+#include <ranges>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace k3::weights {
@@ -22,21 +25,28 @@ class Checkpoint {
  public:
   static Checkpoint open(const std::string& dir_or_file);
 
-  const std::string& source() const { return source_; }                // what open() was given
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name
-  const TensorInfo* find(const std::string& name) const;               // nullptr when absent
+  const std::string& source() const { return source_; }  // what open() was given
+  // Every shard's tensors, sorted by name (a view of them: the shards hold them).
+  auto tensors() const {
+    return std::views::transform(tensors_, [](const Entry& e) -> const TensorInfo& { return *e.info; });
+  }
+  const TensorInfo* find(std::string_view name) const;  // nullptr when absent
   // InputError naming the checkpoint when the tensor is absent; the span lives as long as this object.
   std::span<const uint8_t> bytes(const std::string& name) const;
   // BF16, F16, F32, F8_E4M3 (E4M3 codec of mx_format.h), I8 and U8 widened to fp32; InputError for I32.
   std::vector<float> to_float(const std::string& name) const;
 
  private:
-  size_t index_of(const std::string& name) const;  // InputError when absent
+  struct Entry {
+    const TensorInfo* info;  // in shards_[shard]
+    uint32_t shard;
+  };
+  const Entry* find_entry(std::string_view name) const;  // nullptr when absent
+  const Entry& entry(const std::string& name) const;     // InputError when absent
 
   std::string source_;
   std::vector<SafetensorsFile> shards_;
-  std::vector<TensorInfo> tensors_;
-  std::vector<size_t> shard_of_tensor_;  // parallel to tensors_
+  std::vector<Entry> tensors_;  // by name
 };
 
 }  // namespace k3::weights

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
+#include <numeric>
 #include <string_view>
 #include <tuple>
 
@@ -19,6 +19,9 @@ namespace {
 using nlohmann::json;
 
 constexpr uint64_t kHeaderLengthBytes = 8;
+// The shortest entry, `"":{"dtype":"U8","shape":[],"data_offsets":[0,0]},`: a header of N bytes holds at most
+// N / 50 + 1 tensors, room reserved at once (pages never written are never resident) instead of regrown.
+constexpr uint64_t kShortestEntryBytes = 50;
 // Real headers nest three levels; a limit keeps a hostile "[[[[..." from costing gigabytes.
 constexpr int kMaxJsonNesting = static_cast<int>(limit::header_nesting.value);
 
@@ -58,7 +61,6 @@ TensorInfo parse_tensor_entry(const std::string& path, const std::string& name, 
   }
   TensorInfo info;
   info.name = name;
-  info.file = path;
 
   const auto dtype_it = entry.find("dtype");
   if (dtype_it == entry.end() || !dtype_it->is_string()) fail_tensor(path, name, "'dtype' must be a string");
@@ -160,6 +162,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
   // One entry at a time (a header of a million tensors is never one DOM); duplicated names (a second tensor of one
   // name would shadow the first) and deep nesting are refused by the reader.
+  file.tensors_.reserve(header_bytes / kShortestEntryBytes + 1);
   parse_json_members(std::string_view(reinterpret_cast<const char*>(bytes.data() + kHeaderLengthBytes), header_bytes),
                      path + ": header", kMaxJsonNesting, [&](const std::string& name, const json& entry) {
                        if (name == "__metadata__") {
@@ -171,23 +174,35 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
                        info.end += data_start;
                        file.tensors_.push_back(std::move(info));
                      });
-  std::sort(file.tensors_.begin(), file.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
+  const auto by_offset = [](const TensorInfo& a, const TensorInfo& b) {
     return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
-  });
+  };
+  // Writers put the entries in the order of their data: then the sort is one pass.
+  if (!std::is_sorted(file.tensors_.begin(), file.tensors_.end(), by_offset)) {
+    std::sort(file.tensors_.begin(), file.tensors_.end(), by_offset);
+  }
   check_no_overlap(path, file.tensors_, data_start);
-  for (size_t i = 0; i < file.tensors_.size(); ++i) file.index_by_name_.emplace(file.tensors_[i].name, i);
+  // Sorted as (name, position) pairs: each comparison reads the two names and nothing else.
+  std::vector<std::pair<std::string_view, uint32_t>> names;
+  names.reserve(file.tensors_.size());
+  for (const TensorInfo& t : file.tensors_) names.emplace_back(t.name, static_cast<uint32_t>(names.size()));
+  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  file.by_name_.reserve(names.size());
+  for (const auto& [name, i] : names) file.by_name_.push_back(i);
   return file;
 }
 
-const TensorInfo* SafetensorsFile::find(const std::string& name) const {
-  const auto it = index_by_name_.find(name);
-  return it == index_by_name_.end() ? nullptr : &tensors_[it->second];
+const TensorInfo* SafetensorsFile::find(std::string_view name) const {
+  const auto it = std::lower_bound(by_name_.begin(), by_name_.end(), name,
+                                   [this](uint32_t i, std::string_view n) { return tensors_[i].name < n; });
+  return it != by_name_.end() && tensors_[*it].name == name ? &tensors_[*it] : nullptr;
 }
 
 std::span<const uint8_t> SafetensorsFile::bytes(const TensorInfo& info) const {
-  K3_CHECK(info.file == path() && info.begin <= info.end && info.end <= file_.size_bytes(),
-           "tensor '{}' of '{}' [{}, {}) does not belong to '{}' ({} bytes)", info.name, info.file, info.begin,
-           info.end, path(), file_.size_bytes());
+  K3_CHECK(&info >= tensors_.data() && &info < tensors_.data() + tensors_.size() && info.begin <= info.end &&
+               info.end <= file_.size_bytes(),
+           "tensor '{}' [{}, {}) is not one of the tensors of '{}' ({} bytes)", info.name, info.begin, info.end, path(),
+           file_.size_bytes());
   return file_.bytes().subspan(info.begin, info.end - info.begin);
 }
 

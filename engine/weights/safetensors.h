@@ -10,10 +10,10 @@
 #include "engine/weights/tensor_dtype.h"
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace k3::weights {
@@ -27,7 +27,6 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // absolute file offsets of the data, [begin, end)
   uint64_t end = 0;
-  std::string file;  // path of the file that holds the data
 
   int64_t elements() const;
   uint64_t size_bytes() const { return end - begin; }
@@ -40,15 +39,17 @@ class SafetensorsFile {
   const std::string& path() const { return file_.path(); }
   // In the order of their data in the file (by begin offset, then name).
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  const TensorInfo* find(const std::string& name) const;  // nullptr when absent
-  // The tensor's bytes inside the mapping; valid while this object lives. `info` must come from this file.
+  const TensorInfo* find(std::string_view name) const;  // nullptr when absent
+  // Positions in tensors() in the order of the tensors' names.
+  const std::vector<uint32_t>& order_by_name() const { return by_name_; }
+  // The tensor's bytes inside the mapping; valid while this object lives. `info` must be one of tensors().
   std::span<const uint8_t> bytes(const TensorInfo& info) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   MappedFile file_;
-  std::vector<TensorInfo> tensors_;
-  std::map<std::string, size_t, std::less<>> index_by_name_;
+  std::vector<TensorInfo> tensors_;  // the entries of a header of a million tensors take about 150 MB
+  std::vector<uint32_t> by_name_;
   std::map<std::string, std::string> metadata_;
 };
 
