@@ -62,12 +62,13 @@ PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& 
                                    [](const YamlNode& n) {
                                      return n.as_choice({"aggregated", "disaggregated"});
                                    });
-  s.pd_ratios = read_list<std::pair<int, int>>(plan, "pd_ratios", {{1, 1}}, [](const YamlNode& n) {
+  s.pd_ratios = read_list<std::pair<int, int>>(plan, "pd_ratios", {{0, 0}}, [](const YamlNode& n) {
     const std::string text = n.as_string();
+    if (text == "auto") return std::pair<int, int>{0, 0};
     long long p = 0, d = 0;
     char colon = 0;
     if (std::sscanf(text.c_str(), "%lld%c%lld", &p, &colon, &d) != 3 || colon != ':' || p <= 0 || d <= 0) {
-      n.fail(fmt::format("expected a prefill:decode ratio such as \"1:3\", got '{}'", text));
+      n.fail(fmt::format("expected auto or a prefill:decode ratio such as \"1:3\", got '{}'", text));
     }
     if (std::max(p, d) > limit::replicas.max) {
       n.fail(exceeds(std::max(p, d), limit::replicas));
@@ -134,12 +135,26 @@ std::string to_string(Refusal r) {
 }
 
 std::string Candidate::label() const {
-  std::string mode = disaggregated ? fmt::format("disagg {}:{}", prefill_per_unit, decode_per_unit) : "agg";
+  // A sized P:D shows its x:y once sized, "auto" before.
+  std::string mode = !disaggregated ? "agg"
+                     : pd_sized && prefill_per_unit == 0
+                         ? "disagg auto"
+                         : fmt::format("disagg {}:{}", prefill_per_unit, decode_per_unit);
   std::string formats;
   if (kv_cache != StorageFormat::bf16) formats += " kv " + to_string(kv_cache);
   if (kda_state != StorageFormat::fp32) formats += " state " + to_string(kda_state);
   return fmt::format("{} tp{} dp{} ep{} b{} t{}{} {}", hardware, parallelism.tp, parallelism.attention_dp,
                      parallelism.ep, limits.max_sequences, limits.max_batched_tokens, formats, mode);
+}
+
+std::pair<int, int> size_pd(double rate_per_s, double prefill_rate_per_s, double decode_rate_per_s) {
+  auto fewest = [rate_per_s](double per_replica) {
+    const double q = rate_per_s / per_replica;
+    if (!(per_replica > 0) || !(q <= double(std::numeric_limits<int>::max()))) return std::numeric_limits<int>::max();
+    // A rate that is a whole multiple up to rounding (40 / 10) needs that many, not one more.
+    return std::max(1, static_cast<int>(std::ceil(q * (1 - 1e-12))));
+  };
+  return {fewest(prefill_rate_per_s), fewest(decode_rate_per_s)};
 }
 
 std::string plan_defaults_file(const DataPaths& data) {
@@ -245,6 +260,174 @@ struct Evaluator {
     return out;
   }
 
+  // The cached-prefix counts of the first n requests (the fixed-rate sample's).
+  std::vector<int64_t> first_cached() const {
+    return {work.cached_prefix_tokens.begin(),
+            work.cached_prefix_tokens.begin() + static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n)};
+  }
+
+  // One trial of one side of a sized P:D with `count` replicas on that side: one replica's share of the rate
+  // (rate / count, or for a trace what one of `count` replicas is dealt). The prefill side is one prefill replica whose
+  // requests end with their first token (TTFT is the prefill replica's alone); the decode side is one decode replica
+  // fed by ceil(prefill / count) prefill replicas, so that no prefill replica carries more than in the deployment.
+  struct SideTrial {
+    bool ok = false;
+    double metric_ms = 0;  // the side's SLO metric at the percentile: TTFT (prefill) or TPOT (decode)
+    double ttft_ms = 0, tpot_ms = 0;
+    double output_tokens_per_s = 0, tokens_per_s_per_user = 0;
+  };
+  SideTrial side_trial(bool prefill_side, int count, int prefill_count, const serving::ReplicaModel& model,
+                       serving::ServingOptions o) const {
+    std::vector<int64_t> cached = first_cached();
+    std::vector<workload::Request> requests = work.from_trace ? dealt(count, &cached) : sample(rate / count);
+    o.disaggregated = true;
+    o.decode_replicas = 1;
+    o.prefill_replicas = prefill_side ? 1 : (prefill_count + count - 1) / count;
+    if (prefill_side) {
+      for (workload::Request& q : requests) q.output_tokens = 1;
+    }
+    const serving::ServingResult r = serving::simulate(requests, cached, model, o);
+    std::vector<double> ttft, tpot;
+    for (const serving::RequestOutcome& q : r.requests) {
+      if (q.rejected) continue;
+      ttft.push_back(q.ttft_ms());
+      if (q.output_tokens > 1) tpot.push_back(q.tpot_ms());
+    }
+    SideTrial t;
+    t.ttft_ms = at_percentile(ttft, space.slo_percentile);
+    t.tpot_ms = at_percentile(tpot, space.slo_percentile);
+    t.metric_ms = prefill_side ? t.ttft_ms : t.tpot_ms;
+    const double slo_ms = prefill_side ? base.options.slo.ttft_ms : base.options.slo.tpot_ms;
+    t.ok = r.completed > 0 && (slo_ms <= 0 || t.metric_ms <= slo_ms) &&
+           double(r.rejected) <= space.max_rejected_fraction * double(r.requests.size());
+    t.output_tokens_per_s = r.output_tokens_per_s;
+    t.tokens_per_s_per_user = r.tokens_per_s_per_user;
+    return t;
+  }
+
+  // The fewest replicas of one side, from `start` (what the rates give) up to `most`, whose share meets the side's SLO:
+  // grown by 25 % (at least 1) until one passes, then bisected between the last count that failed and the first that
+  // passed. As for a fixed ratio, the growth stops once the missed SLO improves by under 1 % from one count to the
+  // next (`stalled`: the step time itself misses it).
+  struct Side {
+    int count = 0;  // the fewest that passed, or the last tried
+    bool ok = false, stalled = false;
+    SideTrial trial;  // of `count`
+  };
+  Side fewest_replicas(bool prefill_side, int start, int most, int prefill_count, Candidate& c,
+                       const serving::ReplicaModel& model, const serving::ServingOptions& o) const {
+    const double slo_ms = prefill_side ? base.options.slo.ttft_ms : base.options.slo.tpot_ms;
+    Side pass, fail;
+    int count = start;
+    while (count <= most) {
+      c.trials += 1;
+      const SideTrial t = side_trial(prefill_side, count, prefill_count, model, o);
+      if (t.ok) {
+        pass = {count, true, false, t};
+        break;
+      }
+      const bool missed = slo_ms > 0 && t.metric_ms > slo_ms;
+      if (fail.count > 0 && missed && t.metric_ms > 0.99 * fail.trial.metric_ms) return {count, false, true, t};
+      fail = {count, false, false, t};
+      if (count == most) break;
+      count = static_cast<int>(std::min<double>(most, std::max(count + 1.0, std::ceil(count * 1.25))));
+    }
+    if (!pass.ok) return fail;
+    while (fail.count > 0 && pass.count - fail.count > 1) {
+      const int mid = fail.count + (pass.count - fail.count) / 2;
+      c.trials += 1;
+      const SideTrial t = side_trial(prefill_side, mid, prefill_count, model, o);
+      (t.ok ? pass : fail) = {mid, t.ok, false, t};
+    }
+    return pass;
+  }
+
+  // A sized P:D: one replica's rate on each side, the fewest x:y those rates give, then each side simulated at its
+  // share and raised until its SLO holds (docs/plan.md#sized-pd).
+  void evaluate_sized(Candidate& c, const serving::ReplicaModel& model, const serving::ServingOptions& o,
+                      double prefill_us, int64_t batch) const {
+    const serving::Slo& slo = base.options.slo;
+    // Prefill: the token budget's throughput. Decode: the largest batch whose step meets the TPOT SLO (one sequence
+    // does, checked before), each request taking its answer's steps.
+    auto decode_step_us = [&](int64_t b) {
+      serving::BatchShape shape;
+      shape.decode_sequences = b;
+      shape.decode_context_tokens = double(b) * (mean_input + mean_output / 2);
+      return model.step.step_us(shape);
+    };
+    int64_t b = std::max<int64_t>(1, batch);
+    if (slo.tpot_ms > 0 && decode_step_us(b) > slo.tpot_ms * 1000.0) {
+      int64_t lo = 1, hi = b;  // lo meets the SLO, hi does not
+      while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        (decode_step_us(mid) <= slo.tpot_ms * 1000.0 ? lo : hi) = mid;
+      }
+      b = lo;
+    }
+    c.decode_batch = b;
+    c.prefill_rate_per_s = 1e6 / prefill_us;
+    c.decode_rate_per_s = double(b) / (mean_output * decode_step_us(b) / 1e6);
+    const auto [x0, y0] = size_pd(rate, c.prefill_rate_per_s, c.decode_rate_per_s);
+    c.rated_prefill = x0;
+    c.rated_decode = y0;
+    if (std::max(x0, y0) > space.max_replicas) {
+      c.refusal = Refusal::estimate_replicas;
+      c.needed = std::max(x0, y0);
+      c.reason =
+          fmt::format("the per-side rates need {}:{} replicas > plan.max_replicas {}", x0, y0, space.max_replicas);
+      return;
+    }
+    const int g = model.gpus;
+    if (space.max_gpus > 0 && int64_t(x0 + y0) * g > space.max_gpus) {
+      c.refusal = Refusal::estimate_gpus;
+      c.needed = (x0 + y0) * g;
+      c.reason = fmt::format("the per-side rates need {}:{} replicas of {} GPUs = {} GPUs > plan.max_gpus {}", x0, y0,
+                             g, c.needed, space.max_gpus);
+      return;
+    }
+    auto most = [&](int other) {
+      return space.max_gpus > 0 ? std::min(space.max_replicas, space.max_gpus / g - other) : space.max_replicas;
+    };
+    int prefill_count = 0;  // once the prefill side passed
+    auto missed = [&](bool prefill_side, const Side& s, int limit) {
+      const char* side = prefill_side ? "prefill" : "decode";
+      c.refusal = Refusal::slos_missed;
+      c.needed = s.count;
+      if (s.count == 0) {  // the other side grew, and the GPU budget leaves this side fewer than its rate needs
+        c.needed = prefill_side ? x0 : y0;
+        c.reason = fmt::format(
+            "{} prefill replicas meet TTFT; plan.max_gpus {} leaves fewer than the {} decode "
+            "replicas the rates need",
+            prefill_count, space.max_gpus, y0);
+        return;
+      }
+      const std::string metric = prefill_side
+                                     ? fmt::format("p{:g} TTFT {:.0f} ms", space.slo_percentile, s.trial.ttft_ms)
+                                     : fmt::format("p{:g} TPOT {:.1f} ms", space.slo_percentile, s.trial.tpot_ms);
+      if (s.stalled) {
+        c.reason = fmt::format("SLOs missed, and more {} replicas stopped helping at {} ({})", side, s.count, metric);
+      } else {
+        const std::string bound = limit == space.max_replicas ? fmt::format("plan.max_replicas {}", space.max_replicas)
+                                                              : fmt::format("plan.max_gpus {}", space.max_gpus);
+        c.reason = fmt::format("SLOs missed with {} {} replicas, the most under {} ({})", s.count, side, bound, metric);
+      }
+    };
+    const Side prefill = fewest_replicas(true, x0, most(y0), 0, c, model, o);
+    c.ttft_ms = prefill.trial.ttft_ms;
+    if (!prefill.ok) return missed(true, prefill, most(y0));
+    prefill_count = prefill.count;
+    const Side decode = fewest_replicas(false, y0, most(prefill.count), prefill.count, c, model, o);
+    c.tpot_ms = decode.trial.tpot_ms;
+    if (!decode.ok) return missed(false, decode, most(prefill.count));
+    c.feasible = true;
+    c.prefill_per_unit = prefill.count;
+    c.decode_per_unit = decode.count;
+    c.replicas = 1;
+    c.gpus = (prefill.count + decode.count) * g;
+    c.tokens_per_s_per_gpu = decode.trial.output_tokens_per_s * decode.count / c.gpus;
+    c.tokens_per_s_per_user = decode.trial.tokens_per_s_per_user;
+  }
+
   void evaluate(Candidate& c, const serving::ReplicaModel& model) const {
     const serving::Slo& slo = base.options.slo;
     serving::ServingOptions o = base.options;
@@ -279,6 +462,7 @@ struct Evaluator {
     const double prefill_us =
         (mean_input - mean_cached) * model.step.step_us(chunk) / double(c.limits.max_batched_tokens);
     const double decode_us = mean_output * model.step.step_us(full) / batch;
+    if (c.pd_sized) return evaluate_sized(c, model, o, prefill_us, static_cast<int64_t>(batch));
     const double estimate = c.disaggregated ? std::max(std::ceil(rate * prefill_us / 1e6 / c.prefill_per_unit),
                                                        std::ceil(rate * decode_us / 1e6 / c.decode_per_unit))
                                             : std::ceil(rate * (prefill_us + decode_us) / 1e6);
@@ -301,9 +485,7 @@ struct Evaluator {
                              unit_gpus, units * unit_gpus, space.max_gpus);
       return;
     }
-    std::vector<int64_t> cached(
-        work.cached_prefix_tokens.begin(),
-        work.cached_prefix_tokens.begin() + static_cast<std::ptrdiff_t>(work.cached_prefix_tokens.empty() ? 0 : n));
+    std::vector<int64_t> cached = first_cached();
     int tried = units;
     double last_ttft = 0, last_tpot = 0;
     while (units <= space.max_replicas && (space.max_gpus <= 0 || units * unit_gpus <= space.max_gpus)) {
@@ -389,6 +571,7 @@ PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space
                       c.parallelism = Parallelism{tp, dp, ep, 1};
                       c.limits = {seqs, tokens};
                       c.disaggregated = disagg;
+                      c.pd_sized = disagg && p == 0;
                       c.prefill_per_unit = p;
                       c.decode_per_unit = d;
                       c.kv_cache = kv;

@@ -1,7 +1,7 @@
 // Capacity planning (docs/plan.md): search hardware type, tensor/attention-DP/expert parallelism,
-// batch limits and aggregated vs prefill/decode-disaggregated (with P:D ratios) for the fewest
-// replicas that meet the serving SLOs at a request rate; rank by GPUs or $/hour; report the
-// Pareto front of output tokens/s per GPU against tokens/s per user.
+// batch limits and aggregated vs prefill/decode-disaggregated (P:D sized from the workload, or fixed
+// ratios) for the fewest replicas that meet the serving SLOs at a request rate; rank by GPUs or
+// $/hour; report the Pareto front of output tokens/s per GPU against tokens/s per user.
 //
 // One candidate: the replica count comes from a first estimate (prefill work and decode steps at
 // the batch limit) and is raised until a simulation of one replica (or one P:D unit) at its share
@@ -9,6 +9,12 @@
 // about rate / replicas each, so one replica's simulation stands for all: a fixed-rate stream at
 // that rate, or for a trace the requests one replica gets when the trace is dealt out in turn (so
 // its bursts are split as routing splits them), arrivals scaled to the rate.
+//
+// A sized P:D (`pd_ratios: auto`) is one unit of x prefill and y decode replicas: one replica of
+// each side has a sustainable rate from the step-time model (prefill: its token budget's throughput;
+// decode: the largest batch whose step meets the TPOT SLO, over the answer's steps), x and y are the
+// fewest replicas that carry the rate at those rates, and each side is then simulated at its share
+// (rate / x, rate / y) and raised until its SLO holds.
 #pragma once
 
 #include "core/dtype.h"
@@ -28,15 +34,15 @@ struct PlanSpace {
   std::vector<int64_t> max_sequences;
   std::vector<int64_t> max_batched_tokens;
   std::vector<std::string> modes;              // "aggregated", "disaggregated"
-  std::vector<std::pair<int, int>> pd_ratios;  // prefill:decode replicas per unit
+  std::vector<std::pair<int, int>> pd_ratios;  // prefill:decode replicas per unit; {0, 0}: sized ("auto")
   std::vector<StorageFormat> kv_cache;         // MLA cache formats (bf16, fp8)
   std::vector<StorageFormat> kda_state;        // KDA state formats (fp32, bf16)
-  int max_replicas = 64;                       // per candidate (aggregated replicas or P:D units)
-  int max_gpus = 0;                            // GPUs of all replicas of a candidate; 0: no limit
-  double slo_percentile = 90;                  // TTFT and TPOT at this percentile must meet the SLOs
-  double max_rejected_fraction = 0.0;          // with admission control: rejections allowed
-  int64_t sample_requests = 400;               // requests simulated per trial
-  std::string rank_by = "gpus";                // "gpus" or "cost"
+  int max_replicas = 64;       // per candidate: aggregated replicas, P:D units, or a sized P:D's replicas of each side
+  int max_gpus = 0;            // GPUs of all replicas of a candidate; 0: no limit
+  double slo_percentile = 90;  // TTFT and TPOT at this percentile must meet the SLOs
+  double max_rejected_fraction = 0.0;  // with admission control: rejections allowed
+  int64_t sample_requests = 400;       // requests simulated per trial
+  std::string rank_by = "gpus";        // "gpus" or "cost"
 };
 
 // Reads the `plan:` section (docs/plan.md#the-plan-section); the deployment's own values fill the
@@ -68,7 +74,8 @@ struct Candidate {
   Parallelism parallelism;
   serving::BatchLimits limits;
   bool disaggregated = false;
-  int prefill_per_unit = 0, decode_per_unit = 0;
+  bool pd_sized = false;                          // P:D sized from the per-side rates: one unit of x:y
+  int prefill_per_unit = 0, decode_per_unit = 0;  // sized: x and y once sized (0 before)
   StorageFormat kv_cache = StorageFormat::bf16, kda_state = StorageFormat::fp32;
   // Outcome.
   bool feasible = false;
@@ -82,6 +89,11 @@ struct Candidate {
   double tokens_per_s_per_gpu = 0;
   double tokens_per_s_per_user = 0;
   int trials = 0;
+  // Sized P:D: one replica's sustainable requests/s on each side (step-time model), the decode batch that meets
+  // the TPOT SLO, and the x:y those rates give before the simulated check raised either side.
+  double prefill_rate_per_s = 0, decode_rate_per_s = 0;
+  int64_t decode_batch = 0;
+  int rated_prefill = 0, rated_decode = 0;
   // "h200-sxm tp8 dp1 ep8 b64 t8192 agg"; " kv fp8", " state bf16" before the mode when not bf16 / fp32.
   std::string label() const;
 };
@@ -98,6 +110,12 @@ struct PlanResult {
 PlanResult run_plan(const serving::ServingScenario& base, const PlanSpace& space, const serving::Workload& workload,
                     double rate_per_s, const Prices& prices, const DataPaths& data,
                     const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// The fewest prefill and decode replicas x, y whose rates carry `rate_per_s` (x · prefill_rate and y · decode_rate
+// at least the rate), hence the fewest GPUs: the sides carry the rate independently, so GPUs = x · prefill GPUs +
+// y · decode GPUs is least at each side's fewest (the balanced ratio prefill_rate : decode_rate rounded up on both
+// sides). A count beyond the range of an int (or from a rate that is not positive) is INT_MAX.
+std::pair<int, int> size_pd(double rate_per_s, double prefill_rate_per_s, double decode_rate_per_s);
 
 // The one-command question (`k3perf plan --model M --hardware H --isl ... --rate ... --ttft-ms ...`): each value
 // given becomes an edit of the serving file, as `--set` would write it, so a file's keys are overridden and

@@ -20,6 +20,33 @@ std::string joined(const std::vector<T>& values, auto to_text) {
 
 std::string number(int64_t v) { return std::to_string(v); }
 
+// How sized P:D ratios were chosen, with the per-side rates of the best sized configuration (the first ranked, else
+// the first that was sized).
+std::string sizing(const PlanResult& r) {
+  const Candidate* shown = nullptr;
+  for (std::size_t i : r.ranked) {
+    if (r.candidates[i].pd_sized) {
+      shown = &r.candidates[i];
+      break;
+    }
+  }
+  for (std::size_t i = 0; i < r.candidates.size() && !shown; ++i) {
+    if (r.candidates[i].pd_sized && r.candidates[i].rated_prefill > 0) shown = &r.candidates[i];
+  }
+  bool any = false;
+  for (const Candidate& c : r.candidates) any = any || c.pd_sized;
+  if (!any) return "";
+  std::string out =
+      "  P:D        sized per configuration from one replica's requests/s on each side (prefill at its token budget,\n"
+      "             decode at the largest batch within TPOT): x:y = rate / those rates, then each side is simulated "
+      "at\n"
+      "             its share and raised until it meets its SLO\n";
+  if (!shown) return out;
+  return out + fmt::format("             {} ({}): prefill {:.3g}/s, decode {:.3g}/s (batch {}) give {}:{}\n",
+                           shown->feasible ? "best sized" : "e.g.", shown->label(), shown->prefill_rate_per_s,
+                           shown->decode_rate_per_s, shown->decode_batch, shown->rated_prefill, shown->rated_decode);
+}
+
 std::string echo(const PlanResult& r, const PlanSpace& space, const serving::ServingScenario& base) {
   const Precision& p = base.deployment.precision;
   const serving::RequestSource& rq = base.requests;
@@ -46,11 +73,13 @@ std::string echo(const PlanResult& r, const PlanSpace& space, const serving::Ser
                          ? fmt::format(", at most {:g} % rejected", 100 * space.max_rejected_fraction)
                          : "");
   std::string modes = joined(space.modes, [&](const std::string& m) {
-    return m == "disaggregated"
-               ? "disaggregated " +
-                     joined(space.pd_ratios,
-                            [](const std::pair<int, int>& pd) { return fmt::format("{}:{}", pd.first, pd.second); })
-               : m;
+    return m == "disaggregated" ? "disaggregated " + joined(space.pd_ratios,
+                                                            [](const std::pair<int, int>& pd) {
+                                                              return pd.first == 0
+                                                                         ? std::string("P:D sized")
+                                                                         : fmt::format("{}:{}", pd.first, pd.second);
+                                                            })
+                                : m;
   });
   out += fmt::format(
       "  search     tp {}; attention_dp {}; ep {}; max_sequences {}; max_batched_tokens {}; {}; up to {} "
@@ -58,7 +87,7 @@ std::string echo(const PlanResult& r, const PlanSpace& space, const serving::Ser
       joined(space.tp, number), joined(space.attention_dp, number), joined(space.ep, number),
       joined(space.max_sequences, number), joined(space.max_batched_tokens, number), modes, space.max_replicas,
       space.max_gpus > 0 ? fmt::format(" and {} GPUs", space.max_gpus) : "");
-  return out + "\n";
+  return out + sizing(r) + "\n";
 }
 
 // How far a simulated candidate is from its SLOs: the larger of measured / allowed.
@@ -114,13 +143,13 @@ std::string refusals(const PlanResult& r, const PlanSpace& space, const serving:
 
 std::string row(const Candidate& c) {
   const std::string cost = c.dollars_per_hour > 0 ? fmt::format("{:.2f}", c.dollars_per_hour) : "-";
-  return fmt::format("  {:<52}{:>9}{:>6}{:>10}{:>10}{:>10}{:>11.1f}{:>11.1f}\n", c.label(), c.replicas, c.gpus, cost,
+  return fmt::format("  {:<56}{:>9}{:>6}{:>10}{:>10}{:>10}{:>11.1f}{:>11.1f}\n", c.label(), c.replicas, c.gpus, cost,
                      fmt::format("{:.0f}", c.ttft_ms), fmt::format("{:.1f}", c.tpot_ms), c.tokens_per_s_per_gpu,
                      c.tokens_per_s_per_user);
 }
 
 std::string header() {
-  return fmt::format("  {:<52}{:>9}{:>6}{:>10}{:>10}{:>10}{:>11}{:>11}\n", "configuration", "replicas", "GPUs",
+  return fmt::format("  {:<56}{:>9}{:>6}{:>10}{:>10}{:>10}{:>11}{:>11}\n", "configuration", "replicas", "GPUs",
                      "$/hour", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user");
 }
 
@@ -133,7 +162,7 @@ std::string format_plan(const PlanResult& r, const PlanSpace& space, const servi
   out += fmt::format("{} configurations at {:g} requests/s: {} meet the SLOs (p{:g}), {} do not\n", r.candidates.size(),
                      r.request_rate_per_s, r.ranked.size(), space.slo_percentile, infeasible);
   if (!r.ranked.empty()) {
-    out += fmt::format("\nbest by {} (replicas = aggregated replicas or P:D units)\n",
+    out += fmt::format("\nbest by {} (replicas = aggregated replicas or P:D units; a sized P:D is one unit)\n",
                        space.rank_by == "cost" ? "$/hour" : "GPUs");
     out += header();
     for (std::size_t i = 0; i < std::min(top, r.ranked.size()); ++i) out += row(r.candidates[r.ranked[i]]);
@@ -186,6 +215,12 @@ nlohmann::ordered_json to_json(const PlanResult& r, const PlanSpace& space) {
         {"mode", c.disaggregated ? "disaggregated" : "aggregated"},
         {"prefill_per_unit", c.prefill_per_unit},
         {"decode_per_unit", c.decode_per_unit},
+        {"pd_sized", c.pd_sized},
+        {"prefill_replica_rate_per_s", c.prefill_rate_per_s},
+        {"decode_replica_rate_per_s", c.decode_rate_per_s},
+        {"decode_batch", c.decode_batch},
+        {"rated_prefill", c.rated_prefill},
+        {"rated_decode", c.rated_decode},
         {"kv_cache", to_string(c.kv_cache)},
         {"kda_state", to_string(c.kda_state)},
         {"feasible", c.feasible},

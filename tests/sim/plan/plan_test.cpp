@@ -1,5 +1,6 @@
 // Capacity planning: the Pareto front against a brute-force dominance check; a trace's burst dealt
-// out over the replicas; the one-command question; refusals, their histogram and the binding limit.
+// out over the replicas; the one-command question; refusals, their histogram and the binding limit;
+// P:D sized from the per-side rates against hand-computed rates and whole-deployment simulations.
 #include "sim/plan/plan.h"
 #include "sim/plan/plan_report.h"
 #include "sim/serving/simulator.h"
@@ -10,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 namespace k3::plan {
@@ -150,13 +153,13 @@ TEST(PlanQuestion, EditsTheDefaultsFileAsSetWould) {
 }
 
 // One layout, K3 on 16 H200s, chat-sized requests at a rate given by the test.
-serving::ServingScenario chat(double rate, const std::string& plan) {
+serving::ServingScenario chat(double rate, const std::string& plan, double tpot_ms = 80) {
   const std::string text = fmt::format(
       "name: t\nmodel: kimi-k3\nhardware: h200-sxm\ngpus: 16\nparallelism: {{tp: 8, attention_dp: 2, ep: 16}}\n"
-      "serving:\n  max_sequences: 64\n  max_batched_tokens: 8192\n  slo: {{ttft_ms: 3000, tpot_ms: 80}}\n"
+      "serving:\n  max_sequences: 64\n  max_batched_tokens: 8192\n  slo: {{ttft_ms: 3000, tpot_ms: {}}}\n"
       "  requests: {{count: 60, rate_per_s: {}, input_tokens: 4000, output_tokens: 100}}\n"
       "plan: {{hardware: [h200-sxm], sample_requests: 60, {}}}\n",
-      rate, plan);
+      tpot_ms, rate, plan);
   return serving::parse_serving_scenario(text, "t.yaml", data());
 }
 
@@ -243,6 +246,126 @@ TEST(PlanSpace, SearchesKvAndStateFormats) {
   const serving::ReplicaModel a(bf16, 8192), b(fp8, 8192);
   EXPECT_LT(b.sequence_bytes(4100), a.sequence_bytes(4100));
   expect_input_error([&] { (void)read_plan_space(*chat(1, "kv_cache: [int4]").plan, s); }, {"kv_cache", "int4"});
+}
+
+// Prefill replicas serving 10 requests/s and decode replicas 4 requests/s carry 40 requests/s as 4 + 10: each side's
+// rate times its count reaches the target exactly, and one fewer on either side falls short (36 or 40 - 4).
+TEST(PlanSizedPd, FewestReplicasFromThePerSideRates) {
+  EXPECT_EQ(size_pd(40, 10, 4), (std::pair<int, int>{4, 10}));
+  EXPECT_EQ(size_pd(41, 10, 4), (std::pair<int, int>{5, 11}));         // just past a multiple: one more each
+  EXPECT_EQ(size_pd(0.3, 10, 4), (std::pair<int, int>{1, 1}));         // a light load still needs one of each
+  EXPECT_EQ(size_pd(0.7 * 3, 0.7, 0.3), (std::pair<int, int>{3, 7}));  // 2.1 / 0.7 and 2.1 / 0.3 round to 3 and 7
+  constexpr int most = std::numeric_limits<int>::max();
+  EXPECT_EQ(size_pd(40, 0, 4).first, most);
+  EXPECT_EQ(size_pd(1e300, 1e-300, 4), (std::pair<int, int>{most, most}));
+}
+
+// The chat load at 8 requests/s on one 16-GPU layout, P:D sized: the per-side rates are the step-time model's, computed
+// here by hand (prefill: 4000 tokens at the 8192-token budget's throughput; decode: the largest batch, found by a
+// linear scan, whose step meets the TPOT SLO, over 100 steps per request), x:y start from them, and the whole
+// deployment x:y simulated at the full rate meets both SLOs. At 80 ms the batch limit (64) binds, at 42 ms the SLO.
+TEST(PlanSizedPd, RatesFromTheStepModelAndTheDeploymentMeetsTheSlos) {
+  for (const double tpot_ms : {80.0, 42.0}) {
+    SCOPED_TRACE(tpot_ms);
+    const serving::ServingScenario s = chat(8, "modes: [disaggregated]", tpot_ms);
+    const PlanResult r = plan_of(s);
+    ASSERT_EQ(r.candidates.size(), 1u);
+    const Candidate& c = r.candidates[0];
+    ASSERT_TRUE(c.pd_sized);
+    ASSERT_TRUE(c.feasible) << c.reason;
+    const serving::ReplicaModel model(s.deployment, 8192);
+    serving::BatchShape chunk;
+    chunk.add_prefill(8192, 0);
+    const double prefill_rate = 1e6 / (4000 * model.step.step_us(chunk) / 8192);
+    auto decode_us = [&](int b) {
+      serving::BatchShape d;
+      for (int i = 0; i < b; ++i) d.add_decode(4000 + 100 / 2.0);
+      return model.step.step_us(d);
+    };
+    const int fit =
+        static_cast<int>(std::floor(model.capacity_bytes * model.attention_dp / model.sequence_bytes(4100)));
+    int batch = 0;
+    for (int b = 1; b <= std::min(64, fit); ++b) {
+      if (decode_us(b) <= tpot_ms * 1000) batch = b;
+    }
+    ASSERT_GT(batch, 0);
+    if (tpot_ms < 80) {
+      ASSERT_LT(batch, std::min(64, fit));  // the SLO, not the limit, sets the batch
+    }
+    const double decode_rate = batch / (100 * decode_us(batch) / 1e6);
+    EXPECT_NEAR(c.prefill_rate_per_s, prefill_rate, 1e-9 * prefill_rate);
+    EXPECT_EQ(c.decode_batch, batch);
+    EXPECT_NEAR(c.decode_rate_per_s, decode_rate, 1e-9 * decode_rate);
+    EXPECT_EQ(c.rated_prefill, static_cast<int>(std::ceil(8 / prefill_rate)));
+    EXPECT_EQ(c.rated_decode, static_cast<int>(std::ceil(8 / decode_rate)));
+    EXPECT_GE(c.prefill_per_unit, c.rated_prefill);
+    EXPECT_GE(c.decode_per_unit, c.rated_decode);
+    EXPECT_EQ(c.replicas, 1);
+    EXPECT_EQ(c.gpus, (c.prefill_per_unit + c.decode_per_unit) * 16);
+    EXPECT_EQ(c.label(),
+              fmt::format("h200-sxm tp8 dp2 ep16 b64 t8192 disagg {}:{}", c.prefill_per_unit, c.decode_per_unit));
+    // The whole deployment, every replica, at 8 requests/s on a stream long enough to load each of them.
+    serving::RequestSource long_stream = s.requests;
+    long_stream.count = 60 * (c.prefill_per_unit + c.decode_per_unit);
+    serving::ServingOptions o = s.options;
+    o.disaggregated = true;
+    o.prefill_replicas = c.prefill_per_unit;
+    o.decode_replicas = c.decode_per_unit;
+    o.queue_sample_interval_ms = 0;
+    const serving::ServingResult whole =
+        serving::simulate(serving::fixed_rate_workload(long_stream).requests, {}, model, o);
+    EXPECT_EQ(whole.completed, long_stream.count);
+    EXPECT_LE(whole.ttft_ms.p90, 3000);
+    EXPECT_LE(whole.tpot_ms.p90, tpot_ms);
+    const std::string report = format_plan(r, read_plan_space(*s.plan, s), s, 10);
+    EXPECT_NE(report.find(fmt::format("best sized ({}): prefill {:.3g}/s, decode {:.3g}/s (batch {}) give {}:{}",
+                                      c.label(), prefill_rate, decode_rate, batch, c.rated_prefill, c.rated_decode)),
+              std::string::npos)
+        << report;
+  }
+}
+
+// An explicit list keeps its fixed ratios (replicas are P:D units), `auto` may stand beside them, and a value that is
+// neither is refused naming the key and the value.
+TEST(PlanSizedPd, AnExplicitListStillWorks) {
+  const PlanResult fixed = plan_of(chat(8, "modes: [disaggregated], pd_ratios: ['1:2']"));
+  ASSERT_EQ(fixed.candidates.size(), 1u);
+  const Candidate& c = fixed.candidates[0];
+  EXPECT_FALSE(c.pd_sized);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_EQ(c.label(), "h200-sxm tp8 dp2 ep16 b64 t8192 disagg 1:2");
+  EXPECT_EQ(c.prefill_per_unit, 1);
+  EXPECT_EQ(c.decode_per_unit, 2);
+  EXPECT_EQ(c.gpus, c.replicas * 3 * 16);
+  EXPECT_EQ(c.rated_prefill, 0);  // never sized
+  const serving::ServingScenario both = chat(8, "modes: [disaggregated], pd_ratios: ['1:2', auto]");
+  EXPECT_EQ(read_plan_space(*both.plan, both).pd_ratios, (std::vector<std::pair<int, int>>{{1, 2}, {0, 0}}));
+  EXPECT_EQ(read_plan_space(*chat(8, "pd_ratios: auto").plan, both).pd_ratios,
+            (std::vector<std::pair<int, int>>{{0, 0}}));
+  expect_input_error([&] { (void)read_plan_space(*chat(8, "pd_ratios: [fast]").plan, both); },
+                     {"pd_ratios", "expected auto or a prefill:decode ratio", "'fast'"});
+}
+
+// At 10 requests/s of 100-token answers prefill needs about five replicas per decode replica: the sized x:y needs fewer
+// GPUs than every ratio of the old fixed list (1:2, 1:1, 2:1, 4:1), whose units round the side that needs less up
+// with the side that needs more.
+TEST(PlanSizedPd, SizedBeatsEveryRatioOfTheOldFixedList) {
+  const serving::ServingScenario s = chat(10, "modes: [disaggregated], pd_ratios: [auto, '1:2', '1:1', '2:1', '4:1']");
+  const PlanResult r = plan_of(s);
+  ASSERT_EQ(r.candidates.size(), 5u);
+  const Candidate& sized = r.candidates[0];
+  ASSERT_TRUE(sized.pd_sized);
+  ASSERT_TRUE(sized.feasible) << sized.reason;
+  for (std::size_t i = 1; i < r.candidates.size(); ++i) {
+    const Candidate& c = r.candidates[i];
+    SCOPED_TRACE(c.label());
+    EXPECT_FALSE(c.pd_sized);
+    ASSERT_TRUE(c.feasible) << c.reason;
+    EXPECT_GT(c.gpus, sized.gpus);
+  }
+  EXPECT_EQ(r.ranked.front(), 0u);
+  const std::string report = format_plan(r, read_plan_space(*s.plan, s), s, 10);
+  EXPECT_NE(report.find("disaggregated P:D sized, 1:2, 1:1, 2:1, 4:1;"), std::string::npos) << report;
 }
 
 }  // namespace
