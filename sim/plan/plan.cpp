@@ -39,6 +39,20 @@ double at_percentile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(std::clamp(r, 1.0, double(v.size()))) - 1];
 }
 
+// TTFT and TPOT at the SLO's percentile over a run's served requests (TPOT of those with more than one token).
+struct SloLatencies {
+  double ttft_ms = 0, tpot_ms = 0;
+};
+SloLatencies slo_latencies(const serving::ServingResult& r, double percentile) {
+  std::vector<double> ttft, tpot;
+  for (const serving::RequestOutcome& q : r.requests) {
+    if (q.rejected) continue;
+    ttft.push_back(q.ttft_ms());
+    if (q.output_tokens > 1) tpot.push_back(q.tpot_ms());
+  }
+  return {at_percentile(std::move(ttft), percentile), at_percentile(std::move(tpot), percentile)};
+}
+
 }  // namespace
 
 PlanSpace read_plan_space(const YamlNode& plan, const serving::ServingScenario& base) {
@@ -287,15 +301,10 @@ struct Evaluator {
       for (workload::Request& q : requests) q.output_tokens = 1;
     }
     const serving::ServingResult r = serving::simulate(requests, cached, model, o);
-    std::vector<double> ttft, tpot;
-    for (const serving::RequestOutcome& q : r.requests) {
-      if (q.rejected) continue;
-      ttft.push_back(q.ttft_ms());
-      if (q.output_tokens > 1) tpot.push_back(q.tpot_ms());
-    }
+    const SloLatencies at = slo_latencies(r, space.slo_percentile);
     SideTrial t;
-    t.ttft_ms = at_percentile(ttft, space.slo_percentile);
-    t.tpot_ms = at_percentile(tpot, space.slo_percentile);
+    t.ttft_ms = at.ttft_ms;
+    t.tpot_ms = at.tpot_ms;
     t.metric_ms = prefill_side ? t.ttft_ms : t.tpot_ms;
     const double slo_ms = prefill_side ? base.options.slo.ttft_ms : base.options.slo.tpot_ms;
     t.ok = r.completed > 0 && (slo_ms <= 0 || t.metric_ms <= slo_ms) &&
@@ -498,14 +507,9 @@ struct Evaluator {
         requests = sample(rate / units);
       }
       const serving::ServingResult r = serving::simulate(requests, cached, model, o);
-      std::vector<double> ttft, tpot;
-      for (const serving::RequestOutcome& q : r.requests) {
-        if (q.rejected) continue;
-        ttft.push_back(q.ttft_ms());
-        if (q.output_tokens > 1) tpot.push_back(q.tpot_ms());
-      }
-      c.ttft_ms = at_percentile(ttft, space.slo_percentile);
-      c.tpot_ms = at_percentile(tpot, space.slo_percentile);
+      const SloLatencies at = slo_latencies(r, space.slo_percentile);
+      c.ttft_ms = at.ttft_ms;
+      c.tpot_ms = at.tpot_ms;
       const bool ok = r.completed > 0 && (slo.ttft_ms <= 0 || c.ttft_ms <= slo.ttft_ms) &&
                       (slo.tpot_ms <= 0 || c.tpot_ms <= slo.tpot_ms) &&
                       double(r.rejected) <= space.max_rejected_fraction * double(r.requests.size());

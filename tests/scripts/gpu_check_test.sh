@@ -3,24 +3,12 @@
 # writes every output; with a bench driver that hangs, that driver is killed at its limit and reported, the drivers
 # after it still run, and the run fails.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/bundle/bin" "$work/bundle/lib" "$work/path"
-stub() {  # stub DIR NAME BODY: an executable bash script
-  printf '#!/usr/bin/env bash\n%s\n' "$3" > "$1/$2"
-  chmod +x "$1/$2"
-}
+source "$(dirname "$0")/gpu_stubs.sh"
 stub "$work/path" nvidia-smi 'echo "name, driver_version"; echo "stub GPU, 0"'
 stub "$work/bundle/bin" device_probe 'echo "{}"'
 stub "$work/bundle/bin" gpu_tests 'echo "[  PASSED  ] 1 test."'
 stub "$work/bundle/bin" a_bench 'echo "{\"a\": 1}"'
 stub "$work/bundle/bin" c_bench 'echo "{\"c\": 3}"'
-fail() {
-  echo "FAIL: $1"
-  cat "$2"
-  exit 1
-}
 check() {  # check NAME B_BENCH_BODY: runs gpu-check.sh on the stubs with a 2 s bench limit; its exit code in $code
   stub "$work/bundle/bin" b_bench "$2"
   rm -rf "$work/out"

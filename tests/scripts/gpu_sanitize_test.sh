@@ -4,14 +4,7 @@
 # a suite without GPU work and a skipped one do not; the suites named alone run too; K3PERF_SANITIZER_SUITES picks
 # suites.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/bundle/bin" "$work/bundle/lib" "$work/path"
-stub() {  # stub DIR NAME BODY: an executable bash script
-  printf '#!/usr/bin/env bash\n%s\n' "$3" > "$1/$2"
-  chmod +x "$1/$2"
-}
+source "$(dirname "$0")/gpu_stubs.sh"
 # A listing in gtest's form: plain, value-parameterised and typed suites.
 stub "$work/bundle/bin" gpu_tests '
 if [ "$1" = --gtest_list_tests ]; then
@@ -37,11 +30,6 @@ else
   echo "========= ERROR SUMMARY: 0 errors"
 fi
 exit $code'
-fail() {
-  echo "FAIL: $1"
-  cat "$2"
-  exit 1
-}
 run() {  # run NAME [VAR=VALUE...]: gpu-sanitize.sh on the stubs with a 2 s limit; its exit code in $code
   local name="$1"
   shift
