@@ -376,7 +376,8 @@ struct Evaluator {
     c.decode_batch = b;
     c.prefill_rate_per_s = 1e6 / prefill_us;
     c.decode_rate_per_s = double(b) / (mean_output * decode_step_us(b) / 1e6);
-    const auto [x0, y0] = size_pd(rate, c.prefill_rate_per_s, c.decode_rate_per_s);
+    const std::pair<int, int> rated = size_pd(rate, c.prefill_rate_per_s, c.decode_rate_per_s);
+    const int x0 = rated.first, y0 = rated.second;  // not a structured binding: lambdas below capture them
     c.rated_prefill = x0;
     c.rated_decode = y0;
     if (std::max(x0, y0) > space.max_replicas) {
