@@ -10,7 +10,6 @@
 #include "engine/weights/safetensors.h"
 
 #include <cstdint>
-#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,14 +21,40 @@ inline constexpr const char* kSafetensorsIndexFileName = "model.safetensors.inde
 inline constexpr const char* kSingleSafetensorsFileName = "model.safetensors";
 
 class Checkpoint {
+  struct Entry;
+
  public:
   static Checkpoint open(const std::string& dir_or_file);
 
+  // Every shard's tensors, sorted by name: a view of them (the shards hold them), for range-for and size().
+  // Written out rather than std::views::transform, which Clang 14 cannot compile with libstdc++ 12.
+  class TensorRange {
+   public:
+    class iterator {
+     public:
+      explicit iterator(const Entry* e) : e_(e) {}
+      const TensorInfo& operator*() const;
+      iterator& operator++() {
+        ++e_;
+        return *this;
+      }
+      bool operator==(const iterator& o) const { return e_ == o.e_; }
+
+     private:
+      const Entry* e_;
+    };
+    TensorRange(const Entry* begin, const Entry* end) : begin_(begin), end_(end) {}
+    iterator begin() const { return iterator(begin_); }
+    iterator end() const { return iterator(end_); }
+    std::size_t size() const { return static_cast<std::size_t>(end_ - begin_); }
+    bool empty() const { return begin_ == end_; }
+
+   private:
+    const Entry *begin_, *end_;
+  };
+
   const std::string& source() const { return source_; }  // what open() was given
-  // Every shard's tensors, sorted by name (a view of them: the shards hold them).
-  auto tensors() const {
-    return std::views::transform(tensors_, [](const Entry& e) -> const TensorInfo& { return *e.info; });
-  }
+  TensorRange tensors() const { return {tensors_.data(), tensors_.data() + tensors_.size()}; }
   const TensorInfo* find(std::string_view name) const;  // nullptr when absent
   // InputError naming the checkpoint when the tensor is absent; the span lives as long as this object.
   std::span<const uint8_t> bytes(const std::string& name) const;
@@ -41,6 +66,7 @@ class Checkpoint {
     const TensorInfo* info;  // in shards_[shard]
     uint32_t shard;
   };
+  friend class TensorRange::iterator;
   const Entry* find_entry(std::string_view name) const;  // nullptr when absent
   const Entry& entry(const std::string& name) const;     // InputError when absent
 
@@ -48,5 +74,7 @@ class Checkpoint {
   std::vector<SafetensorsFile> shards_;
   std::vector<Entry> tensors_;  // by name
 };
+
+inline const TensorInfo& Checkpoint::TensorRange::iterator::operator*() const { return *e_->info; }
 
 }  // namespace k3::weights

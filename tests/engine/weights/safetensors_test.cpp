@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <ranges>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -457,8 +456,9 @@ TEST(SafetensorsHostile, ManyTensorsParseInLinearTime) {
     ASSERT_NE(t, nullptr) << name(i);
     EXPECT_EQ(t->begin - checkpoint.find(name(0))->begin, static_cast<uint64_t>(i));
   }
-  const auto names = checkpoint.tensors() | std::views::transform([](const TensorInfo& t) { return t.name; });
-  EXPECT_TRUE(std::ranges::is_sorted(names));
+  std::vector<std::string> names;
+  for (const TensorInfo& t : checkpoint.tensors()) names.push_back(t.name);
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(checkpoint.bytes(name(kTensors - 1)).size(), 1u);
 
   header += fmt::format(", \"{}\": {{\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [{}, {}]}}}}", name(0),
