@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -129,6 +130,11 @@ RunResult run_session(const RunPlan& given, const RunOutputs& outputs,
       options.begin_step = [](int step) { profiler::CuptiActivitySource::push_step(std::uint64_t(step)); };
       options.end_step = [] { profiler::CuptiActivitySource::pop_step(); };
     }
+  } else {
+    // Traced from outside (k3perf profile, Nsight Systems): each decode step in an NVTX range "step N", which the
+    // attribution turns into the trace's steps (profiler/attribution/attribute.h).
+    options.begin_step = [](int step) { nvtxRangePushA(fmt::format("step {}", step).c_str()); };
+    options.end_step = [] { nvtxRangePop(); };
   }
   std::unique_ptr<CounterMode> counter_mode;
   profiler::RangeCounters counters;

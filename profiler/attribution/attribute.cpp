@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -96,6 +97,20 @@ std::vector<Range> pair_markers(const std::vector<MarkerActivity>& markers, Attr
   return ranges;
 }
 
+// A program's step range: "step N" (the engine's) or "ProfilerStep#N" (PyTorch's profiler); sets *number.
+bool parse_step_range(const std::string& name, std::uint64_t* number) {
+  for (const std::string_view prefix : {std::string_view("step "), std::string_view("ProfilerStep#")}) {
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string_view digits = std::string_view(name).substr(prefix.size());
+    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return false;
+    }
+    *number = std::stoull(std::string(digits));
+    return true;
+  }
+  return false;
+}
+
 // Where a piece of GPU work's op came from: a range (id = range index) or a graph launch
 // (id = the launch's correlation id).
 struct InstanceKey {
@@ -127,16 +142,30 @@ Attribution attribute(const ActivityRecords& rec) {
   AttributionReport& report = out.report;
   report.dropped_records = rec.dropped_records;
 
-  std::vector<Range> ranges = pair_markers(rec.markers, &report);
+  // Step ranges are not ops: they mark which launches belong to which step (when the program pushes no
+  // external correlation ids), and the step track shows them on the GPU's time.
+  std::vector<Range> ranges, step_ranges;
+  std::vector<std::uint64_t> step_numbers;
+  for (Range& r : pair_markers(rec.markers, &report)) {
+    std::uint64_t n = 0;
+    if (parse_step_range(r.name, &n)) {
+      step_ranges.push_back(std::move(r));
+      step_numbers.push_back(n);
+    } else {
+      ranges.push_back(std::move(r));
+    }
+  }
   std::int64_t last_ns = 0;  // the trace's end, where unclosed ranges are drawn to
   for (const Range& r : ranges) last_ns = std::max(last_ns, r.start_ns);
   for (const auto& k : rec.kernels) last_ns = std::max(last_ns, k.end_ns);
   for (const auto& m : rec.memory) last_ns = std::max(last_ns, m.end_ns);
   for (const auto& a : rec.api_calls) last_ns = std::max(last_ns, a.end_ns);
 
-  std::unordered_map<std::int64_t, ThreadRanges> by_thread;
+  std::unordered_map<std::int64_t, ThreadRanges> by_thread, steps_by_thread;
   for (std::size_t i = 0; i < ranges.size(); ++i) by_thread[ranges[i].thread].add(i, ranges[i]);
   for (auto& [thread, tr] : by_thread) tr.finish(ranges);
+  for (std::size_t i = 0; i < step_ranges.size(); ++i) steps_by_thread[step_ranges[i].thread].add(i, step_ranges[i]);
+  for (auto& [thread, tr] : steps_by_thread) tr.finish(step_ranges);
   std::unordered_map<std::uint64_t, const ApiActivity*> api_by_correlation;
   for (const ApiActivity& a : rec.api_calls) api_by_correlation.emplace(a.correlation, &a);
 
@@ -240,9 +269,18 @@ Attribution attribute(const ActivityRecords& rec) {
         r.end_ns == std::numeric_limits<std::int64_t>::max() ? std::max(last_ns, r.start_ns) : r.end_ns;
     t.add(Event{EventKind::range, r.name, r.start_ns, end, kNone, kNone, r.thread, 0, 0, 0, "", kNone});
   }
-  // Steps from external correlation: the span of the GPU work each step's launches made.
+  // Steps: the span of the GPU work each step's launches made. A launch's step is its external correlation id
+  // when the program pushed them, else the step range open on its thread when it was called (graph replays
+  // included: their kernels share the launch's correlation id).
   std::unordered_map<std::uint64_t, std::uint64_t> step_of_correlation;
   for (const ExternalCorrelation& x : rec.external_correlations) step_of_correlation[x.correlation] = x.external_id;
+  if (step_of_correlation.empty()) {
+    for (const auto& [correlation, api] : api_by_correlation) {
+      const auto tr = steps_by_thread.find(api->thread);
+      const long k = tr == steps_by_thread.end() ? -1 : tr->second.innermost(api->start_ns, step_ranges);
+      if (k >= 0) step_of_correlation[correlation] = step_numbers[k];
+    }
+  }
   std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> step_span;
   for (const Work& w : work) {
     const auto it = step_of_correlation.find(w.event.correlation);

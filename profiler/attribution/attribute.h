@@ -9,9 +9,11 @@
 // Every occurrence of an op gets an instance number in time order (one NVTX range, or one graph
 // launch), which is the step when an op runs once per step. What cannot be attributed is counted
 // by reason; CUPTI's dropped-record count is carried into the trace.
-// With external correlation records (the program's step ids pushed around its launches), every step
-// also becomes a range named "step N" on the host track kStepTrackThread, from its first GPU work's
+// Steps: with external correlation records (the program's step ids pushed around its launches), or else
+// with NVTX ranges named "step N" (the engine's) or "ProfilerStep#N" (PyTorch's) around a step's launches,
+// every step becomes a range named "step N" on the host track kStepTrackThread, from its first GPU work's
 // start to its last one's end (graph replays included: their kernels share the launch's correlation).
+// Step ranges are never op ranges: a kernel inside one and no op range is outside op ranges.
 #pragma once
 
 #include "profiler/attribution/activity.h"
@@ -33,8 +35,8 @@ struct AttributionReport {
   std::size_t unmatched_markers = 0;               // a pop or end without its push or start
   std::size_t unclosed_ranges = 0;                 // a push or start never closed (ends at the trace's end)
   std::uint64_t dropped_records = 0;               // reported by the collector
-  std::size_t steps = 0;                           // distinct external correlation ids with GPU work
-  std::size_t kernels_in_steps = 0;                // kernels whose launch carried one
+  std::size_t steps = 0;                           // distinct steps with GPU work
+  std::size_t kernels_in_steps = 0;                // kernels whose launch was in one
 
   std::size_t attributed() const { return attributed_through_ranges + attributed_through_graph_nodes; }
   std::size_t unattributed() const { return kernels - attributed(); }

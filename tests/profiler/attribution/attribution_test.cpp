@@ -195,6 +195,72 @@ TEST(Attribution, ExternalCorrelationIdsBecomeStepRanges) {
   EXPECT_EQ(step_ranges, 3u);
 }
 
+// The step ranges of each "step N" range on the step track, by name.
+std::map<std::string, std::pair<std::int64_t, std::int64_t>> step_track(const Trace& t) {
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> steps;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (t.kind[i] == EventKind::range && t.thread[i] == kStepTrackThread)
+      steps[t.name_of(i)] = {t.start_ns[i], t.end_ns[i]};
+  }
+  return steps;
+}
+
+// A program traced from outside (k3perf profile) pushes no external ids: its NVTX step ranges mark the steps.
+TEST(Attribution, NvtxStepRangesBecomeStepRangesAndNoOps) {
+  ActivityRecords r;
+  push(r, 0, 1, "step 0");  // eager: two op ranges and a launch between them
+  push(r, 10, 1, "L001.kda.recurrent");
+  launch(r, 20, 1, 1);
+  pop(r, 30, 1);
+  launch(r, 40, 1, 2);  // inside the step, outside any op
+  pop(r, 50, 1);
+  push(r, 10'000, 1, "step 1");  // a graph replay: one launch, two kernels
+  r.api_calls.push_back({"cudaGraphLaunch", 10'010, 10'030, 1, 11});
+  r.kernels.push_back({"a", 10'100, 10'200, 0, 7, 11, 0});
+  r.kernels.push_back({"b", 10'250, 10'900, 0, 8, 11, 0});
+  pop(r, 10'040, 1);
+  push(r, 20'000, 2, "ProfilerStep#5");  // PyTorch's name, another thread
+  launch(r, 20'010, 2, 21);
+  pop(r, 20'100, 2);
+  push(r, 30'000, 1, "step 2b");  // not a step's name: an op
+  launch(r, 30'010, 1, 31);
+  pop(r, 30'100, 1);
+  launch(r, 40'000, 1, 41);  // after every step
+  const Attribution a = attribute(r);
+  EXPECT_EQ(a.report.steps, 3u);
+  EXPECT_EQ(a.report.kernels_in_steps, 5u);
+  const auto steps = step_track(a.trace);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps.at("step 0"), std::make_pair(std::int64_t{1020}, std::int64_t{1540}));
+  EXPECT_EQ(steps.at("step 1"), std::make_pair(std::int64_t{10'100}, std::int64_t{10'900}));
+  EXPECT_EQ(steps.at("step 5"), std::make_pair(std::int64_t{21'010}, std::int64_t{21'510}));
+  EXPECT_EQ(op_of_kernel(a.trace, 1).first, "L001.kda.recurrent");
+  EXPECT_EQ(op_of_kernel(a.trace, 2), std::make_pair(std::string(""), std::int64_t{-1}));  // a step is no op
+  EXPECT_EQ(op_of_kernel(a.trace, 21), std::make_pair(std::string(""), std::int64_t{-1}));
+  EXPECT_EQ(op_of_kernel(a.trace, 31).first, "step 2b");
+  EXPECT_EQ(a.report.outside_op_ranges, 5u);  // 2, the replay's two, 21, 41
+  // The step ranges are drawn once, on the step track, not also as host ranges of their threads.
+  for (std::size_t i = 0; i < a.trace.size(); ++i) {
+    if (a.trace.kind[i] == EventKind::range && a.trace.thread[i] != kStepTrackThread) {
+      EXPECT_TRUE(a.trace.name_of(i) == "L001.kda.recurrent" || a.trace.name_of(i) == "step 2b") << a.trace.name_of(i);
+    }
+  }
+}
+
+// External correlation ids, where the program pushes them, decide the steps; its step ranges are then only marks.
+TEST(Attribution, ExternalCorrelationIdsWinOverStepRanges) {
+  ActivityRecords r;
+  push(r, 0, 1, "step 3");
+  launch(r, 10, 1, 1);
+  launch(r, 20, 1, 2);
+  pop(r, 30, 1);
+  r.external_correlations.push_back({1, 8});
+  const Attribution a = attribute(r);
+  EXPECT_EQ(a.report.steps, 1u);
+  EXPECT_EQ(a.report.kernels_in_steps, 1u);
+  EXPECT_EQ(step_track(a.trace).count("step 8"), 1u);
+}
+
 TEST(Attribution, SynchronisationsAreDrawnOnTheWaitingThread) {
   ActivityRecords r;
   launch(r, 0, 5, 1);
