@@ -10,7 +10,10 @@
 #include "sim/serving/trace_workload.h"
 
 #include <fmt/core.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -23,7 +26,12 @@ struct ServeOptions {
   std::string scenario;
   std::string json_path, csv_path, plot_path, trace_path;
   std::vector<std::string> sets;
+  bool quiet = false;
 };
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace
 
@@ -41,14 +49,33 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
       "--trace", opts->trace_path,
       "write the simulated schedule as a Chrome trace (.json, or .json.gz): per replica its iterations "
       "and each request's queue, prefill and decode spans, for Perfetto (docs/serving.md#the-schedule-as-a-trace)");
+  cmd->add_flag("--quiet", opts->quiet, "no progress line (on a terminal) or lines of the stages done (in a log)");
   cmd->callback([opts, &global] {
     serving::ServingScenario s =
         serving::load_serving_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
     s.options.record_schedule = !opts->trace_path.empty();
+    // On a terminal a progress line, redrawn per 1/1000 of the requests; in a log one line per stage done.
+    const bool terminal = !opts->quiet && isatty(fileno(stderr));
+    auto t0 = std::chrono::steady_clock::now();
     std::optional<serving::TraceWorkload> trace;
     const serving::Workload w = serving::serving_workload(s, &trace);
+    if (trace && !opts->quiet) {
+      fmt::print(stderr, "serve: {} requests read{} in {:.1f} s\n", w.requests.size(),
+                 trace->cached ? " and through the prefix cache" : "", seconds_since(t0));
+    }
     const serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
+    if (terminal) {
+      s.options.progress = [](int64_t done, int64_t total) {
+        fmt::print(stderr, "\rserve: {}/{} requests simulated", done, total);
+      };
+    }
+    t0 = std::chrono::steady_clock::now();
     const serving::ServingResult r = serving::simulate(w.requests, w.cached_prefix_tokens, model, s.options);
+    if (terminal) fmt::print(stderr, "\n");
+    if (!opts->quiet) {
+      fmt::print(stderr, "serve: {} requests simulated in {:.1f} s ({} iterations)\n", r.requests.size(),
+                 seconds_since(t0), r.iterations);
+    }
     fmt::print("{}", serving::format_serving(s, r));
     if (trace) fmt::print("{}", serving::format_trace(s, *trace));
     if (!opts->json_path.empty()) {

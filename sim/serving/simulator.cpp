@@ -156,15 +156,32 @@ class Simulation {
       out.cached_tokens = s.cached;
       out.output_tokens = s.output;
       if (i > 0) K3_CHECK(q.arrival_ms >= requests[i - 1].arrival_ms, "requests are not in arrival order at {}", i);
-      events_.push({q.arrival_ms * 1000.0, EventKind::arrival, static_cast<int64_t>(i)});
     }
   }
 
   ServingResult run() {
     next_sample_us_ = requests_.empty() ? 0 : requests_.front().arrival_ms * 1000.0;
-    while (!events_.empty()) {
-      const Event e = events_.top();
-      events_.pop();
+    // Arrivals come from the requests in order, not from the queue: it holds only the few events in flight.
+    const int64_t n = static_cast<int64_t>(requests_.size());
+    int64_t next_arrival = 0, reported = -1;
+    while (next_arrival < n || !events_.empty()) {
+      Event e{};
+      const Event arrival =
+          next_arrival < n ? Event{requests_[next_arrival].arrival_ms * 1000.0, EventKind::arrival, next_arrival} : e;
+      if (next_arrival < n && (events_.empty() || events_.top() > arrival)) {
+        e = arrival;
+        ++next_arrival;
+      } else {
+        e = events_.top();
+        events_.pop();
+      }
+      if (o_.progress) {  // at most once per 1/1000 of the requests done
+        const int64_t done = result_.completed + result_.rejected;
+        if (done * 1000 / std::max<int64_t>(n, 1) != reported) {
+          reported = done * 1000 / std::max<int64_t>(n, 1);
+          o_.progress(done, n);
+        }
+      }
       K3_CHECK(e.time_us >= now_us_, "time went back from {} us to {} us", now_us_, e.time_us);
       now_us_ = e.time_us;
       sample_queues();
@@ -174,6 +191,7 @@ class Simulation {
         case EventKind::transfer_done: hand_over(e.id); break;
       }
     }
+    if (o_.progress) o_.progress(result_.completed + result_.rejected, n);
     finish_metrics();
     return std::move(result_);
   }

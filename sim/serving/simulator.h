@@ -18,6 +18,7 @@
 #include "sim/workload/request.h"
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -49,6 +50,8 @@ struct ServingOptions {
   Params scheduler_params;                 // read by that scheduler
   double queue_sample_interval_ms = 1000;  // spacing of the queue-length series
   bool record_schedule = false;            // keep every iteration (ServingResult::schedule), for a trace
+  // Called with (requests finished or rejected, all requests) as they finish, at most 1,001 times. May be empty.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 // What one replica of the deployment holds and costs, derived from the scenario.

@@ -86,6 +86,11 @@ TraceWorkload trace_workload(const ServingScenario& s, std::vector<workload::Req
     for (const cache::RequestOutcome& h : hits) out.workload.cached_prefix_tokens.push_back(h.hit_tokens);
     out.cache_summary = cache::summarize(requests, hits, {}, nullptr);
   }
+  out.requests = static_cast<int64_t>(requests.size());
+  for (const workload::Request& q : requests) {
+    out.prompt_tokens += q.input_tokens;
+    out.output_tokens += q.output_tokens;
+  }
   out.workload.requests = std::move(requests);
   out.workload.from_trace = true;
   return out;
@@ -100,14 +105,8 @@ double mean_rate_per_s(const std::vector<workload::Request>& r) {
 }
 
 std::string format_trace(const ServingScenario& s, const TraceWorkload& t) {
-  const std::vector<workload::Request>& r = t.workload.requests;
-  int64_t input = 0, output = 0;
-  for (const workload::Request& q : r) {
-    input += q.input_tokens;
-    output += q.output_tokens;
-  }
   std::string out = fmt::format("  trace       {}: {} requests, {} prompt and {} output tokens", s.requests.trace_path,
-                                r.size(), input, output);
+                                t.requests, t.prompt_tokens, t.output_tokens);
   if (s.requests.time_scale != 1.0) out += fmt::format(", arrivals x{:g}", s.requests.time_scale);
   out += "\n";
   if (!t.cached) return out + "  cache       none (disabled, or the trace has no prefix hashes)\n";
@@ -128,7 +127,7 @@ std::string format_trace(const ServingScenario& s, const TraceWorkload& t) {
 nlohmann::ordered_json to_json(const ServingScenario& s, const TraceWorkload& t) {
   nlohmann::ordered_json j;
   j["source"] = s.requests.trace_path;
-  j["requests"] = t.workload.requests.size();
+  j["requests"] = t.requests;
   j["time_scale"] = s.requests.time_scale;
   j["prefix_cache"] = t.cached;
   if (t.cached) {
@@ -144,7 +143,9 @@ Workload serving_workload(const ServingScenario& s, std::optional<TraceWorkload>
     return fixed_rate_workload(s.requests);
   }
   TraceWorkload t = trace_workload(s);
-  Workload w = t.workload;
+  Workload w = std::move(t.workload);
+  t.workload = Workload{};
+  for (workload::Request& r : w.requests) std::vector<uint64_t>().swap(r.block_hashes);
   if (trace) *trace = std::move(t);
   return w;
 }

@@ -32,7 +32,8 @@ ServingCacheOptions read_serving_cache(const ServingScenario& s);
 std::vector<workload::Request> read_trace_requests(const RequestSource& src);
 
 struct TraceWorkload {
-  Workload workload;                  // requests and one cached-prefix count per request
+  Workload workload;  // requests and one cached-prefix count per request (serving_workload moves them out)
+  int64_t requests = 0, prompt_tokens = 0, output_tokens = 0;  // the trace as read, for the report
   bool cached = false;                // the prefix cache ran (enabled and the trace has hashes)
   cache::CacheConfig cache_config;    // as it ran (nodes, pooled)
   cache::CacheSummary cache_summary;  // hit rates, recomputed tokens (when `cached`)
@@ -51,7 +52,10 @@ double mean_rate_per_s(const std::vector<workload::Request>& requests);
 std::string format_trace(const ServingScenario& s, const TraceWorkload& t);
 nlohmann::ordered_json to_json(const ServingScenario& s, const TraceWorkload& t);
 
-// What `k3perf serve` and `k3perf plan` replay: the trace through the cache, or the fixed-rate stream.
+// What `k3perf serve` and `k3perf plan` replay: the trace through the cache, or the fixed-rate stream. A trace's
+// requests are moved into the result without their block hashes (the prefix cache has used them; the serving
+// simulation needs only each request's cached prefix), so a 2-million-request trace is held once, not three times;
+// *trace keeps the report's figures and an empty workload.
 Workload serving_workload(const ServingScenario& s, std::optional<TraceWorkload>* trace = nullptr);
 
 }  // namespace k3::serving

@@ -106,6 +106,10 @@ std::vector<Request> parse_azure_trace(const std::string& text, const std::strin
     if (c2 == std::string_view::npos || line.find(',', c2 + 1) != std::string_view::npos) {
       throw InputError(fmt::format("{}: expected 3 comma-separated columns, got '{}'", where, quoted_excerpt(line)));
     }
+    if (static_cast<long long>(out.size()) >= limit::requests.max) {
+      throw InputError(fmt::format("{}: a request beyond the first {}: {}", where, limit::requests.max,
+                                   exceeds(static_cast<long long>(out.size()) + 1, limit::requests)));
+    }
     const double t_ms = parse_timestamp_ms(line.substr(0, c1), where);
     Request r;
     r.id = static_cast<int64_t>(out.size());

@@ -34,11 +34,23 @@ int64_t field(const nlohmann::json& j, const char* key, const std::string& where
 // Milliseconds since the trace's start: any non-negative integer a double holds exactly.
 constexpr IntLimit kTimestampMs{"timestamp", 0, int64_t{1} << 53, "Mooncake timestamp"};
 
-// One line's request, appended to `out` (blank lines add nothing).
-void parse_line(std::string_view line, const std::string& origin, int line_number, int64_t block_tokens,
-                std::vector<Request>& out) {
+// What the requests read so far hold: limit::requests of them, limit::input_memory of bytes.
+struct Held {
+  std::vector<Request> requests;
+  double hash_bytes = 0;
+  double bytes() const { return double(requests.size()) * sizeof(Request) + hash_bytes; }
+};
+
+// One line's request, appended to `held` (blank lines add nothing).
+void parse_line(std::string_view line, const std::string& origin, int64_t line_number, int64_t block_tokens,
+                Held& held) {
+  std::vector<Request>& out = held.requests;
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
   const std::string where = fmt::format("{}:{}", origin, line_number);
+  if (static_cast<long long>(out.size()) >= limit::requests.max) {
+    throw InputError(fmt::format("{}: a request beyond the first {}: {}", where, limit::requests.max,
+                                 exceeds(static_cast<long long>(out.size()) + 1, limit::requests)));
+  }
   const nlohmann::json j = parse_json(line, where);
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object per line", where));
   Request r;
@@ -67,6 +79,11 @@ void parse_line(std::string_view line, const std::string& origin, int line_numbe
                     where, blocks, r.input_tokens, block_tokens, expected));
   }
   r.block_tokens = blocks > 0 ? block_tokens : 0;
+  held.hash_bytes += double(blocks) * sizeof(uint64_t);
+  if (held.bytes() > limit::input_memory.value) {
+    throw InputError(fmt::format("{}: the requests up to here hold {:.1f} GB, more than {:.1f} GB, the limit on {}",
+                                 where, held.bytes() / 1e9, limit::input_memory.value / 1e9, limit::input_memory.what));
+  }
   if (!out.empty() && r.arrival_ms < out.back().arrival_ms) {
     throw InputError(
         fmt::format("{}: key 'timestamp': {} is earlier than the previous line's {}; the trace must "
@@ -80,16 +97,16 @@ void parse_line(std::string_view line, const std::string& origin, int line_numbe
 
 std::vector<Request> parse_mooncake_trace(const std::string& text, const std::string& origin, int64_t block_tokens) {
   K3_CHECK(block_tokens > 0, "block_tokens must be positive, got {}", block_tokens);
-  std::vector<Request> out;
+  Held held;
   std::size_t begin = 0;
-  int line_number = 0;
+  int64_t line_number = 0;
   while (begin < text.size()) {
     std::size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
-    parse_line(std::string_view(text.data() + begin, end - begin), origin, ++line_number, block_tokens, out);
+    parse_line(std::string_view(text.data() + begin, end - begin), origin, ++line_number, block_tokens, held);
     begin = end + 1;
   }
-  return out;
+  return std::move(held.requests);
 }
 
 // Line by line: a trace of millions of requests is never held as text beside its requests.
@@ -99,11 +116,11 @@ std::vector<Request> read_mooncake_trace(const std::string& path, int64_t block_
   if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  std::vector<Request> out;
-  int line_number = 0;
-  for (std::string line; std::getline(in, line);) parse_line(line, path, ++line_number, block_tokens, out);
+  Held held;
+  int64_t line_number = 0;
+  for (std::string line; std::getline(in, line);) parse_line(line, path, ++line_number, block_tokens, held);
   if (in.bad()) throw InputError(fmt::format("{}: read error after line {}", path, line_number));
-  return out;
+  return std::move(held.requests);
 }
 
 }  // namespace k3::workload
