@@ -38,9 +38,10 @@ struct DefaultRow {
   Efficiency eff;
 };
 constexpr DefaultRow kDefaultEfficiency[] = {
-    {EfficiencyClass::gemm, {0.80, 0.85}},        {EfficiencyClass::grouped_gemm, {0.60, 0.80}},
-    {EfficiencyClass::attention, {0.67, 0.90}},   {EfficiencyClass::recurrent, {0.30, 0.70}},
-    {EfficiencyClass::elementwise, {0.50, 0.80}}, {EfficiencyClass::gather, {0.50, 0.50}},
+    {EfficiencyClass::gemm, {0.80, 0.85}},         {EfficiencyClass::grouped_gemm, {0.60, 0.80}},
+    {EfficiencyClass::attention, {0.67, 0.90}},    {EfficiencyClass::recurrent, {0.30, 0.70}},
+    {EfficiencyClass::elementwise, {0.50, 0.80}},  {EfficiencyClass::gather, {0.50, 0.50}},
+    {EfficiencyClass::chunked_scan, {0.30, 0.70}},  // recurrent's: the class was split from it
 };
 
 const Efficiency& default_efficiency_ref(EfficiencyClass c) {
@@ -63,7 +64,7 @@ class HardwareParser {
 
   Hardware parse() {
     root_.expect_keys({"name", "sources", "calibrated_on", "gpu", "interconnect", "overheads", "efficiency",
-                       "collectives", "kernel_latency_us", "ridge"});
+                       "collectives", "kernel_latency_us", "serial_step_us", "ridge"});
     Hardware hw;
     hw.source_file = root_.file();
     hw.name = root_["name"].as_string();
@@ -83,7 +84,12 @@ class HardwareParser {
     parse_overheads(root_["overheads"], &hw);
     parse_efficiency(root_.find("efficiency"), &hw);
     if (auto c = root_.find("collectives")) parse_collectives(*c, &hw);
-    if (auto l = root_.find("kernel_latency_us")) parse_kernel_latency(*l, &hw);
+    if (auto l = root_.find("kernel_latency_us")) {
+      hw.kernel_latency_source = parse_per_kind(*l, "microseconds per kernel", &hw.kernel_latency_us, hw);
+    }
+    if (auto l = root_.find("serial_step_us")) {
+      hw.serial_step_source = parse_per_kind(*l, "microseconds per serial step", &hw.serial_step_us, hw);
+    }
     if (auto r = root_.find("ridge")) {
       r->expect_keys({"smooth_max_exponent"});
       const YamlNode p = (*r)["smooth_max_exponent"];
@@ -265,23 +271,25 @@ class HardwareParser {
     }
   }
 
-  // kernel_latency_us: {source: <id>, <op kind>: <us per kernel, >= 0>, ...}
-  void parse_kernel_latency(const YamlNode& block, Hardware* hw) {
+  // kernel_latency_us, serial_step_us: {source: <id>, <op kind>: <us, >= 0>, ...}; returns the source id.
+  std::string parse_per_kind(const YamlNode& block, const char* what, std::map<OpKind, double>* out,
+                             const Hardware& hw) {
     std::vector<std::string> kinds;
     for (int k = 0; k < static_cast<int>(OpKind::collective); ++k) kinds.push_back(to_string(static_cast<OpKind>(k)));
     if (!block.is_map() || !block.has("source")) {
-      block.fail("expected a mapping: source, then microseconds per kernel by op kind");
+      block.fail(fmt::format("expected a mapping: source, then {} by op kind", what));
     }
-    hw->kernel_latency_source = source_id(block["source"], *hw);
-    for (const auto& [key, latency] : block.entries()) {
+    std::string source = source_id(block["source"], hw);
+    for (const auto& [key, us] : block.entries()) {
       if (key == "source") continue;
       const auto it = std::find(kinds.begin(), kinds.end(), key);
       if (it == kinds.end()) {
-        latency.fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}{}", key, comma_list(kinds),
-                                 key == "collective" ? " (collectives are timed by the link model)" : ""));
+        us.fail(fmt::format("unknown op kind '{}'; expected one of {{{}}}{}", key, comma_list(kinds),
+                            key == "collective" ? " (collectives are timed by the link model)" : ""));
       }
-      hw->kernel_latency_us[static_cast<OpKind>(it - kinds.begin())] = latency.as_non_negative();
+      (*out)[static_cast<OpKind>(it - kinds.begin())] = us.as_non_negative();
     }
+    return source;
   }
 
   // collectives: {source: <id>, curves: [{collective, link, group_size, latency_us,
@@ -340,6 +348,7 @@ std::string to_string(EfficiencyClass c) {
     case EfficiencyClass::recurrent: return "recurrent";
     case EfficiencyClass::elementwise: return "elementwise";
     case EfficiencyClass::gather: return "gather";
+    case EfficiencyClass::chunked_scan: return "chunked_scan";
   }
   return "?";
 }
@@ -423,6 +432,11 @@ void LinkSpec::set_flat_latency_us(double us) {
 double Hardware::kernel_latency_of(OpKind k) const {
   const auto it = kernel_latency_us.find(k);
   return it != kernel_latency_us.end() ? it->second : 0.0;
+}
+
+double Hardware::serial_step_of(OpKind k) const {
+  const auto it = serial_step_us.find(k);
+  return it != serial_step_us.end() ? it->second : 0.0;
 }
 
 Hardware load_hardware(const std::string& path) {

@@ -21,13 +21,15 @@ enum class EfficiencyClass {
   gemm,          // dense matrix products (projections, dense/shared MLP, router, lm_head)
   grouped_gemm,  // routed-expert grouped GEMM (MoE), incl. in-GEMM dequantisation
   attention,     // MLA attention (prefill and absorbed decode)
-  recurrent,     // KDA recurrent step / chunked scan
+  recurrent,     // KDA recurrent step (decode, verify)
   elementwise,   // norms, conv, gates, AttnRes mixers, activations
   gather,        // embedding lookup
+  chunked_scan,  // KDA chunked scan (prefill): tensor-core chunk products and a state pass over the chunks
 };
 inline constexpr EfficiencyClass kAllEfficiencyClasses[] = {
-    EfficiencyClass::gemm,      EfficiencyClass::grouped_gemm, EfficiencyClass::attention,
-    EfficiencyClass::recurrent, EfficiencyClass::elementwise,  EfficiencyClass::gather,
+    EfficiencyClass::gemm,         EfficiencyClass::grouped_gemm, EfficiencyClass::attention,
+    EfficiencyClass::recurrent,    EfficiencyClass::elementwise,  EfficiencyClass::gather,
+    EfficiencyClass::chunked_scan,
 };
 std::string to_string(EfficiencyClass c);
 bool parse_efficiency_class(const std::string& name, EfficiencyClass* out);
@@ -114,6 +116,13 @@ struct Hardware {
   std::map<OpKind, double> kernel_latency_us;
   std::string kernel_latency_source;         // the block's source id; empty without the block
   double kernel_latency_of(OpKind k) const;  // 0 when absent
+
+  // GPU time of one step of an op's serial chain (optional `serial_step_us` block): an op whose kernels walk
+  // Op::serial_steps dependent steps (the KDA state pass, chunk after chunk) takes at least steps · this, however
+  // few bytes and FLOPs it has (sim/roofline.h). Kinds left out have no chain term.
+  std::map<OpKind, double> serial_step_us;
+  std::string serial_step_source;         // the block's source id; empty without the block
+  double serial_step_of(OpKind k) const;  // 0 when absent
 
   // Optional `ridge` block: an op whose compute and memory times are both near its bound runs slower than the
   // larger of the two (the board's power limit lowers the SM clock when both run). The roofline then takes the

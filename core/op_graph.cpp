@@ -14,8 +14,8 @@ EfficiencyClass efficiency_class(OpKind k) {
     case OpKind::router: return EfficiencyClass::gemm;
     case OpKind::moe_experts: return EfficiencyClass::grouped_gemm;
     case OpKind::mla_attention: return EfficiencyClass::attention;
-    case OpKind::kda_recurrent:
-    case OpKind::kda_chunk: return EfficiencyClass::recurrent;
+    case OpKind::kda_recurrent: return EfficiencyClass::recurrent;
+    case OpKind::kda_chunk: return EfficiencyClass::chunked_scan;
     case OpKind::embedding: return EfficiencyClass::gather;
     default: return EfficiencyClass::elementwise;
   }
@@ -211,6 +211,8 @@ void kda_layer(GraphBuilder& g, const Step& s, int l) {
     const double boundaries = s.seqs * std::ceil(s.n / C);
     op.read.state = state + boundaries * heads * d * d * 4.0;
     op.written.state = state + boundaries * heads * d * d * 4.0;
+    op.serial_steps = std::ceil(s.n / C);  // the state pass: chunk after chunk, each sequence's heads beside
+    op.kernels = 2;                        // the chunk products, then the state pass
   } else {
     // Recurrent step per token and head: decay (d²), Sᵀk (2d²), u (2d), S += k uᵀ (2d²), Sᵀq (2d²).
     // Verify runs the draft tokens in one pass: the state is read and written once.
@@ -414,6 +416,7 @@ void accumulate(std::vector<Op>& total, std::size_t begin, const std::vector<Op>
     t.read += c.read;
     t.written += c.written;
     t.kernels += c.kernels;
+    t.serial_steps += c.serial_steps;  // each chunk walks its own chain
     if (t.collective) {
       t.collective->bytes += c.collective->bytes;
       t.collective->calls += c.collective->calls;

@@ -55,6 +55,7 @@ struct Op {
   ByteCounts written;
   std::optional<Collective> collective;
   int kernels = 1;                   // kernel launches the op takes (fixed-overhead term)
+  double serial_steps = 0;           // dependent steps its kernels walk one after another (Hardware::serial_step_us)
   int concurrent_with = -1;          // index of an op this one runs beside (same stream group), or -1
   int stage = 0;                     // pipeline stage
   double resident_weight_bytes = 0;  // weights this GPU holds for the op (memory model)

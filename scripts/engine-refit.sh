@@ -11,11 +11,12 @@
 #          ($OUT/calibrate.txt, .json, and its tables in $OUT/fidelity.md); prints the held-out errors. Predictions
 #          are made again here with this checkout's simulator (`k3perf run --dry-run`), all on h200-sxm (the fit's
 #          base, so that a refit does not depend on the file it replaces), so a model change refits without a GPU.
-#   report (any machine) the same fit of DIR with the predictions committed there (DIR/predictions), its tables
+#   report (any machine) the same fit of DIR with the predictions committed there (DIR/predictions, or the folder
+#          K3PERF_PREDICTIONS names: a refit of a model change keeps the traces where they were measured), its tables
 #          written into docs/fidelity.md between its markers (the "Against the engine" section).
 # Usage: [K3PERF_GPU_BUNDLE=build/gpu-bundle] scripts/engine-refit.sh trace
 #        [K3PERF=build/release/cli/k3perf] scripts/engine-refit.sh fit [DIR]
-#        [K3PERF=build/release/cli/k3perf] scripts/engine-refit.sh report bench/results/2026-12-03-h200-refit
+#        [K3PERF=build/release/cli/k3perf] [K3PERF_PREDICTIONS=DIR2/predictions] scripts/engine-refit.sh report DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 decode=(decode_b1_ctx8192 decode_b8_ctx8192 decode_b64_ctx8192 decode_b1_ctx131072 decode_b8_ctx131072
@@ -40,21 +41,24 @@ case "$what" in
     [ -x "$k3perf" ] || { echo "engine-refit: no k3perf at $k3perf (set K3PERF)" >&2; exit 2; }
     k3perf="$(cd "$(dirname "$k3perf")" && pwd)/$(basename "$k3perf")"
     preds="$out/predictions"  # this checkout's predictions of the same runs (report: those committed in DIR)
-    [ "$what" = report ] && preds="$dir/predictions"
+    [ "$what" = report ] && preds="${K3PERF_PREDICTIONS:-$dir/predictions}"
     if [ "$what" = fit ]; then
       mkdir -p "$preds"
       K3PERF_BIN="$(dirname "$k3perf")" K3PERF_PREDICT_ONLY=1 OUT="$preds" scripts/engine-traces.sh "${decode[@]}" \
         "${prefill[@]}" || exit 1
       K3PERF_BIN="$(dirname "$k3perf")" K3PERF_PREDICT_ONLY=1 OUT="$preds" RANK="$r" K3PERF_HARDWARE=h200-sxm \
         scripts/engine-rank.sh traces || exit 1
-      gzip -9f "$preds"/prediction_*.json  # a 93-layer rank's prediction is 1.5 MB of JSON
+      gzip -9f "$preds"/*.json  # a 93-layer rank's prediction is 1.5 MB of JSON, a slice's 55 KB
     fi
     args=()
     for name in "${decode[@]}" "${prefill[@]}" "${rank_runs[@]}"; do
       trace="$dir/trace_$name.json.gz"
       [ -f "$trace" ] || { echo "engine-refit: $trace is missing" >&2; exit 2; }
-      pred="$preds/pred_$name.json"
-      [ -f "$pred" ] || pred="$preds/prediction_$name.json.gz"
+      pred=""
+      for candidate in "$preds/pred_$name.json" "$preds/pred_$name.json.gz" "$preds/prediction_$name.json.gz"; do
+        [ -f "$candidate" ] && { pred="$candidate"; break; }
+      done
+      [ -n "$pred" ] || { echo "engine-refit: no prediction of $name in $preds" >&2; exit 2; }
       role=--held-out
       for t in "${train[@]}"; do [ "$t" = "$name" ] && role=--run; done
       args+=("$role" "$pred,$trace")

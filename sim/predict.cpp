@@ -204,11 +204,13 @@ nlohmann::ordered_json to_json(const Prediction& p) {
         {"written", bytes_json(op.written)},
         {"intensity_flops_per_byte", op.intensity_flops_per_byte()},
         {"kernels", op.kernels},
+        {"serial_steps", op.serial_steps},
         {"bound", to_string(t.bound)},
         {"compute_us", t.compute_us},
         {"memory_us", t.memory_us},
         {"communication_us", t.communication_us},
         {"overhead_us", t.overhead_us},
+        {"serial_us", t.serial_us},
         {"time_us", t.time_us},
         {"exposed_us", t.exposed_us},
     };

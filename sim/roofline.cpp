@@ -13,6 +13,7 @@ std::string to_string(Bound b) {
     case Bound::memory: return "memory";
     case Bound::communication: return "communication";
     case Bound::overhead: return "overhead";
+    case Bound::serial: return "serial";
   }
   return "?";
 }
@@ -43,17 +44,19 @@ namespace {
 
 // Hardware rates resolved once per step: map lookups per op would dominate a 2,000-op graph.
 struct Rates {
-  double peak[kComputeTypeCount] = {};  // by ComputeType; 0 = unsupported
-  Efficiency eff[6];                    // by EfficiencyClass
+  double peak[kComputeTypeCount] = {};               // by ComputeType; 0 = unsupported
+  Efficiency eff[std::size(kAllEfficiencyClasses)];  // by EfficiencyClass
   double overhead_us = 0;
   double ridge_exponent = 0;
   double latency_us[static_cast<int>(OpKind::collective) + 1] = {};  // by OpKind
+  double step_us[static_cast<int>(OpKind::collective) + 1] = {};     // by OpKind
   const Hardware* hw = nullptr;
 
   Rates(const Hardware& h, const Runtime& rt) : hw(&h) {
     for (const auto& [type, rate] : h.peak_flops_per_s) peak[static_cast<int>(type)] = rate;
     for (EfficiencyClass c : kAllEfficiencyClasses) eff[static_cast<int>(c)] = h.efficiency_of(c);
     for (const auto& [kind, us] : h.kernel_latency_us) latency_us[static_cast<int>(kind)] = us;
+    for (const auto& [kind, us] : h.serial_step_us) step_us[static_cast<int>(kind)] = us;
     overhead_us = rt.cuda_graphs ? h.graph_kernel_overhead_us : h.kernel_launch_overhead_us;
     ridge_exponent = h.ridge_smooth_max_exponent;
   }
@@ -75,9 +78,13 @@ OpTime time_with(const Op& op, const Rates& r) {
   t.compute_us = op.flops / (r.peak_of(op.compute) * eff.compute) * 1e6;
   t.memory_us = op.bytes() / (r.hw->hbm_bandwidth_bytes_per_s * eff.memory) * 1e6;
   t.overhead_us = op.kernels * (r.overhead_us + r.latency_us[static_cast<int>(op.kind)]);
+  t.serial_us = op.serial_steps * r.step_us[static_cast<int>(op.kind)];
   const double roof = ridge_max(t.compute_us, t.memory_us, r.ridge_exponent);
-  t.time_us = roof + t.overhead_us;
-  t.bound = t.overhead_us > roof ? Bound::overhead : t.compute_us >= t.memory_us ? Bound::compute : Bound::memory;
+  t.time_us = roof + t.serial_us + t.overhead_us;
+  t.bound = t.overhead_us > std::max(roof, t.serial_us) ? Bound::overhead
+            : t.serial_us > roof                        ? Bound::serial
+            : t.compute_us >= t.memory_us               ? Bound::compute
+                                                        : Bound::memory;
   return t;
 }
 

@@ -1,7 +1,11 @@
 // Roofline timing of an op graph on one GPU type (docs/predict.md):
 //   GPU op:        time = ridge_max(FLOPs / (peak[compute] · η_compute), bytes / (HBM bw · η_memory))
+//                         + serial steps · the kind's step time (0 unless the hardware file has one)
 //                         + kernels · (per-kernel overhead (eager launch, or CUDA-graph replay)
 //                                      + the op kind's fixed kernel latency, 0 unless the hardware file has one)
+//                  The serial term is a chain of dependent steps after the op's parallel work: the KDA
+//                  state pass walks its chunks in order once the chunk products are written, one block
+//                  per SM at a rank's few heads, at a time per chunk that its bytes do not set.
 //   collective:    time = calls · α(fabric, n, algorithm) + bytes · busbw_factor / (link bw · η_link)
 //                  (sim/collective_time.h; a measured curve replaces it)
 //   concurrency:   an op that runs beside another (MLA output gate beside attention) shares the
@@ -18,7 +22,7 @@
 
 namespace k3 {
 
-enum class Bound { compute, memory, communication, overhead };
+enum class Bound { compute, memory, communication, overhead, serial };
 std::string to_string(Bound b);
 
 struct OpTime {
@@ -26,6 +30,7 @@ struct OpTime {
   double memory_us = 0;
   double communication_us = 0;
   double overhead_us = 0;
+  double serial_us = 0;   // Op::serial_steps · Hardware::serial_step_us of its kind
   double time_us = 0;     // the op alone
   double exposed_us = 0;  // what it adds to the step after overlap
   Bound bound = Bound::memory;

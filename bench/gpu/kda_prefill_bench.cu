@@ -22,6 +22,11 @@
 // up to 6 % faster on an H200 (bench/results/2026-11-30-h200-kernels-11 run 15). One buffer set per length (every
 // length's working set is far beyond the L2).
 //
+// The chain sweep: the same call and its state pass at the head counts of one rank of a deployment (6 at TP16, 12 at
+// TP8, 24 at TP4) over 1K, 8K and 32K tokens. With 4 state-pass blocks per head, 6 heads leave most SMs idle and the
+// pass walks its chunks one after another at a time per chunk that the bytes do not set: the serial step of
+// scenarios/hardware/h200-sxm.yaml (serial_step_us.kda_chunk, sim/roofline.h).
+//
 // Usage: kda_prefill_bench [--hardware scenarios/hardware/h200-sxm.yaml] [--repeats N]
 #include "bench/gpu/bench_harness.h"
 #include "kernels/kda_chunk_prefill.h"
@@ -40,7 +45,7 @@ using k3::bench::time_us;
 
 namespace {
 
-constexpr int kHeads = 96, kD = 128, kChunk = 64;
+constexpr int kHeads = 96, kD = 128, kChunk = 64;  // K3's heads on one GPU; the chain sweep takes fewer
 constexpr float kGateLowerBound = -5.0f;
 constexpr const char* kVersionName = "kda_chunk_ut_factored_split_key_f16";  // the kernel's one version
 
@@ -48,16 +53,17 @@ constexpr const char* kVersionName = "kda_chunk_ut_factored_split_key_f16";  // 
 // uniform in [−1, −0.01] inside the bound, β uniform in [0, 1]; constant inputs can run faster), output and state.
 struct Sequence {
   int64_t tokens;
+  int heads;
   float *q, *k, *v, *g, *beta, *out, *state;
-  explicit Sequence(int64_t t) : tokens(t) {
-    const size_t n = size_t(t) * kHeads * kD;
+  explicit Sequence(int64_t t, int h = kHeads) : tokens(t), heads(h) {
+    const size_t n = size_t(t) * h * kD;
     q = k3::bench::device_normal_f32(n, 0.0f, 0.09f, 1);
     k = k3::bench::device_normal_f32(n, 0.0f, 0.09f, 2);
     v = k3::bench::device_normal_f32(n, 0.0f, 1.0f, 3);
     g = k3::bench::device_uniform_f32(n, -1.0f, -0.01f, 4);
-    beta = k3::bench::device_uniform_f32(size_t(t) * kHeads, 0.0f, 1.0f, 5);
+    beta = k3::bench::device_uniform_f32(size_t(t) * h, 0.0f, 1.0f, 5);
     out = device_alloc<float>(n, 0);
-    state = device_alloc<float>(size_t(kHeads) * kD * kD, 0);
+    state = device_alloc<float>(size_t(h) * kD * kD, 0);
   }
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
@@ -66,17 +72,17 @@ struct Sequence {
   }
   // q, k, v, g, β in, out, state in and out.
   double bytes() const {
-    return (5.0 * tokens * kHeads * kD + double(tokens) * kHeads + 2.0 * kHeads * kD * kD) * sizeof(float);
+    return (5.0 * tokens * heads * kD + double(tokens) * heads + 2.0 * heads * kD * kD) * sizeof(float);
   }
 };
 
-double chunk_flops(int64_t tokens) {
+double chunk_flops(int64_t tokens, int heads = kHeads) {
   const double C = kChunk, d = kD;
-  return double(tokens) * kHeads * (10 * C * d + 6 * d * d + (2.0 / 3.0) * C * C);
+  return double(tokens) * heads * (10 * C * d + 6 * d * d + (2.0 / 3.0) * C * C);
 }
-double state_pass_flops(int64_t tokens) {
+double state_pass_flops(int64_t tokens, int heads = kHeads) {
   const double C = kChunk, d = kD;
-  return double(tokens) * kHeads * (6 * d * d + 1.25 * C * d);
+  return double(tokens) * heads * (6 * d * d + 1.25 * C * d);
 }
 
 }  // namespace
@@ -96,7 +102,7 @@ int main(int argc, char** argv) {
     const double out_state_bytes = (double(tokens) * kHeads * kD + 2.0 * kHeads * kD * kD) * sizeof(float);
     Result r{fmt::format("kda_chunk_prefill_f32state {} tokens, heads 96 d 128 ({})", tokens, kVersionName),
              seq.bytes(), chunk_flops(tokens)};
-    r.cls = EfficiencyClass::recurrent;
+    r.cls = EfficiencyClass::chunked_scan;
     r.median_us = time_us(
         [&](int) {
           CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out,
@@ -104,11 +110,11 @@ int main(int argc, char** argv) {
                                                              workspace_bytes, nullptr));
         },
         session.repeats);
-    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
+    r.roofline_us = session.roofline_us(r.flops, r.bytes, EfficiencyClass::chunked_scan, k3::ComputeType::tf32);
     results.push_back(r);
     if (tokens == 8192) prefill_8k_us = r.median_us;
     const double fp16_bound_us =
-        session.roofline_us(r.flops, r.bytes, EfficiencyClass::recurrent, k3::ComputeType::bf16);
+        session.roofline_us(r.flops, r.bytes, EfficiencyClass::chunked_scan, k3::ComputeType::bf16);
     fp16_peak_bounds += fmt::format("{}\"{}\": [{:.1f}, {:.2f}]", fp16_peak_bounds.empty() ? "" : ", ", tokens,
                                     fp16_bound_us, r.median_us / fp16_bound_us);
 
@@ -121,7 +127,7 @@ int main(int argc, char** argv) {
       Result p{fmt::format("kda_chunk_prefill {} {} tokens, heads 96 d 128 ({})",
                            intra ? "phase 1 (chunk-parallel)" : "phase 2 (state pass)", tokens, kVersionName),
                bytes, flops};
-      p.cls = EfficiencyClass::recurrent;
+      p.cls = EfficiencyClass::chunked_scan;
       p.median_us = time_us(
           [&](int) {
             CUDA_CHECK(k3::kernels::kda_chunk_prefill_phase_for_bench(
@@ -129,10 +135,51 @@ int main(int argc, char** argv) {
                 kGateLowerBound, workspace, workspace_bytes, nullptr));
           },
           session.repeats);
-      p.roofline_us = session.roofline_us(p.flops, p.bytes, EfficiencyClass::recurrent, k3::ComputeType::tf32);
+      p.roofline_us = session.roofline_us(p.flops, p.bytes, EfficiencyClass::chunked_scan, k3::ComputeType::tf32);
       results.push_back(p);
     }
     CUDA_CHECK(cudaFree(workspace));
+  }
+
+  // The chain sweep: a rank's heads, the whole call and its state pass alone (its operands from phase 1 first).
+  for (const int heads : {6, 12, 24}) {
+    for (int64_t tokens : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) {
+      Sequence seq(tokens, heads);
+      const size_t workspace_bytes = k3::kernels::kda_chunk_prefill_workspace_bytes(int(tokens), heads, kD);
+      void* workspace = device_alloc<uint8_t>(workspace_bytes, 0);
+      for (const bool whole : {true, false}) {
+        const KdaChunkPhase phase = KdaChunkPhase::state_pass;
+        const double out_state_bytes = (double(tokens) * heads * kD + 2.0 * heads * kD * kD) * sizeof(float);
+        Result p{fmt::format("kda_chunk_prefill {} {} tokens, heads {} d 128, {} chunks (chain sweep)",
+                             whole ? "whole call" : "phase 2 (state pass)", tokens, heads, (tokens + 63) / 64),
+                 whole ? seq.bytes()
+                       : double(k3::kernels::kda_chunk_prefill_workspace_traffic_bytes(int(tokens), heads, kD)) +
+                             out_state_bytes,
+                 whole ? chunk_flops(tokens, heads) : state_pass_flops(tokens, heads)};
+        p.cls = EfficiencyClass::chunked_scan;
+        if (!whole) {  // phase 1 once, so that the state pass reads a filled workspace
+          CUDA_CHECK(k3::kernels::kda_chunk_prefill_phase_for_bench(
+              KdaChunkPhase::intra_chunk, seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out, int(tokens), heads,
+              kD, kGateLowerBound, workspace, workspace_bytes, nullptr));
+        }
+        p.median_us = time_us(
+            [&](int) {
+              if (whole) {
+                CUDA_CHECK(k3::kernels::kda_chunk_prefill_f32state(seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state,
+                                                                   seq.out, int(tokens), heads, kD, kGateLowerBound,
+                                                                   workspace, workspace_bytes, nullptr));
+              } else {
+                CUDA_CHECK(k3::kernels::kda_chunk_prefill_phase_for_bench(
+                    phase, seq.q, seq.k, seq.v, seq.g, seq.beta, seq.state, seq.out, int(tokens), heads, kD,
+                    kGateLowerBound, workspace, workspace_bytes, nullptr));
+              }
+            },
+            session.repeats);
+        p.roofline_us = session.roofline_us(p.flops, p.bytes, EfficiencyClass::chunked_scan, k3::ComputeType::tf32);
+        results.push_back(p);
+      }
+      CUDA_CHECK(cudaFree(workspace));
+    }
   }
 
   // The recurrent kernel over the same 8K-token sequence: one decode step per token, all captured in one CUDA graph

@@ -34,7 +34,8 @@ std::string roof_color(const std::string& compute) {
 QColor RooflineView::bound_color(const std::string& bound) {
   if (bound == "compute") return QColor("#D55E00");
   if (bound == "memory") return QColor("#0072B2");
-  return QColor("#009E73");  // overhead: launch and fixed kernel costs
+  if (bound == "serial") return QColor("#CC79A7");  // a serial chain of steps (the KDA state pass)
+  return QColor("#009E73");                         // overhead: launch and fixed kernel costs
 }
 
 RooflineView::RooflineView(Document* document, QWidget* parent) : QWidget(parent), document_(document) {
@@ -92,7 +93,7 @@ void RooflineView::rebuild() {
     roof.color = roof_color(r->compute);
     chart_.series.push_back(roof);
   }
-  for (const char* bound : {"memory", "compute", "overhead"}) {
+  for (const char* bound : {"memory", "compute", "overhead", "serial"}) {
     plot::Series s(std::string(bound) + "-bound (predicted)", {}, plot::SeriesStyle::scatter);
     for (const RooflinePoint& pt : data_.points) {
       if (pt.bound == bound) s.points.emplace_back(pt.intensity_flops_per_byte, pt.predicted_flops_per_s);

@@ -31,6 +31,7 @@ struct Sample {
   int kind = 0;
   double memory_us_at_peak = 0;   // bytes / HBM bandwidth
   double compute_us_at_peak = 0;  // flops / peak
+  double serial_us = 0;           // serial steps · the base file's step time (not fitted)
   double measured_us = 0;
   bool cuda_graphs = true;  // the run's launch mode
   double overhead_us = 0;   // per kernel, the base file's for that launch mode
@@ -77,6 +78,7 @@ RunSamples samples_of(const CalibrationRun& r, const Hardware& hw) {
     s.kind = static_cast<int>(p.kind);
     s.memory_us_at_peak = p.bytes / hw.hbm_bandwidth_bytes_per_s * 1e6;
     s.compute_us_at_peak = p.flops > 0 ? p.flops / hw.peak(p.compute) * 1e6 : 0.0;
+    s.serial_us = p.serial_steps * hw.serial_step_of(p.kind);
     s.measured_us = o.measured_us;
     s.cuda_graphs = r.prediction.cuda_graphs;
     s.overhead_us = s.cuda_graphs ? hw.graph_kernel_overhead_us : hw.kernel_launch_overhead_us;
@@ -97,6 +99,7 @@ double time_with(const Sample& s, const Hardware& hw) {
   op.flops = s.op->flops;
   op.read.weights = s.op->bytes;
   op.kernels = s.op->kernels;
+  op.serial_steps = s.op->serial_steps;
   Runtime rt;
   rt.cuda_graphs = s.cuda_graphs;
   return time_op(op, hw, rt).time_us;
@@ -287,7 +290,7 @@ Calibration calibrate(const std::vector<CalibrationRun>& training, const std::ve
         return !u.latency && u.index == s.cls && u.compute == cb;
       });
       if (!u_fitted) roof *= 1 + (cb ? u_compute : u_memory)[s.cls];  // held at the base value
-      b(i) = (s.measured_us - (u_fitted ? 1.0 : ridge[static_cast<std::size_t>(i)]) * roof -
+      b(i) = (s.measured_us - (u_fitted ? 1.0 : ridge[static_cast<std::size_t>(i)]) * roof - s.serial_us -
               s.op->kernels * s.overhead_us) /
              s.measured_us;
     }
@@ -426,8 +429,9 @@ std::string calibrated_hardware_yaml(const Hardware& base, const Calibration& c,
   std::string citation = fmt::format(
       "k3perf calibrate (docs/profile.md): least-absolute-deviations fit (relative, non-negative) of per-class "
       "efficiencies and per-op-kind "
-      "kernel latencies (t = ridge_max(FLOPs / (peak * eta_compute), bytes / (HBM bw * eta_memory)) + kernels * "
-      "(overhead + latency[kind])) to the per-op medians over steps of the runs {}, each run weighing 1 (half evenly "
+      "kernel latencies (t = ridge_max(FLOPs / (peak * eta_compute), bytes / (HBM bw * eta_memory)) + serial steps * "
+      "step[kind] + kernels * (overhead + latency[kind]), step[kind] kept from the base file) to the per-op medians "
+      "over steps of the runs {}, each run weighing 1 (half evenly "
       "over its ops, half by their shares of its measured step). Held out: {}. Median |error| per "
       "op: training {:.2f}% before, {:.2f}% after ({} ops); held out {:.2f}% before, {:.2f}% after ({} ops). Step "
       "error per run (sum of the ops, before -> after): training {}; held out {}. Fitted: {}.",

@@ -1,9 +1,10 @@
 // Calibration of the roofline (sim/roofline.h) from measured runs (docs/profile.md):
-//   t_op = ridge_max(flops / (peak · η_compute[class]), bytes / (HBM bw · η_memory[class]))
+//   t_op = ridge_max(flops / (peak · η_compute[class]), bytes / (HBM bw · η_memory[class])) + steps · σ[kind]
 //          + kernels · (o + λ[kind])
 // o is the base file's per-kernel launch (eager) or replay (CUDA graph) overhead, by each run's launch
-// mode; λ[kind] is the op kind's fixed GPU latency per kernel (what a small kernel costs beyond its
-// bytes and FLOPs). For each op the bound is taken from the current efficiencies; given the bounds the
+// mode; σ[kind] is the base file's serial step time (measured, not fitted: a constant of the op's row);
+// λ[kind] is the op kind's fixed GPU latency per kernel (what a small kernel costs beyond its bytes
+// and FLOPs). For each op the bound is taken from the current efficiencies; given the bounds the
 // model is linear in u = 1/η - 1 per (class, bound) and in λ per kind, all >= 0 (so η <= 1), fitted by
 // weighted least absolute deviations of the relative residuals (each row divided by the measured time; every run
 // weighs 1, half spread over its ops, half by their shares of its step; iteratively reweighted non-negative least

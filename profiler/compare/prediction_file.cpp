@@ -79,6 +79,10 @@ PredictionFile parse_prediction(const std::string& text, const std::string& orig
     if (op.flops < 0) o["flops"].fail("expected FLOPs >= 0");
     op.bytes = byte_sum(o["read"]) + byte_sum(o["written"]);
     op.kernels = read_int<int>(o["kernels"], limit::op_kernels);
+    if (const auto steps = o.find("serial_steps")) {
+      op.serial_steps = steps->as_double();
+      if (!(op.serial_steps >= 0 && op.serial_steps <= 1e12)) steps->fail("expected serial steps in [0, 1e12]");
+    }
     op.bound = o["bound"].as_string();
     op.time_us = o["time_us"].as_double();
     if (op.time_us < 0) o["time_us"].fail("expected a time >= 0");

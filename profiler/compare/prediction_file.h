@@ -21,7 +21,8 @@ struct PredictedOp {
   double flops = 0;
   double bytes = 0;  // read + written, every class
   int kernels = 1;
-  std::string bound;        // compute, memory, communication, overhead
+  double serial_steps = 0;  // Op::serial_steps; 0 in a file without it
+  std::string bound;        // compute, memory, communication, overhead, serial
   double time_us = 0;       // the op alone (not its exposed share)
   std::string runs_inside;  // the op whose kernel and range the engine runs this one in; empty: its own
   bool collective() const { return kind == OpKind::collective; }

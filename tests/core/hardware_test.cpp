@@ -348,7 +348,7 @@ TEST(Hardware, PartialEfficiencyBlockNamesDefaultedClasses) {
   EXPECT_DOUBLE_EQ(hw.efficiency_of(EfficiencyClass::attention).memory, 0.85);
   EXPECT_EQ(hw.efficiency_source,
             "gemm, attention from source 'test-sheet'; default, uncalibrated: grouped_gemm, "
-            "recurrent, elementwise, gather");
+            "recurrent, elementwise, gather, chunked_scan");
 }
 
 TEST(Hardware, EfficiencyClassNamesRoundTrip) {

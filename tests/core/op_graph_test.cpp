@@ -197,7 +197,16 @@ TEST(OpGraph, ChunkedPrefillSumsChunksExactly) {
   EXPECT_DOUBLE_EQ(op(g, "L004.mla.attn_prefill").flops, 2.0 * 4 * (24 + 16) * 5050);
   // Weights are read once per chunk (2 chunks).
   EXPECT_DOUBLE_EQ(op(g, "L001.kda.qkv_proj").read.weights, 2 * 64.0 * 192 * 2);
-  EXPECT_EQ(op(g, "L001.kda.chunk").kind, OpKind::kda_chunk);
+  const Op& scan = op(g, "L001.kda.chunk");
+  EXPECT_EQ(scan.kind, OpKind::kda_chunk);
+  EXPECT_EQ(efficiency_class(scan.kind), EfficiencyClass::chunked_scan);
+  // The state pass walks each prefill chunk's 64-token KDA chunks in order: 1 + 1 (64 then 36 tokens), two kernels
+  // (chunk products, state pass) per prefill chunk.
+  EXPECT_DOUBLE_EQ(scan.serial_steps, 2.0);
+  EXPECT_EQ(scan.kernels, 4);
+  const OpGraph long_prompt = build_op_graph(m, Phase::prefill(1, 8192, 0, 8192), Parallelism{}, k3_precision());
+  EXPECT_DOUBLE_EQ(op(long_prompt, "L001.kda.chunk").serial_steps, 128.0);  // 8192 / 64
+  EXPECT_DOUBLE_EQ(op(long_prompt, "L001.kda.qkv_proj").serial_steps, 0.0);
   // Logits for the last token only.
   EXPECT_DOUBLE_EQ(op(g, "head.lm_head").flops, 2.0 * 1 * 64 * 256);
   // A cached prefix is read from the latent cache by the kv_b expansion.

@@ -27,11 +27,37 @@ Hardware toy_hardware() {
   hw.network = flat_link(10e9, 20.0, 1.0);
   hw.kernel_launch_overhead_us = 4;
   hw.graph_kernel_overhead_us = 1;
-  for (EfficiencyClass c : {EfficiencyClass::gemm, EfficiencyClass::grouped_gemm, EfficiencyClass::attention,
-                            EfficiencyClass::recurrent, EfficiencyClass::elementwise, EfficiencyClass::gather}) {
-    hw.efficiency[c] = Efficiency{0.5, 0.8};
-  }
+  for (EfficiencyClass c : kAllEfficiencyClasses) hw.efficiency[c] = Efficiency{0.5, 0.8};
   return hw;
+}
+
+// A serial chain adds to the roofline: time = roofline + steps · step time + overhead.
+TEST(Roofline, SerialChainBoundsAnOpWithFewBytes) {
+  Hardware hw = toy_hardware();
+  hw.serial_step_us[OpKind::kda_chunk] = 3.0;
+  Runtime rt;
+  rt.cuda_graphs = false;
+  Op scan;
+  scan.kind = OpKind::kda_chunk;
+  scan.kernels = 2;
+  scan.serial_steps = 128;
+  scan.read.activations = 80e6;  // 80e6 / (1e12 * 0.8) = 100 us < 128 * 3 = 384 us
+  OpTime t = time_op(scan, hw, rt);
+  EXPECT_DOUBLE_EQ(t.memory_us, 100.0);
+  EXPECT_DOUBLE_EQ(t.serial_us, 384.0);
+  EXPECT_DOUBLE_EQ(t.time_us, 100.0 + 384.0 + 2 * 4.0);
+  EXPECT_EQ(t.bound, Bound::serial);
+  scan.read.activations = 800e6;  // 1,000 us: more than the chain
+  t = time_op(scan, hw, rt);
+  EXPECT_DOUBLE_EQ(t.time_us, 1000.0 + 384.0 + 8.0);
+  EXPECT_EQ(t.bound, Bound::memory);
+  // Without a step time for its kind (or with no steps) the chain adds nothing.
+  hw.serial_step_us.clear();
+  scan.read.activations = 80e6;
+  EXPECT_DOUBLE_EQ(time_op(scan, hw, rt).time_us, 108.0);
+  hw.serial_step_us[OpKind::kda_chunk] = 3.0;
+  scan.serial_steps = 0;
+  EXPECT_DOUBLE_EQ(time_op(scan, hw, rt).time_us, 108.0);
 }
 
 TEST(Roofline, MemoryBoundOpUsesBandwidthTimesEfficiencyPlusOverhead) {

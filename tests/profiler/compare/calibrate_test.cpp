@@ -91,7 +91,8 @@ TEST(Nnls, MatchesABruteForceOverActiveSets) {
   EXPECT_GT(with_active_constraint, 50);  // the constraints mattered in many trials
 }
 
-// h200-sxm.yaml without its kernel_latency_us block, with `extra` appended, written to a temporary file.
+// h200-sxm.yaml without its kernel_latency_us and serial_step_us blocks, with `extra` appended, written to a temporary
+// file.
 class HardwareWith {
  public:
   explicit HardwareWith(const std::string& extra) {
@@ -99,7 +100,9 @@ class HardwareWith {
     std::stringstream text;
     bool in_block = false;
     for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line[0] != ' ' && line[0] != '#') in_block = line.rfind("kernel_latency_us:", 0) == 0;
+      if (!line.empty() && line[0] != ' ' && line[0] != '#') {
+        in_block = line.rfind("kernel_latency_us:", 0) == 0 || line.rfind("serial_step_us:", 0) == 0;
+      }
       if (!in_block) text << line << "\n";
     }
     // One file per test: ctest runs tests in parallel processes.
@@ -136,6 +139,40 @@ TEST(HardwareKernelLatency, ShippedFilesCarryTheH200FloorsAndTheBlockLoads) {
   EXPECT_DOUBLE_EQ(hw.kernel_latency_of(OpKind::attnres_mix), 23.5);
   EXPECT_DOUBLE_EQ(hw.kernel_latency_of(OpKind::router), 0.0);
   EXPECT_DOUBLE_EQ(hw.kernel_latency_of(OpKind::gemm), 0.0);
+}
+
+// The serial step of the KDA state pass: measured on the H200, carried to every other file unchanged in µs, and a block
+// of its own with the same schema and errors as kernel_latency_us.
+TEST(HardwareSerialStep, ShippedFilesCarryTheH200StepAndTheBlockLoads) {
+  for (const std::string& name : list_hardware_names(kHardwareDir)) {
+    const Hardware hw = load_hardware_by_name(name, kHardwareDir);
+    EXPECT_DOUBLE_EQ(hw.serial_step_of(OpKind::kda_chunk), 2.81) << name;
+    EXPECT_DOUBLE_EQ(hw.serial_step_of(OpKind::kda_recurrent), 0.0) << name;
+    EXPECT_EQ(hw.serial_step_source, "k3perf-h200-chain-steps") << name;
+    const std::string& citation = hw.sources.at(hw.serial_step_source);
+    EXPECT_EQ(citation.rfind(name.rfind("h200", 0) == 0 ? "Measured on H200" : "Carried from H200", 0), 0u) << name;
+  }
+  const HardwareWith file("serial_step_us:\n  source: k3perf-h200-chain-steps\n  kda_chunk: 2.5\n");
+  EXPECT_DOUBLE_EQ(load_hardware(file.path()).serial_step_of(OpKind::kda_chunk), 2.5);
+  EXPECT_TRUE(load_hardware(file.path()).kernel_latency_us.empty());
+  const struct {
+    std::string block;
+    std::vector<std::string> fragments;
+  } cases[] = {
+      {"serial_step_us:\n  source: k3perf-h200-chain-steps\n  kda_chunk: -3\n", {"serial_step_us.kda_chunk", "-3"}},
+      {"serial_step_us:\n  source: k3perf-h200-chain-steps\n  chunk: 3\n",
+       {"serial_step_us.chunk", "unknown op kind 'chunk'", "kda_chunk"}},
+      {"serial_step_us: 3\n", {"serial_step_us", "microseconds per serial step"}},
+  };
+  for (const auto& c : cases) {
+    const HardwareWith bad(c.block);
+    try {
+      load_hardware(bad.path());
+      ADD_FAILURE() << "no error for:\n" << c.block;
+    } catch (const InputError& e) {
+      for (const std::string& f : c.fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(HardwareKernelLatency, BadBlocksNameTheFileAndKey) {

@@ -242,6 +242,29 @@ TEST(Calibrate, EachRunIsTimedWithItsOwnLaunchOverhead) {
   EXPECT_DOUBLE_EQ(e.measured_step_us, g.measured_step_us);
 }
 
+// An op's serial chain adds steps · the base file's step time (kept, not fitted) to its time after the fit, and
+// changes nothing else.
+TEST(Calibrate, AnOpBoundByItsChainIsTimedByItsSteps) {
+  const CalibrationRun plain =
+      load_calibration_run(kFixtures + "calib_heldout_prediction.json", kFixtures + "calib_heldout_trace.json.gz");
+  const std::vector<CalibrationRun> training = {
+      load_calibration_run(kFixtures + "calib_micro_prediction.json", kFixtures + "calib_micro_trace.json.gz"),
+      load_calibration_run(kFixtures + "calib_engine_prediction.json", kFixtures + "calib_engine_trace.json.gz")};
+  CalibrationRun chained = plain;
+  PredictedOp& first = chained.prediction.ops.front();
+  first.serial_steps = 1000;
+  Hardware base = h200();
+  base.serial_step_us[first.kind] = 5.0;
+  const Calibration with = calibrate(training, {chained}, base);
+  const Calibration without = calibrate(training, {plain}, base);
+  const RunCheck& w = with.held_out.runs.front();
+  const RunCheck& o = without.held_out.runs.front();
+  ASSERT_EQ(w.ops.front().name, first.name);
+  EXPECT_NEAR(w.ops.front().after_us - o.ops.front().after_us, 1000 * 5.0, 1e-6);
+  for (std::size_t i = 1; i < w.ops.size(); ++i)
+    EXPECT_DOUBLE_EQ(w.ops[i].after_us, o.ops[i].after_us) << w.ops[i].name;
+}
+
 TEST(Calibrate, RefusesRunsWithoutOps) {
   const Hardware base = h200();
   CalibrationRun a =
