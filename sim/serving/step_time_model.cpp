@@ -23,6 +23,7 @@ void BatchShape::add_prefill(double n, double p) {
   prefill_cached_tokens += p;
   prefill_attention_pairs += n * p + n * (n + 1) / 2;
   prefill_kda_chunks += std::ceil(n / 64.0);  // the chunk length of core/op_graph.cpp's kda.chunk
+  prefill_serial_steps = std::max(prefill_serial_steps, std::ceil(n / 64.0));
 }
 
 namespace {
@@ -156,6 +157,9 @@ StepTimeModel::StepTimeModel(const Scenario& s) : hardware_(s.hardware), runtime
           probe.flops = 0;
           probe.read.activations = 1e12;
           r.us_per_byte = time_op(probe, s.hardware, s.runtime).memory_us / 1e12;
+          probe.read = ByteCounts{};
+          probe.serial_steps = 1;
+          r.us_per_serial_step = time_op(probe, s.hardware, s.runtime).serial_us;
         }
         rows.push_back(r);
       } else if (rows[it->second].decode.present && !is_decode && op.kind == OpKind::mla_attention) {
@@ -165,6 +169,11 @@ StepTimeModel::StepTimeModel(const Scenario& s) : hardware_(s.hardware), runtime
       Part& part = is_decode ? r.decode : r.prefill;
       part.present = true;
       part.kernels = op.kernels;
+      // A chain's length is the longest chunk's, not a sum over the batch: not affine in the features. The probe
+      // graphs hold one chunk per sequence, so the chain is ceil(n / 64) of the prefill feature set.
+      part.chained = op.serial_steps > 0;
+      K3_CHECK(!(part.chained && is_decode), "decode op {} has a serial chain the serving model has no feature for",
+               op.name());
       part.calls = op.collective ? op.collective->calls : 0;
       part.flops = fit(probes, i, [](const Op& o) { return o.flops; });
       part.bytes = fit(probes, i, other_bytes_of);
@@ -195,13 +204,13 @@ StepTimeModel::StepTimeModel(const Scenario& s) : hardware_(s.hardware), runtime
   auto append = [](std::vector<double>& key, const Row& r) {
     key.insert(key.end(), {double(r.collective), double(r.routed_experts), double(r.separate_kernels), r.us_per_flop,
                            r.us_per_byte, r.us_per_kernel, r.latency_us, r.us_per_collective_byte,
-                           double(r.affine_collective), r.weight_bytes_per_expert});
+                           double(r.affine_collective), r.weight_bytes_per_expert, r.us_per_serial_step});
     if (r.collective) {
       const Collective& c = *r.collective_op.collective;
       key.insert(key.end(), {double(c.kind), double(c.group_size)});
     }
     for (const Part* p : {&r.decode, &r.prefill}) {
-      key.insert(key.end(), {double(p->present), p->kernels, p->calls});
+      key.insert(key.end(), {double(p->present), double(p->chained), p->kernels, p->calls});
       for (const auto* v : {&p->flops, &p->bytes, &p->weights, &p->collective_bytes}) {
         key.insert(key.end(), v->begin(), v->end());
       }
@@ -282,7 +291,8 @@ StepTimeModel::OpCost StepTimeModel::cost(const Row& r, const Features& f) const
   c.compute_us = flops * r.us_per_flop;
   c.memory_us = bytes * r.us_per_byte;
   c.overhead_us = (r.separate_kernels ? kd + kp : std::max(kd, kp)) * r.us_per_kernel;
-  c.time_us = ridge_max(c.compute_us, c.memory_us, hardware_.ridge_smooth_max_exponent) + c.overhead_us;
+  c.serial_us = p && r.prefill.chained ? f.serial_steps * r.us_per_serial_step : 0.0;
+  c.time_us = ridge_max(c.compute_us, c.memory_us, hardware_.ridge_smooth_max_exponent) + c.serial_us + c.overhead_us;
   return c;
 }
 
@@ -316,6 +326,7 @@ double StepTimeModel::step_us(const BatchShape& b) const {
     }
   }
   f.routed_tokens = b.tokens();
+  f.serial_steps = b.prefill_serial_steps;
   double total = 0;
   if (!f.has_prefill) {
     // Decode only: context-free units from the memo, in the same order, so the sum is the same.

@@ -6,7 +6,8 @@
 // op's FLOPs and bytes are affine in a few batch features (sequences, tokens, cached tokens, causal
 // query-key pairs, KDA chunk boundaries), so a handful of graphs at probe shapes give each op's
 // coefficients exactly. A step then costs one pass over the op units, with identical layers merged:
-//   op time  = ridge_max(FLOPs · s/FLOP, bytes · s/byte) + kernels · per-kernel overhead   (as sim/roofline)
+//   op time  = ridge_max(FLOPs · s/FLOP, bytes · s/byte) + serial steps · step time
+//              + kernels · per-kernel overhead                                             (as sim/roofline)
 //   mixed    = weights read once; decode and prefill FLOPs and activation/KV/state bytes add;
 //              distinct experts from all routed tokens of the step, E·(1 − (1 − k/E)^T)
 // For a batch of only decode or only prefill sequences of one shape it equals time_step(build_op_graph)
@@ -31,6 +32,7 @@ struct BatchShape {
   double prefill_cached_tokens = 0;    // Σ tokens cached by each chunk's sequence before the chunk
   double prefill_attention_pairs = 0;  // Σ n·p + n(n+1)/2: causal query-key pairs of the chunks
   double prefill_kda_chunks = 0;       // Σ ceil(n / 64): KDA chunk boundaries the chunks write
+  double prefill_serial_steps = 0;     // max ceil(n / 64): the longest KDA state-pass chain (chunks run beside)
 
   void add_decode(double context_tokens);
   void add_prefill(double new_tokens, double cached_tokens);
@@ -61,6 +63,7 @@ class StepTimeModel {
  private:
   struct Part {
     bool present = false;
+    bool chained = false;  // walks the step's longest chain (BatchShape::prefill_serial_steps)
     double kernels = 0;
     double calls = 0;
     std::vector<double> flops, bytes, weights, collective_bytes;  // coefficients per feature
@@ -70,6 +73,7 @@ class StepTimeModel {
     bool routed_experts = false;    // weights from distinct experts, features from routed tokens
     bool separate_kernels = false;  // decode and prefill run different kernels (attention)
     double us_per_flop = 0, us_per_byte = 0, us_per_kernel = 0;  // GPU op
+    double us_per_serial_step = 0;                               // GPU op with a chain (prefill KDA state pass)
     double latency_us = 0, us_per_collective_byte = 0;           // collective, when affine in its bytes
     bool affine_collective = true;       // else timed by sim/roofline at each size (a measured curve)
     Op collective_op;                    // the collective as the graph emits it, for that timing
@@ -77,7 +81,7 @@ class StepTimeModel {
     Part decode, prefill;
   };
   struct OpCost {
-    double compute_us = 0, memory_us = 0, overhead_us = 0, time_us = 0;
+    double compute_us = 0, memory_us = 0, overhead_us = 0, serial_us = 0, time_us = 0;
   };
   // A main row and the rows that run beside it, times how many layers share the same numbers.
   struct Unit {
@@ -92,6 +96,7 @@ class StepTimeModel {
     double decode_routed[kDecodeFeatures];
     double prefill_routed[kPrefillFeatures];
     double routed_tokens;  // all tokens routed to experts in the step, over the stage
+    double serial_steps;   // the longest chain of the prefill chunks
     bool has_decode, has_prefill;
   };
   OpCost cost(const Row& r, const Features& f) const;

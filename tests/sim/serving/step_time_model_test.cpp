@@ -85,6 +85,26 @@ TEST(ServingStepTimeModel, MixedBatchReadsWeightsOnce) {
   EXPECT_GT(m, std::max(d, p));
 }
 
+// The KDA state pass walks each chunk's 64-token steps in order, the chunks of a step beside each other: the
+// chain term of a step is its longest chunk's, however many shorter chunks run with it.
+TEST(ServingStepTimeModel, TheLongestPrefillChunkSetsTheChain) {
+  Scenario with = deployment(8, 1, 8);
+  with.hardware.serial_step_us[OpKind::kda_chunk] = 100.0;
+  Scenario without = with;
+  without.hardware.serial_step_us.clear();
+  const StepTimeModel chained(with), plain(without);
+  const double kda_layers = with.model.count_layers(AttentionKind::kda);
+  ASSERT_GT(kda_layers, 0);
+  for (const std::vector<double>& chunks : {std::vector<double>{1000}, {1000, 64}, {64, 1000, 65, 129}}) {
+    BatchShape b;
+    for (double n : chunks) b.add_prefill(n, 0);
+    EXPECT_NEAR(chained.step_us(b) - plain.step_us(b), kda_layers * 16 * 100.0, 1e-6) << chunks.size() << " chunks";
+  }
+  BatchShape decode;
+  decode.add_decode(4000);
+  EXPECT_EQ(chained.step_us(decode), plain.step_us(decode));  // the recurrent step has no chain
+}
+
 TEST(ServingStepTimeModel, EmptyBatchTakesNoTime) {
   const StepTimeModel model(deployment(8, 1, 8));
   EXPECT_EQ(model.step_us(BatchShape{}), 0.0);
