@@ -29,6 +29,9 @@ struct ServeOptions {
   bool quiet = false;
 };
 
+// In a log a stage gets its line only when it took this long: short runs print their report alone.
+constexpr double kLoggedStageSeconds = 5.0;
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -49,19 +52,21 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
       "--trace", opts->trace_path,
       "write the simulated schedule as a Chrome trace (.json, or .json.gz): per replica its iterations "
       "and each request's queue, prefill and decode spans, for Perfetto (docs/serving.md#the-schedule-as-a-trace)");
-  cmd->add_flag("--quiet", opts->quiet, "no progress line (on a terminal) or lines of the stages done (in a log)");
+  cmd->add_flag("--quiet", opts->quiet, "no progress line (on a terminal) or lines of the long stages done (in a log)");
   cmd->callback([opts, &global] {
     serving::ServingScenario s =
         serving::load_serving_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
     s.options.record_schedule = !opts->trace_path.empty();
-    // On a terminal a progress line, redrawn per 1/1000 of the requests; in a log one line per stage done.
+    // On a terminal a progress line, redrawn per 1/1000 of the requests, and a line per stage done;
+    // in a log a line per stage that took kLoggedStageSeconds or more.
     const bool terminal = !opts->quiet && isatty(fileno(stderr));
+    const auto report = [&](double seconds) { return terminal || (!opts->quiet && seconds >= kLoggedStageSeconds); };
     auto t0 = std::chrono::steady_clock::now();
     std::optional<serving::TraceWorkload> trace;
     const serving::Workload w = serving::serving_workload(s, &trace);
-    if (trace && !opts->quiet) {
+    if (const double took = seconds_since(t0); trace && report(took)) {
       fmt::print(stderr, "serve: {} requests read{} in {:.1f} s\n", w.requests.size(),
-                 trace->cached ? " and through the prefix cache" : "", seconds_since(t0));
+                 trace->cached ? " and through the prefix cache" : "", took);
     }
     const serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
     if (terminal) {
@@ -72,9 +77,9 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
     t0 = std::chrono::steady_clock::now();
     const serving::ServingResult r = serving::simulate(w.requests, w.cached_prefix_tokens, model, s.options);
     if (terminal) fmt::print(stderr, "\n");
-    if (!opts->quiet) {
-      fmt::print(stderr, "serve: {} requests simulated in {:.1f} s ({} iterations)\n", r.requests.size(),
-                 seconds_since(t0), r.iterations);
+    if (const double took = seconds_since(t0); report(took)) {
+      fmt::print(stderr, "serve: {} requests simulated in {:.1f} s ({} iterations)\n", r.requests.size(), took,
+                 r.iterations);
     }
     fmt::print("{}", serving::format_serving(s, r));
     if (trace) fmt::print("{}", serving::format_trace(s, *trace));

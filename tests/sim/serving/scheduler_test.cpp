@@ -50,11 +50,12 @@ const DataPaths& data() {
   return d;
 }
 
+// Requests 2 s apart: each is served alone, so the iteration counts depend on the scheduler only.
 ServingScenario scenario(const std::string& scheduler_line) {
   return parse_serving_scenario(
       "name: t\nmodel: kimi-k3\nhardware: h200-sxm\ngpus: 16\nparallelism: {tp: 8, attention_dp: 2, ep: 16}\n"
       "serving:\n  max_sequences: 64\n  max_batched_tokens: 4096\n"
-      "  requests: {count: 8, rate_per_s: 20, input_tokens: 3000, output_tokens: 20}\n" +
+      "  requests: {count: 8, rate_per_s: 0.5, input_tokens: 3000, output_tokens: 20}\n" +
           scheduler_line,
       "test.yaml", data());
 }
@@ -71,8 +72,8 @@ TEST(ServingScheduler, ATestSchedulerRegisteredHereIsChosenByName) {
   EXPECT_EQ(mine.completed, 8);
   EXPECT_EQ(mine.prefill_tokens, fcfs.prefill_tokens);
   EXPECT_EQ(mine.decode_tokens, fcfs.decode_tokens);
-  // Chunks of 1000 tokens: every 3000-token prompt takes three iterations of its own.
-  EXPECT_GT(mine.iterations, fcfs.iterations);
+  // Chunks of 1000 tokens: every 3000-token prompt takes three iterations where fcfs takes one.
+  EXPECT_EQ(mine.iterations, fcfs.iterations + 8 * 2);
   EXPECT_GT(mine.requests[0].first_token_ms, fcfs.requests[0].first_token_ms);
 }
 
