@@ -29,11 +29,13 @@ struct ServeOptions {
   bool quiet = false;
 };
 
-// In a log a stage gets its line only when it took this long: short runs print their report alone.
-constexpr double kLoggedStageSeconds = 5.0;
+// A stage's line gives its wall time when it took this long: a short run's lines stay the same run to run.
+constexpr double kTimedStageSeconds = 5.0;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// " in 12.3 s" for a long stage, nothing for a short one.
+std::string took_since(std::chrono::steady_clock::time_point t0) {
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s >= kTimedStageSeconds ? fmt::format(" in {:.1f} s", s) : "";
 }
 
 }  // namespace
@@ -52,21 +54,19 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
       "--trace", opts->trace_path,
       "write the simulated schedule as a Chrome trace (.json, or .json.gz): per replica its iterations "
       "and each request's queue, prefill and decode spans, for Perfetto (docs/serving.md#the-schedule-as-a-trace)");
-  cmd->add_flag("--quiet", opts->quiet, "no progress line (on a terminal) or lines of the long stages done (in a log)");
+  cmd->add_flag("--quiet", opts->quiet, "no progress line (on a terminal) or lines of the stages done");
   cmd->callback([opts, &global] {
     serving::ServingScenario s =
         serving::load_serving_scenario(opts->scenario, DataPaths::resolve(global.data_dir), opts->sets);
     s.options.record_schedule = !opts->trace_path.empty();
-    // On a terminal a progress line, redrawn per 1/1000 of the requests, and a line per stage done;
-    // in a log a line per stage that took kLoggedStageSeconds or more.
+    // A line per stage done; on a terminal also a progress line, redrawn per 1/1000 of the requests.
     const bool terminal = !opts->quiet && isatty(fileno(stderr));
-    const auto report = [&](double seconds) { return terminal || (!opts->quiet && seconds >= kLoggedStageSeconds); };
     auto t0 = std::chrono::steady_clock::now();
     std::optional<serving::TraceWorkload> trace;
     const serving::Workload w = serving::serving_workload(s, &trace);
-    if (const double took = seconds_since(t0); trace && report(took)) {
-      fmt::print(stderr, "serve: {} requests read{} in {:.1f} s\n", w.requests.size(),
-                 trace->cached ? " and through the prefix cache" : "", took);
+    if (trace && !opts->quiet) {
+      fmt::print(stderr, "serve: {} requests read{}{}\n", w.requests.size(),
+                 trace->cached ? " and through the prefix cache" : "", took_since(t0));
     }
     const serving::ReplicaModel model(s.deployment, s.options.limits.max_batched_tokens);
     if (terminal) {
@@ -77,8 +77,8 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global) {
     t0 = std::chrono::steady_clock::now();
     const serving::ServingResult r = serving::simulate(w.requests, w.cached_prefix_tokens, model, s.options);
     if (terminal) fmt::print(stderr, "\n");
-    if (const double took = seconds_since(t0); report(took)) {
-      fmt::print(stderr, "serve: {} requests simulated in {:.1f} s ({} iterations)\n", r.requests.size(), took,
+    if (!opts->quiet) {
+      fmt::print(stderr, "serve: {} requests simulated{} ({} iterations)\n", r.requests.size(), took_since(t0),
                  r.iterations);
     }
     fmt::print("{}", serving::format_serving(s, r));
